@@ -1,0 +1,188 @@
+"""Declaring AMQP composite and restricted described types once (Part 1 §1.4, §3.2).
+
+``@composite(0x10, "amqp:open:list")`` turns a class whose attributes are
+declared with :func:`field` into a slotted dataclass that encodes as a
+described list and registers its descriptor with the decoder.  Trailing fields
+that are null or hold their default are omitted on encode, and missing
+trailing fields are padded with defaults on decode (Part 1 §1.4).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, ClassVar, TypeVar
+
+from . import codec
+from .errors import AMQPDecodeError
+from .types import Array, symbol, ulong
+
+__all__ = ["composite", "described_value", "field", "Composite", "DescribedValue"]
+
+Encoder = Callable[[Any, bytearray], None]
+
+#: Wire types a field can be declared with, and how a Python value is written as one.
+FIELD_ENCODERS: dict[str, Encoder] = {
+    "*": codec.encode_into,
+    "boolean": lambda v, out: out.append(0x41 if v else 0x42),
+    "ubyte": codec.enc_ubyte,
+    "ushort": codec.enc_ushort,
+    "uint": codec.enc_uint,
+    "ulong": codec.enc_ulong,
+    "timestamp": codec.enc_timestamp,
+    "binary": codec.enc_binary,
+    "string": codec.enc_string,
+    "symbol": codec.enc_symbol,
+    "symbol*": codec.enc_symbol_array,
+    "fields": codec.enc_symbol_map,
+    "map": codec.enc_map,
+    "list": codec.enc_list,
+}
+
+
+def field(wire_type: str, default: Any = None, *, mandatory: bool = False) -> Any:
+    """Declare one field of a composite with its AMQP wire type (a key of FIELD_ENCODERS)."""
+    if wire_type not in FIELD_ENCODERS:
+        raise ValueError(f"unknown wire type {wire_type!r}; use one of {sorted(FIELD_ENCODERS)}")
+    return dataclasses.field(default=default, metadata={"amqp": wire_type, "mandatory": mandatory})
+
+
+class Composite:
+    """Base of every declared composite type; see :func:`composite`."""
+
+    __slots__ = ()
+    DESCRIPTOR: ClassVar[ulong]
+    DESCRIPTOR_NAME: ClassVar[symbol]
+
+    def encode_into(self, out: bytearray) -> None:  # replaced by @composite
+        raise NotImplementedError
+
+    def described_body(self) -> list[Any]:  # replaced by @composite
+        raise NotImplementedError
+
+
+class DescribedValue:
+    """Base of restricted types that are a descriptor plus one value (e.g. ``data``)."""
+
+    __slots__ = ("value",)
+    DESCRIPTOR: ClassVar[ulong]
+    DESCRIPTOR_NAME: ClassVar[symbol]
+    _PREFIX: ClassVar[bytes]
+    _ENCODE: ClassVar[Encoder]
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def encode_into(self, out: bytearray) -> None:
+        out += self._PREFIX
+        type(self)._ENCODE(self.value, out)
+
+    def described_body(self) -> Any:
+        return self.value
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.value == self.value  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self), repr(self.value)))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.value!r})"
+
+
+def _prefix(code: int) -> bytes:
+    out = bytearray(b"\x00")
+    codec.enc_ulong(code, out)
+    return bytes(out)
+
+
+def _register(cls: type, code: int, name: str, build: Callable[[Any], object]) -> None:
+    for key in (ulong(code), symbol(name)):
+        if key in codec.DESCRIBED_TYPES:
+            raise ValueError(f"descriptor {key!r} is declared twice")
+        codec.DESCRIBED_TYPES[key] = build
+
+
+T = TypeVar("T")
+
+
+def composite(code: int, name: str) -> Callable[[type[T]], type[T]]:
+    """Class decorator: declare a composite type encoded as a described list."""
+
+    def wrap(cls: type[T]) -> type[T]:
+        data_cls: Any = dataclasses.dataclass(slots=True)(cls)
+        fields = dataclasses.fields(data_cls)
+        names = tuple(f.name for f in fields)
+        defaults = tuple(f.default for f in fields)
+        encoders = tuple(FIELD_ENCODERS[f.metadata["amqp"]] for f in fields)
+        multiple = tuple(f.metadata["amqp"] == "symbol*" for f in fields)
+        mandatory = tuple(i for i, f in enumerate(fields) if f.metadata["mandatory"])
+        prefix = _prefix(code)
+        count = len(names)
+
+        def described_body(self: Any) -> list[Any]:
+            return [getattr(self, n) for n in names]
+
+        def encode_into(self: Any, out: bytearray) -> None:
+            values = [getattr(self, n) for n in names]
+            n = count
+            while n and (values[n - 1] is None or values[n - 1] == defaults[n - 1]):
+                n -= 1
+            out += prefix
+            if n == 0:
+                out.append(0x45)
+                return
+            body = bytearray()
+            for i in range(n):
+                value = values[i]
+                if value is None:
+                    body.append(0x40)
+                else:
+                    encoders[i](value, body)
+            codec._compound(0xC0, 0xD0, n, body, out)
+
+        def from_list(values: Any) -> Any:
+            if type(values) is not list:
+                raise AMQPDecodeError(f"{name} must be a described list, got {type(values).__name__}")
+            given = len(values)
+            if given < count:
+                values = values + [None] * (count - given)
+            elif given > count:
+                values = values[:count]  # fields from a later version of the spec
+            for i in range(count):
+                value = values[i]
+                if value is None:
+                    values[i] = defaults[i]
+                elif multiple[i]:
+                    values[i] = value.elements if type(value) is Array else [value]
+            for i in mandatory:
+                if values[i] is None:
+                    raise AMQPDecodeError(f"{name}: mandatory field {names[i]!r} is null or missing")
+            return data_cls(*values)
+
+        data_cls.DESCRIPTOR = ulong(code)
+        data_cls.DESCRIPTOR_NAME = symbol(name)
+        data_cls.encode_into = encode_into
+        data_cls.described_body = described_body
+        data_cls.from_list = staticmethod(from_list)
+        _register(data_cls, code, name, from_list)
+        return data_cls  # type: ignore[no-any-return]
+
+    return wrap
+
+
+D = TypeVar("D", bound=DescribedValue)
+
+
+def described_value(code: int, name: str, wire_type: str) -> Callable[[type[D]], type[D]]:
+    """Class decorator: declare a restricted type that is a descriptor and one value."""
+
+    def wrap(cls: type[D]) -> type[D]:
+        encode_value = FIELD_ENCODERS[wire_type]
+        cls.DESCRIPTOR = ulong(code)
+        cls.DESCRIPTOR_NAME = symbol(name)
+        cls._PREFIX = _prefix(code)
+        cls._ENCODE = staticmethod(encode_value)  # type: ignore[assignment]
+        _register(cls, code, name, cls)
+        return cls
+
+    return wrap

@@ -1,0 +1,216 @@
+"""The AMQP message format (OASIS AMQP 1.0 Part 3, §3.2).
+
+:class:`Message` is the decoded, user-facing form.  :func:`split_sections`
+finds section boundaries without decoding, so the broker can keep the bare
+message (properties, application-properties, body) byte for byte, as §3.2
+requires of intermediaries, and decode only what it needs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal, NamedTuple
+
+from . import codec
+from .errors import AMQPDecodeError
+from .messaging import (
+    AmqpSequence,
+    AmqpValue,
+    ApplicationProperties,
+    Data,
+    DeliveryAnnotations,
+    Footer,
+    Header,
+    MessageAnnotations,
+    Properties,
+)
+
+__all__ = ["Message", "Sections", "decode_message", "encode_message", "split_sections"]
+
+BodyKind = Literal["value", "data", "sequence"]
+
+# Section descriptor codes, in the order §3.2 requires them.
+HEADER, DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS, PROPERTIES = 0x70, 0x71, 0x72, 0x73
+APPLICATION_PROPERTIES, DATA, AMQP_SEQUENCE, AMQP_VALUE, FOOTER = 0x74, 0x75, 0x76, 0x77, 0x78
+_RANK = {
+    HEADER: 0, DELIVERY_ANNOTATIONS: 1, MESSAGE_ANNOTATIONS: 2, PROPERTIES: 3,
+    APPLICATION_PROPERTIES: 4, DATA: 5, AMQP_SEQUENCE: 5, AMQP_VALUE: 5, FOOTER: 6,
+}  # fmt: skip
+_SECTION_NAMES = {
+    HEADER: "header", DELIVERY_ANNOTATIONS: "delivery-annotations",
+    MESSAGE_ANNOTATIONS: "message-annotations", PROPERTIES: "properties",
+    APPLICATION_PROPERTIES: "application-properties", DATA: "data",
+    AMQP_SEQUENCE: "amqp-sequence", AMQP_VALUE: "amqp-value", FOOTER: "footer",
+}  # fmt: skip
+
+
+@dataclasses.dataclass(slots=True)
+class Message:
+    """A decoded AMQP message.
+
+    ``body`` holds the body's Python value: for ``body_kind="value"`` the
+    amqp-value's value, for ``"data"`` the bytes of the data section (a list of
+    bytes when there are several sections), for ``"sequence"`` the list of an
+    amqp-sequence (a list of lists when there are several).
+    """
+
+    body: Any = None
+    body_kind: BodyKind = "value"
+    header: Header | None = None
+    delivery_annotations: dict[Any, Any] | None = None
+    message_annotations: dict[Any, Any] | None = None
+    properties: Properties | None = None
+    application_properties: dict[str, Any] | None = None
+    footer: dict[Any, Any] | None = None
+
+    def encode(self) -> bytes:
+        """The message's wire encoding, sections in §3.2 order."""
+        return encode_message(self)
+
+
+def _body_sections(message: Message) -> list[Any]:
+    kind = message.body_kind
+    if kind == "value":
+        return [AmqpValue(message.body)]
+    if kind == "data":
+        body = message.body
+        if isinstance(body, (bytes, bytearray, memoryview)):
+            return [Data(bytes(body))]
+        if isinstance(body, list) and body and all(isinstance(b, (bytes, bytearray)) for b in body):
+            return [Data(bytes(b)) for b in body]
+        raise TypeError(f"a data body must be bytes or a non-empty list of bytes, got {type(body).__name__}")
+    if kind == "sequence":
+        body = message.body
+        if not isinstance(body, list):
+            raise TypeError(f"a sequence body must be a list, got {type(body).__name__}")
+        if body and all(isinstance(b, list) for b in body):
+            return [AmqpSequence(b) for b in body]
+        return [AmqpSequence(body)]
+    raise ValueError(f"body_kind must be 'value', 'data' or 'sequence', got {kind!r}")
+
+
+def encode_message(message: Message) -> bytes:
+    """Encode a message as its sections in the order §3.2 requires."""
+    out = bytearray()
+    if message.header is not None:
+        message.header.encode_into(out)
+    if message.delivery_annotations is not None:
+        DeliveryAnnotations(message.delivery_annotations).encode_into(out)
+    if message.message_annotations is not None:
+        MessageAnnotations(message.message_annotations).encode_into(out)
+    if message.properties is not None:
+        message.properties.encode_into(out)
+    if message.application_properties is not None:
+        ApplicationProperties(message.application_properties).encode_into(out)
+    for section in _body_sections(message):
+        section.encode_into(out)
+    if message.footer is not None:
+        Footer(message.footer).encode_into(out)
+    return bytes(out)
+
+
+class Sections(NamedTuple):
+    """Byte offsets of a message's parts; a missing section is an empty range."""
+
+    header: tuple[int, int]
+    delivery_annotations: tuple[int, int]
+    message_annotations: tuple[int, int]
+    bare: tuple[int, int]
+    footer: tuple[int, int]
+
+
+def _section_code(buf: bytes | memoryview, pos: int) -> int:
+    """The descriptor code of the section at ``pos`` (0x00 0x53 code, or a symbol)."""
+    if buf[pos] != 0x00:
+        raise AMQPDecodeError(f"expected a described section at offset {pos}, got {buf[pos]:#04x}")
+    descriptor, _ = codec.decode_at(buf, pos + 1)
+    build = codec.DESCRIBED_TYPES.get(descriptor)
+    code = getattr(build, "DESCRIPTOR", None)
+    if code is None or int(code) not in _RANK:
+        raise AMQPDecodeError(f"unknown message section descriptor {descriptor!r} at offset {pos}")
+    return int(code)
+
+
+def split_sections(buf: bytes | memoryview) -> Sections:
+    """Find each section's byte range, checking their order (§3.2), without decoding them."""
+    pos = 0
+    end = len(buf)
+    spans: dict[int, tuple[int, int]] = {}
+    last_rank = -1
+    body_code = None
+    bare_start = bare_end = None
+    while pos < end:
+        # Fast path for the common `00 53 xx` form; anything else goes through the decoder.
+        if buf[pos] == 0x00 and pos + 2 < end and buf[pos + 1] == 0x53:
+            code = buf[pos + 2]
+            if code not in _RANK:
+                code = _section_code(buf, pos)
+        else:
+            code = _section_code(buf, pos)
+        rank = _RANK[code]
+        if rank < last_rank or (rank == last_rank and rank != 5):
+            raise AMQPDecodeError(
+                f"message section {_SECTION_NAMES[code]} at offset {pos} is out of order (Part 3 §3.2)"
+            )
+        if rank == 5:
+            if body_code is None:
+                body_code = code
+            elif code != body_code or code == AMQP_VALUE:
+                raise AMQPDecodeError(
+                    f"body section {_SECTION_NAMES[code]} at offset {pos} follows a "
+                    f"{_SECTION_NAMES[body_code]} section; a body is one amqp-value, or data "
+                    "sections, or amqp-sequence sections (Part 3 §3.2)"
+                )
+        last_rank = rank
+        start = pos
+        pos = codec.skip_at(buf, pos)
+        if rank >= 3 and rank <= 5:
+            if bare_start is None:
+                bare_start = start
+            bare_end = pos
+        else:
+            spans[rank] = (start, pos)
+    if bare_start is None or bare_end is None:
+        bare_start = bare_end = spans.get(2, spans.get(1, spans.get(0, (0, 0))))[1]
+    empty = (bare_start, bare_start)
+    return Sections(
+        spans.get(0, (0, 0)),
+        spans.get(1, empty),
+        spans.get(2, empty),
+        (bare_start, bare_end),
+        spans.get(6, (bare_end, bare_end)),
+    )
+
+
+def decode_message(data: bytes | memoryview) -> Message:
+    """Decode a whole message, checking section order (§3.2)."""
+    split_sections(data)  # validates order
+    message = Message()
+    pos = 0
+    bodies: list[Any] = []
+    kind: BodyKind = "value"
+    while pos < len(data):
+        section, pos = codec.decode_at(data, pos)
+        if isinstance(section, Header):
+            message.header = section
+        elif isinstance(section, DeliveryAnnotations):
+            message.delivery_annotations = section.value
+        elif isinstance(section, MessageAnnotations):
+            message.message_annotations = section.value
+        elif isinstance(section, Properties):
+            message.properties = section
+        elif isinstance(section, ApplicationProperties):
+            message.application_properties = section.value
+        elif isinstance(section, Data):
+            kind = "data"
+            bodies.append(section.value)
+        elif isinstance(section, AmqpSequence):
+            kind = "sequence"
+            bodies.append(section.value)
+        elif isinstance(section, AmqpValue):
+            bodies.append(section.value)
+        elif isinstance(section, Footer):
+            message.footer = section.value
+    message.body_kind = kind
+    message.body = bodies[0] if len(bodies) == 1 else (bodies if bodies else None)
+    return message
