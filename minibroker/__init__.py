@@ -1,0 +1,34 @@
+"""minibroker: an AMQP 1.0 broker that runs inside your test process.
+
+``ThreadedBroker`` serves from a background thread (sync and asyncio tests);
+``open_broker`` serves inside a trio run.  Both bind 127.0.0.1 on a free port
+and offer the same inspection API.
+"""
+
+__version__ = "0.1.0"
+
+from .amqp.message import Message as Message
+from .api import build_message as build_message
+from .broker.clock import Clock as Clock
+from .broker.clock import ManualClock as ManualClock
+from .broker.clock import SystemClock as SystemClock
+from .broker.config import BrokerConfig as BrokerConfig
+from .broker.config import QueueOptions as QueueOptions
+from .broker.engine import Broker as Broker
+from .broker.engine import NodeError as NodeError
+from .broker.statistics import BrokerStatistics as BrokerStatistics
+from .broker.statistics import NodeStatistics as NodeStatistics
+from .broker.statistics import QueuedMessage as QueuedMessage
+from .broker.statistics import QueueSnapshot as QueueSnapshot
+from .broker.statistics import TopicSnapshot as TopicSnapshot
+from .broker.statistics import TransactionSnapshot as TransactionSnapshot
+from .server import serve as serve
+from .threaded import ThreadedBroker as ThreadedBroker
+from .trio_broker import TrioBroker as TrioBroker
+from .trio_broker import open_broker as open_broker
+
+__all__ = [
+    "Broker", "BrokerConfig", "BrokerStatistics", "Clock", "ManualClock", "Message", "NodeError",
+    "NodeStatistics", "QueueOptions", "QueueSnapshot", "QueuedMessage", "SystemClock", "ThreadedBroker",
+    "TopicSnapshot", "TransactionSnapshot", "TrioBroker", "build_message", "open_broker", "serve",
+]  # fmt: skip

@@ -1,0 +1,7 @@
+"""``python -m minibroker serve``."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,122 @@
+"""The inspection and control API shared by :class:`ThreadedBroker` and the trio handle.
+
+Every call runs in the broker's own thread (``_call``) and returns frozen
+snapshots, never live objects.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, TypeVar
+
+from .amqp.message import BodyKind, Message
+from .amqp.messaging import Header, Properties
+from .amqp.types import symbol
+from .broker.config import QueueOptions
+from .broker.engine import Broker
+from .broker.statistics import BrokerStatistics, QueueSnapshot, TopicSnapshot, TransactionSnapshot
+
+__all__ = ["BrokerAPI", "build_message"]
+
+T = TypeVar("T")
+
+_PROPERTY_FIELDS = frozenset(Properties.__dataclass_fields__)  # type: ignore[attr-defined]
+
+
+def build_message(
+    body: Any = None,
+    *,
+    body_kind: BodyKind = "value",
+    priority: int | None = None,
+    ttl: float | None = None,
+    durable: bool = False,
+    application_properties: dict[str, Any] | None = None,
+    annotations: dict[str, Any] | None = None,
+    **properties: Any,
+) -> Message:
+    """A message from keyword fields: ``ttl`` in seconds; other keywords are properties fields
+    (``message_id``, ``subject``, ``to``, ``reply_to``, ``correlation_id``, ``content_type``,
+    ``absolute_expiry_time``, ``creation_time``, ``group_id`` ...)."""
+    unknown = set(properties) - _PROPERTY_FIELDS
+    if unknown:
+        raise TypeError(
+            f"unknown message field(s) {sorted(unknown)}; use body, body_kind, priority, ttl, durable, "
+            f"application_properties, annotations or a properties field: {sorted(_PROPERTY_FIELDS)}"
+        )
+    header = None
+    if priority is not None or ttl is not None or durable:
+        header = Header(
+            durable=durable,
+            priority=4 if priority is None else priority,
+            ttl=None if ttl is None else int(ttl * 1000),
+        )
+    return Message(
+        body=body,
+        body_kind=body_kind,
+        header=header,
+        properties=Properties(**properties) if properties else None,
+        application_properties=application_properties,
+        message_annotations={symbol(k): v for k, v in annotations.items()} if annotations else None,
+    )
+
+
+class BrokerAPI:
+    """Methods every broker handle offers; subclasses say how to run code in the broker's thread."""
+
+    _broker: Broker
+
+    def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        raise NotImplementedError
+
+    def queue(self, name: str) -> QueueSnapshot:
+        """A frozen snapshot of a queue: ``.depth``, ``.messages`` (decoded, in delivery order)."""
+        return self._call(self._broker.queue_snapshot, name)
+
+    def topic(self, name: str) -> TopicSnapshot:
+        """A frozen snapshot of a topic and its subscriptions."""
+        return self._call(self._broker.topic_snapshot, name)
+
+    def queues(self) -> list[str]:
+        """Names of all queues, sorted."""
+        return self._call(lambda: sorted(self._broker.queues))
+
+    def topics(self) -> list[str]:
+        """Names of all topics, sorted."""
+        return self._call(lambda: sorted(self._broker.topics))
+
+    def declare_queue(self, name: str, **options: Any) -> None:
+        """Create a queue with :class:`QueueOptions` fields (priorities, default_ttl, max_ttl,
+        dead_letter_address, dead_letter_on_expiry, max_delivery_count)."""
+        queue_options = QueueOptions(**options) if options else None
+        self._call(self._broker.declare_queue, name, queue_options)
+
+    def declare_topic(self, name: str) -> None:
+        """Create a topic."""
+        self._call(self._broker.declare_topic, name)
+
+    def delete(self, name: str) -> None:
+        """Delete a queue or topic; its links are detached with ``amqp:resource-deleted``."""
+        self._call(self._broker.delete_node, name)
+
+    def publish(self, address: str, body: Any = None, *, message: Message | None = None, **fields: Any) -> None:
+        """Put a message on ``address`` without a client: ``publish("orders", {"id": 1}, priority=7)``."""
+        if message is None:
+            message = build_message(body, **fields)
+        elif body is not None or fields:
+            raise TypeError("pass either message=Message(...) or a body with fields, not both")
+        self._call(self._broker.publish, address, message)
+
+    def purge(self, name: str | None = None) -> int:
+        """Remove available messages from one queue, or from all; returns how many."""
+        return self._call(self._broker.purge, name)
+
+    def reset(self) -> None:
+        """Back to empty: all connections closed, all nodes, messages and transactions gone."""
+        self._call(self._broker.reset)
+
+    def statistics(self) -> BrokerStatistics:
+        """Counters per node plus connection and link counts."""
+        return self._call(self._broker.statistics)
+
+    def transactions(self) -> list[TransactionSnapshot]:
+        """Open transactions with their staged work."""
+        return self._call(self._broker.transaction_snapshots)

@@ -1,0 +1,736 @@
+"""The broker engine: nodes, routing, link semantics and the inspection API.
+
+Single-threaded and clock-injected: the server feeds it bytes and time; it
+never reads the wall clock or touches a socket.  Semantics follow OASIS AMQP
+1.0 Part 3 (distribution nodes, outcomes, termini) and the AMQP 1.0 broker
+paper (addresses 2.1, links 2.3, outcomes 2.3.5, flow control 2.3.9,
+filters 2.3.10, subscribers and consumers 2.3.11, browsing 2.3.12, dynamic
+nodes 2.3.13).
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from typing import Any, Callable, Iterable
+
+from ..amqp import errors as conditions
+from ..amqp.errors import AMQPDecodeError
+from ..amqp.message import Message
+from ..amqp.messaging import (
+    Accepted,
+    DeleteOnClose,
+    Modified,
+    Received,
+    Rejected,
+    Released,
+    Source,
+    Target,
+)
+from ..amqp.performatives import RCV_SECOND, Error
+from ..amqp.transactions import Coordinator, TransactionalState
+from ..amqp.types import symbol
+from ..protocol import events as ev
+from ..protocol.connection import Connection, ConnectionConfig, Trace
+from ..protocol.endpoints import Delivery, Link
+from .clock import Clock, ManualClock, SystemClock
+from .config import DEFAULT_DEAD_LETTER_SUFFIX, BrokerConfig, QueueOptions
+from .filters import FilterError, parse_filter_set, selector_matches
+from .links import ConsumerLink, CoordinatorLink, ProducerLink
+from .queue import Queue
+from .statistics import (
+    BrokerStatistics,
+    NodeCounters,
+    QueuedMessage,
+    QueueSnapshot,
+    SubscriptionSnapshot,
+    TopicSnapshot,
+    TransactionSnapshot,
+)
+from .stored import Entry, StoredMessage
+from .topic import Subscription, Topic
+from .transactions import TransactionManager
+
+__all__ = ["Broker", "BrokerConnection", "NodeError", "ANONYMOUS_RELAY"]
+
+#: Offered in ``open`` so clients may send with a null target address (routing by ``to``).
+ANONYMOUS_RELAY = "ANONYMOUS-RELAY"
+SUPPORTED_OUTCOMES = frozenset(
+    {"amqp:accepted:list", "amqp:rejected:list", "amqp:released:list", "amqp:modified:list"}
+)
+QUEUE_PREFIX = "queue://"
+TOPIC_PREFIX = "topic://"
+TOPIC_CAPABILITIES = frozenset({"topic", "temporary-topic"})
+#: Modified(delivery-failed) is what a delivery left unsettled becomes (issue semantics, Part 3 §3.4.5).
+DELIVERY_FAILED = Modified(delivery_failed=True)
+
+
+class NodeError(LookupError):
+    """A node that does not exist, or exists with another kind, for the Python API."""
+
+
+def _capabilities(terminus: Any) -> frozenset[str]:
+    caps = getattr(terminus, "capabilities", None)
+    if not caps:
+        return frozenset()
+    if isinstance(caps, str):
+        return frozenset({str(caps)})
+    return frozenset(str(c) for c in caps)
+
+
+def _error(condition: str, description: str) -> Error:
+    return Error(condition=symbol(condition), description=description)
+
+
+class BrokerConnection:
+    """One client connection as the broker sees it: the protocol engine plus a wake-up callback."""
+
+    def __init__(self, broker: Broker, notify: Callable[[], None], peer: str) -> None:
+        self.broker = broker
+        self.notify = notify
+        self.peer = peer
+        config = broker.config
+        self.engine = Connection(
+            ConnectionConfig(
+                container_id=config.container_id,
+                max_frame_size=config.max_frame_size,
+                idle_timeout=config.idle_timeout,
+                users=dict(config.users),
+                allow_anonymous=config.allow_anonymous,
+                offered_capabilities=(ANONYMOUS_RELAY,),
+                properties={"product": "minibroker"},
+            ),
+            trace=broker.trace,
+        )
+        self.container_id: str | None = None
+        self.open = True
+
+    def receive_data(self, data: bytes) -> None:
+        """Bytes from the socket: run the protocol and the broker on them."""
+        self.broker._handle(self, self.engine.receive_data(data))
+
+    def data_to_send(self) -> bytes:
+        return self.engine.data_to_send()
+
+    def tick(self, now: float) -> float | None:
+        """Idle-timeout rules at server time ``now`` (monotonic); returns the next deadline."""
+        deadline = self.engine.tick(now)
+        events = self.engine.take_events()
+        if events:
+            self.broker._handle(self, events)
+        return deadline
+
+    @property
+    def finished(self) -> bool:
+        return self.engine.finished
+
+    def connection_lost(self) -> None:
+        """The transport is gone: every link ends as if detached without closing."""
+        if self.open:
+            self.engine.close(None)
+            self.broker._handle(self, self.engine.take_events())
+            self.broker._forget_connection(self)
+
+    def close(self, error: Error | None = None) -> None:
+        self.engine.close(error)
+        self.broker._handle(self, self.engine.take_events())
+        self.broker.mark_dirty(self)
+
+
+class Broker:
+    """All broker state: nodes, connections, transactions.  Owned by one thread."""
+
+    def __init__(self, config: BrokerConfig | None = None, clock: Clock | None = None, trace: Trace | None = None):
+        self.config = config or BrokerConfig()
+        self.clock: Clock = clock or SystemClock()
+        self.trace = trace
+        self.queues: dict[str, Queue] = {}
+        self.topics: dict[str, Topic] = {}
+        self.counters: dict[str, NodeCounters] = {}
+        self.connections: set[BrokerConnection] = set()
+        self.connections_total = 0
+        self.transactions = TransactionManager(self)
+        self._durable: dict[str, Subscription] = {}
+        self._link_ids = itertools.count(1)
+        self._dirty: set[BrokerConnection] = set()
+        self._consumers: set[ConsumerLink] = set()
+        self.version = 0  # bumped after every change, for waiters
+        self.on_change: Callable[[], None] | None = None
+        #: Called when a new expiry may come before the timer's deadline (the server's timer task).
+        self.on_timers_changed: Callable[[], None] | None = None
+        if isinstance(self.clock, ManualClock):
+            self.clock.subscribe(self.run_timers)
+
+    # ------------------------------------------------------------ connections
+
+    def connect(self, notify: Callable[[], None], peer: str = "") -> BrokerConnection:
+        """A new transport: returns the object the server feeds bytes to."""
+        connection = BrokerConnection(self, notify, peer)
+        self.connections.add(connection)
+        self.connections_total += 1
+        return connection
+
+    def _forget_connection(self, connection: BrokerConnection) -> None:
+        connection.open = False
+        self.connections.discard(connection)
+        self._dirty.discard(connection)
+
+    def mark_dirty(self, connection: BrokerConnection) -> None:
+        self._dirty.add(connection)
+
+    def flush(self) -> None:
+        """Wake every connection with output queued by work done for another one."""
+        dirty, self._dirty = self._dirty, set()
+        for connection in dirty:
+            connection.notify()
+        self.version += 1
+        if self.on_change is not None:
+            self.on_change()
+
+    def now(self) -> float:
+        return self.clock.now()
+
+    # ------------------------------------------------------------------ timers
+
+    def next_deadline(self) -> float | None:
+        """The clock time at which something expires next (TTL, transaction timeout)."""
+        deadlines = [q.next_expiry() for q in self._all_queues()]
+        deadlines.append(self.transactions.next_deadline())
+        present = [d for d in deadlines if d is not None]
+        return min(present) if present else None
+
+    def run_timers(self, now: float | None = None) -> None:
+        """Expire what is due at ``now`` (the clock's time by default) and dispatch."""
+        now = self.clock.now() if now is None else now
+        for queue in list(self._all_queues()):
+            queue.expire(now)
+            queue.dispatch(now)
+        self.transactions.expire(now)
+        self.flush()
+
+    def _expiry_added(self, expires_at: float) -> None:
+        if self.on_timers_changed is not None:
+            self.on_timers_changed()
+
+    def _all_queues(self) -> Iterable[Queue]:
+        yield from self.queues.values()
+        for topic in self.topics.values():
+            for subscription in topic.subscriptions.values():
+                yield subscription.queue
+
+    # ------------------------------------------------------------------- nodes
+
+    def declare_queue(self, name: str, options: QueueOptions | None = None, temporary: bool = False) -> Queue:
+        """Create a queue, or return the existing one of that name."""
+        if name in self.topics:
+            raise NodeError(f"{name!r} is a topic; a queue and a topic cannot share a name")
+        queue = self.queues.get(name)
+        if queue is None:
+            if options is None:
+                options = self.config.queue_defaults
+                if name.endswith(DEFAULT_DEAD_LETTER_SUFFIX):
+                    options = QueueOptions(**{**_fields(options), "dead_letter_address": ""})
+            counters = self.counters.setdefault(name, NodeCounters())
+            queue = Queue(name, options, counters, self._dead_letter, temporary, self._expiry_added)
+            self.queues[name] = queue
+        elif options is not None and options != queue.options:
+            queue.options = options
+        return queue
+
+    def declare_topic(self, name: str) -> Topic:
+        """Create a topic, or return the existing one of that name."""
+        if name in self.queues:
+            raise NodeError(f"{name!r} is a queue; a queue and a topic cannot share a name")
+        topic = self.topics.get(name)
+        if topic is None:
+            topic = Topic(name, self.counters.setdefault(name, NodeCounters()))
+            self.topics[name] = topic
+        return topic
+
+    def delete_node(self, name: str) -> None:
+        """Delete a queue or topic; links to it are detached with ``amqp:resource-deleted``."""
+        queue = self.queues.pop(name, None)
+        topic = self.topics.pop(name, None)
+        if queue is None and topic is None:
+            raise NodeError(f"no queue or topic named {name!r}")
+        self.counters.pop(name, None)
+        error = _error(conditions.RESOURCE_DELETED, f"node {name!r} was deleted")
+        for consumer in list(self._consumers):
+            if consumer.queue is queue or (topic is not None and consumer.topic is topic):
+                consumer.connection.engine.detach_link(consumer.link, error)
+                self._end_consumer(consumer, closed=True)
+                self.mark_dirty(consumer.connection)
+        if topic is not None:
+            for key in list(topic.subscriptions):
+                self._durable.pop(key, None)
+
+    def resolve(self, address: str, capabilities: frozenset[str] = frozenset()) -> Queue | Topic | None:
+        """Find (or, with auto-create, create) the node an address names (broker paper 2.1).
+
+        ``queue://name`` is a queue, ``topic://name`` a topic; a plain name is
+        whichever exists, else a queue, or a topic when the terminus carries
+        the ``topic`` capability.
+        """
+        if address.startswith(QUEUE_PREFIX):
+            name, kind = address[len(QUEUE_PREFIX) :], "queue"
+        elif address.startswith(TOPIC_PREFIX):
+            name, kind = address[len(TOPIC_PREFIX) :], "topic"
+        else:
+            name = address
+            kind = "topic" if capabilities & TOPIC_CAPABILITIES else "queue"
+            if name in self.queues:
+                return self.queues[name]
+            if name in self.topics:
+                return self.topics[name]
+        if kind == "queue" and name in self.queues:
+            return self.queues[name]
+        if kind == "topic" and name in self.topics:
+            return self.topics[name]
+        if not name or not self.config.auto_create or name in self.queues or name in self.topics:
+            return None
+        return self.declare_queue(name) if kind == "queue" else self.declare_topic(name)
+
+    def _dead_letter(self, queue: Queue, entry: Entry, reason: str, description: str | None) -> None:
+        """Move an entry to its queue's dead-letter address with the reason in message-annotations."""
+        address = queue.options.dead_letter_address
+        if address is None:
+            base = queue.name.split("::", 1)[0]  # a subscription queue dead-letters for its topic
+            address = base + DEFAULT_DEAD_LETTER_SUFFIX
+        if not address or address == queue.name:
+            return
+        annotations: dict[Any, Any] = {symbol("x-opt-deadletter-reason"): reason}
+        if description is not None:
+            annotations[symbol("x-opt-deadletter-description")] = description
+        entry.annotate(annotations)
+        now = self.clock.now()
+        payload = entry.payload_for_delivery(now)
+        target = self.resolve(address) or self.declare_queue(address)
+        queue.counters.dead_lettered += 1
+        self._route(target, StoredMessage(payload, now), now)
+
+    def _route(self, node: Queue | Topic, message: StoredMessage, now: float) -> None:
+        if isinstance(node, Queue):
+            if node.enqueue(message, now) is not None:
+                node.dispatch(now)
+        else:
+            for queue in node.publish(message, now, selector_matches):
+                queue.dispatch(now)
+
+    # ------------------------------------------------------------ Python API
+
+    def publish(self, address: str, message: Message | bytes) -> None:
+        """Put a message on a node as if a client had sent it (``bytes``: an encoded message)."""
+        node = self.resolve(address)
+        if node is None:
+            raise NodeError(f"no node {address!r} and auto_create is off; declare it first")
+        payload = message if isinstance(message, bytes) else message.encode()
+        now = self.clock.now()
+        self._route(node, StoredMessage(payload, now), now)
+        self.flush()
+
+    def purge(self, name: str | None = None) -> int:
+        """Remove available messages from one queue (or all); return how many."""
+        if name is not None:
+            queue = self.queues.get(name)
+            if queue is None:
+                raise NodeError(f"no queue named {name!r}; known queues: {sorted(self.queues)}")
+            return queue.purge()
+        return sum(q.purge() for q in self._all_queues())
+
+    def reset(self) -> None:
+        """Back to empty: every connection closed, every node and transaction gone."""
+        error = _error(conditions.CONNECTION_FORCED, "broker reset")
+        for connection in list(self.connections):
+            connection.close(error)
+        self.queues.clear()
+        self.topics.clear()
+        self.counters.clear()
+        self._durable.clear()
+        self._consumers.clear()
+        self.transactions.reset()
+        self.flush()
+
+    def queue_snapshot(self, name: str) -> QueueSnapshot:
+        queue = self.queues.get(name)
+        if queue is None:
+            for topic in self.topics.values():
+                for subscription in topic.subscriptions.values():
+                    if subscription.queue.name == name:
+                        queue = subscription.queue
+        if queue is None:
+            raise NodeError(f"no queue named {name!r}; known queues: {sorted(self.queues)}")
+        now = self.clock.now()
+        messages = tuple(
+            QueuedMessage(
+                message=entry.decode(now),
+                acquired=entry.state == 1,
+                delivery_count=entry.delivery_count,
+                priority=entry.message.priority,
+                expires_at=entry.expires_at,
+            )
+            for entry in queue.entries()
+        )
+        return QueueSnapshot(
+            name=queue.name,
+            depth=queue.depth,
+            available=queue.available_count,
+            acquired=queue.depth - queue.available_count,
+            consumers=len(queue.consumers),
+            messages=messages,
+            statistics=queue.counters.freeze(),
+        )
+
+    def topic_snapshot(self, name: str) -> TopicSnapshot:
+        topic = self.topics.get(name)
+        if topic is None:
+            raise NodeError(f"no topic named {name!r}; known topics: {sorted(self.topics)}")
+        return TopicSnapshot(
+            name=name,
+            subscriptions=tuple(
+                SubscriptionSnapshot(s.queue.name, s.durable, s.attached, s.queue.depth)
+                for s in topic.subscriptions.values()
+            ),
+            statistics=topic.counters.freeze(),
+        )
+
+    def statistics(self) -> BrokerStatistics:
+        links = sum(
+            len(session.links_by_handle)
+            for connection in self.connections
+            for session in connection.engine.sessions.values()
+        )
+        return BrokerStatistics(
+            nodes={name: counters.freeze() for name, counters in self.counters.items()},
+            connections=len(self.connections),
+            links=links,
+            connections_total=self.connections_total,
+        )
+
+    def transaction_snapshots(self) -> list[TransactionSnapshot]:
+        return self.transactions.snapshots(self.clock.now())
+
+    # ------------------------------------------------------------ event loop
+
+    def _handle(self, connection: BrokerConnection, events: list[ev.Event]) -> None:
+        for event in events:
+            handler = _HANDLERS[type(event)]
+            handler(self, connection, event)
+        self.flush()
+
+    def _on_opened(self, connection: BrokerConnection, event: ev.ConnectionOpened) -> None:
+        connection.container_id = event.container_id
+
+    def _on_closed(self, connection: BrokerConnection, event: ev.ConnectionClosed) -> None:
+        self._forget_connection(connection)
+
+    def _ignore(self, connection: BrokerConnection, event: ev.Event) -> None:
+        pass
+
+    def _on_attached(self, connection: BrokerConnection, event: ev.LinkAttached) -> None:
+        link = event.link
+        try:
+            if link.is_sender:
+                self._attach_consumer(connection, link)
+            else:
+                self._attach_producer(connection, link)
+        except _Refusal as refusal:
+            connection.engine.refuse_link(link, refusal.error)
+
+    def _attach_consumer(self, connection: BrokerConnection, link: Link) -> None:
+        source = link.source
+        if not isinstance(source, Source):
+            raise _Refusal(conditions.INVALID_FIELD, "a receiving link needs a source naming the address to receive from")
+        if link.rcv_settle_mode == RCV_SECOND and link.snd_settle_mode == 1:
+            raise _Refusal(conditions.INVALID_FIELD, "rcv-settle-mode second makes no sense with pre-settled sending")
+        outcomes = None
+        if source.outcomes:
+            outcomes = frozenset(str(o) for o in source.outcomes)
+            unknown = outcomes - SUPPORTED_OUTCOMES
+            if unknown:
+                raise _Refusal(
+                    conditions.NOT_IMPLEMENTED,
+                    f"outcomes {sorted(unknown)} are not supported; supported: {sorted(SUPPORTED_OUTCOMES)}",
+                )
+        try:
+            selector, filters = parse_filter_set(source.filter)
+        except FilterError as exc:
+            raise _Refusal(conditions.INVALID_FIELD, str(exc)) from None
+        dynamic = bool(source.dynamic)
+        if dynamic:
+            address = f"$dynamic/{uuid.uuid4().hex}"
+            node: Queue | Topic | None = self.declare_queue(address, temporary=True)
+        else:
+            if not isinstance(source.address, str) or not source.address:
+                raise _Refusal(conditions.INVALID_FIELD, "the source has no address (set one, or dynamic=true)")
+            address = source.address
+            node = self.resolve(address, _capabilities(source))
+            if node is None:
+                raise _Refusal(conditions.NOT_FOUND, f"no node {address!r} (auto-create is off; declare it first)")
+        browse = source.distribution_mode == "copy" and isinstance(node, Queue)
+        subscription = None
+        topic = None
+        if isinstance(node, Topic):
+            topic = node
+            subscription = self._subscribe(connection, link, node, source, selector)
+            queue = subscription.queue
+        else:
+            queue = node
+        consumer = ConsumerLink(
+            self,
+            connection,
+            link,
+            queue,
+            next(self._link_ids),
+            browse=browse,
+            selector=selector,
+            default_outcome=source.default_outcome,
+            outcomes=outcomes,
+            subscription=subscription,
+            topic=topic,
+            dynamic=dynamic,
+        )
+        link.context = consumer
+        reply = Source(
+            address=address,
+            durable=source.durable,
+            expiry_policy=source.expiry_policy,
+            timeout=source.timeout,
+            dynamic=source.dynamic,
+            dynamic_node_properties=(
+                {symbol("lifetime-policy"): DeleteOnClose()} if dynamic else source.dynamic_node_properties
+            ),
+            distribution_mode=symbol("copy") if browse else source.distribution_mode,
+            filter=filters,
+            default_outcome=source.default_outcome,
+            outcomes=list(source.outcomes) if source.outcomes else [symbol(o) for o in sorted(SUPPORTED_OUTCOMES)],
+            capabilities=source.capabilities,
+        )
+        connection.engine.accept_link(link, source=reply, target=link.target)
+        queue.add_consumer(consumer)
+        self._consumers.add(consumer)
+
+    def _subscribe(
+        self, connection: BrokerConnection, link: Link, topic: Topic, source: Source, selector: Any
+    ) -> Subscription:
+        durable = bool(source.durable) and source.expiry_policy == "never"
+        key = f"{topic.name}::{connection.container_id}:{link.name}" if durable else f"{topic.name}::{uuid.uuid4().hex}"
+        subscription = topic.subscriptions.get(key) if durable else None
+        if subscription is not None:
+            subscription.attached = True
+            subscription.selector = selector
+            return subscription
+        counters = NodeCounters()
+        queue = Queue(key, self.config.queue_defaults, counters, self._dead_letter, not durable, self._expiry_added)
+        subscription = Subscription(key, queue, durable, selector)
+        topic.subscriptions[key] = subscription
+        if durable:
+            self._durable[key] = subscription
+        return subscription
+
+    def _attach_producer(self, connection: BrokerConnection, link: Link) -> None:
+        target = link.target
+        if isinstance(target, Coordinator):
+            self.transactions.attach_coordinator(connection, link, target)
+            return
+        if not isinstance(target, Target):
+            raise _Refusal(conditions.INVALID_FIELD, "a sending link needs a target (null address for anonymous relay)")
+        dynamic = bool(target.dynamic)
+        address: str | None
+        if dynamic:
+            address = f"$dynamic/{uuid.uuid4().hex}"
+            self.declare_queue(address, temporary=True)
+        elif target.address is None:
+            address = None  # anonymous relay: route every message by its ``to``
+        else:
+            if not isinstance(target.address, str) or not target.address:
+                raise _Refusal(conditions.INVALID_FIELD, f"target address must be a string, got {target.address!r}")
+            address = target.address
+            if self.resolve(address, _capabilities(target)) is None:
+                raise _Refusal(conditions.NOT_FOUND, f"no node {address!r} (auto-create is off; declare it first)")
+        link.context = ProducerLink(connection, link, address, dynamic)
+        reply = Target(
+            address=address,
+            durable=target.durable,
+            expiry_policy=target.expiry_policy,
+            timeout=target.timeout,
+            dynamic=target.dynamic,
+            dynamic_node_properties=(
+                {symbol("lifetime-policy"): DeleteOnClose()} if dynamic else target.dynamic_node_properties
+            ),
+            capabilities=target.capabilities,
+        )
+        connection.engine.accept_link(link, source=link.source, target=reply)
+        connection.engine.grant_credit(link, self.config.link_credit)
+
+    def _on_credit(self, connection: BrokerConnection, event: ev.CreditChanged) -> None:
+        consumer = event.link.context
+        if not isinstance(consumer, ConsumerLink):
+            return
+        self.transactions.on_flow(consumer, event.properties)
+        now = self.clock.now()
+        consumer.queue.dispatch(now)
+        if event.link.drain:
+            connection.engine.drained(event.link)
+
+    def _on_window(self, connection: BrokerConnection, event: ev.SessionWindowOpened) -> None:
+        now = self.clock.now()
+        for link in list(event.session.links_by_handle.values()):
+            if isinstance(link.context, ConsumerLink):
+                link.context.queue.dispatch(now)
+
+    def _on_message(self, connection: BrokerConnection, event: ev.MessageReceived) -> None:
+        link, delivery = event.link, event.delivery
+        producer = link.context
+        engine = connection.engine
+        if isinstance(producer, CoordinatorLink):
+            self.transactions.on_control_message(producer, delivery)
+        elif isinstance(producer, ProducerLink):
+            now = self.clock.now()
+            try:
+                message = StoredMessage(delivery.payload, now)
+            except (AMQPDecodeError, IndexError) as exc:
+                # The broker paper 2.2.1: misrepresented sections are a session error.
+                engine.end_session(link.session, _error(conditions.DECODE_ERROR, f"malformed message: {exc}"))
+                return
+            state = delivery.state
+            if isinstance(state, TransactionalState):
+                self.transactions.stage_publish(producer, delivery, message, state.txn_id)
+            else:
+                outcome = self._accept_publish(producer, message, now)
+                if not delivery.remote_settled:
+                    engine.settle(delivery, outcome, settled=link.rcv_settle_mode != RCV_SECOND)
+        if link.credit <= self.config.link_credit // 2 and link.state.value == "ATTACHED":
+            engine.grant_credit(link, self.config.link_credit)
+
+    def node_for_publish(self, producer: ProducerLink, message: StoredMessage) -> Queue | Topic | Error:
+        """The node a message goes to, or the error to reject it with."""
+        address = producer.address
+        if address is None:
+            props = message.properties
+            to = props.to if props is not None else None
+            if not isinstance(to, str) or not to:
+                return _error(conditions.INVALID_FIELD, "anonymous relay needs the message's 'to' property set")
+            address = to
+        node = self.resolve(address)
+        if node is None:
+            return _error(conditions.NOT_FOUND, f"no node {address!r} (auto-create is off)")
+        return node
+
+    def _accept_publish(self, producer: ProducerLink, message: StoredMessage, now: float) -> Any:
+        node = self.node_for_publish(producer, message)
+        if isinstance(node, Error):
+            return Rejected(error=node)
+        self._route(node, message, now)
+        return Accepted()
+
+    def _on_delivery_updated(self, connection: BrokerConnection, event: ev.DeliveryUpdated) -> None:
+        link, delivery = event.link, event.delivery
+        owner = link.context
+        if isinstance(owner, ConsumerLink):
+            self._consumer_outcome(owner, delivery, event.state, event.settled)
+
+    def _consumer_outcome(self, consumer: ConsumerLink, delivery: Delivery, state: Any, settled: bool) -> None:
+        entry = consumer.unsettled.get(delivery.delivery_id)
+        if entry is None:
+            return
+        if isinstance(state, TransactionalState):
+            self.transactions.stage_outcome(consumer, delivery, entry, state, settled)
+            return
+        if state is None or isinstance(state, Received):
+            if not settled:
+                return
+            state = consumer.default_outcome or DELIVERY_FAILED
+        if consumer.outcomes is not None and state.DESCRIPTOR_NAME not in consumer.outcomes:
+            error = _error(
+                conditions.NOT_ALLOWED,
+                f"outcome {state.DESCRIPTOR_NAME} is not among the outcomes this link declared: {sorted(consumer.outcomes)}",
+            )
+            consumer.connection.engine.detach_link(consumer.link, error)
+            self._end_consumer(consumer, closed=True)
+            return
+        del consumer.unsettled[delivery.delivery_id]
+        self.apply_outcome(consumer.queue, entry, state, consumer.link_id)
+        if not settled:
+            consumer.connection.engine.settle(delivery, state)
+        consumer.queue.dispatch(self.clock.now())
+
+    def apply_outcome(self, queue: Queue, entry: Entry, state: Any, link_id: int | None) -> None:
+        """Apply a terminal outcome to an acquired entry (Part 3 §3.4)."""
+        now = self.clock.now()
+        if isinstance(state, Accepted):
+            queue.accept(entry)
+        elif isinstance(state, Released):
+            queue.release(entry, now)
+        elif isinstance(state, Modified):
+            queue.modify(
+                entry, now, bool(state.delivery_failed), bool(state.undeliverable_here), state.message_annotations, link_id
+            )
+        elif isinstance(state, Rejected):
+            error = state.error
+            queue.reject(entry, error.condition if error else None, error.description if error else None)
+        else:
+            queue.modify(entry, now, True, False, None, link_id)
+
+    def _on_detached(self, connection: BrokerConnection, event: ev.LinkDetached) -> None:
+        owner = event.link.context
+        if isinstance(owner, ConsumerLink):
+            self._end_consumer(owner, event.closed)
+        elif isinstance(owner, ProducerLink):
+            if owner.dynamic and owner.address is not None:
+                self._drop_temporary(owner.address)
+        elif isinstance(owner, CoordinatorLink):
+            self.transactions.coordinator_gone(owner)
+
+    def _end_consumer(self, consumer: ConsumerLink, closed: bool) -> None:
+        """A consumer's link ended: what it held goes back as modified(delivery-failed)."""
+        if consumer not in self._consumers:
+            return
+        self._consumers.discard(consumer)
+        queue = consumer.queue
+        queue.remove_consumer(consumer)
+        now = self.clock.now()
+        for entry in list(consumer.unsettled.values()):
+            if entry.transaction is None:
+                queue.modify(entry, now, True, False, None, None)
+        consumer.unsettled.clear()
+        self.transactions.consumer_gone(consumer)
+        subscription = consumer.subscription
+        if subscription is not None and consumer.topic is not None:
+            if subscription.durable and not closed:
+                subscription.attached = False
+            else:
+                consumer.topic.subscriptions.pop(subscription.key, None)
+                self._durable.pop(subscription.key, None)
+        elif consumer.dynamic:
+            self._drop_temporary(queue.name)
+        queue.dispatch(now)
+
+    def _drop_temporary(self, name: str) -> None:
+        queue = self.queues.get(name)
+        if queue is not None and queue.temporary:
+            self.delete_node(name)
+
+
+class _Refusal(Exception):
+    def __init__(self, condition: str, description: str) -> None:
+        super().__init__(description)
+        self.error = _error(condition, description)
+
+
+def _fields(options: QueueOptions) -> dict[str, Any]:
+    return {name: getattr(options, name) for name in QueueOptions.__dataclass_fields__}
+
+
+_HANDLERS: dict[type, Callable[[Broker, BrokerConnection, Any], None]] = {
+    ev.ConnectionOpened: Broker._on_opened,
+    ev.ConnectionClosed: Broker._on_closed,
+    ev.SessionBegun: Broker._ignore,
+    ev.SessionEnded: Broker._ignore,
+    ev.LinkAttached: Broker._on_attached,
+    ev.LinkDetached: Broker._on_detached,
+    ev.MessageReceived: Broker._on_message,
+    ev.DeliveryUpdated: Broker._on_delivery_updated,
+    ev.CreditChanged: Broker._on_credit,
+    ev.SessionWindowOpened: Broker._on_window,
+}
+

@@ -1,0 +1,308 @@
+"""Queues: ordered, prioritised, expiring message stores with competing consumers.
+
+Semantics (OASIS AMQP 1.0 Part 3 §3.2.1, §3.3, §3.4; broker paper 2.2.2-2.2.5,
+2.3.11-2.3.12; RabbitMQ semantics: ordering is kept on requeue):
+
+* Messages wait in a sorted structure keyed by ``(-priority level, arrival)``,
+  so higher priorities go first and each level stays FIFO; a released or
+  modified message returns to its original place (its key never changes).
+* An expiry index keyed by ``(expires_at, arrival)`` finds expired messages
+  without scanning; expired messages are never delivered.
+* Each message is AVAILABLE, ACQUIRED (by one consumer) or ARCHIVED (§3.3).
+* Consumers with credit take turns; browsers see every message without
+  acquiring it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Iterator, Protocol
+
+from sortedcontainers import SortedDict, SortedList
+
+from .config import QueueOptions
+from .statistics import NodeCounters
+from .stored import ACQUIRED, ARCHIVED, AVAILABLE, Entry, StoredMessage
+
+__all__ = ["Consumer", "Queue", "priority_level", "DeadLetter"]
+
+#: Callback moving an entry to the dead-letter address: (queue, entry, reason, description).
+DeadLetter = Callable[["Queue", Entry, str, "str | None"], None]
+
+
+def priority_level(priority: int, levels: int) -> int:
+    """Map a header priority (0-255) onto one of ``levels`` distinct levels (Part 3 §3.2.1).
+
+    With fewer than 10 levels, priorities 0..(5 - ceil(n/2)) are the lowest
+    level and (4 + floor(n/2)) and above the highest; with 10 or more,
+    priorities >= n are the highest level n - 1.
+    """
+    if levels >= 10:
+        return min(priority, levels - 1)
+    low = 5 - math.ceil(levels / 2)
+    high = 4 + levels // 2
+    return min(max(priority, low), high) - low
+
+
+class Consumer(Protocol):
+    """What a queue needs of a consumer (the broker's sending link)."""
+
+    link_id: int
+    browse: bool
+
+    def credit(self) -> int: ...
+
+    def accepts(self, entry: Entry) -> bool: ...
+
+    def deliver(self, entry: Entry) -> None: ...
+
+
+class Queue:
+    """A queue node (a distribution node with ``move`` semantics, §3.5.3)."""
+
+    def __init__(
+        self,
+        name: str,
+        options: QueueOptions,
+        counters: NodeCounters,
+        dead_letter: DeadLetter | None = None,
+        temporary: bool = False,
+        on_expiry: Callable[[float], None] | None = None,
+    ) -> None:
+        self.name = name
+        self.options = options
+        self.counters = counters
+        self.dead_letter = dead_letter
+        self.temporary = temporary
+        self.on_expiry = on_expiry  # told of each new expiry time, so a timer can be rescheduled
+        self._available: SortedDict = SortedDict()  # (-level, seq) -> Entry
+        self._entries: SortedDict = SortedDict()  # seq -> Entry, every entry not archived
+        self._expiry: SortedList = SortedList()  # (expires_at, seq)
+        self._seq = 0
+        self.consumers: list[Consumer] = []
+        self._browsers: dict[Consumer, int] = {}  # browser -> last seq it saw
+        self._turn = 0
+
+    # ----------------------------------------------------------- contents
+
+    @property
+    def depth(self) -> int:
+        """Messages held: available plus acquired but not yet settled."""
+        return len(self._entries)
+
+    @property
+    def available_count(self) -> int:
+        return len(self._available)
+
+    def entries(self) -> Iterator[Entry]:
+        """Entries in delivery order: available ones by priority then arrival, then acquired ones."""
+        yield from self._available.values()
+        for entry in self._entries.values():
+            if entry.state == ACQUIRED:
+                yield entry
+
+    def enqueue(self, message: StoredMessage, now: float) -> Entry | None:
+        """Add a message (§3.3: it becomes AVAILABLE); None if it had already expired."""
+        options = self.options
+        expires_at = message.expiry(options.default_ttl, options.max_ttl)
+        self._seq += 1
+        entry = Entry(self._seq, message, priority_level(message.priority, options.priorities), expires_at)
+        self.counters.enqueued += 1
+        if expires_at is not None:
+            if expires_at <= now:
+                self._expired(entry)
+                return None
+            if self.on_expiry is not None and (not self._expiry or expires_at < self._expiry[0][0]):
+                self.on_expiry(expires_at)
+            self._expiry.add((expires_at, entry.seq))
+        self._entries[entry.seq] = entry
+        self._available[(-entry.level, entry.seq)] = entry
+        return entry
+
+    def purge(self) -> int:
+        """Remove every available message; return how many."""
+        removed = 0
+        for entry in list(self._available.values()):
+            self._archive(entry)
+            removed += 1
+        return removed
+
+    # ---------------------------------------------------------- consumers
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        if consumer.browse:
+            self._browsers[consumer] = 0
+        else:
+            self.consumers.append(consumer)
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        self._browsers.pop(consumer, None)
+        if consumer in self.consumers:
+            self.consumers.remove(consumer)
+
+    def dispatch(self, now: float) -> None:
+        """Send what consumers have credit for; browsers first see what is new."""
+        if self._expiry and self._expiry[0][0] <= now:
+            self.expire(now)
+        if self._browsers:
+            for browser in list(self._browsers):
+                self._browse(browser)
+        consumers = self.consumers
+        available = self._available
+        if not consumers or not available:
+            return
+        count = len(consumers)
+        turn = self._turn
+        idle = 0
+        while available and idle < count:
+            consumer = consumers[turn % count]
+            turn += 1
+            if consumer.credit() <= 0:
+                idle += 1
+                continue
+            entry = self._next_for(consumer)
+            if entry is None:
+                idle += 1
+                continue
+            idle = 0
+            self._acquire(entry, consumer)
+            consumer.deliver(entry)
+            if len(consumers) != count:  # a consumer went away while delivering
+                count = len(consumers)
+                if not count:
+                    break
+        self._turn = turn % count if count else 0
+
+    def _next_for(self, consumer: Consumer) -> Entry | None:
+        for entry in self._available.values():
+            if consumer.accepts(entry):
+                return entry
+        return None
+
+    def _browse(self, browser: Consumer) -> None:
+        """Send a browser what it has not seen yet, in arrival order, without acquiring (§3.5.3 copy)."""
+        last = self._browsers[browser]
+        for seq in self._entries.irange(minimum=last, inclusive=(False, True)):
+            if browser.credit() <= 0:
+                break
+            entry = self._entries[seq]
+            self._browsers[browser] = seq
+            if browser.accepts(entry):
+                browser.deliver(entry)
+
+    def _acquire(self, entry: Entry, consumer: Consumer) -> None:
+        del self._available[(-entry.level, entry.seq)]
+        entry.state = ACQUIRED
+        entry.owner = consumer
+        self.counters.delivered += 1
+
+    def acquire_for(self, entry: Entry, owner: Any) -> None:
+        """Mark an available entry acquired by ``owner`` (transactional acquisition)."""
+        if entry.state == AVAILABLE:
+            del self._available[(-entry.level, entry.seq)]
+            entry.state = ACQUIRED
+        entry.owner = owner
+
+    # ------------------------------------------------------------ outcomes
+
+    def accept(self, entry: Entry) -> None:
+        """``accepted``: the message is done with (§3.4.2)."""
+        if entry.state == ARCHIVED:
+            return
+        self.counters.acknowledged += 1
+        self._archive(entry)
+
+    def reject(self, entry: Entry, condition: str | None, description: str | None) -> None:
+        """``rejected``: remove it, dead-lettering it with the error when configured (§3.4.3)."""
+        if entry.state == ARCHIVED:
+            return
+        self.counters.rejected += 1
+        self._archive(entry)
+        if self.dead_letter is not None:
+            self.dead_letter(self, entry, condition or "amqp:rejected", description)
+
+    def release(self, entry: Entry, now: float) -> None:
+        """``released``: back to its original place, delivery-count unchanged (§3.4.4)."""
+        if entry.state != ACQUIRED:
+            return
+        self.counters.released += 1
+        self._make_available(entry, now)
+
+    def modify(
+        self,
+        entry: Entry,
+        now: float,
+        delivery_failed: bool,
+        undeliverable_here: bool,
+        annotations: dict[Any, Any] | None,
+        link_id: int | None,
+    ) -> None:
+        """``modified`` (§3.4.5): count a failed delivery, remember where it may not go, merge annotations."""
+        if entry.state != ACQUIRED:
+            return
+        self.counters.modified += 1
+        if annotations:
+            entry.annotate(annotations)
+        if undeliverable_here and link_id is not None:
+            if entry.undeliverable is None:
+                entry.undeliverable = set()
+            entry.undeliverable.add(link_id)
+        if delivery_failed:
+            entry.delivery_count += 1
+            if entry.delivery_count > self.options.max_delivery_count:
+                self._archive(entry)
+                if self.dead_letter is not None:
+                    self.dead_letter(
+                        self,
+                        entry,
+                        "MaxDeliveryCountExceeded",
+                        f"delivery-count {entry.delivery_count} exceeds max_delivery_count "
+                        f"{self.options.max_delivery_count}",
+                    )
+                return
+        self._make_available(entry, now)
+
+    def _make_available(self, entry: Entry, now: float) -> None:
+        entry.owner = None
+        if entry.expires_at is not None and entry.expires_at <= now:
+            self._archive(entry)
+            self._expired(entry)
+            return
+        entry.state = AVAILABLE
+        self._available[(-entry.level, entry.seq)] = entry
+
+    def _archive(self, entry: Entry) -> None:
+        if entry.state == AVAILABLE:
+            del self._available[(-entry.level, entry.seq)]
+        entry.state = ARCHIVED
+        entry.owner = None
+        self._entries.pop(entry.seq, None)
+        if entry.expires_at is not None:
+            self._expiry.discard((entry.expires_at, entry.seq))
+
+    # -------------------------------------------------------------- expiry
+
+    def next_expiry(self) -> float | None:
+        return self._expiry[0][0] if self._expiry else None
+
+    def expire(self, now: float) -> int:
+        """Drop (or dead-letter) available messages whose time has come (broker paper 2.2.5)."""
+        expired = 0
+        index = 0
+        while index < len(self._expiry):
+            expires_at, seq = self._expiry[index]
+            if expires_at > now:
+                break
+            entry = self._entries.get(seq)
+            if entry is None or entry.state != AVAILABLE:
+                index += 1  # acquired: judged again if it comes back
+                continue
+            self._archive(entry)
+            self._expired(entry)
+            expired += 1
+        return expired
+
+    def _expired(self, entry: Entry) -> None:
+        self.counters.expired += 1
+        if self.options.dead_letter_on_expiry and self.dead_letter is not None:
+            self.dead_letter(self, entry, "TTLExpiredException", "message expired before delivery")

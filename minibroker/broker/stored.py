@@ -1,0 +1,205 @@
+"""Messages as the broker keeps them: the received bytes, decoded only on demand.
+
+The bare message (properties, application-properties, body) is kept byte for
+byte (Part 3 §3.2: immutable once sent).  Only the header is decoded on
+arrival, for priority, TTL and delivery-count; the header and
+message-annotations are re-encoded only when the broker has changed them
+(redelivery, ``modified`` annotations, dead-lettering).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..amqp import codec
+from ..amqp.message import Message, Sections, decode_message, split_sections
+from ..amqp.messaging import Header, MessageAnnotations, Properties
+
+__all__ = ["StoredMessage", "Entry", "AVAILABLE", "ACQUIRED", "ARCHIVED"]
+
+# Message states (Part 3 §3.3, figure 3.2)
+AVAILABLE = 0
+ACQUIRED = 1
+ARCHIVED = 2
+
+_HEADER_PREFIX = b"\x00\x53\x70"
+_PROPERTIES_PREFIX = b"\x00\x53\x73"
+
+
+class StoredMessage:
+    """One received message; shared by every queue a topic copies it to."""
+
+    __slots__ = ("payload", "sections", "header", "arrived_at", "_properties", "_application_properties")
+
+    def __init__(self, payload: bytes, arrived_at: float) -> None:
+        self.payload = payload
+        self.sections: Sections = split_sections(payload)
+        start, end = self.sections.header
+        self.header: Header | None = codec.decode(payload[start:end]) if end > start else None
+        self.arrived_at = arrived_at
+        self._properties: Properties | None | bool = False  # False: not decoded yet
+        self._application_properties: dict[str, Any] | None | bool = False
+
+    @property
+    def priority(self) -> int:
+        return self.header.priority if self.header is not None else 4
+
+    @property
+    def bare(self) -> bytes:
+        start, end = self.sections.bare
+        return self.payload[start:end]
+
+    @property
+    def properties(self) -> Properties | None:
+        """The decoded properties section, or None (decoded on first use)."""
+        if self._properties is False:
+            self._properties = None
+            start, end = self.sections.bare
+            if self.payload[start : start + 3] == _PROPERTIES_PREFIX:
+                self._properties = codec.decode_at(self.payload, start)[0]
+        return self._properties  # type: ignore[return-value]
+
+    @property
+    def application_properties(self) -> dict[str, Any] | None:
+        """The decoded application-properties map, or None (decoded on first use)."""
+        if self._application_properties is False:
+            self._application_properties = None
+            start, end = self.sections.bare
+            pos = start
+            if self.payload[pos : pos + 3] == _PROPERTIES_PREFIX:
+                pos = codec.skip_at(self.payload, pos)
+            if self.payload[pos : pos + 3] == b"\x00\x53\x74":
+                self._application_properties = codec.decode_at(self.payload, pos)[0].value
+        return self._application_properties  # type: ignore[return-value]
+
+    @property
+    def message_annotations(self) -> dict[Any, Any] | None:
+        start, end = self.sections.message_annotations
+        if end == start:
+            return None
+        value: MessageAnnotations = codec.decode(self.payload[start:end])
+        return dict(value.value)
+
+    def expiry(self, default_ttl: float | None, max_ttl: float | None) -> float | None:
+        """When the message expires: the earlier of header ttl and absolute-expiry-time (§3.2.1, §3.2.4)."""
+        candidates = []
+        header = self.header
+        if header is not None and header.ttl is not None:
+            candidates.append(self.arrived_at + header.ttl / 1000)
+        if self.sections.bare[1] > self.sections.bare[0]:
+            absolute = self._absolute_expiry_time()
+            if absolute is not None:
+                candidates.append(absolute / 1000)
+        if not candidates and default_ttl is not None:
+            candidates.append(self.arrived_at + default_ttl)
+        if max_ttl is not None:
+            candidates.append(self.arrived_at + max_ttl)
+        return min(candidates) if candidates else None
+
+    def _absolute_expiry_time(self) -> int | None:
+        """Read properties field 9 (absolute-expiry-time) by skipping the fields before it."""
+        payload = self.payload
+        start = self.sections.bare[0]
+        if payload[start : start + 3] != _PROPERTIES_PREFIX:
+            return None
+        if self._properties is not False:
+            props = self._properties
+            return props.absolute_expiry_time if isinstance(props, Properties) else None
+        code = payload[start + 3]
+        if code == 0x45:
+            return None
+        if code == 0xC0:
+            count, pos = payload[start + 5], start + 6
+        else:
+            count, pos = int.from_bytes(payload[start + 8 : start + 12], "big"), start + 12
+        if count < 9:
+            return None
+        for _ in range(8):
+            pos = codec.skip_at(payload, pos)
+        value = codec.decode_at(payload, pos)[0]
+        return int(value) if value is not None else None
+
+    def decode(self) -> Message:
+        """The whole message, decoded (for the inspection API and selectors)."""
+        return decode_message(self.payload)
+
+
+class Entry:
+    """A message's place in one queue: its state there and its delivery history."""
+
+    __slots__ = (
+        "seq", "message", "level", "expires_at", "state", "delivery_count", "annotations",
+        "owner", "undeliverable", "transaction",
+    )  # fmt: skip
+
+    def __init__(self, seq: int, message: StoredMessage, level: int, expires_at: float | None) -> None:
+        self.seq = seq
+        self.message = message
+        self.level = level  # the effective priority level inside the queue
+        self.expires_at = expires_at
+        self.state = AVAILABLE
+        header = message.header
+        self.delivery_count: int = header.delivery_count if header is not None else 0
+        self.annotations: dict[Any, Any] | None = None  # changed message-annotations, if any
+        self.owner: Any = None  # the consumer that acquired it
+        self.undeliverable: set[int] | None = None  # ids of links it must not go to again
+        self.transaction: Any = None  # a transaction that acquired or retires it
+
+    @property
+    def key(self) -> tuple[int, int]:
+        """Delivery order: higher level first, then arrival (§3.2.1; ordering kept on requeue)."""
+        return (-self.level, self.seq)
+
+    def merged_annotations(self) -> dict[Any, Any] | None:
+        if self.annotations is None:
+            return self.message.message_annotations
+        return self.annotations
+
+    def annotate(self, extra: dict[Any, Any]) -> None:
+        """Merge annotations (from ``modified`` or dead-lettering) into the message's own (§3.4.5)."""
+        merged = dict(self.merged_annotations() or {})
+        merged.update(extra)
+        self.annotations = merged
+
+    def payload_for_delivery(self, now: float) -> bytes:
+        """The bytes to transfer: unchanged when nothing changed, else a new header/annotations + bare.
+
+        On redelivery the header's delivery-count is the number of failed
+        attempts and ttl is what remains of it (Part 3 §3.2.1).
+        """
+        message = self.message
+        header = message.header
+        sections = message.sections
+        unchanged = (
+            self.annotations is None
+            and (header is None or header.delivery_count == self.delivery_count)
+            and sections.delivery_annotations[0] == sections.delivery_annotations[1]
+        )
+        if unchanged:
+            return message.payload
+        out = bytearray()
+        ttl = None
+        if header is not None and header.ttl is not None:
+            ttl = max(0, int(header.ttl - (now - message.arrived_at) * 1000))
+        Header(
+            durable=header.durable if header is not None else False,
+            priority=header.priority if header is not None else 4,
+            ttl=ttl,
+            first_acquirer=False,
+            delivery_count=self.delivery_count,
+        ).encode_into(out)
+        if self.annotations is not None:
+            if self.annotations:
+                MessageAnnotations(self.annotations).encode_into(out)
+        else:
+            start, end = sections.message_annotations
+            out += message.payload[start:end]
+        start, end = sections.bare
+        out += message.payload[start:end]
+        start, end = sections.footer
+        out += message.payload[start:end]
+        return bytes(out)
+
+    def decode(self, now: float) -> Message:
+        """The message as a consumer would receive it now."""
+        return decode_message(self.payload_for_delivery(now))

@@ -1,0 +1,311 @@
+"""Local transactions (OASIS AMQP 1.0 Part 4; broker paper §3; RabbitMQ tx semantics).
+
+A client attaches a sending link whose target is a ``coordinator`` and sends
+``declare`` and ``discharge`` messages on it (§4.3-§4.4).  Work tagged with a
+``transactional-state`` is staged in its :class:`Transaction`:
+
+* publishes are held back and routed, in publication order, on commit;
+* outcomes a consumer gives are applied on commit; on rollback a delivery the
+  consumer still holds unsettled stays acquired by it, anything else becomes
+  available again in its original place (acknowledgements are transactional,
+  consumption is not);
+* messages sent on credit from a flow carrying ``txn-id`` are acquired in the
+  transaction: rollback makes them available again.
+
+Transactions may span sessions and several may be open per session
+(``amqp:multi-txns-per-ssn``, ``amqp:multi-ssns-per-txn``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..amqp import errors as conditions
+from ..amqp.errors import AMQPDecodeError
+from ..amqp.message import decode_message
+from ..amqp.messaging import Accepted, Rejected, Released
+from ..amqp.performatives import Error
+from ..amqp.transactions import (
+    DISTRIBUTED_TRANSACTIONS,
+    LOCAL_TRANSACTIONS,
+    MULTI_SSNS_PER_TXN,
+    MULTI_TXNS_PER_SSN,
+    PROMOTABLE_TRANSACTIONS,
+    Coordinator,
+    Declare,
+    Declared,
+    Discharge,
+    TransactionalState,
+)
+from ..amqp.types import symbol
+from ..protocol.endpoints import Delivery, Link
+from .links import ConsumerLink, CoordinatorLink, ProducerLink
+from .statistics import TransactionSnapshot
+from .stored import ACQUIRED, Entry, StoredMessage
+
+if TYPE_CHECKING:
+    from .engine import Broker, BrokerConnection
+
+__all__ = ["Transaction", "TransactionManager", "SUPPORTED_CAPABILITIES"]
+
+SUPPORTED_CAPABILITIES = (LOCAL_TRANSACTIONS, MULTI_TXNS_PER_SSN, MULTI_SSNS_PER_TXN)
+UNSUPPORTED_CAPABILITIES = frozenset({DISTRIBUTED_TRANSACTIONS, PROMOTABLE_TRANSACTIONS})
+#: How many timed-out ids are remembered to answer ``amqp:transaction:timeout``.
+TIMED_OUT_MEMORY = 1024
+
+
+@dataclass(eq=False)
+class Transaction:
+    """One open transaction and its staged work."""
+
+    txn_id: bytes
+    controller: CoordinatorLink
+    started: float
+    publishes: list[tuple[ProducerLink, Delivery, StoredMessage]] = field(default_factory=list)
+    outcomes: list[tuple[ConsumerLink, Delivery, Entry, Any]] = field(default_factory=list)
+    acquisitions: list[tuple[ConsumerLink, Entry, Delivery]] = field(default_factory=list)
+
+    def acquired(self, consumer: ConsumerLink, entry: Entry, delivery: Delivery) -> None:
+        """A message sent on transactional credit (§4.4.3): acquired within this transaction."""
+        entry.transaction = self
+        self.acquisitions.append((consumer, entry, delivery))
+
+
+def _error(condition: str, description: str) -> Error:
+    return Error(condition=symbol(condition), description=description)
+
+
+class TransactionManager:
+    """The broker's transaction coordinator."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.open: dict[bytes, Transaction] = {}
+        self._ids = itertools.count(1)
+        self._timed_out: dict[bytes, None] = {}
+
+    # --------------------------------------------------------------- links
+
+    def attach_coordinator(self, connection: BrokerConnection, link: Link, target: Coordinator) -> None:
+        """Attach a coordinator link if every capability it asks for is supported (§4.2)."""
+        asked = frozenset(str(c) for c in (target.capabilities or ()))
+        unsupported = asked - set(SUPPORTED_CAPABILITIES)
+        engine = connection.engine
+        if unsupported:
+            condition = conditions.NOT_IMPLEMENTED if asked & UNSUPPORTED_CAPABILITIES else conditions.PRECONDITION_FAILED
+            engine.refuse_link(
+                link,
+                _error(
+                    condition,
+                    f"transaction capabilities {sorted(unsupported)} are not supported; "
+                    f"this coordinator offers {list(SUPPORTED_CAPABILITIES)}",
+                ),
+            )
+            return
+        link.context = CoordinatorLink(connection, link)
+        engine.accept_link(
+            link,
+            source=link.source,
+            target=Coordinator(capabilities=[symbol(c) for c in SUPPORTED_CAPABILITIES]),
+        )
+        engine.grant_credit(link, self.broker.config.link_credit)
+
+    def coordinator_gone(self, controller: CoordinatorLink) -> None:
+        """Closing the controller's link (or connection) rolls back its open transactions (§4.3)."""
+        for txn in [t for t in self.open.values() if t.controller is controller]:
+            self._rollback(txn)
+
+    def consumer_gone(self, consumer: ConsumerLink) -> None:
+        if consumer.transaction is not None:
+            consumer.transaction = None
+
+    # ----------------------------------------------------- control messages
+
+    def on_control_message(self, controller: CoordinatorLink, delivery: Delivery) -> None:
+        engine = controller.connection.engine
+        try:
+            body = decode_message(delivery.payload).body
+        except AMQPDecodeError as exc:
+            engine.settle(delivery, Rejected(error=_error(conditions.DECODE_ERROR, f"malformed control message: {exc}")))
+            return
+        now = self.broker.clock.now()
+        if isinstance(body, Declare):
+            if body.global_id is not None:
+                outcome: Any = Rejected(
+                    error=_error(conditions.NOT_IMPLEMENTED, "distributed transactions (global-id) are not supported")
+                )
+            else:
+                txn_id = b"txn:%d" % next(self._ids)
+                self.open[txn_id] = Transaction(txn_id, controller, now)
+                outcome = Declared(txn_id=txn_id)
+        elif isinstance(body, Discharge):
+            outcome = self._discharge(body.txn_id, bool(body.fail))
+        else:
+            outcome = Rejected(
+                error=_error(
+                    conditions.DECODE_ERROR,
+                    f"a coordinator takes amqp-value bodies declare or discharge (Part 4 §4.5), got {type(body).__name__}",
+                )
+            )
+        engine.settle(delivery, outcome)
+
+    def _discharge(self, txn_id: bytes, fail: bool) -> Any:
+        txn = self.open.get(txn_id)
+        if txn is None:
+            return Rejected(error=self._unknown(txn_id))
+        if fail:
+            self._rollback(txn)
+            return Accepted()
+        problem = self._cannot_commit(txn)
+        if problem is not None:
+            self._rollback(txn)
+            return Rejected(error=_error(conditions.TRANSACTION_ROLLBACK, problem))
+        self._commit(txn)
+        return Accepted()
+
+    def _unknown(self, txn_id: bytes) -> Error:
+        if txn_id in self._timed_out:
+            return _error(
+                conditions.TRANSACTION_TIMEOUT,
+                f"transaction {txn_id!r} was rolled back after {self.broker.config.transaction_timeout} s",
+            )
+        return _error(conditions.TRANSACTION_UNKNOWN_ID, f"no open transaction {txn_id!r} (unknown or already discharged)")
+
+    def _cannot_commit(self, txn: Transaction) -> str | None:
+        for producer, _delivery, message in txn.publishes:
+            target = self.broker.node_for_publish(producer, message)
+            if isinstance(target, Error):
+                return f"a message of the transaction cannot be routed: {target.description}"
+        return None
+
+    # -------------------------------------------------------------- staging
+
+    def stage_publish(self, producer: ProducerLink, delivery: Delivery, message: StoredMessage, txn_id: bytes) -> None:
+        """Hold a transactional publish until discharge (§4.4.1); answer provisionally accepted."""
+        engine = producer.connection.engine
+        txn = self.open.get(txn_id)
+        if txn is None:
+            engine.settle(delivery, Rejected(error=self._unknown(txn_id)))
+            return
+        txn.publishes.append((producer, delivery, message))
+        if not delivery.remote_settled:
+            engine.settle(delivery, TransactionalState(txn_id=txn_id, outcome=Accepted()), settled=False)
+
+    def stage_outcome(
+        self, consumer: ConsumerLink, delivery: Delivery, entry: Entry, state: TransactionalState, settled: bool
+    ) -> None:
+        """Hold a consumer's outcome until discharge (§4.4.2)."""
+        txn = self.open.get(state.txn_id)
+        engine = consumer.connection.engine
+        if txn is None:
+            engine.detach_link(consumer.link, self._unknown(state.txn_id))
+            self.broker._end_consumer(consumer, closed=True)
+            return
+        entry.transaction = txn
+        txn.outcomes.append((consumer, delivery, entry, state.outcome))
+        if settled:
+            consumer.unsettled.pop(delivery.delivery_id, None)
+
+    def on_flow(self, consumer: ConsumerLink, properties: dict[Any, Any] | None) -> None:
+        """A flow carrying ``txn-id`` makes what is sent on its credit transactional (§4.4.3)."""
+        txn_id = properties.get(symbol("txn-id")) if properties else None
+        consumer.transaction = self.open.get(txn_id) if isinstance(txn_id, bytes) else None
+
+    # ------------------------------------------------------------ discharge
+
+    def _commit(self, txn: Transaction) -> None:
+        """Make the transaction's work visible at once, publishes in publication order."""
+        del self.open[txn.txn_id]
+        broker = self.broker
+        now = broker.clock.now()
+        for producer, delivery, message in txn.publishes:
+            target = broker.node_for_publish(producer, message)
+            if not isinstance(target, Error):
+                broker._route(target, message, now)
+            self._settle(producer.connection, delivery, TransactionalState(txn_id=txn.txn_id, outcome=Accepted()))
+        for consumer, delivery, entry, outcome in txn.outcomes:
+            entry.transaction = None
+            consumer.unsettled.pop(delivery.delivery_id, None)
+            broker.apply_outcome(consumer.queue, entry, outcome, consumer.link_id)
+            if not delivery.remote_settled:
+                self._settle(consumer.connection, delivery, outcome)
+        for _consumer, entry, _delivery in txn.acquisitions:
+            entry.transaction = None  # stays acquired until its outcome arrives
+        self._finish(txn)
+
+    def _rollback(self, txn: Transaction) -> None:
+        """Discard the transaction's work (§4.4; acknowledgements undone, consumption kept)."""
+        self.open.pop(txn.txn_id, None)
+        broker = self.broker
+        now = broker.clock.now()
+        for producer, delivery, _message in txn.publishes:
+            self._settle(producer.connection, delivery, TransactionalState(txn_id=txn.txn_id, outcome=Released()))
+        for consumer, delivery, entry, _outcome in txn.outcomes:
+            entry.transaction = None
+            held = (
+                not delivery.remote_settled
+                and consumer.link.state.value == "ATTACHED"
+                and delivery.delivery_id in consumer.unsettled
+            )
+            if not held and entry.state == ACQUIRED:
+                consumer.unsettled.pop(delivery.delivery_id, None)
+                consumer.queue.release(entry, now)
+                consumer.queue.counters.released -= 1  # a rollback is not a client's release
+        for consumer, entry, delivery in txn.acquisitions:
+            entry.transaction = None
+            if entry.state == ACQUIRED and delivery.delivery_id in consumer.unsettled:
+                del consumer.unsettled[delivery.delivery_id]
+                consumer.queue.release(entry, now)
+                consumer.queue.counters.released -= 1
+                self._settle(consumer.connection, delivery, Released())
+        self._finish(txn)
+
+    def _settle(self, connection: BrokerConnection, delivery: Delivery, state: Any) -> None:
+        if connection.open and delivery.link.state.value == "ATTACHED":
+            connection.engine.settle(delivery, state)
+            self.broker.mark_dirty(connection)
+
+    def _finish(self, txn: Transaction) -> None:
+        queues = {consumer.queue for consumer, *_ in txn.outcomes} | {c.queue for c, *_ in txn.acquisitions}
+        now = self.broker.clock.now()
+        for queue in queues:
+            queue.dispatch(now)
+
+    # ------------------------------------------------------------ timeouts
+
+    def next_deadline(self) -> float | None:
+        timeout = self.broker.config.transaction_timeout
+        if timeout is None or not self.open:
+            return None
+        return min(t.started for t in self.open.values()) + timeout
+
+    def expire(self, now: float) -> None:
+        """Roll back transactions open longer than the configured timeout."""
+        timeout = self.broker.config.transaction_timeout
+        if timeout is None:
+            return
+        for txn in [t for t in self.open.values() if now - t.started >= timeout]:
+            self._rollback(txn)
+            self._timed_out[txn.txn_id] = None
+            if len(self._timed_out) > TIMED_OUT_MEMORY:
+                del self._timed_out[next(iter(self._timed_out))]
+
+    def reset(self) -> None:
+        self.open.clear()
+        self._timed_out.clear()
+
+    def snapshots(self, now: float) -> list[TransactionSnapshot]:
+        return [
+            TransactionSnapshot(
+                txn_id=txn.txn_id,
+                publishes=tuple(
+                    (producer.address or "", message.decode()) for producer, _d, message in txn.publishes
+                ),
+                retirements=len(txn.outcomes),
+                acquisitions=len(txn.acquisitions),
+                age=now - txn.started,
+            )
+            for txn in self.open.values()
+        ]

@@ -1,0 +1,73 @@
+"""``minibroker serve``: run a broker until SIGINT or SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+
+import trio
+
+from . import __version__
+from .broker.config import BrokerConfig
+from .broker.engine import Broker
+from .server import DEFAULT_HOST, serve
+
+__all__ = ["main"]
+
+
+def _user(text: str) -> tuple[str, str]:
+    name, sep, password = text.partition(":")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"--user takes NAME:PASSWORD, got {text!r}")
+    return name, password
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="minibroker", description="An AMQP 1.0 broker for tests.")
+    parser.add_argument("--version", action="version", version=f"minibroker {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve_cmd = commands.add_parser("serve", help="serve AMQP 1.0 until interrupted")
+    serve_cmd.add_argument("--host", default=DEFAULT_HOST, help="address to bind (default 127.0.0.1)")
+    serve_cmd.add_argument("--port", type=int, default=5672, help="port to bind; 0 picks a free one (default 5672)")
+    serve_cmd.add_argument("--user", type=_user, action="append", default=[], help="SASL PLAIN user NAME:PASSWORD")
+    serve_cmd.add_argument("--no-anonymous", action="store_true", help="refuse SASL ANONYMOUS and bare AMQP")
+    serve_cmd.add_argument("--no-auto-create", action="store_true", help="refuse links to unknown addresses")
+    serve_cmd.add_argument("--queue", action="append", default=[], help="declare a queue at start-up")
+    serve_cmd.add_argument("--topic", action="append", default=[], help="declare a topic at start-up")
+    return parser
+
+
+async def _serve(broker: Broker, host: str, port: int) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            bound = await nursery.start(serve, broker, host, port)
+            shown = f"[{host}]" if ":" in host else host
+            print(f"minibroker listening on amqp://{shown}:{bound}", flush=True)
+            if host not in ("127.0.0.1", "localhost", "::1"):
+                print(f"warning: bound to {host}, reachable from other machines", file=sys.stderr, flush=True)
+            async for _ in signals:
+                for connection in list(broker.connections):
+                    connection.close(None)
+                nursery.cancel_scope.cancel()
+                break
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    config = BrokerConfig(
+        users=dict(args.user),
+        allow_anonymous=not args.no_anonymous,
+        auto_create=not args.no_auto_create,
+    )
+    broker = Broker(config)
+    for name in args.queue:
+        broker.declare_queue(name)
+    for name in args.topic:
+        broker.declare_topic(name)
+    trio.run(_serve, broker, args.host, args.port)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,899 @@
+"""The sans-I/O AMQP 1.0 engine for one accepted connection (Part 2, Part 5).
+
+Bytes go in through :meth:`Connection.receive_data`, which returns the
+:mod:`events <minibroker.protocol.events>` they caused; method calls queue
+frames; :meth:`Connection.data_to_send` drains them.  Time comes in only
+through :meth:`Connection.tick`.  The engine never touches a socket or a clock.
+
+Both the SASL header and the bare AMQP header are accepted on the same port
+(§2.2, Part 5 §5.1): SASL ANONYMOUS and PLAIN are offered; a bare AMQP header
+is taken as anonymous when anonymous access is allowed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from ..amqp import codec
+from ..amqp import errors as conditions
+from ..amqp.composite import Composite
+from ..amqp.errors import AMQPDecodeError
+from ..amqp.performatives import (
+    ROLE_RECEIVER,
+    ROLE_SENDER,
+    Attach,
+    Begin,
+    Close,
+    Detach,
+    Disposition,
+    End,
+    Error,
+    Flow,
+    Open,
+    Transfer,
+)
+from ..amqp.sasl_frames import SASL_AUTH, SASL_OK, SaslInit, SaslMechanisms, SaslOutcome
+from ..amqp.types import symbol
+from . import events as ev
+from ._state import ConnectionState, Input, LinkState, SessionState, advance
+from .endpoints import SERIAL_MOD, Delivery, Link, Session
+from .errors import AMQPProtocolError, ConnectionError_, LinkError, SessionError, framing_error
+from .framing import (
+    AMQP_HEADER,
+    EMPTY_FRAME,
+    FRAME_AMQP,
+    FRAME_HEADER,
+    FRAME_SASL,
+    MIN_MAX_FRAME_SIZE,
+    SASL_HEADER,
+    frame,
+)
+
+__all__ = ["Connection", "ConnectionConfig"]
+
+#: The session incoming window we advertise; replenished when half is used (§2.5.6).
+INCOMING_WINDOW = 2**31 - 1
+UINT_MAX = 2**32 - 1
+
+Trace = Callable[[str, int, Any], None]
+
+
+@dataclass(slots=True)
+class ConnectionConfig:
+    """What the engine offers in ``open``/``begin`` and how it authenticates."""
+
+    container_id: str = "minibroker"
+    max_frame_size: int = 256 * 1024
+    channel_max: int = 255
+    handle_max: int = 1023
+    #: Seconds of silence from the peer after which the connection is closed
+    #: (advertised as idle-time-out, §2.4.5); None disables it.
+    idle_timeout: float | None = 60.0
+    #: SASL PLAIN users, name -> password.
+    users: dict[str, str] = field(default_factory=dict)
+    allow_anonymous: bool = True
+    offered_capabilities: tuple[str, ...] = ()
+    properties: dict[str, Any] = field(default_factory=dict)
+
+
+class Connection:
+    """One connection's protocol state, from the protocol header to ``close``."""
+
+    def __init__(self, config: ConnectionConfig | None = None, trace: Trace | None = None) -> None:
+        self.config = config or ConnectionConfig()
+        self.trace = trace
+        self.state = ConnectionState.START
+        self.user: str | None = None
+        self.remote_container_id: str | None = None
+        self.remote_max_frame_size = MIN_MAX_FRAME_SIZE
+        self.remote_idle_timeout: float | None = None
+        self.remote_channel_max = 65535
+        #: True once the transport should be closed after flushing what is queued.
+        self.finished = False
+        self.sessions: dict[int, Session] = {}  # by the peer's channel
+        self._sessions_local: dict[int, Session] = {}
+        self._phase = "header"  # header -> sasl -> header -> frames
+        self._sasl_done = False
+        self._in = b""
+        self._out: list[bytes] = []
+        self._events: list[ev.Event] = []
+        self._received = False
+        self._sent = False
+        self._last_received: float | None = None
+        self._last_sent: float | None = None
+        self._disposition: list[Any] | None = None  # [session, role, first, last, settled, state]
+        self._dispatch: dict[type, Callable[[int, Any, bytes], None]] = {
+            Open: self._on_open,
+            Begin: self._on_begin,
+            Attach: self._on_attach,
+            Flow: self._on_flow,
+            Transfer: self._on_transfer,
+            Disposition: self._on_disposition,
+            Detach: self._on_detach,
+            End: self._on_end,
+            Close: self._on_close,
+        }
+
+    # ------------------------------------------------------------------ I/O
+
+    def receive_data(self, data: bytes) -> list[ev.Event]:
+        """Take bytes from the peer; return the events they caused."""
+        if data:
+            self._received = True
+        if self.finished:
+            return []
+        self._in = self._in + data if self._in else bytes(data)
+        try:
+            self._process()
+        except AMQPProtocolError as exc:
+            self._fail(exc)
+        events, self._events = self._events, []
+        return events
+
+    def data_to_send(self) -> bytes:
+        """Bytes queued for the peer since the last call."""
+        self._flush_disposition()
+        if not self._out:
+            return b""
+        self._sent = True
+        data = b"".join(self._out)
+        self._out = []
+        return data
+
+    def tick(self, now: float) -> float | None:
+        """Run the idle-timeout rules (§2.4.5) at time ``now``; return the next deadline.
+
+        Sends an empty frame when nothing was sent for half the peer's
+        idle-time-out, and closes with ``amqp:resource-limit-exceeded`` when
+        nothing arrived for our own.
+        """
+        if self._received or self._last_received is None:
+            self._last_received = now
+            self._received = False
+        if self._sent or self._last_sent is None:
+            self._last_sent = now
+            self._sent = False
+        if self.finished or self.state is ConnectionState.END:
+            return None
+        deadlines = []
+        if self.remote_idle_timeout:
+            due = self._last_sent + self.remote_idle_timeout / 2
+            if now >= due:
+                self._out.append(EMPTY_FRAME)
+                self._last_sent = now
+                due = now + self.remote_idle_timeout / 2
+            deadlines.append(due)
+        timeout = self.config.idle_timeout
+        if timeout and self.state is not ConnectionState.START:
+            due = self._last_received + timeout
+            if now >= due:
+                self._fail(
+                    ConnectionError_(
+                        conditions.RESOURCE_LIMIT_EXCEEDED,
+                        f"no frame received for {timeout:g} s (idle-time-out, Part 2 §2.4.5)",
+                    )
+                )
+                return None
+            deadlines.append(due)
+        return min(deadlines) if deadlines else None
+
+    def take_events(self) -> list[ev.Event]:
+        """Events raised by calls other than :meth:`receive_data` (e.g. a timeout)."""
+        events, self._events = self._events, []
+        return events
+
+    # -------------------------------------------------------------- parsing
+
+    def _process(self) -> None:
+        buf = self._in
+        pos = 0
+        end = len(buf)
+        try:
+            while not self.finished:
+                if self._phase == "header":
+                    if end - pos < 8:
+                        if not b"AMQP".startswith(buf[pos : pos + 4]):
+                            self._bad_header(buf[pos:])
+                        break
+                    self._on_header(buf[pos : pos + 8])
+                    pos += 8
+                    continue
+                if end - pos < 8:
+                    break
+                size, doff, frame_type, channel = FRAME_HEADER.unpack_from(buf, pos)
+                if size < 8:
+                    raise framing_error(f"frame size {size} is below the 8-byte frame header")
+                if size > self.config.max_frame_size:
+                    raise framing_error(
+                        f"frame of {size} bytes exceeds the negotiated max-frame-size "
+                        f"{self.config.max_frame_size}"
+                    )
+                if doff < 2 or doff * 4 > size:
+                    raise framing_error(f"frame data offset {doff} is invalid for a {size}-byte frame")
+                if end - pos < size:
+                    break
+                frame_end = pos + size
+                body = pos + doff * 4
+                pos = frame_end
+                if body == frame_end:
+                    continue  # an empty frame: keep-alive (§2.4.5)
+                if self._phase == "sasl":
+                    if frame_type != FRAME_SASL:
+                        raise framing_error(f"expected a SASL frame, got frame type {frame_type}")
+                    self._on_sasl_frame(buf[body:frame_end])
+                    continue
+                if frame_type != FRAME_AMQP:
+                    raise framing_error(f"expected an AMQP frame (type 0), got type {frame_type}")
+                view = buf[body:frame_end] if frame_end != end else (buf[body:] if body else buf)
+                try:
+                    performative, perf_end = codec.decode_at(view, 0)
+                except AMQPDecodeError as exc:
+                    raise ConnectionError_(conditions.DECODE_ERROR, f"undecodable frame body: {exc}") from None
+                handler = self._dispatch.get(type(performative))
+                if handler is None:
+                    raise ConnectionError_(
+                        conditions.DECODE_ERROR,
+                        f"frame body is not a performative: {type(performative).__name__}",
+                    )
+                if self.trace is not None:
+                    self.trace("in", channel, performative)
+                if self.state is ConnectionState.CLOSE_SENT and not isinstance(performative, Close):
+                    continue  # discarding until the peer's close (§2.4.3)
+                handler(channel, performative, view[perf_end:] if perf_end < len(view) else b"")
+        finally:
+            self._in = buf[pos:] if pos < end else b""
+
+    def _bad_header(self, got: bytes) -> None:
+        self._out.append(AMQP_HEADER)
+        self.finished = True
+        error = Error(
+            condition=conditions.FRAMING_ERROR,
+            description=f"unsupported protocol header {got!r}; this server speaks AMQP 1.0 {AMQP_HEADER!r} "
+            f"and SASL {SASL_HEADER!r} (Part 2 §2.2)",
+        )
+        self._events.append(ev.ConnectionClosed(error, by_peer=False))
+
+    def _on_header(self, header: bytes) -> None:
+        if header == SASL_HEADER and not self._sasl_done:
+            self._out.append(SASL_HEADER)
+            mechanisms = []
+            if self.config.users:
+                mechanisms.append(symbol("PLAIN"))
+            if self.config.allow_anonymous:
+                mechanisms.append(symbol("ANONYMOUS"))
+            self._send_sasl(SaslMechanisms(sasl_server_mechanisms=mechanisms))
+            self._phase = "sasl"
+            return
+        if header == AMQP_HEADER and (self._sasl_done or self.config.allow_anonymous):
+            self._out.append(AMQP_HEADER)
+            self.state = advance(self.state, Input.RECV_HEADER, "endpoint")  # type: ignore[assignment]
+            self._phase = "frames"
+            return
+        if header == AMQP_HEADER:
+            # Anonymous access is off: say we need SASL, then close (Part 5 §5.1).
+            self._out.append(SASL_HEADER)
+            self.finished = True
+            self._events.append(
+                ev.ConnectionClosed(
+                    Error(condition=conditions.UNAUTHORIZED_ACCESS, description="SASL authentication required"),
+                    by_peer=False,
+                )
+            )
+            return
+        self._bad_header(header)
+
+    def _send_sasl(self, body: Composite) -> None:
+        out = bytearray()
+        body.encode_into(out)
+        if self.trace is not None:
+            self.trace("out", 0, body)
+        self._out.append(frame(0, out, FRAME_SASL))
+
+    def _on_sasl_frame(self, data: bytes) -> None:
+        try:
+            init = codec.decode(data)
+        except AMQPDecodeError as exc:
+            raise ConnectionError_(conditions.DECODE_ERROR, f"undecodable SASL frame: {exc}") from None
+        if self.trace is not None:
+            self.trace("in", 0, init)
+        if not isinstance(init, SaslInit):
+            raise framing_error(f"expected sasl-init, got {type(init).__name__}")
+        code = SASL_AUTH
+        if init.mechanism == "ANONYMOUS" and self.config.allow_anonymous:
+            code = SASL_OK
+        elif init.mechanism == "PLAIN" and self.config.users:
+            parts = (init.initial_response or b"").split(b"\x00")
+            if len(parts) == 3:
+                user, password = parts[1].decode("utf-8", "replace"), parts[2].decode("utf-8", "replace")
+                if self.config.users.get(user) == password:
+                    code = SASL_OK
+                    self.user = user
+        self._send_sasl(SaslOutcome(code=code))
+        if code == SASL_OK:
+            self._sasl_done = True
+            self._phase = "header"
+        else:
+            self.finished = True
+            self._events.append(
+                ev.ConnectionClosed(
+                    Error(condition=conditions.UNAUTHORIZED_ACCESS, description="SASL authentication failed"),
+                    by_peer=False,
+                )
+            )
+
+    # ------------------------------------------------------------- frames out
+
+    def _send(self, channel: int, performative: Composite, payload: bytes = b"") -> None:
+        if self._disposition is not None:
+            self._flush_disposition()
+        if self.trace is not None:
+            self.trace("out", channel, performative)
+        out = bytearray()
+        performative.encode_into(out)
+        if payload:
+            out += payload
+        self._out.append(frame(channel, out))
+
+    # ---------------------------------------------------------- connection
+
+    def _on_open(self, channel: int, open_: Open, payload: bytes) -> None:
+        self.state = advance(self.state, Input.RECV_OPEN, "endpoint")  # type: ignore[assignment]
+        self.remote_container_id = open_.container_id
+        self.remote_max_frame_size = max(MIN_MAX_FRAME_SIZE, min(open_.max_frame_size, self.config.max_frame_size))
+        self.remote_channel_max = open_.channel_max
+        self.remote_idle_timeout = open_.idle_time_out / 1000 if open_.idle_time_out else None
+        idle_ms = int(self.config.idle_timeout * 1000) if self.config.idle_timeout else None
+        self._send(
+            0,
+            Open(
+                container_id=self.config.container_id,
+                max_frame_size=self.config.max_frame_size,
+                channel_max=self.config.channel_max,
+                idle_time_out=idle_ms,
+                offered_capabilities=[symbol(c) for c in self.config.offered_capabilities] or None,
+                properties={symbol(k): v for k, v in self.config.properties.items()} or None,
+            ),
+        )
+        self.state = advance(self.state, Input.SEND_OPEN, "endpoint")  # type: ignore[assignment]
+        self._events.append(ev.ConnectionOpened(open_.container_id, open_.hostname, self.user))
+
+    def _on_close(self, channel: int, close: Close, payload: bytes) -> None:
+        self.state = advance(self.state, Input.RECV_CLOSE, "endpoint")  # type: ignore[assignment]
+        self._teardown(None)
+        if self.state is ConnectionState.CLOSE_RCVD:
+            self._send(0, Close())
+            self.state = advance(self.state, Input.SEND_CLOSE, "endpoint")  # type: ignore[assignment]
+            self._events.append(ev.ConnectionClosed(close.error, by_peer=True))
+        self.finished = True
+
+    def close(self, error: Error | None = None) -> None:
+        """Close the connection (§2.4.3); the transport closes once this is flushed."""
+        if self.state in (ConnectionState.CLOSE_SENT, ConnectionState.END) or self.finished:
+            return
+        if self.state is ConnectionState.START:
+            self.finished = True
+            self._events.append(ev.ConnectionClosed(error, by_peer=False))
+            return
+        if self.state is ConnectionState.HDR_EXCH:
+            # An error before open: send open first, then close (§2.4.1).
+            self._send(0, Open(container_id=self.config.container_id))
+        self._teardown(error)
+        self._send(0, Close(error=error))
+        self.state = ConnectionState.CLOSE_SENT
+        self.finished = True
+        self._events.append(ev.ConnectionClosed(error, by_peer=False))
+
+    def _teardown(self, error: Error | None) -> None:
+        """Report every link and session as gone, once, when the connection ends."""
+        for session in list(self.sessions.values()):
+            self._drop_session(session, error)
+
+    def _fail(self, exc: AMQPProtocolError) -> None:
+        error = Error(condition=symbol(exc.condition), description=exc.description)
+        if isinstance(exc, LinkError):
+            session = self.sessions.get(exc.channel)
+            link = session.links_by_remote.get(exc.handle) if session else None
+            if link is not None and link.state is LinkState.ATTACHED:
+                self.detach_link(link, error)
+                self._events.append(ev.LinkDetached(link, True, error))
+                return
+        if isinstance(exc, SessionError):
+            session = self.sessions.get(exc.channel)
+            if session is not None and session.state is SessionState.MAPPED:
+                self.end_session(session, error)
+                return
+        self.close(error)
+
+    # ------------------------------------------------------------- sessions
+
+    def _session(self, channel: int) -> Session:
+        session = self.sessions.get(channel)
+        if session is None:
+            raise framing_error(f"frame on channel {channel}, which has no session (send begin first)")
+        return session
+
+    def _on_begin(self, channel: int, begin: Begin, payload: bytes) -> None:
+        if begin.remote_channel is not None:
+            raise ConnectionError_(
+                conditions.NOT_ALLOWED,
+                f"begin on channel {channel} names remote-channel {begin.remote_channel}, "
+                "but this server never begins sessions itself",
+            )
+        if channel > self.config.channel_max:
+            raise framing_error(f"channel {channel} exceeds channel-max {self.config.channel_max}")
+        if channel in self.sessions:
+            raise ConnectionError_(conditions.ILLEGAL_STATE, f"channel {channel} already has a session")
+        local = next(c for c in range(len(self._sessions_local) + 1) if c not in self._sessions_local)
+        session = Session(local, channel, min(begin.handle_max, self.config.handle_max))
+        session.state = advance(session.state, Input.RECV_BEGIN, f"on channel {channel}")  # type: ignore[assignment]
+        session.next_incoming_id = begin.next_outgoing_id
+        session.remote_incoming_window = begin.incoming_window
+        session.remote_outgoing_window = begin.outgoing_window
+        session.incoming_window = INCOMING_WINDOW
+        self.sessions[channel] = session
+        self._sessions_local[local] = session
+        self._send(
+            local,
+            Begin(
+                remote_channel=channel,
+                next_outgoing_id=session.next_outgoing_id,
+                incoming_window=session.incoming_window,
+                outgoing_window=session.outgoing_window,
+                handle_max=session.handle_max,
+            ),
+        )
+        session.state = advance(session.state, Input.SEND_BEGIN, f"on channel {channel}")  # type: ignore[assignment]
+        self._events.append(ev.SessionBegun(session))
+
+    def _on_end(self, channel: int, end: End, payload: bytes) -> None:
+        session = self._session(channel)
+        session.state = advance(session.state, Input.RECV_END, f"on channel {channel}")  # type: ignore[assignment]
+        if session.state is SessionState.END_RCVD:
+            self._send(session.channel, End())
+            self._drop_session(session, end.error)
+        else:
+            self._unmap(session)
+
+    def end_session(self, session: Session, error: Error | None = None) -> None:
+        """End a session (§2.5.7); its links are reported detached."""
+        if session.state is not SessionState.MAPPED:
+            return
+        self._send(session.channel, End(error=error))
+        session.state = advance(session.state, Input.SEND_END, "")  # type: ignore[assignment]
+        self._report_links_gone(session, error)
+        self._events.append(ev.SessionEnded(session, error))
+
+    def _drop_session(self, session: Session, error: Error | None) -> None:
+        if session.state is SessionState.MAPPED or session.state is SessionState.END_RCVD:
+            self._report_links_gone(session, error)
+            self._events.append(ev.SessionEnded(session, error))
+        self._unmap(session)
+
+    def _report_links_gone(self, session: Session, error: Error | None) -> None:
+        for link in list(session.links_by_handle.values()):
+            if link.state is not LinkState.DETACHED:
+                # Ending a session detaches its links without closing them (§2.6.5).
+                self._events.append(ev.LinkDetached(link, False, error))
+            link.state = LinkState.DETACHED
+        session.links_by_handle.clear()
+        session.links_by_remote.clear()
+        session.outgoing_unsettled.clear()
+        session.incoming_unsettled.clear()
+
+    def _unmap(self, session: Session) -> None:
+        session.state = SessionState.UNMAPPED
+        self.sessions.pop(session.remote_channel, None)
+        self._sessions_local.pop(session.channel, None)
+
+    # ---------------------------------------------------------------- links
+
+    def _link(self, session: Session, handle: int | None, what: str) -> Link:
+        link = session.links_by_remote.get(handle) if handle is not None else None
+        if link is None:
+            raise SessionError(
+                conditions.UNATTACHED_HANDLE,
+                f"{what} names handle {handle}, which is not attached on channel {session.remote_channel}",
+                session.remote_channel,
+            )
+        return link
+
+    def _on_attach(self, channel: int, attach: Attach, payload: bytes) -> None:
+        session = self._session(channel)
+        if session.state is not SessionState.MAPPED:
+            return  # discarding after we ended the session
+        if attach.handle > session.handle_max:
+            raise ConnectionError_(
+                conditions.FRAMING_ERROR,
+                f"attach handle {attach.handle} exceeds handle-max {session.handle_max}",
+            )
+        if attach.handle in session.links_by_remote:
+            raise SessionError(
+                conditions.HANDLE_IN_USE, f"handle {attach.handle} is already attached", channel
+            )
+        handles = session.links_by_handle
+        local = next(h for h in range(len(handles) + 1) if h not in handles)
+        link = Link(session, attach, local)
+        session.links_by_remote[attach.handle] = link
+        handles[local] = link
+        self._events.append(ev.LinkAttached(link))
+
+    def accept_link(
+        self,
+        link: Link,
+        *,
+        source: Any,
+        target: Any,
+        snd_settle_mode: int | None = None,
+        rcv_settle_mode: int | None = None,
+        offered_capabilities: list[str] | None = None,
+        properties: dict[Any, Any] | None = None,
+    ) -> None:
+        """Answer the peer's attach, establishing the link (§2.6.3)."""
+        link.source = source
+        link.target = target
+        if snd_settle_mode is not None:
+            link.snd_settle_mode = snd_settle_mode
+        if rcv_settle_mode is not None:
+            link.rcv_settle_mode = rcv_settle_mode
+        self._send(
+            link.session.channel,
+            Attach(
+                name=link.name,
+                handle=link.handle,
+                role=ROLE_SENDER if link.is_sender else ROLE_RECEIVER,
+                snd_settle_mode=link.snd_settle_mode,
+                rcv_settle_mode=link.rcv_settle_mode,
+                source=source,
+                target=target,
+                initial_delivery_count=link.delivery_count if link.is_sender else None,
+                max_message_size=None,
+                offered_capabilities=[symbol(c) for c in offered_capabilities] if offered_capabilities else None,
+                properties=properties,
+            ),
+        )
+        link.state = advance(link.state, Input.SEND_ATTACH, repr(link.name))  # type: ignore[assignment]
+
+    def refuse_link(self, link: Link, error: Error) -> None:
+        """Refuse a link: attach with a null source or target, then detach (§2.6.3)."""
+        self._send(
+            link.session.channel,
+            Attach(
+                name=link.name,
+                handle=link.handle,
+                role=ROLE_SENDER if link.is_sender else ROLE_RECEIVER,
+                source=None if link.is_sender else link.source,
+                target=link.target if link.is_sender else None,
+                initial_delivery_count=0 if link.is_sender else None,
+            ),
+        )
+        link.state = advance(link.state, Input.SEND_ATTACH, repr(link.name))  # type: ignore[assignment]
+        self.detach_link(link, error)
+
+    def detach_link(self, link: Link, error: Error | None = None, closed: bool = True) -> None:
+        """Detach a link from our side (§2.6.5); the peer's detach completes it."""
+        if link.state is not LinkState.ATTACHED:
+            return
+        self._send(link.session.channel, Detach(handle=link.handle, closed=closed, error=error))
+        link.state = advance(link.state, Input.SEND_DETACH, repr(link.name))  # type: ignore[assignment]
+        self._forget_deliveries(link)
+
+    def _forget_deliveries(self, link: Link) -> None:
+        session = link.session
+        for delivery_id in link.unsettled:
+            session.outgoing_unsettled.pop(delivery_id, None)
+        link.unsettled.clear()
+        link.incoming = None
+
+    def _on_detach(self, channel: int, detach: Detach, payload: bytes) -> None:
+        session = self._session(channel)
+        if session.state is not SessionState.MAPPED:
+            return
+        link = self._link(session, detach.handle, "detach")
+        link.state = advance(link.state, Input.RECV_DETACH, repr(link.name))  # type: ignore[assignment]
+        if link.state is LinkState.DETACH_RCVD:
+            self._send(session.channel, Detach(handle=link.handle, closed=detach.closed))
+            link.state = advance(link.state, Input.SEND_DETACH, repr(link.name))  # type: ignore[assignment]
+            self._events.append(ev.LinkDetached(link, detach.closed, detach.error))
+        self._forget_deliveries(link)
+        del session.links_by_remote[detach.handle]
+        session.links_by_handle.pop(link.handle, None)
+
+    # ----------------------------------------------------------------- flow
+
+    def _on_flow(self, channel: int, flow: Flow, payload: bytes) -> None:
+        session = self._session(channel)
+        if session.state is not SessionState.MAPPED:
+            return
+        was_blocked = session.remote_incoming_window <= 0
+        next_incoming = flow.next_incoming_id if flow.next_incoming_id is not None else 0
+        session.remote_incoming_window = (
+            next_incoming + flow.incoming_window - session.next_outgoing_id
+        ) % SERIAL_MOD
+        if session.remote_incoming_window > 2**31:
+            session.remote_incoming_window = 0  # the peer has not seen all we sent yet
+        session.remote_outgoing_window = flow.outgoing_window
+        if flow.handle is None:
+            if flow.echo:
+                self._send_session_flow(session)
+            if was_blocked and session.remote_incoming_window > 0:
+                self._events.append(ev.SessionWindowOpened(session))
+            return
+        link = self._link(session, flow.handle, "flow")
+        if link.is_sender:
+            # §2.6.7: link-credit(snd) = delivery-count(rcv) + link-credit(rcv) - delivery-count(snd)
+            peer_count = flow.delivery_count if flow.delivery_count is not None else 0
+            credit = flow.link_credit or 0
+            link.credit = max(0, (peer_count + credit - link.delivery_count) % SERIAL_MOD)
+            if link.credit > 2**31:
+                link.credit = 0
+            link.drain = flow.drain
+            link.flow_properties = flow.properties
+            self._events.append(ev.CreditChanged(link, flow.drain, flow.properties))
+        else:
+            link.available = flow.available or 0
+        if flow.echo:
+            self.send_link_flow(link)
+        if was_blocked and session.remote_incoming_window > 0:
+            self._events.append(ev.SessionWindowOpened(session))
+
+    def _send_session_flow(self, session: Session) -> None:
+        self._send(
+            session.channel,
+            Flow(
+                next_incoming_id=session.next_incoming_id,
+                incoming_window=session.incoming_window,
+                next_outgoing_id=session.next_outgoing_id,
+                outgoing_window=session.outgoing_window,
+            ),
+        )
+
+    def send_link_flow(self, link: Link, echo: bool = False) -> None:
+        """Send the link's flow state (§2.7.4)."""
+        session = link.session
+        self._send(
+            session.channel,
+            Flow(
+                next_incoming_id=session.next_incoming_id,
+                incoming_window=session.incoming_window,
+                next_outgoing_id=session.next_outgoing_id,
+                outgoing_window=session.outgoing_window,
+                handle=link.handle,
+                delivery_count=link.delivery_count,
+                link_credit=link.credit,
+                available=link.available if link.is_sender else None,
+                drain=link.drain,
+                echo=echo,
+            ),
+        )
+
+    def grant_credit(self, link: Link, credit: int) -> None:
+        """Set the credit of a link the peer sends on, and tell the peer (§2.6.7)."""
+        link.credit = credit
+        self.send_link_flow(link)
+
+    def drained(self, link: Link) -> None:
+        """Answer a drain request once nothing more can be sent (§2.6.7).
+
+        The remaining credit is consumed by advancing the delivery-count, and
+        a flow tells the peer so, even when no message was sent.
+        """
+        if not link.drain or link.state is not LinkState.ATTACHED:
+            return
+        link.delivery_count = (link.delivery_count + link.credit) % SERIAL_MOD
+        link.credit = 0
+        self.send_link_flow(link)
+        link.drain = False
+
+    # ------------------------------------------------------------- transfer
+
+    def _on_transfer(self, channel: int, transfer: Transfer, payload: bytes) -> None:
+        session = self._session(channel)
+        if session.state is not SessionState.MAPPED:
+            return
+        link = self._link(session, transfer.handle, "transfer")
+        session.next_incoming_id = (session.next_incoming_id + 1) % SERIAL_MOD
+        session.incoming_window -= 1
+        if session.incoming_window < 0:
+            raise SessionError(
+                conditions.WINDOW_VIOLATION,
+                f"transfer beyond the session incoming window of {INCOMING_WINDOW}",
+                channel,
+            )
+        if session.incoming_window < INCOMING_WINDOW // 2:
+            session.incoming_window = INCOMING_WINDOW
+            self._send_session_flow(session)
+        if link.state is not LinkState.ATTACHED:
+            return  # the link is being detached; late transfers are dropped
+        if link.is_sender:
+            raise LinkError(
+                conditions.NOT_ALLOWED,
+                f"transfer on link {link.name!r}, where the broker is the sender",
+                channel,
+                transfer.handle,
+            )
+        delivery = link.incoming
+        if delivery is None:
+            if link.credit <= 0:
+                raise LinkError(
+                    conditions.TRANSFER_LIMIT_EXCEEDED,
+                    f"transfer on link {link.name!r} without link credit (wait for a flow granting credit)",
+                    channel,
+                    transfer.handle,
+                )
+            if transfer.delivery_id is None or transfer.delivery_tag is None:
+                raise LinkError(
+                    conditions.INVALID_FIELD,
+                    "the first transfer of a delivery must carry delivery-id and delivery-tag",
+                    channel,
+                    transfer.handle,
+                )
+            settled = bool(transfer.settled) or link.snd_settle_mode == 1
+            delivery = Delivery(transfer.delivery_id, transfer.delivery_tag, link, False)
+            delivery.remote_settled = settled
+            delivery.message_format = transfer.message_format or 0
+            delivery.state = transfer.state
+            link.credit -= 1
+            link.delivery_count = (link.delivery_count + 1) % SERIAL_MOD
+        elif transfer.delivery_id is not None and transfer.delivery_id != delivery.delivery_id:
+            raise LinkError(
+                conditions.INVALID_FIELD,
+                f"transfer continues delivery {delivery.delivery_id} but names delivery-id {transfer.delivery_id}",
+                channel,
+                transfer.handle,
+            )
+        else:
+            if transfer.settled:
+                delivery.remote_settled = True
+            if transfer.state is not None:
+                delivery.state = transfer.state
+        if transfer.aborted:
+            link.incoming = None  # an aborted delivery is discarded (§2.6.14)
+            return
+        if transfer.more:
+            if delivery.frames is None:
+                delivery.frames = []
+            delivery.frames.append(payload)
+            link.incoming = delivery
+            self._check_size(link, delivery, channel, transfer.handle)
+            return
+        link.incoming = None
+        if delivery.frames:
+            delivery.frames.append(payload)
+            delivery.payload = b"".join(delivery.frames)
+            delivery.frames = None
+        else:
+            delivery.payload = payload
+        if not delivery.remote_settled:
+            session.incoming_unsettled[delivery.delivery_id] = delivery
+        self._events.append(ev.MessageReceived(link, delivery))
+
+    def _check_size(self, link: Link, delivery: Delivery, channel: int, handle: int) -> None:
+        limit = link.max_message_size
+        if limit and delivery.frames and sum(map(len, delivery.frames)) > limit:
+            link.incoming = None
+            raise LinkError(
+                conditions.MESSAGE_SIZE_EXCEEDED,
+                f"message exceeds max-message-size {limit}",
+                channel,
+                handle,
+            )
+
+    def can_send(self, link: Link) -> bool:
+        """Whether a transfer may go out now: link credit and session window allow it."""
+        return (
+            link.credit > 0 and link.session.remote_incoming_window > 0 and link.state is LinkState.ATTACHED
+        )
+
+    def send_transfer(
+        self, link: Link, tag: bytes, payload: bytes, settled: bool = False, state: Any = None
+    ) -> Delivery:
+        """Send a message on a sending link, split to max-frame-size (§2.6.12)."""
+        session = link.session
+        delivery_id = session.next_outgoing_id
+        delivery = Delivery(delivery_id, tag, link, settled)
+        channel = session.channel
+        head = Transfer(
+            handle=link.handle,
+            delivery_id=delivery_id,
+            delivery_tag=tag,
+            message_format=0,
+            settled=settled,
+            state=state,
+        )
+        room = self.remote_max_frame_size - 8 - 64 - len(tag)
+        if len(payload) <= room:
+            self._send(channel, head, payload)
+            frames = 1
+        else:
+            frames = 0
+            for offset in range(0, len(payload), room):
+                chunk = payload[offset : offset + room]
+                head.more = offset + room < len(payload)
+                self._send(channel, head, chunk)
+                head = Transfer(handle=link.handle)
+                frames += 1
+        session.next_outgoing_id = (delivery_id + frames) % SERIAL_MOD
+        session.remote_incoming_window -= frames
+        link.delivery_count = (link.delivery_count + 1) % SERIAL_MOD
+        link.credit -= 1
+        if not settled:
+            session.outgoing_unsettled[delivery_id] = delivery
+            link.unsettled[delivery_id] = delivery
+        return delivery
+
+    # ---------------------------------------------------------- disposition
+
+    def _on_disposition(self, channel: int, disposition: Disposition, payload: bytes) -> None:
+        session = self._session(channel)
+        if session.state is not SessionState.MAPPED:
+            return
+        first = disposition.first
+        last = disposition.last if disposition.last is not None else first
+        if (last - first) % SERIAL_MOD > 2**20:
+            raise SessionError(
+                conditions.INVALID_FIELD, f"disposition range {first}..{last} is implausibly large", channel
+            )
+        # The peer as receiver settles what we sent; as sender, what we received.
+        table = session.outgoing_unsettled if disposition.role == ROLE_RECEIVER else session.incoming_unsettled
+        state = disposition.state
+        settled = disposition.settled
+        delivery_id = first
+        while True:
+            delivery = table.get(delivery_id)
+            if delivery is not None:
+                delivery.state = state if state is not None else delivery.state
+                if settled:
+                    delivery.remote_settled = True
+                    del table[delivery_id]
+                    delivery.link.unsettled.pop(delivery_id, None)
+                self._events.append(ev.DeliveryUpdated(delivery.link, delivery, state, settled))
+            if delivery_id == last:
+                break
+            delivery_id = (delivery_id + 1) % SERIAL_MOD
+
+    def settle(self, delivery: Delivery, state: Any, settled: bool = True) -> None:
+        """Tell the peer a delivery's state, settling it (§2.7.6).
+
+        Consecutive dispositions with the same state are coalesced into one
+        ``first..last`` range before they are written.
+        """
+        link = delivery.link
+        session = link.session
+        if settled:
+            delivery.settled = True
+            if link.is_sender:
+                session.outgoing_unsettled.pop(delivery.delivery_id, None)
+                link.unsettled.pop(delivery.delivery_id, None)
+            else:
+                session.incoming_unsettled.pop(delivery.delivery_id, None)
+        if session.state is not SessionState.MAPPED:
+            return
+        role = ROLE_SENDER if link.is_sender else ROLE_RECEIVER
+        pending = self._disposition
+        delivery_id = delivery.delivery_id
+        if pending is not None:
+            if (
+                pending[0] is session
+                and pending[1] == role
+                and pending[4] == settled
+                and (pending[5] is state or pending[5] == state)
+                and (pending[3] + 1) % SERIAL_MOD == delivery_id
+            ):
+                pending[3] = delivery_id
+                return
+            self._flush_disposition()
+        self._disposition = [session, role, delivery_id, delivery_id, settled, state]
+
+    def _flush_disposition(self) -> None:
+        pending = self._disposition
+        if pending is None:
+            return
+        self._disposition = None
+        session, role, first, last, settled, state = pending
+        if session.state is not SessionState.MAPPED:
+            return
+        self._send(
+            session.channel,
+            Disposition(role=role, first=first, last=last if last != first else None, settled=settled, state=state),
+        )

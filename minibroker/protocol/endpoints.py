@@ -1,0 +1,117 @@
+"""Session, link and delivery bookkeeping (Part 2 §2.5-§2.6).
+
+These objects belong to the engine; the broker reads them and hangs its own
+state on ``context``.  Sequence numbers follow RFC-1982 serial arithmetic
+modulo 2**32 (§2.8.9).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..amqp.performatives import Attach
+from ._state import LinkState, SessionState
+
+__all__ = ["Delivery", "Link", "Session", "SERIAL_MOD"]
+
+SERIAL_MOD = 2**32
+
+
+class Delivery:
+    """One message in flight on a link, in either direction (§2.6.12)."""
+
+    __slots__ = (
+        "delivery_id", "tag", "link", "settled", "state", "payload", "remote_settled",
+        "message_format", "context", "frames",
+    )  # fmt: skip
+
+    def __init__(self, delivery_id: int, tag: bytes, link: Link, settled: bool) -> None:
+        self.delivery_id = delivery_id
+        self.tag = tag
+        self.link = link
+        self.settled = settled  # settled by us
+        self.remote_settled = False
+        self.state: Any = None
+        self.payload: bytes = b""
+        self.message_format = 0
+        self.context: Any = None
+        self.frames: list[bytes] | None = None  # an incoming delivery still being assembled
+
+    def __repr__(self) -> str:
+        return f"<Delivery {self.delivery_id} on {self.link.name!r} settled={self.settled}>"
+
+
+class Link:
+    """A link endpoint; ``is_sender`` means the broker sends on it (the peer receives)."""
+
+    __slots__ = (
+        "session", "name", "handle", "remote_handle", "is_sender", "state", "attach",
+        "source", "target", "snd_settle_mode", "rcv_settle_mode", "delivery_count",
+        "credit", "drain", "available", "unsettled", "incoming", "context", "max_message_size",
+        "flow_properties", "pending_credit",
+    )  # fmt: skip
+
+    def __init__(self, session: Session, attach: Attach, handle: int) -> None:
+        self.session = session
+        self.attach = attach
+        self.name: str = attach.name
+        self.remote_handle: int = attach.handle
+        self.handle = handle
+        # The peer's role is given; ours is the opposite (§2.6.3).
+        self.is_sender: bool = bool(attach.role)
+        self.state = LinkState.ATTACH_RCVD
+        self.source: Any = attach.source
+        self.target: Any = attach.target
+        self.snd_settle_mode: int = attach.snd_settle_mode
+        self.rcv_settle_mode: int = attach.rcv_settle_mode
+        self.delivery_count = 0 if self.is_sender else (attach.initial_delivery_count or 0)
+        self.credit = 0
+        self.drain = False
+        self.available = 0
+        self.unsettled: dict[int, Delivery] = {}  # by delivery-id; sender side only
+        self.incoming: Delivery | None = None  # receiver side: a multi-frame delivery in progress
+        self.context: Any = None
+        self.max_message_size: int | None = attach.max_message_size or None
+        self.flow_properties: dict[Any, Any] | None = None
+        self.pending_credit = 0  # receiver side: credit granted since the last flow
+
+    @property
+    def address(self) -> Any:
+        """The address the link names: the source's for a sender, the target's for a receiver."""
+        terminus = self.source if self.is_sender else self.target
+        return getattr(terminus, "address", None)
+
+    def __repr__(self) -> str:
+        role = "sender" if self.is_sender else "receiver"
+        return f"<Link {self.name!r} {role} handle={self.handle} {self.state.value}>"
+
+
+class Session:
+    """A session endpoint and its transfer windows (§2.5.6)."""
+
+    __slots__ = (
+        "channel", "remote_channel", "state", "next_outgoing_id", "next_incoming_id",
+        "incoming_window", "outgoing_window", "remote_incoming_window", "remote_outgoing_window",
+        "handle_max", "links_by_remote", "links_by_handle", "outgoing_unsettled",
+        "incoming_unsettled", "context",
+    )  # fmt: skip
+
+    def __init__(self, channel: int, remote_channel: int, handle_max: int) -> None:
+        self.channel = channel
+        self.remote_channel = remote_channel
+        self.state = SessionState.UNMAPPED
+        self.next_outgoing_id = 0
+        self.next_incoming_id = 0
+        self.incoming_window = 0
+        self.outgoing_window = 2**31 - 1
+        self.remote_incoming_window = 0
+        self.remote_outgoing_window = 0
+        self.handle_max = handle_max
+        self.links_by_remote: dict[int, Link] = {}
+        self.links_by_handle: dict[int, Link] = {}
+        self.outgoing_unsettled: dict[int, Delivery] = {}  # deliveries we sent, by delivery-id
+        self.incoming_unsettled: dict[int, Delivery] = {}  # deliveries we received, unsettled
+        self.context: Any = None
+
+    def __repr__(self) -> str:
+        return f"<Session channel={self.channel} {self.state.value}>"

@@ -1,0 +1,190 @@
+"""``ThreadedBroker``: the broker in a background thread, for synchronous and asyncio tests."""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import TracebackType
+from typing import Any, Callable, TypeVar
+
+import trio
+
+from .api import BrokerAPI
+from .broker.clock import Clock, ManualClock
+from .broker.config import BrokerConfig
+from .broker.engine import Broker
+from .server import DEFAULT_HOST, serve
+
+__all__ = ["ThreadedBroker"]
+
+T = TypeVar("T")
+
+
+class _ThreadedClock:
+    """The broker's clock seen from another thread: ``advance`` runs in the broker thread."""
+
+    def __init__(self, owner: ThreadedBroker, clock: Clock) -> None:
+        self._owner = owner
+        self._clock = clock
+
+    def now(self) -> float:
+        return self._clock.now()
+
+    def advance(self, seconds: float) -> float:
+        if not isinstance(self._clock, ManualClock):
+            raise TypeError("advance() needs a manual clock: ThreadedBroker(clock=minibroker.ManualClock())")
+        clock = self._clock
+        return self._owner._call(clock.advance, seconds)
+
+
+class ThreadedBroker(BrokerAPI):
+    """An AMQP 1.0 broker serving on a loopback port from its own thread.
+
+    ::
+
+        with ThreadedBroker() as broker:
+            connect_your_client(broker.url)
+            assert broker.queue("orders").depth == 1
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = DEFAULT_HOST,
+        port: int = 0,
+        config: BrokerConfig | None = None,
+        clock: Clock | None = None,
+        **config_fields: Any,
+    ) -> None:
+        if config is not None and config_fields:
+            raise TypeError("pass either config=BrokerConfig(...) or its fields as keywords, not both")
+        self._config = config or BrokerConfig(**config_fields)
+        self._host = host
+        self._requested_port = port
+        self._given_clock = clock
+        self._thread: threading.Thread | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._cancel: trio.CancelScope | None = None
+        self._port: int | None = None
+        self._failure: BaseException | None = None
+        self._changed = threading.Condition()
+        self._version = 0
+        self._broker = Broker(self._config, clock)
+        self.clock = _ThreadedClock(self, self._broker.clock)
+
+    # ----------------------------------------------------------- lifecycle
+
+    def start(self) -> ThreadedBroker:
+        """Start serving; returns once the port is bound."""
+        if self._thread is not None:
+            raise RuntimeError("this ThreadedBroker is already started; stop() it before starting again")
+        ready = threading.Event()
+        self._broker.on_change = self._notify_change
+        self._thread = threading.Thread(target=self._run, args=(ready,), name="minibroker", daemon=True)
+        self._thread.start()
+        ready.wait()
+        if self._failure is not None:
+            self._thread.join()
+            self._thread = None
+            raise RuntimeError(f"minibroker failed to start: {self._failure}") from self._failure
+        return self
+
+    def _run(self, ready: threading.Event) -> None:
+        async def main() -> None:
+            self._token = trio.lowlevel.current_trio_token()
+            async with trio.open_nursery() as nursery:
+                self._cancel = nursery.cancel_scope
+                self._port = await nursery.start(serve, self._broker, self._host, self._requested_port)
+                ready.set()
+
+        try:
+            trio.run(main)
+        except BaseException as exc:  # reported to start() or kept for the next call
+            self._failure = exc
+        finally:
+            ready.set()
+
+    def stop(self) -> None:
+        """Close every connection and stop serving; safe to call twice."""
+        thread, self._thread = self._thread, None
+        if thread is None:
+            return
+        if thread.is_alive() and self._token is not None and self._cancel is not None:
+            cancel = self._cancel
+            try:
+                trio.from_thread.run_sync(self._shutdown, cancel, trio_token=self._token)
+            except trio.RunFinishedError:
+                pass
+        thread.join()
+        self._token = None
+
+    def _shutdown(self, cancel: trio.CancelScope) -> None:
+        for connection in list(self._broker.connections):
+            connection.close(None)
+        cancel.cancel()
+
+    def __enter__(self) -> ThreadedBroker:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # ---------------------------------------------------------- addresses
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RuntimeError("the broker has no port yet: call start() or use `with ThreadedBroker() as broker:`")
+        return self._port
+
+    @property
+    def host(self) -> str:
+        return self._host
+
+    @property
+    def url(self) -> str:
+        """``amqp://127.0.0.1:PORT``."""
+        return f"amqp://{self._host}:{self.port}"
+
+    # -------------------------------------------------------- marshalling
+
+    def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._thread is None or self._token is None:
+            raise RuntimeError("the broker is not running: call start() or use `with ThreadedBroker() as broker:`")
+        if threading.current_thread() is self._thread:
+            return fn(*args)
+        return trio.from_thread.run_sync(self._locked, fn, args, trio_token=self._token)
+
+    def _locked(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
+        result = fn(*args)
+        self._broker.flush()
+        return result
+
+    def _notify_change(self) -> None:
+        with self._changed:
+            self._version += 1
+            self._changed.notify_all()
+
+    def wait_for(self, predicate: Callable[[ThreadedBroker], Any], timeout: float = 5.0) -> Any:
+        """Wait until ``predicate(broker)`` is truthy, re-checking after each broker change.
+
+        ``broker.wait_for(lambda b: b.queue("out").depth == 3)``; raises
+        ``TimeoutError`` naming the predicate after ``timeout`` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._changed:
+                version = self._version
+            result = predicate(self)
+            if result:
+                return result
+            with self._changed:
+                while self._version == version:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise TimeoutError(
+                            f"wait_for: {getattr(predicate, '__name__', predicate)!r} still false after {timeout} s"
+                        )
+                    self._changed.wait(remaining)

@@ -1,0 +1,80 @@
+"""The trio-native broker: ``async with open_broker() as broker`` runs it in your trio loop."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Callable, TypeVar
+
+import trio
+
+from .api import BrokerAPI
+from .broker.clock import Clock
+from .broker.config import BrokerConfig
+from .broker.engine import Broker
+from .server import DEFAULT_HOST, serve
+
+__all__ = ["TrioBroker", "open_broker"]
+
+T = TypeVar("T")
+
+
+class TrioBroker(BrokerAPI):
+    """A broker served by the current trio run; the same inspection API as ``ThreadedBroker``."""
+
+    def __init__(self, broker: Broker, host: str, port: int) -> None:
+        self._broker = broker
+        self.host = host
+        self.port = port
+        self.clock = broker.clock
+        self._changed = trio.Event()
+        broker.on_change = self._notify
+
+    @property
+    def url(self) -> str:
+        return f"amqp://{self.host}:{self.port}"
+
+    def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        result = fn(*args)
+        self._broker.flush()
+        return result
+
+    def _notify(self) -> None:
+        self._changed.set()
+
+    async def wait_for(self, predicate: Callable[[TrioBroker], Any], timeout: float = 5.0) -> Any:
+        """Wait until ``predicate(broker)`` is truthy, re-checking after each broker change."""
+        deadline = trio.current_time() + timeout
+        while True:
+            result = predicate(self)
+            if result:
+                return result
+            self._changed = trio.Event()
+            with trio.move_on_at(deadline):
+                await self._changed.wait()
+            if trio.current_time() >= deadline and not predicate(self):
+                raise TimeoutError(f"wait_for: {getattr(predicate, '__name__', predicate)!r} still false after {timeout} s")
+
+
+@asynccontextmanager
+async def open_broker(
+    *,
+    host: str = DEFAULT_HOST,
+    port: int = 0,
+    config: BrokerConfig | None = None,
+    clock: Clock | None = None,
+    **config_fields: Any,
+) -> AsyncIterator[TrioBroker]:
+    """Serve a broker in the current trio run for the duration of the block."""
+    if config is not None and config_fields:
+        raise TypeError("pass either config=BrokerConfig(...) or its fields as keywords, not both")
+    broker = Broker(config or BrokerConfig(**config_fields), clock)
+    async with trio.open_nursery() as nursery:
+        bound = await nursery.start(serve, broker, host, port)
+        try:
+            yield TrioBroker(broker, host, bound)
+        finally:
+            for connection in list(broker.connections):
+                connection.close(None)
+            nursery.cancel_scope.cancel()
+
+
