@@ -6,7 +6,8 @@ snapshots, never live objects.
 
 from __future__ import annotations
 
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from .amqp.message import BodyKind, Message
 from .amqp.messaging import Header, Properties

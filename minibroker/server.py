@@ -78,7 +78,8 @@ async def _run_timers(broker: Broker) -> None:
 async def _serve_connection(broker: Broker, stream: trio.SocketStream) -> None:
     waker = _Waker()
     try:
-        peer = "%s:%s" % stream.socket.getpeername()[:2]
+        host, port = stream.socket.getpeername()[:2]
+        peer = f"{host}:{port}"
     except OSError:
         peer = "?"
     connection = broker.connect(waker.set, peer)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import struct
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .errors import AMQPDecodeError
 from .types import (
@@ -546,17 +547,15 @@ def _list(width: int) -> _Decoder:
         count, p, end = _header(buf, pos, width)
         if depth > MAX_NESTING:
             raise AMQPDecodeError(f"values nested deeper than {MAX_NESTING} levels")
-        items = []
+        items: list[Any] = []
         append = items.append
-        view = buf[:end]
         for _ in range(count):
             if p >= end:
                 raise AMQPDecodeError(f"list at offset {pos} holds fewer than its count of {count}")
-            decoder = _DECODERS[view[p]]
-            item, p = decoder(view, p + 1, depth + 1)
+            item, p = _DECODERS[buf[p]](buf, p + 1, depth + 1)
             append(item)
         if p != end:
-            raise AMQPDecodeError(f"list at offset {pos} has {end - p} bytes beyond its {count} items")
+            raise AMQPDecodeError(f"list at offset {pos} does not end where its size says ({p} != {end})")
         return items, end
 
     return dec
@@ -597,13 +596,14 @@ def _array(width: int) -> _Decoder:
         count, p, end = _header(buf, pos, width)
         if depth > MAX_NESTING:
             raise AMQPDecodeError(f"values nested deeper than {MAX_NESTING} levels")
-        view = buf[:end]
         descriptor = None
-        _need(view, p, 1)
-        if view[p] == 0x00:
-            descriptor, p = decode_at(view, p + 1, depth + 1)
-            _need(view, p, 1)
-        code = view[p]
+        if p >= end:
+            raise AMQPDecodeError(f"array at offset {pos} has no element constructor")
+        if buf[p] == 0x00:
+            descriptor, p = decode_at(buf, p + 1, depth + 1)
+            if p >= end:
+                raise AMQPDecodeError(f"array at offset {pos} has no element constructor")
+        code = buf[p]
         p += 1
         element_type = _ARRAY_ELEMENT_TYPES.get(code)
         if element_type is None:
@@ -611,7 +611,7 @@ def _array(width: int) -> _Decoder:
         decoder = _DECODERS[code]
         elements = []
         for _ in range(count):
-            element, p = decoder(view, p, depth + 1)
+            element, p = decoder(buf, p, depth + 1)
             elements.append(element)
         if p != end:
             raise AMQPDecodeError(f"array at offset {pos} has {end - p} bytes beyond its {count} items")

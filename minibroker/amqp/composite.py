@@ -10,7 +10,8 @@ trailing fields are padded with defaults on decode (Part 1 §1.4).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, ClassVar, TypeVar
+from collections.abc import Callable
+from typing import Any, ClassVar, TypeVar, dataclass_transform
 
 from . import codec
 from .errors import AMQPDecodeError
@@ -105,6 +106,7 @@ def _register(cls: type, code: int, name: str, build: Callable[[Any], object]) -
 T = TypeVar("T")
 
 
+@dataclass_transform(field_specifiers=(field,))
 def composite(code: int, name: str) -> Callable[[type[T]], type[T]]:
     """Class decorator: declare a composite type encoded as a described list."""
 

@@ -19,11 +19,11 @@ __all__ = [
 class Header(Composite):
     """Transport headers for a message (§3.2.1)."""
 
-    durable: bool = field("boolean", False)
-    priority: int = field("ubyte", 4)
-    ttl: int | None = field("uint")
-    first_acquirer: bool = field("boolean", False)
-    delivery_count: int = field("uint", 0)
+    durable: bool = field("boolean", default=False)
+    priority: int = field("ubyte", default=4)
+    ttl: int | None = field("uint", default=None)
+    first_acquirer: bool = field("boolean", default=False)
+    delivery_count: int = field("uint", default=0)
 
 
 @described_value(0x71, "amqp:delivery-annotations:map", "fields")
@@ -44,19 +44,19 @@ class MessageAnnotations(DescribedValue):
 class Properties(Composite):
     """Immutable properties of the bare message (§3.2.4)."""
 
-    message_id: Any = field("*")
-    user_id: bytes | None = field("binary")
-    to: Any = field("*")
-    subject: str | None = field("string")
-    reply_to: Any = field("*")
-    correlation_id: Any = field("*")
-    content_type: str | None = field("symbol")
-    content_encoding: str | None = field("symbol")
-    absolute_expiry_time: int | None = field("timestamp")
-    creation_time: int | None = field("timestamp")
-    group_id: str | None = field("string")
-    group_sequence: int | None = field("uint")
-    reply_to_group_id: str | None = field("string")
+    message_id: Any = field("*", default=None)
+    user_id: bytes | None = field("binary", default=None)
+    to: Any = field("*", default=None)
+    subject: str | None = field("string", default=None)
+    reply_to: Any = field("*", default=None)
+    correlation_id: Any = field("*", default=None)
+    content_type: str | None = field("symbol", default=None)
+    content_encoding: str | None = field("symbol", default=None)
+    absolute_expiry_time: int | None = field("timestamp", default=None)
+    creation_time: int | None = field("timestamp", default=None)
+    group_id: str | None = field("string", default=None)
+    group_sequence: int | None = field("uint", default=None)
+    reply_to_group_id: str | None = field("string", default=None)
 
 
 @described_value(0x74, "amqp:application-properties:map", "map")
@@ -98,8 +98,8 @@ class Footer(DescribedValue):
 class Received(Composite):
     """Partial message data seen by the receiver (§3.4.1)."""
 
-    section_number: int = field("uint", mandatory=True)
-    section_offset: int = field("ulong", mandatory=True)
+    section_number: int = field("uint", default=None, mandatory=True)
+    section_offset: int = field("ulong", default=None, mandatory=True)
 
 
 @composite(0x24, "amqp:accepted:list")
@@ -111,7 +111,7 @@ class Accepted(Composite):
 class Rejected(Composite):
     """The message is invalid and will not be processed (§3.4.3)."""
 
-    error: Error | None = field("*")
+    error: Error | None = field("*", default=None)
 
 
 @composite(0x26, "amqp:released:list")
@@ -123,9 +123,9 @@ class Released(Composite):
 class Modified(Composite):
     """The message was modified but not processed (§3.4.5)."""
 
-    delivery_failed: bool = field("boolean", False)
-    undeliverable_here: bool = field("boolean", False)
-    message_annotations: dict[Any, Any] | None = field("fields")
+    delivery_failed: bool = field("boolean", default=False)
+    undeliverable_here: bool = field("boolean", default=False)
+    message_annotations: dict[Any, Any] | None = field("fields", default=None)
 
 
 Outcome = Accepted | Rejected | Released | Modified
@@ -135,30 +135,30 @@ Outcome = Accepted | Rejected | Released | Modified
 class Source(Composite):
     """The source terminus of a link (§3.5.3)."""
 
-    address: Any = field("*")
-    durable: int = field("uint", 0)
-    expiry_policy: str = field("symbol", "session-end")
-    timeout: int = field("uint", 0)
-    dynamic: bool = field("boolean", False)
-    dynamic_node_properties: dict[Any, Any] | None = field("fields")
-    distribution_mode: str | None = field("symbol")
-    filter: dict[Any, Any] | None = field("fields")
-    default_outcome: Any = field("*")
-    outcomes: list[str] | None = field("symbol*")
-    capabilities: list[str] | None = field("symbol*")
+    address: Any = field("*", default=None)
+    durable: int = field("uint", default=0)
+    expiry_policy: str = field("symbol", default="session-end")
+    timeout: int = field("uint", default=0)
+    dynamic: bool = field("boolean", default=False)
+    dynamic_node_properties: dict[Any, Any] | None = field("fields", default=None)
+    distribution_mode: str | None = field("symbol", default=None)
+    filter: dict[Any, Any] | None = field("fields", default=None)
+    default_outcome: Any = field("*", default=None)
+    outcomes: list[str] | None = field("symbol*", default=None)
+    capabilities: list[str] | None = field("symbol*", default=None)
 
 
 @composite(0x29, "amqp:target:list")
 class Target(Composite):
     """The target terminus of a link (§3.5.4)."""
 
-    address: Any = field("*")
-    durable: int = field("uint", 0)
-    expiry_policy: str = field("symbol", "session-end")
-    timeout: int = field("uint", 0)
-    dynamic: bool = field("boolean", False)
-    dynamic_node_properties: dict[Any, Any] | None = field("fields")
-    capabilities: list[str] | None = field("symbol*")
+    address: Any = field("*", default=None)
+    durable: int = field("uint", default=0)
+    expiry_policy: str = field("symbol", default="session-end")
+    timeout: int = field("uint", default=0)
+    dynamic: bool = field("boolean", default=False)
+    dynamic_node_properties: dict[Any, Any] | None = field("fields", default=None)
+    capabilities: list[str] | None = field("symbol*", default=None)
 
 
 @composite(0x2B, "amqp:delete-on-close:list")

@@ -29,128 +29,128 @@ UINT_MAX = 2**32 - 1
 class Error(Composite):
     """Details of an error (§2.8.14)."""
 
-    condition: str = field("symbol", mandatory=True)
-    description: str | None = field("string")
-    info: dict[Any, Any] | None = field("fields")
+    condition: str = field("symbol", default=None, mandatory=True)
+    description: str | None = field("string", default=None)
+    info: dict[Any, Any] | None = field("fields", default=None)
 
 
 @composite(0x10, "amqp:open:list")
 class Open(Composite):
     """Negotiate connection parameters (§2.7.1)."""
 
-    container_id: str = field("string", mandatory=True)
-    hostname: str | None = field("string")
-    max_frame_size: int = field("uint", UINT_MAX)
-    channel_max: int = field("ushort", 65535)
-    idle_time_out: int | None = field("uint")
-    outgoing_locales: list[str] | None = field("symbol*")
-    incoming_locales: list[str] | None = field("symbol*")
-    offered_capabilities: list[str] | None = field("symbol*")
-    desired_capabilities: list[str] | None = field("symbol*")
-    properties: dict[Any, Any] | None = field("fields")
+    container_id: str = field("string", default=None, mandatory=True)
+    hostname: str | None = field("string", default=None)
+    max_frame_size: int = field("uint", default=UINT_MAX)
+    channel_max: int = field("ushort", default=65535)
+    idle_time_out: int | None = field("uint", default=None)
+    outgoing_locales: list[str] | None = field("symbol*", default=None)
+    incoming_locales: list[str] | None = field("symbol*", default=None)
+    offered_capabilities: list[str] | None = field("symbol*", default=None)
+    desired_capabilities: list[str] | None = field("symbol*", default=None)
+    properties: dict[Any, Any] | None = field("fields", default=None)
 
 
 @composite(0x11, "amqp:begin:list")
 class Begin(Composite):
     """Begin a session on a channel (§2.7.2)."""
 
-    remote_channel: int | None = field("ushort")
-    next_outgoing_id: int = field("uint", mandatory=True)
-    incoming_window: int = field("uint", mandatory=True)
-    outgoing_window: int = field("uint", mandatory=True)
-    handle_max: int = field("uint", UINT_MAX)
-    offered_capabilities: list[str] | None = field("symbol*")
-    desired_capabilities: list[str] | None = field("symbol*")
-    properties: dict[Any, Any] | None = field("fields")
+    remote_channel: int | None = field("ushort", default=None)
+    next_outgoing_id: int = field("uint", default=None, mandatory=True)
+    incoming_window: int = field("uint", default=None, mandatory=True)
+    outgoing_window: int = field("uint", default=None, mandatory=True)
+    handle_max: int = field("uint", default=UINT_MAX)
+    offered_capabilities: list[str] | None = field("symbol*", default=None)
+    desired_capabilities: list[str] | None = field("symbol*", default=None)
+    properties: dict[Any, Any] | None = field("fields", default=None)
 
 
 @composite(0x12, "amqp:attach:list")
 class Attach(Composite):
     """Attach a link to a session (§2.7.3)."""
 
-    name: str = field("string", mandatory=True)
-    handle: int = field("uint", mandatory=True)
-    role: bool = field("boolean", mandatory=True)
-    snd_settle_mode: int = field("ubyte", SND_MIXED)
-    rcv_settle_mode: int = field("ubyte", RCV_FIRST)
-    source: Any = field("*")
-    target: Any = field("*")
-    unsettled: dict[Any, Any] | None = field("map")
-    incomplete_unsettled: bool = field("boolean", False)
-    initial_delivery_count: int | None = field("uint")
-    max_message_size: int | None = field("ulong")
-    offered_capabilities: list[str] | None = field("symbol*")
-    desired_capabilities: list[str] | None = field("symbol*")
-    properties: dict[Any, Any] | None = field("fields")
+    name: str = field("string", default=None, mandatory=True)
+    handle: int = field("uint", default=None, mandatory=True)
+    role: bool = field("boolean", default=None, mandatory=True)
+    snd_settle_mode: int = field("ubyte", default=SND_MIXED)
+    rcv_settle_mode: int = field("ubyte", default=RCV_FIRST)
+    source: Any = field("*", default=None)
+    target: Any = field("*", default=None)
+    unsettled: dict[Any, Any] | None = field("map", default=None)
+    incomplete_unsettled: bool = field("boolean", default=False)
+    initial_delivery_count: int | None = field("uint", default=None)
+    max_message_size: int | None = field("ulong", default=None)
+    offered_capabilities: list[str] | None = field("symbol*", default=None)
+    desired_capabilities: list[str] | None = field("symbol*", default=None)
+    properties: dict[Any, Any] | None = field("fields", default=None)
 
 
 @composite(0x13, "amqp:flow:list")
 class Flow(Composite):
     """Update link and session flow state (§2.7.4)."""
 
-    next_incoming_id: int | None = field("uint")
-    incoming_window: int = field("uint", mandatory=True)
-    next_outgoing_id: int = field("uint", mandatory=True)
-    outgoing_window: int = field("uint", mandatory=True)
-    handle: int | None = field("uint")
-    delivery_count: int | None = field("uint")
-    link_credit: int | None = field("uint")
-    available: int | None = field("uint")
-    drain: bool = field("boolean", False)
-    echo: bool = field("boolean", False)
-    properties: dict[Any, Any] | None = field("fields")
+    next_incoming_id: int | None = field("uint", default=None)
+    incoming_window: int = field("uint", default=None, mandatory=True)
+    next_outgoing_id: int = field("uint", default=None, mandatory=True)
+    outgoing_window: int = field("uint", default=None, mandatory=True)
+    handle: int | None = field("uint", default=None)
+    delivery_count: int | None = field("uint", default=None)
+    link_credit: int | None = field("uint", default=None)
+    available: int | None = field("uint", default=None)
+    drain: bool = field("boolean", default=False)
+    echo: bool = field("boolean", default=False)
+    properties: dict[Any, Any] | None = field("fields", default=None)
 
 
 @composite(0x14, "amqp:transfer:list")
 class Transfer(Composite):
     """Transfer a message, or a part of one (§2.7.5)."""
 
-    handle: int = field("uint", mandatory=True)
-    delivery_id: int | None = field("uint")
-    delivery_tag: bytes | None = field("binary")
-    message_format: int | None = field("uint")
-    settled: bool | None = field("boolean")
-    more: bool = field("boolean", False)
-    rcv_settle_mode: int | None = field("ubyte")
-    state: Any = field("*")
-    resume: bool = field("boolean", False)
-    aborted: bool = field("boolean", False)
-    batchable: bool = field("boolean", False)
+    handle: int = field("uint", default=None, mandatory=True)
+    delivery_id: int | None = field("uint", default=None)
+    delivery_tag: bytes | None = field("binary", default=None)
+    message_format: int | None = field("uint", default=None)
+    settled: bool | None = field("boolean", default=None)
+    more: bool = field("boolean", default=False)
+    rcv_settle_mode: int | None = field("ubyte", default=None)
+    state: Any = field("*", default=None)
+    resume: bool = field("boolean", default=False)
+    aborted: bool = field("boolean", default=False)
+    batchable: bool = field("boolean", default=False)
 
 
 @composite(0x15, "amqp:disposition:list")
 class Disposition(Composite):
     """Inform the peer of delivery state changes (§2.7.6)."""
 
-    role: bool = field("boolean", mandatory=True)
-    first: int = field("uint", mandatory=True)
-    last: int | None = field("uint")
-    settled: bool = field("boolean", False)
-    state: Any = field("*")
-    batchable: bool = field("boolean", False)
+    role: bool = field("boolean", default=None, mandatory=True)
+    first: int = field("uint", default=None, mandatory=True)
+    last: int | None = field("uint", default=None)
+    settled: bool = field("boolean", default=False)
+    state: Any = field("*", default=None)
+    batchable: bool = field("boolean", default=False)
 
 
 @composite(0x16, "amqp:detach:list")
 class Detach(Composite):
     """Detach a link endpoint from its session (§2.7.7)."""
 
-    handle: int = field("uint", mandatory=True)
-    closed: bool = field("boolean", False)
-    error: Error | None = field("*")
+    handle: int = field("uint", default=None, mandatory=True)
+    closed: bool = field("boolean", default=False)
+    error: Error | None = field("*", default=None)
 
 
 @composite(0x17, "amqp:end:list")
 class End(Composite):
     """End a session (§2.7.8)."""
 
-    error: Error | None = field("*")
+    error: Error | None = field("*", default=None)
 
 
 @composite(0x18, "amqp:close:list")
 class Close(Composite):
     """Signal a connection close (§2.7.9)."""
 
-    error: Error | None = field("*")
+    error: Error | None = field("*", default=None)
 
 
 Performative = Open | Begin | Attach | Flow | Transfer | Disposition | Detach | End | Close

@@ -21,35 +21,35 @@ SASL_SYS_TEMP = 4
 class SaslMechanisms(Composite):
     """Mechanisms the server supports (§5.3.3.1)."""
 
-    sasl_server_mechanisms: list[str] = field("symbol*", mandatory=True)
+    sasl_server_mechanisms: list[str] = field("symbol*", default=None, mandatory=True)
 
 
 @composite(0x41, "amqp:sasl-init:list")
 class SaslInit(Composite):
     """The client's chosen mechanism and initial response (§5.3.3.2)."""
 
-    mechanism: str = field("symbol", mandatory=True)
-    initial_response: bytes | None = field("binary")
-    hostname: str | None = field("string")
+    mechanism: str = field("symbol", default=None, mandatory=True)
+    initial_response: bytes | None = field("binary", default=None)
+    hostname: str | None = field("string", default=None)
 
 
 @composite(0x42, "amqp:sasl-challenge:list")
 class SaslChallenge(Composite):
     """A security challenge (§5.3.3.3)."""
 
-    challenge: bytes = field("binary", mandatory=True)
+    challenge: bytes = field("binary", default=None, mandatory=True)
 
 
 @composite(0x43, "amqp:sasl-response:list")
 class SaslResponse(Composite):
     """A response to a challenge (§5.3.3.4)."""
 
-    response: bytes = field("binary", mandatory=True)
+    response: bytes = field("binary", default=None, mandatory=True)
 
 
 @composite(0x44, "amqp:sasl-outcome:list")
 class SaslOutcome(Composite):
     """The outcome of the SASL exchange (§5.3.3.5)."""
 
-    code: int = field("ubyte", mandatory=True)
-    additional_data: bytes | None = field("binary")
+    code: int = field("ubyte", default=None, mandatory=True)
+    additional_data: bytes | None = field("binary", default=None)

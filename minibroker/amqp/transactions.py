@@ -24,34 +24,34 @@ MULTI_SSNS_PER_TXN = "amqp:multi-ssns-per-txn"
 class Coordinator(Composite):
     """Target of a link to the transaction controller (§4.5.1)."""
 
-    capabilities: list[str] | None = field("symbol*")
+    capabilities: list[str] | None = field("symbol*", default=None)
 
 
 @composite(0x31, "amqp:declare:list")
 class Declare(Composite):
     """Message body asking the coordinator for a new transaction (§4.5.2)."""
 
-    global_id: Any = field("*")
+    global_id: Any = field("*", default=None)
 
 
 @composite(0x32, "amqp:discharge:list")
 class Discharge(Composite):
     """Message body asking the coordinator to commit or roll back (§4.5.3)."""
 
-    txn_id: bytes = field("binary", mandatory=True)
-    fail: bool = field("boolean", False)
+    txn_id: bytes = field("binary", default=None, mandatory=True)
+    fail: bool = field("boolean", default=False)
 
 
 @composite(0x33, "amqp:declared:list")
 class Declared(Composite):
     """Outcome carrying the new transaction's id (§4.5.4)."""
 
-    txn_id: bytes = field("binary", mandatory=True)
+    txn_id: bytes = field("binary", default=None, mandatory=True)
 
 
 @composite(0x34, "amqp:transactional-state:list")
 class TransactionalState(Composite):
     """Delivery state of work done inside a transaction (§4.5.5)."""
 
-    txn_id: bytes = field("binary", mandatory=True)
-    outcome: Any = field("*")
+    txn_id: bytes = field("binary", default=None, mandatory=True)
+    outcome: Any = field("*", default=None)

@@ -10,7 +10,8 @@ constructed, so ``ubyte(300)`` raises instead of wrapping on the wire.
 from __future__ import annotations
 
 import struct
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 __all__ = [
     "Array",

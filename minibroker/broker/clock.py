@@ -7,7 +7,8 @@ Times are seconds since the Unix epoch, as AMQP timestamps are (Part 1
 from __future__ import annotations
 
 import time
-from typing import Callable, Protocol
+from collections.abc import Callable
+from typing import Protocol
 
 __all__ = ["Clock", "ManualClock", "SystemClock"]
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from ..amqp import errors as conditions
 from ..amqp.errors import AMQPDecodeError
@@ -474,6 +475,7 @@ class Broker:
             subscription = self._subscribe(connection, link, node, source, selector)
             queue = subscription.queue
         else:
+            assert node is not None
             queue = node
         consumer = ConsumerLink(
             self,

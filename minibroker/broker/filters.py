@@ -9,7 +9,8 @@ registry).  A filter the broker does not understand refuses the link
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..amqp.types import Described, symbol, ulong
 from .selector import Selector, SelectorError, parse_selector

@@ -16,7 +16,8 @@ Semantics (OASIS AMQP 1.0 Part 3 §3.2.1, §3.3, §3.4; broker paper 2.2.2-2.2.5
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Iterator, Protocol
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
 
 from sortedcontainers import SortedDict, SortedList
 
@@ -174,6 +175,7 @@ class Queue:
         self._turn = turn % count if count else 0
 
     def _next_for(self, consumer: Consumer) -> Entry | None:
+        entry: Entry
         for entry in self._available.values():
             if consumer.accepts(entry):
                 return entry

@@ -72,35 +72,35 @@ class Input(enum.Enum):
     SEND_DETACH = "send detach"
 
 
-C, S, L, I = ConnectionState, SessionState, LinkState, Input
+C, S, L, In = ConnectionState, SessionState, LinkState, Input
 
 CONNECTION_TRANSITIONS: dict[tuple[ConnectionState, Input], ConnectionState] = {
-    (C.START, I.RECV_HEADER): C.HDR_EXCH,  # we answer a header with ours at once
-    (C.HDR_EXCH, I.RECV_OPEN): C.HDR_EXCH,  # open received; ours follows immediately
-    (C.HDR_EXCH, I.SEND_OPEN): C.OPENED,
-    (C.HDR_EXCH, I.SEND_CLOSE): C.CLOSE_SENT,  # refuse before opening (e.g. bad open)
-    (C.OPENED, I.RECV_CLOSE): C.CLOSE_RCVD,
-    (C.OPENED, I.SEND_CLOSE): C.CLOSE_SENT,
-    (C.CLOSE_RCVD, I.SEND_CLOSE): C.END,
-    (C.CLOSE_SENT, I.RECV_CLOSE): C.END,
+    (C.START, In.RECV_HEADER): C.HDR_EXCH,  # we answer a header with ours at once
+    (C.HDR_EXCH, In.RECV_OPEN): C.HDR_EXCH,  # open received; ours follows immediately
+    (C.HDR_EXCH, In.SEND_OPEN): C.OPENED,
+    (C.HDR_EXCH, In.SEND_CLOSE): C.CLOSE_SENT,  # refuse before opening (e.g. bad open)
+    (C.OPENED, In.RECV_CLOSE): C.CLOSE_RCVD,
+    (C.OPENED, In.SEND_CLOSE): C.CLOSE_SENT,
+    (C.CLOSE_RCVD, In.SEND_CLOSE): C.END,
+    (C.CLOSE_SENT, In.RECV_CLOSE): C.END,
 }
 
 SESSION_TRANSITIONS: dict[tuple[SessionState, Input], SessionState] = {
-    (S.UNMAPPED, I.RECV_BEGIN): S.BEGIN_RCVD,
-    (S.BEGIN_RCVD, I.SEND_BEGIN): S.MAPPED,
-    (S.MAPPED, I.RECV_END): S.END_RCVD,
-    (S.MAPPED, I.SEND_END): S.END_SENT,
-    (S.END_RCVD, I.SEND_END): S.UNMAPPED,
-    (S.END_SENT, I.RECV_END): S.UNMAPPED,
+    (S.UNMAPPED, In.RECV_BEGIN): S.BEGIN_RCVD,
+    (S.BEGIN_RCVD, In.SEND_BEGIN): S.MAPPED,
+    (S.MAPPED, In.RECV_END): S.END_RCVD,
+    (S.MAPPED, In.SEND_END): S.END_SENT,
+    (S.END_RCVD, In.SEND_END): S.UNMAPPED,
+    (S.END_SENT, In.RECV_END): S.UNMAPPED,
 }
 
 LINK_TRANSITIONS: dict[tuple[LinkState, Input], LinkState] = {
-    (L.DETACHED, I.RECV_ATTACH): L.ATTACH_RCVD,
-    (L.ATTACH_RCVD, I.SEND_ATTACH): L.ATTACHED,
-    (L.ATTACHED, I.RECV_DETACH): L.DETACH_RCVD,
-    (L.ATTACHED, I.SEND_DETACH): L.DETACH_SENT,
-    (L.DETACH_RCVD, I.SEND_DETACH): L.DETACHED,
-    (L.DETACH_SENT, I.RECV_DETACH): L.DETACHED,
+    (L.DETACHED, In.RECV_ATTACH): L.ATTACH_RCVD,
+    (L.ATTACH_RCVD, In.SEND_ATTACH): L.ATTACHED,
+    (L.ATTACHED, In.RECV_DETACH): L.DETACH_RCVD,
+    (L.ATTACHED, In.SEND_DETACH): L.DETACH_SENT,
+    (L.DETACH_RCVD, In.SEND_DETACH): L.DETACHED,
+    (L.DETACH_SENT, In.RECV_DETACH): L.DETACHED,
 }
 
 _TABLES = {
@@ -119,7 +119,8 @@ def advance(state: enum.Enum, event: Input, endpoint: str) -> enum.Enum:
     """
     kind, table = _TABLES[type(state)]
     try:
-        return table[(state, event)]  # type: ignore[index]
+        new_state: enum.Enum = table[(state, event)]  # type: ignore[index]
+        return new_state
     except KeyError:
         raise IllegalTransition(kind, endpoint, state, event) from None
 

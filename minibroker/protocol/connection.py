@@ -12,8 +12,9 @@ is taken as anonymous when anonymous access is allowed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..amqp import codec
 from ..amqp import errors as conditions
@@ -257,7 +258,7 @@ class Connection:
     def _on_header(self, header: bytes) -> None:
         if header == SASL_HEADER and not self._sasl_done:
             self._out.append(SASL_HEADER)
-            mechanisms = []
+            mechanisms: list[str] = []
             if self.config.users:
                 mechanisms.append(symbol("PLAIN"))
             if self.config.allow_anonymous:
