@@ -616,7 +616,10 @@ def _array(width: int) -> _Decoder:
         if p != end:
             raise AMQPDecodeError(f"array at offset {pos} has {end - p} bytes beyond its {count} items")
         if descriptor is not None:
-            build = DESCRIBED_TYPES.get(descriptor)
+            try:
+                build = DESCRIBED_TYPES.get(descriptor)
+            except TypeError:
+                raise AMQPDecodeError(f"array descriptor {descriptor!r} is neither a ulong nor a symbol") from None
             if build is not None:
                 elements = [build(element) for element in elements]
             else:
@@ -727,28 +730,43 @@ _FIXED_WIDTH = {
 }  # fmt: skip
 
 
-def skip_at(buf: Buf, pos: int) -> int:
+def skip_at(buf: Buf, pos: int, depth: int = 0) -> int:
     """Return the offset just past the value at ``buf[pos]`` without decoding it.
 
     Used to split a message into sections while keeping the bare message's
     bytes untouched (Part 3 §3.2).
     """
-    _need(buf, pos, 1)
+    if pos >= len(buf):
+        _need(buf, pos, 1)
     code = buf[pos]
     pos += 1
-    if code == 0x00:
-        return skip_at(buf, skip_at(buf, pos))
-    width = _FIXED_WIDTH.get(code)
-    if width is not None:
-        end = pos + width
-    elif code & 0xF0 in (0xA0, 0xC0, 0xE0):
-        _need(buf, pos, 1)
+    kind = _SKIP[code]
+    if kind >= 0:
+        end = pos + kind
+    elif kind == _SIZE8:
+        if pos >= len(buf):
+            _need(buf, pos, 1)
         end = pos + 1 + buf[pos]
-    elif code & 0xF0 in (0xB0, 0xD0, 0xF0):
+    elif kind == _SIZE32:
         _need(buf, pos, 4)
         end = pos + 4 + _I.unpack_from(buf, pos)[0]
+    elif kind == _DESCRIBED:
+        if depth > MAX_NESTING:  # a chain of 0x00 bytes must not exhaust Python's stack
+            raise AMQPDecodeError(f"values nested deeper than {MAX_NESTING} levels")
+        return skip_at(buf, skip_at(buf, pos, depth + 1), depth + 1)
     else:
         raise AMQPDecodeError(f"invalid constructor byte {code:#04x} at offset {pos - 1}")
     if end > len(buf):
         raise AMQPDecodeError(f"value at offset {pos - 1} runs past the end of the data")
     return end
+
+
+_SIZE8, _SIZE32, _DESCRIBED, _INVALID = -1, -4, -2, -3
+_SKIP = [_INVALID] * 256
+for _code, _width in _FIXED_WIDTH.items():
+    _SKIP[_code] = _width
+for _code in (0xA0, 0xA1, 0xA3, 0xC0, 0xC1, 0xE0):
+    _SKIP[_code] = _SIZE8
+for _code in (0xB0, 0xB1, 0xB3, 0xD0, 0xD1, 0xF0):
+    _SKIP[_code] = _SIZE32
+_SKIP[0x00] = _DESCRIBED

@@ -163,7 +163,10 @@ def split_sections(buf: bytes | memoryview) -> Sections:
                 )
         last_rank = rank
         start = pos
-        pos = codec.skip_at(buf, pos)
+        if buf[pos + 1] == 0x53:
+            pos = codec.skip_at(buf, pos + 3)  # 00 53 code: skip just the section's value
+        else:
+            pos = codec.skip_at(buf, pos)
         if rank >= 3 and rank <= 5:
             if bare_start is None:
                 bare_start = start

@@ -233,6 +233,7 @@ class Broker:
                     options = QueueOptions(**{**_fields(options), "dead_letter_address": ""})
             counters = self.counters.setdefault(name, NodeCounters())
             queue = Queue(name, options, counters, self._dead_letter, temporary, self._expiry_added)
+            queue.keeps_expired = name.endswith(DEFAULT_DEAD_LETTER_SUFFIX)
             self.queues[name] = queue
         elif options is not None and options != queue.options:
             queue.options = options
@@ -306,6 +307,8 @@ class Broker:
         now = self.clock.now()
         payload = entry.payload_for_delivery(now)
         target = self.resolve(address) or self.declare_queue(address)
+        if isinstance(target, Queue):
+            target.keeps_expired = True
         queue.counters.dead_lettered += 1
         self._route(target, StoredMessage(payload, now), now)
 

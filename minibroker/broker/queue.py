@@ -3,11 +3,15 @@
 Semantics (OASIS AMQP 1.0 Part 3 §3.2.1, §3.3, §3.4; broker paper 2.2.2-2.2.5,
 2.3.11-2.3.12; RabbitMQ semantics: ordering is kept on requeue):
 
-* Messages wait in a sorted structure keyed by ``(-priority level, arrival)``,
+* Available messages wait in one heap per priority level, ordered by arrival,
   so higher priorities go first and each level stays FIFO; a released or
-  modified message returns to its original place (its key never changes).
-* An expiry index keyed by ``(expires_at, arrival)`` finds expired messages
-  without scanning; expired messages are never delivered.
+  modified message returns to its original place (its arrival number never
+  changes).  Heaps give O(log n) enqueue and dequeue at any depth; entries
+  that leave from the middle (expiry, selectors) are dropped lazily when
+  they reach the top (each heap item carries a token checked against the entry).
+* An expiry index (a ``SortedList`` of ``(expires_at, arrival)``, holding only
+  messages that can expire) finds expired messages without scanning; expired
+  messages are never delivered.
 * Each message is AVAILABLE, ACQUIRED (by one consumer) or ARCHIVED (§3.3).
 * Consumers with credit take turns; browsers see every message without
   acquiring it.
@@ -15,11 +19,12 @@ Semantics (OASIS AMQP 1.0 Part 3 §3.2.1, §3.3, §3.4; broker paper 2.2.2-2.2.5
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-from sortedcontainers import SortedDict, SortedList
+from sortedcontainers import SortedList
 
 from .config import QueueOptions
 from .statistics import NodeCounters
@@ -76,9 +81,14 @@ class Queue:
         self.dead_letter = dead_letter
         self.temporary = temporary
         self.on_expiry = on_expiry  # told of each new expiry time, so a timer can be rescheduled
-        self._available: SortedDict = SortedDict()  # (-level, seq) -> Entry
-        self._entries: SortedDict = SortedDict()  # seq -> Entry, every entry not archived
-        self._expiry: SortedList = SortedList()  # (expires_at, seq)
+        #: A dead-letter queue keeps what it receives: its messages no longer expire.
+        self.keeps_expired = False
+        # One heap per priority level of (seq, token, entry); an item is live while
+        # entry.token == token and the entry is AVAILABLE.
+        self._levels: list[list[tuple[int, int, Entry]]] = [[] for _ in range(options.priorities)]
+        self._available_count = 0
+        self._entries: dict[int, Entry] = {}  # seq -> Entry, every entry not archived, in arrival order
+        self._expiry = SortedList()  # (expires_at, seq) of every entry held that can expire
         self._seq = 0
         self.consumers: list[Consumer] = []
         self._browsers: dict[Consumer, int] = {}  # browser -> last seq it saw
@@ -93,11 +103,18 @@ class Queue:
 
     @property
     def available_count(self) -> int:
-        return len(self._available)
+        return self._available_count
+
+    def _available_in_order(self) -> Iterator[Entry]:
+        """Available entries in delivery order (sorts each level: for selectors and snapshots)."""
+        for heap in reversed(self._levels):
+            for _seq, token, entry in sorted(heap, key=_first):
+                if entry.token == token and entry.state == AVAILABLE:
+                    yield entry
 
     def entries(self) -> Iterator[Entry]:
         """Entries in delivery order: available ones by priority then arrival, then acquired ones."""
-        yield from self._available.values()
+        yield from self._available_in_order()
         for entry in self._entries.values():
             if entry.state == ACQUIRED:
                 yield entry
@@ -105,7 +122,7 @@ class Queue:
     def enqueue(self, message: StoredMessage, now: float) -> Entry | None:
         """Add a message (§3.3: it becomes AVAILABLE); None if it had already expired."""
         options = self.options
-        expires_at = message.expiry(options.default_ttl, options.max_ttl)
+        expires_at = None if self.keeps_expired else message.expiry(options.default_ttl, options.max_ttl)
         self._seq += 1
         entry = Entry(self._seq, message, priority_level(message.priority, options.priorities), expires_at)
         self.counters.enqueued += 1
@@ -117,15 +134,38 @@ class Queue:
                 self.on_expiry(expires_at)
             self._expiry.add((expires_at, entry.seq))
         self._entries[entry.seq] = entry
-        self._available[(-entry.level, entry.seq)] = entry
+        self._push(entry)
         return entry
+
+    def _push(self, entry: Entry) -> None:
+        entry.state = AVAILABLE
+        entry.token += 1
+        heapq.heappush(self._levels[entry.level], (entry.seq, entry.token, entry))
+        self._available_count += 1
+
+    def _take(self, entry: Entry, state: int) -> None:
+        """An available entry leaves the available set (its heap item goes stale)."""
+        entry.state = state
+        self._available_count -= 1
+
+    def _first_available(self) -> Entry | None:
+        """The next entry in delivery order, dropping stale heap items on the way."""
+        for heap in reversed(self._levels):
+            while heap:
+                _seq, token, entry = heap[0]
+                if entry.token == token and entry.state == AVAILABLE:
+                    return entry
+                heapq.heappop(heap)
+        return None
 
     def purge(self) -> int:
         """Remove every available message; return how many."""
         removed = 0
-        for entry in list(self._available.values()):
+        for entry in list(self._available_in_order()):
             self._archive(entry)
             removed += 1
+        for heap in self._levels:
+            heap.clear()
         return removed
 
     # ---------------------------------------------------------- consumers
@@ -149,13 +189,12 @@ class Queue:
             for browser in list(self._browsers):
                 self._browse(browser)
         consumers = self.consumers
-        available = self._available
-        if not consumers or not available:
+        if not consumers or not self._available_count:
             return
         count = len(consumers)
         turn = self._turn
         idle = 0
-        while available and idle < count:
+        while self._available_count and idle < count:
             consumer = consumers[turn % count]
             turn += 1
             if consumer.credit() <= 0:
@@ -175,8 +214,10 @@ class Queue:
         self._turn = turn % count if count else 0
 
     def _next_for(self, consumer: Consumer) -> Entry | None:
-        entry: Entry
-        for entry in self._available.values():
+        first = self._first_available()
+        if first is None or consumer.accepts(first):
+            return first
+        for entry in self._available_in_order():
             if consumer.accepts(entry):
                 return entry
         return None
@@ -184,25 +225,26 @@ class Queue:
     def _browse(self, browser: Consumer) -> None:
         """Send a browser what it has not seen yet, in arrival order, without acquiring (§3.5.3 copy)."""
         last = self._browsers[browser]
-        for seq in self._entries.irange(minimum=last, inclusive=(False, True)):
+        if self._seq <= last or browser.credit() <= 0:
+            return
+        for seq, entry in list(self._entries.items()):
+            if seq <= last:
+                continue
             if browser.credit() <= 0:
                 break
-            entry = self._entries[seq]
             self._browsers[browser] = seq
             if browser.accepts(entry):
                 browser.deliver(entry)
 
     def _acquire(self, entry: Entry, consumer: Consumer) -> None:
-        del self._available[(-entry.level, entry.seq)]
-        entry.state = ACQUIRED
+        self._take(entry, ACQUIRED)
         entry.owner = consumer
         self.counters.delivered += 1
 
     def acquire_for(self, entry: Entry, owner: Any) -> None:
         """Mark an available entry acquired by ``owner`` (transactional acquisition)."""
         if entry.state == AVAILABLE:
-            del self._available[(-entry.level, entry.seq)]
-            entry.state = ACQUIRED
+            self._take(entry, ACQUIRED)
         entry.owner = owner
 
     # ------------------------------------------------------------ outcomes
@@ -270,12 +312,11 @@ class Queue:
             self._archive(entry)
             self._expired(entry)
             return
-        entry.state = AVAILABLE
-        self._available[(-entry.level, entry.seq)] = entry
+        self._push(entry)
 
     def _archive(self, entry: Entry) -> None:
         if entry.state == AVAILABLE:
-            del self._available[(-entry.level, entry.seq)]
+            self._take(entry, ARCHIVED)
         entry.state = ARCHIVED
         entry.owner = None
         self._entries.pop(entry.seq, None)
@@ -288,23 +329,25 @@ class Queue:
         return self._expiry[0][0] if self._expiry else None
 
     def expire(self, now: float) -> int:
-        """Drop (or dead-letter) available messages whose time has come (broker paper 2.2.5)."""
+        """Drop (or dead-letter) available messages whose time has come (broker paper 2.2.5).
+
+        An acquired message is judged again when it comes back (``_make_available``).
+        """
         expired = 0
-        index = 0
-        while index < len(self._expiry):
-            expires_at, seq = self._expiry[index]
-            if expires_at > now:
-                break
+        due = [seq for _at, seq in self._expiry.irange(maximum=(now, math.inf))]
+        for seq in due:
             entry = self._entries.get(seq)
-            if entry is None or entry.state != AVAILABLE:
-                index += 1  # acquired: judged again if it comes back
-                continue
-            self._archive(entry)
-            self._expired(entry)
-            expired += 1
+            if entry is not None and entry.state == AVAILABLE:
+                self._archive(entry)
+                self._expired(entry)
+                expired += 1
         return expired
 
     def _expired(self, entry: Entry) -> None:
         self.counters.expired += 1
         if self.options.dead_letter_on_expiry and self.dead_letter is not None:
             self.dead_letter(self, entry, "TTLExpiredException", "message expired before delivery")
+
+
+def _first(item: tuple[int, int, Entry]) -> int:
+    return item[0]

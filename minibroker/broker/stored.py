@@ -129,7 +129,7 @@ class Entry:
 
     __slots__ = (
         "seq", "message", "level", "expires_at", "state", "delivery_count", "annotations",
-        "owner", "undeliverable", "transaction",
+        "owner", "undeliverable", "transaction", "token",
     )  # fmt: skip
 
     def __init__(self, seq: int, message: StoredMessage, level: int, expires_at: float | None) -> None:
@@ -144,6 +144,7 @@ class Entry:
         self.owner: Any = None  # the consumer that acquired it
         self.undeliverable: set[int] | None = None  # ids of links it must not go to again
         self.transaction: Any = None  # a transaction that acquired or retires it
+        self.token = 0  # bumped each time the entry becomes available (see Queue)
 
     @property
     def key(self) -> tuple[int, int]:

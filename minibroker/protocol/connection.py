@@ -53,6 +53,25 @@ from .framing import (
 
 __all__ = ["Connection", "ConnectionConfig"]
 
+_TRANSFER_PREFIX = b"\x00\x53\x14"
+
+
+def _transfer_head(handle: int, delivery_id: int, tag: bytes, settled: bool) -> bytes:
+    """The encoded transfer performative of a single-frame delivery (§2.7.5), built directly.
+
+    Equivalent to encoding ``Transfer(handle, delivery_id, tag, message_format=0,
+    settled)``; this is the broker's hottest encoding, so it skips the generic path.
+    """
+    body = bytearray()
+    codec.enc_uint(handle, body)
+    codec.enc_uint(delivery_id, body)
+    body.append(0xA0)
+    body.append(len(tag))
+    body += tag
+    body.append(0x43)  # message-format 0
+    body.append(0x41 if settled else 0x42)
+    return _TRANSFER_PREFIX + bytes((0xC0, len(body) + 1, 5)) + body
+
 #: The session incoming window we advertise; replenished when half is used (§2.5.6).
 INCOMING_WINDOW = 2**31 - 1
 UINT_MAX = 2**32 - 1
@@ -103,7 +122,9 @@ class Connection:
         self._sent = False
         self._last_received: float | None = None
         self._last_sent: float | None = None
-        self._disposition: list[Any] | None = None  # [session, role, first, last, settled, state]
+        # Dispositions not yet written, coalesced into ranges: key -> [session, role, first, last, settled, state]
+        self._dispositions: dict[tuple[int, bool, bool, type], list[Any]] = {}
+        self._disposition_ranges: list[list[Any]] = []  # closed ranges, in order
         self._dispatch: dict[type, Callable[[int, Any, bytes], None]] = {
             Open: self._on_open,
             Begin: self._on_begin,
@@ -134,7 +155,8 @@ class Connection:
 
     def data_to_send(self) -> bytes:
         """Bytes queued for the peer since the last call."""
-        self._flush_disposition()
+        if self._dispositions:
+            self._flush_disposition()
         if not self._out:
             return b""
         self._sent = True
@@ -326,8 +348,11 @@ class Connection:
     # ------------------------------------------------------------- frames out
 
     def _send(self, channel: int, performative: Composite, payload: bytes = b"") -> None:
-        if self._disposition is not None:
+        if self._dispositions:
             self._flush_disposition()
+        self._write(channel, performative, payload)
+
+    def _write(self, channel: int, performative: Composite, payload: bytes = b"") -> None:
         if self.trace is not None:
             self.trace("out", channel, performative)
         out = bytearray()
@@ -789,32 +814,37 @@ class Connection:
     def send_transfer(
         self, link: Link, tag: bytes, payload: bytes, settled: bool = False, state: Any = None
     ) -> Delivery:
-        """Send a message on a sending link, split to max-frame-size (§2.6.12)."""
+        """Send a message on a sending link, split to max-frame-size (§2.6.12, §2.7.5).
+
+        Transfers are written straight away; pending dispositions are not
+        flushed first, since no transfer depends on them.
+        """
         session = link.session
-        delivery_id = session.next_outgoing_id
+        delivery_id = session.next_delivery_id
+        session.next_delivery_id = (delivery_id + 1) % SERIAL_MOD
         delivery = Delivery(delivery_id, tag, link, settled)
         channel = session.channel
-        head = Transfer(
-            handle=link.handle,
-            delivery_id=delivery_id,
-            delivery_tag=tag,
-            message_format=0,
-            settled=settled,
-            state=state,
-        )
         room = self.remote_max_frame_size - 8 - 64 - len(tag)
-        if len(payload) <= room:
-            self._send(channel, head, payload)
+        if len(payload) <= room and state is None and self.trace is None and len(tag) < 256:
+            head = _transfer_head(link.handle, delivery_id, tag, settled)
+            self._out.append(FRAME_HEADER.pack(8 + len(head) + len(payload), 2, FRAME_AMQP, channel) + head + payload)
             frames = 1
         else:
+            transfer = Transfer(
+                handle=link.handle,
+                delivery_id=delivery_id,
+                delivery_tag=tag,
+                message_format=0,
+                settled=settled,
+                state=state,
+            )
             frames = 0
-            for offset in range(0, len(payload), room):
-                chunk = payload[offset : offset + room]
-                head.more = offset + room < len(payload)
-                self._send(channel, head, chunk)
-                head = Transfer(handle=link.handle)
+            for offset in range(0, max(len(payload), 1), room):
+                transfer.more = offset + room < len(payload)
+                self._write(channel, transfer, payload[offset : offset + room])
+                transfer = Transfer(handle=link.handle)
                 frames += 1
-        session.next_outgoing_id = (delivery_id + frames) % SERIAL_MOD
+        session.next_outgoing_id = (session.next_outgoing_id + frames) % SERIAL_MOD
         session.remote_incoming_window -= frames
         link.delivery_count = (link.delivery_count + 1) % SERIAL_MOD
         link.credit -= 1
@@ -856,8 +886,10 @@ class Connection:
     def settle(self, delivery: Delivery, state: Any, settled: bool = True) -> None:
         """Tell the peer a delivery's state, settling it (§2.7.6).
 
-        Consecutive dispositions with the same state are coalesced into one
-        ``first..last`` range before they are written.
+        Dispositions are coalesced into ``first..last`` ranges of consecutive
+        delivery-ids with the same state, and written before any frame other
+        than a transfer (which they never need to precede) and at the latest
+        when output is collected.
         """
         link = delivery.link
         session = link.session
@@ -871,30 +903,26 @@ class Connection:
         if session.state is not SessionState.MAPPED:
             return
         role = ROLE_SENDER if link.is_sender else ROLE_RECEIVER
-        pending = self._disposition
+        key = (id(session), role, settled, type(state))
         delivery_id = delivery.delivery_id
+        pending = self._dispositions.get(key)
         if pending is not None:
-            if (
-                pending[0] is session
-                and pending[1] == role
-                and pending[4] == settled
-                and (pending[5] is state or pending[5] == state)
-                and (pending[3] + 1) % SERIAL_MOD == delivery_id
-            ):
+            if (pending[3] + 1) % SERIAL_MOD == delivery_id and (pending[5] is state or pending[5] == state):
                 pending[3] = delivery_id
                 return
-            self._flush_disposition()
-        self._disposition = [session, role, delivery_id, delivery_id, settled, state]
+            self._disposition_ranges.append(pending)
+        self._dispositions[key] = [session, role, delivery_id, delivery_id, settled, state]
 
     def _flush_disposition(self) -> None:
-        pending = self._disposition
-        if pending is None:
-            return
-        self._disposition = None
-        session, role, first, last, settled, state = pending
-        if session.state is not SessionState.MAPPED:
-            return
-        self._send(
-            session.channel,
-            Disposition(role=role, first=first, last=last if last != first else None, settled=settled, state=state),
-        )
+        ranges = self._disposition_ranges
+        ranges.extend(self._dispositions.values())
+        self._dispositions = {}
+        self._disposition_ranges = []
+        for session, role, first, last, settled, state in ranges:
+            if session.state is SessionState.MAPPED:
+                self._write(
+                    session.channel,
+                    Disposition(
+                        role=role, first=first, last=last if last != first else None, settled=settled, state=state
+                    ),
+                )

@@ -90,7 +90,7 @@ class Session:
     """A session endpoint and its transfer windows (§2.5.6)."""
 
     __slots__ = (
-        "channel", "remote_channel", "state", "next_outgoing_id", "next_incoming_id",
+        "channel", "remote_channel", "state", "next_outgoing_id", "next_incoming_id", "next_delivery_id",
         "incoming_window", "outgoing_window", "remote_incoming_window", "remote_outgoing_window",
         "handle_max", "links_by_remote", "links_by_handle", "outgoing_unsettled",
         "incoming_unsettled", "context",
@@ -100,7 +100,8 @@ class Session:
         self.channel = channel
         self.remote_channel = remote_channel
         self.state = SessionState.UNMAPPED
-        self.next_outgoing_id = 0
+        self.next_outgoing_id = 0  # transfer-id of our next transfer frame
+        self.next_delivery_id = 0  # delivery-id of our next delivery
         self.next_incoming_id = 0
         self.incoming_window = 0
         self.outgoing_window = 2**31 - 1
