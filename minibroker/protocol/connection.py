@@ -248,9 +248,10 @@ class Connection:
                     continue
                 if frame_type != FRAME_AMQP:
                     raise framing_error(f"expected an AMQP frame (type 0), got type {frame_type}")
-                view = buf[body:frame_end] if frame_end != end else (buf[body:] if body else buf)
                 try:
-                    performative, perf_end = codec.decode_at(view, 0)
+                    performative, perf_end = codec.decode_at(buf, body)
+                    if perf_end > frame_end:
+                        raise AMQPDecodeError(f"performative runs {perf_end - frame_end} bytes past its frame")
                 except AMQPDecodeError as exc:
                     raise ConnectionError_(conditions.DECODE_ERROR, f"undecodable frame body: {exc}") from None
                 handler = self._dispatch.get(type(performative))
@@ -263,7 +264,13 @@ class Connection:
                     self.trace("in", channel, performative)
                 if self.state is ConnectionState.CLOSE_SENT and not isinstance(performative, Close):
                     continue  # discarding until the peer's close (§2.4.3)
-                handler(channel, performative, view[perf_end:] if perf_end < len(view) else b"")
+                if self.state is ConnectionState.HDR_EXCH and not isinstance(performative, (Open, Close)):
+                    raise ConnectionError_(
+                        conditions.ILLEGAL_STATE,
+                        f"{type(performative).__name__.lower()} on channel {channel} before open "
+                        "(the first frame after the protocol header is open, Part 2 §2.4.1)",
+                    )
+                handler(channel, performative, buf[perf_end:frame_end] if perf_end < frame_end else b"")
         finally:
             self._in = buf[pos:] if pos < end else b""
 
