@@ -95,6 +95,9 @@ async def _serve_connection(broker: Broker, stream: trio.SocketStream) -> None:
                     break
                 connection.receive_data(data)
                 waker.set()
+            # The peer is gone (or we closed): end its links now, so what it held goes back at
+            # once rather than after the writer's grace period below.
+            connection.connection_lost()
             waker.set()
             nursery.cancel_scope.deadline = trio.current_time() + 5  # let the writer flush a close
     finally:
