@@ -66,23 +66,28 @@ class BrokerAPI:
     _broker: Broker
 
     def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn`` in the broker's thread, then wake connections and waiters (it changes state)."""
+        raise NotImplementedError
+
+    def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn`` in the broker's thread; it only reads, so waiters are not woken."""
         raise NotImplementedError
 
     def queue(self, name: str) -> QueueSnapshot:
         """A frozen snapshot of a queue: ``.depth``, ``.messages`` (decoded, in delivery order)."""
-        return self._call(self._broker.queue_snapshot, name)
+        return self._read(self._broker.queue_snapshot, name)
 
     def topic(self, name: str) -> TopicSnapshot:
         """A frozen snapshot of a topic and its subscriptions."""
-        return self._call(self._broker.topic_snapshot, name)
+        return self._read(self._broker.topic_snapshot, name)
 
     def queues(self) -> list[str]:
         """Names of all queues, sorted."""
-        return self._call(lambda: sorted(self._broker.queues))
+        return self._read(lambda: sorted(self._broker.queues))
 
     def topics(self) -> list[str]:
         """Names of all topics, sorted."""
-        return self._call(lambda: sorted(self._broker.topics))
+        return self._read(lambda: sorted(self._broker.topics))
 
     def declare_queue(self, name: str, **options: Any) -> None:
         """Create a queue with :class:`QueueOptions` fields (priorities, default_ttl, max_ttl,
@@ -116,8 +121,8 @@ class BrokerAPI:
 
     def statistics(self) -> BrokerStatistics:
         """Counters per node plus connection and link counts."""
-        return self._call(self._broker.statistics)
+        return self._read(self._broker.statistics)
 
     def transactions(self) -> list[TransactionSnapshot]:
         """Open transactions with their staged work."""
-        return self._call(self._broker.transaction_snapshots)
+        return self._read(self._broker.transaction_snapshots)

@@ -158,6 +158,13 @@ class ThreadedBroker(BrokerAPI):
             return fn(*args)
         return trio.from_thread.run_sync(self._locked, fn, args, trio_token=self._token)
 
+    def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        if self._thread is None or self._token is None:
+            raise RuntimeError("the broker is not running: call start() or use `with ThreadedBroker() as broker:`")
+        if threading.current_thread() is self._thread:
+            return fn(*args)
+        return trio.from_thread.run_sync(fn, *args, trio_token=self._token)
+
     def _locked(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
         result = fn(*args)
         self._broker.flush()
@@ -176,6 +183,7 @@ class ThreadedBroker(BrokerAPI):
         """
         deadline = time.monotonic() + timeout
         while True:
+            # Snapshots only read, so the version moves only when the broker really changed.
             with self._changed:
                 version = self._version
             result = predicate(self)

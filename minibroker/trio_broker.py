@@ -39,19 +39,23 @@ class TrioBroker(BrokerAPI):
         self._broker.flush()
         return result
 
+    def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        return fn(*args)
+
     def _notify(self) -> None:
-        self._changed.set()
+        changed, self._changed = self._changed, trio.Event()
+        changed.set()  # wakes every waiter that took this event before the change
 
     async def wait_for(self, predicate: Callable[[TrioBroker], Any], timeout: float = 5.0) -> Any:
         """Wait until ``predicate(broker)`` is truthy, re-checking after each broker change."""
         deadline = trio.current_time() + timeout
         while True:
+            changed = self._changed
             result = predicate(self)
             if result:
                 return result
-            self._changed = trio.Event()
             with trio.move_on_at(deadline):
-                await self._changed.wait()
+                await changed.wait()
             if trio.current_time() >= deadline and not predicate(self):
                 raise TimeoutError(f"wait_for: {getattr(predicate, '__name__', predicate)!r} still false after {timeout} s")
 
