@@ -32,6 +32,7 @@ from ..amqp.performatives import RCV_SECOND, Error
 from ..amqp.transactions import Coordinator, TransactionalState
 from ..amqp.types import symbol
 from ..protocol import events as ev
+from ..protocol._state import LinkState
 from ..protocol.connection import Connection, ConnectionConfig, Trace
 from ..protocol.endpoints import Delivery, Link
 from .clock import Clock, ManualClock, SystemClock
@@ -305,10 +306,12 @@ class Broker:
             annotations[symbol("x-opt-deadletter-description")] = description
         entry.annotate(annotations)
         now = self.clock.now()
-        payload = entry.payload_for_delivery(now)
         target = self.resolve(address) or self.declare_queue(address)
         if isinstance(target, Queue):
             target.keeps_expired = True
+        # A queue that keeps dead letters never expires them, so the copy carries no
+        # ttl (else a spent one, 0, which tells any later hop it is dead, §3.2.1).
+        payload = entry.payload_for_delivery(now, keep_ttl=not isinstance(target, Queue))
         queue.counters.dead_lettered += 1
         self._route(target, StoredMessage(payload, now), now)
 
@@ -432,6 +435,8 @@ class Broker:
 
     def _on_attached(self, connection: BrokerConnection, event: ev.LinkAttached) -> None:
         link = event.link
+        if link.state is not LinkState.ATTACH_RCVD:
+            return  # the peer detached it, or ended its session, in the same bytes
         try:
             if link.is_sender:
                 self._attach_consumer(connection, link)
@@ -604,7 +609,7 @@ class Broker:
                 outcome = self._accept_publish(producer, message, now)
                 if not delivery.remote_settled:
                     engine.settle(delivery, outcome, settled=link.rcv_settle_mode != RCV_SECOND)
-        if link.credit <= self.config.link_credit // 2 and link.state.value == "ATTACHED":
+        if link.credit <= self.config.link_credit // 2 and link.state is LinkState.ATTACHED:
             engine.grant_credit(link, self.config.link_credit)
 
     def node_for_publish(self, producer: ProducerLink, message: StoredMessage) -> Queue | Topic | Error:

@@ -270,7 +270,14 @@ class Connection:
                         f"{type(performative).__name__.lower()} on channel {channel} before open "
                         "(the first frame after the protocol header is open, Part 2 §2.4.1)",
                     )
-                handler(channel, performative, buf[perf_end:frame_end] if perf_end < frame_end else b"")
+                try:
+                    handler(channel, performative, buf[perf_end:frame_end] if perf_end < frame_end else b"")
+                except TypeError as exc:
+                    # Decoding does not check field types: e.g. a list where a handle belongs ends up here.
+                    raise ConnectionError_(
+                        conditions.DECODE_ERROR,
+                        f"{type(performative).__name__.lower()} has a field of the wrong type: {exc}",
+                    ) from None
         finally:
             self._in = buf[pos:] if pos < end else b""
 
@@ -509,6 +516,7 @@ class Connection:
                 # Ending a session detaches its links without closing them (§2.6.5).
                 self._events.append(ev.LinkDetached(link, False, error))
             link.state = LinkState.DETACHED
+            link.credit = 0
         session.links_by_handle.clear()
         session.links_by_remote.clear()
         session.outgoing_unsettled.clear()
@@ -562,7 +570,13 @@ class Connection:
         offered_capabilities: list[str] | None = None,
         properties: dict[Any, Any] | None = None,
     ) -> None:
-        """Answer the peer's attach, establishing the link (§2.6.3)."""
+        """Answer the peer's attach, establishing the link (§2.6.3).
+
+        A no-op when the link is already gone: the peer may end the session or
+        close the connection in the same bytes as the attach.
+        """
+        if link.state is not LinkState.ATTACH_RCVD:
+            return
         link.source = source
         link.target = target
         if snd_settle_mode is not None:
@@ -589,6 +603,8 @@ class Connection:
 
     def refuse_link(self, link: Link, error: Error) -> None:
         """Refuse a link: attach with a null source or target, then detach (§2.6.3)."""
+        if link.state is not LinkState.ATTACH_RCVD:
+            return  # already gone with its session or connection
         self._send(
             link.session.channel,
             Attach(
@@ -617,12 +633,28 @@ class Connection:
             session.outgoing_unsettled.pop(delivery_id, None)
         link.unsettled.clear()
         link.incoming = None
+        link.credit = 0  # nothing more may be sent on it (§2.6.7), even for events still queued
 
     def _on_detach(self, channel: int, detach: Detach, payload: bytes) -> None:
         session = self._session(channel)
         if session.state is not SessionState.MAPPED:
             return
         link = self._link(session, detach.handle, "detach")
+        if link.state is LinkState.ATTACH_RCVD:
+            # The peer detached before we answered its attach (both in one write):
+            # answer the attach, echoing its termini, so the detach below completes it.
+            self._send(
+                session.channel,
+                Attach(
+                    name=link.name,
+                    handle=link.handle,
+                    role=ROLE_SENDER if link.is_sender else ROLE_RECEIVER,
+                    source=link.source,
+                    target=link.target,
+                    initial_delivery_count=0 if link.is_sender else None,
+                ),
+            )
+            link.state = advance(link.state, Input.SEND_ATTACH, repr(link.name))  # type: ignore[assignment]
         link.state = advance(link.state, Input.RECV_DETACH, repr(link.name))  # type: ignore[assignment]
         if link.state is LinkState.DETACH_RCVD:
             self._send(session.channel, Detach(handle=link.handle, closed=detach.closed))
@@ -682,7 +714,9 @@ class Connection:
         )
 
     def send_link_flow(self, link: Link, echo: bool = False) -> None:
-        """Send the link's flow state (§2.7.4)."""
+        """Send the link's flow state (§2.7.4); nothing while the link is not attached both ways."""
+        if link.state is not LinkState.ATTACHED:
+            return
         session = link.session
         self._send(
             session.channel,

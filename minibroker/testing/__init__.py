@@ -1,0 +1,29 @@
+"""Test helpers: an in-memory AMQP 1.0 client peer that drives the engine or the broker without sockets.
+
+See :mod:`minibroker.testing.peer`::
+
+    from minibroker.testing import Peer, connect
+
+    peer = Peer()
+    pump = connect(broker, peer)  # a Broker, BrokerConnection or protocol Connection
+    frames = pump.send(peer.start())  # header + open + begin
+"""
+
+from .peer import Frame as Frame
+from .peer import FrameReader as FrameReader
+from .peer import Frames as Frames
+from .peer import Peer as Peer
+from .peer import PeerLink as PeerLink
+from .peer import PeerSession as PeerSession
+from .peer import ProtocolHeader as ProtocolHeader
+from .peer import Pump as Pump
+from .peer import Transport as Transport
+from .peer import auto_accept as auto_accept
+from .peer import connect as connect
+from .peer import exchange as exchange
+from .peer import parse_frames as parse_frames
+
+__all__ = [
+    "Frame", "FrameReader", "Frames", "Peer", "PeerLink", "PeerSession", "ProtocolHeader", "Pump",
+    "Transport", "auto_accept", "connect", "exchange", "parse_frames",
+]  # fmt: skip
