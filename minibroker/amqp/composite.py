@@ -40,6 +40,25 @@ FIELD_ENCODERS: dict[str, Encoder] = {
 }
 
 
+#: The Python type a decoded field of each wire type must have (checked on decode).
+FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
+    "*": object,
+    "boolean": bool,
+    "ubyte": int,
+    "ushort": int,
+    "uint": int,
+    "ulong": int,
+    "timestamp": int,
+    "binary": bytes,
+    "string": str,
+    "symbol": str,
+    "symbol*": list,
+    "fields": dict,
+    "map": dict,
+    "list": list,
+}
+
+
 def field(wire_type: str, default: Any = None, *, mandatory: bool = False) -> Any:
     """Declare one field of a composite with its AMQP wire type (a key of FIELD_ENCODERS)."""
     if wire_type not in FIELD_ENCODERS:
@@ -118,6 +137,11 @@ def composite(code: int, name: str) -> Callable[[type[T]], type[T]]:
         encoders = tuple(FIELD_ENCODERS[f.metadata["amqp"]] for f in fields)
         multiple = tuple(f.metadata["amqp"] == "symbol*" for f in fields)
         mandatory = tuple(i for i, f in enumerate(fields) if f.metadata["mandatory"])
+        checked = tuple(
+            (i, FIELD_TYPES[f.metadata["amqp"]], f.metadata["amqp"])
+            for i, f in enumerate(fields)
+            if f.metadata["amqp"] != "*"
+        )
         prefix = _prefix(code)
         count = len(names)
 
@@ -159,6 +183,14 @@ def composite(code: int, name: str) -> Callable[[type[T]], type[T]]:
             for i in mandatory:
                 if values[i] is None:
                     raise AMQPDecodeError(f"{name}: mandatory field {names[i]!r} is null or missing")
+            for i, expected, wire in checked:
+                value = values[i]
+                if value is not None and not isinstance(value, expected):
+                    raise AMQPDecodeError(
+                        f"{name}: field {names[i]!r} must be a {wire}, got {type(value).__name__} {value!r:.40}"
+                    )
+                if wire == "symbol*" and isinstance(value, list) and not all(isinstance(i, str) for i in value):
+                    raise AMQPDecodeError(f"{name}: field {names[i]!r} must hold symbols, got {value!r:.60}")
             return data_cls(*values)
 
         data_cls.DESCRIPTOR = ulong(code)

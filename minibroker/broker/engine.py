@@ -109,7 +109,10 @@ class BrokerConnection:
 
     def receive_data(self, data: bytes) -> None:
         """Bytes from the socket: run the protocol and the broker on them."""
-        self.broker._handle(self, self.engine.receive_data(data))
+        try:
+            self.broker._handle(self, self.engine.receive_data(data))
+        except Exception as exc:  # a broker bug must cost one connection, not the broker
+            self.broker.internal_error(self, exc)
 
     def data_to_send(self) -> bytes:
         return self.engine.data_to_send()
@@ -119,7 +122,10 @@ class BrokerConnection:
         deadline = self.engine.tick(now)
         events = self.engine.take_events()
         if events:
-            self.broker._handle(self, events)
+            try:
+                self.broker._handle(self, events)
+            except Exception as exc:
+                self.broker.internal_error(self, exc)
         return deadline
 
     @property
@@ -156,6 +162,8 @@ class Broker:
         self._link_ids = itertools.count(1)
         self._dirty: set[BrokerConnection] = set()
         self._consumers: set[ConsumerLink] = set()
+        #: Exceptions raised while handling a connection (each closed it with amqp:internal-error).
+        self.errors: list[Exception] = []
         self.version = 0  # bumped after every change, for waiters
         self.on_change: Callable[[], None] | None = None
         #: Called when a new expiry may come before the timer's deadline (the server's timer task).
@@ -176,6 +184,23 @@ class Broker:
         connection.open = False
         self.connections.discard(connection)
         self._dirty.discard(connection)
+
+    def internal_error(self, connection: BrokerConnection, exc: Exception) -> None:
+        """Close the connection whose handling raised, with ``amqp:internal-error``; keep the error.
+
+        Other connections and every queued message are unaffected; ``errors``
+        lets a test harness re-raise what happened inside the broker.
+        """
+        self.errors.append(exc)
+        error = _error(conditions.INTERNAL_ERROR, f"broker error: {type(exc).__name__}: {exc}")
+        try:
+            connection.engine.close(error)
+            self._handle(connection, connection.engine.take_events())
+        except Exception as second:  # the teardown itself failed: drop the connection
+            self.errors.append(second)
+            self._forget_connection(connection)
+        self.mark_dirty(connection)
+        self.flush()
 
     def mark_dirty(self, connection: BrokerConnection) -> None:
         self._dirty.add(connection)

@@ -162,26 +162,32 @@ class Entry:
         merged.update(extra)
         self.annotations = merged
 
-    def payload_for_delivery(self, now: float) -> bytes:
+    def payload_for_delivery(self, now: float, keep_ttl: bool = True) -> bytes:
         """The bytes to transfer: unchanged when nothing changed, else a new header/annotations + bare.
 
-        On redelivery the header's delivery-count is the number of failed
-        attempts and ttl is what remains of it (Part 3 §3.2.1).
+        The header's delivery-count is the number of failed attempts (a header
+        is added for it if the message had none) and ttl is what remains of it
+        at ``now``: "the transmitted message's header SHOULD contain a ttl that
+        is computed as the difference between the current time and the
+        formerly computed message expiration time" (Part 3 §3.2.1).
+        ``keep_ttl=False`` drops the ttl (a dead-letter copy, which no longer
+        expires).
         """
         message = self.message
         header = message.header
         sections = message.sections
+        ttl = None
+        if keep_ttl and header is not None and header.ttl is not None:
+            ttl = max(0, int(header.ttl - (now - message.arrived_at) * 1000))
         unchanged = (
             self.annotations is None
-            and (header is None or header.delivery_count == self.delivery_count)
+            and (header.delivery_count if header is not None else 0) == self.delivery_count
+            and (header is None or header.ttl == ttl)
             and sections.delivery_annotations[0] == sections.delivery_annotations[1]
         )
         if unchanged:
             return message.payload
         out = bytearray()
-        ttl = None
-        if header is not None and header.ttl is not None:
-            ttl = max(0, int(header.ttl - (now - message.arrived_at) * 1000))
         Header(
             durable=header.durable if header is not None else False,
             priority=header.priority if header is not None else 4,

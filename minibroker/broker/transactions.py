@@ -140,6 +140,12 @@ class TransactionManager:
                 txn_id = b"txn:%d" % next(self._ids)
                 self.open[txn_id] = Transaction(txn_id, controller, now)
                 outcome = Declared(txn_id=txn_id)
+                timeout = self.broker.config.transaction_timeout
+                if timeout is not None:
+                    # A new deadline (next_deadline): wake the server's timer so that the
+                    # transaction is rolled back on time (transaction_timeout; Part 4 §4.5
+                    # amqp:transaction:timeout) even when nothing else is due.
+                    self.broker._expiry_added(now + timeout)
         elif isinstance(body, Discharge):
             outcome = self._discharge(body.txn_id, bool(body.fail))
         else:

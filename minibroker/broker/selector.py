@@ -1,0 +1,712 @@
+"""JMS message selectors: parse once, evaluate per message.
+
+References: JMS 2.0 §3.8.1 Message selector (§3.8.1.1 syntax, §3.8.1.2 null
+values); AMQP filter ``apache.org:selector-filter:string`` (descriptor
+0x0000468C00000004) from the AMQP Filter Expressions / Qpid JMS mapping.
+
+A selector is a SQL-92 conditional expression over message fields::
+
+    color = 'red' AND weight BETWEEN 1 AND 5 AND NOT (name LIKE 'tmp\\_%' ESCAPE '\\')
+
+:func:`parse_selector` checks the text and compiles it into a tree of closures;
+:meth:`Selector.matches` runs that tree against one message, asking ``lookup``
+for each identifier's value.
+
+Supported (JMS 2.0 §3.8.1.1):
+
+* literals: strings in single quotes (``''`` is a quote), exact numerics
+  (decimal, ``0x`` hex, Java octal with a leading ``0``, optional ``L``
+  suffix), approximate numerics (``1.5``, ``7E3``, ``.5``, ``5.``), ``TRUE``,
+  ``FALSE`` and ``NULL``;
+* identifiers: Java-identifier-like, case-sensitive; keywords (``NULL TRUE
+  FALSE NOT AND OR BETWEEN LIKE IN IS ESCAPE``) are case-insensitive and
+  reserved;
+* operators, loosest first: ``OR``; ``AND``; ``NOT``; comparison (``= <> < <=
+  > >=``, ``[NOT] BETWEEN .. AND ..``, ``[NOT] IN ('a', ...)``, ``[NOT] LIKE
+  'pattern' [ESCAPE 'c']``, ``IS [NOT] NULL``); ``+ -``; ``* /``; unary ``+
+  -``; parentheses.
+
+Evaluation (JMS 2.0 §3.8.1.2) uses SQL three-valued logic: ``None`` stands for
+NULL / UNKNOWN.  A comparison or arithmetic with a NULL operand is UNKNOWN, and
+a message is selected only when the whole selector is TRUE.  Comparing values
+of unlike types is FALSE (exact and approximate numerics are alike); strings
+and booleans only support ``=`` and ``<>`` (other comparisons of them are
+UNKNOWN).  Arithmetic on a non-number, and division by zero, are UNKNOWN; two
+integers divide truncating toward zero as in Java.  ``x BETWEEN a AND b`` is
+exactly ``a <= x AND x <= b``.  A value that is not a boolean used as a
+condition is UNKNOWN.
+
+Types that are certain from the text alone are checked at parse time, so
+``'a' + 1``, ``NOT 5`` or ``color > 'red'`` are syntax errors rather than
+selectors that never match.
+
+Deliberately left out: Java ``long``/``double`` overflow (Python integers do
+not wrap), float literal suffixes (``1.5f``), and quoted identifiers.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Final, TypeGuard
+
+__all__ = ["Selector", "SelectorError", "parse_selector"]
+
+Lookup = Callable[[str], object]
+"""Return an identifier's value: ``str``, ``int``, ``float``, ``bool``, or ``None`` when absent."""
+
+_Eval = Callable[[Lookup], object]
+_Number = int | float
+
+
+class SelectorError(ValueError):
+    """A selector that does not parse.
+
+    The message names the 1-based column, what was expected and what was
+    found, and repeats the selector, e.g. ``selector error at column 25:
+    expected ')' to close the '(' at column 19 but found end of input in:
+    color = 'red' AND (x > 1``.
+    """
+
+    position: int
+    """0-based offset into :attr:`text` where the problem was found."""
+    text: str
+    detail: str
+
+    def __init__(self, text: str, position: int, detail: str) -> None:
+        self.text = text
+        self.position = position
+        self.detail = detail
+        super().__init__(f"selector error at column {position + 1}: {detail} in: {text}")
+
+
+class Selector:
+    """A parsed selector; :meth:`matches` is cheap enough to run per message."""
+
+    __slots__ = ("text", "_evaluate")
+
+    text: str
+
+    def __init__(self, text: str, evaluate: _Eval) -> None:
+        self.text = text
+        self._evaluate = evaluate
+
+    def matches(self, lookup: Lookup) -> bool:
+        """True only when the selector is TRUE for these values (FALSE and UNKNOWN are no match)."""
+        return self._evaluate(lookup) is True
+
+    def __repr__(self) -> str:
+        return f"Selector({self.text!r})"
+
+
+def parse_selector(text: str) -> Selector:
+    """Parse and compile ``text``; raise :class:`SelectorError` when it is not a valid selector."""
+    return Selector(text, _Parser(text).parse())
+
+
+# --------------------------------------------------------------------------- tokens
+
+
+class _T(Enum):
+    IDENT = "identifier"
+    KEYWORD = "keyword"
+    STRING = "string literal"
+    EXACT = "exact number"
+    APPROX = "approximate number"
+    OP = "operator"
+    END = "end of input"
+
+
+@dataclass(frozen=True, slots=True)
+class _Token:
+    kind: _T
+    value: object  # str for IDENT/STRING/OP, upper-case str for KEYWORD, int/float for numbers
+    pos: int
+    source: str
+
+    def describe(self) -> str:
+        if self.kind is _T.END:
+            return "end of input"
+        if self.kind is _T.OP:
+            return f"'{self.source}'"
+        if self.kind is _T.KEYWORD:
+            return f"keyword {self.value}"
+        if self.kind in (_T.EXACT, _T.APPROX):
+            return f"number {self.source}"
+        return f"{self.kind.value} {self.source}"
+
+
+_KEYWORDS: Final = frozenset(
+    {"NULL", "TRUE", "FALSE", "NOT", "AND", "OR", "BETWEEN", "LIKE", "IN", "IS", "ESCAPE"}
+)
+_OPERATORS: Final = ("<>", "<=", ">=", "=", "<", ">", "+", "-", "*", "/", "(", ")", ",")
+_DIGITS: Final = frozenset("0123456789")
+_WHITESPACE: Final = re.compile(r"\s+")
+_NUMBER: Final = re.compile(
+    r"""
+      (?P<hex>0[xX][0-9a-fA-F]+[lL]?)
+    | (?P<approx>(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|[0-9]+[eE][+-]?[0-9]+)
+    | (?P<exact>[0-9]+[lL]?)
+    """,
+    re.VERBOSE,
+)
+
+
+def _is_ident_start(char: str) -> bool:
+    return char.isalpha() or char in "_$"
+
+
+def _is_ident_part(char: str) -> bool:
+    return char.isalnum() or char in "_$"
+
+
+def _tokenize(text: str) -> list[_Token]:
+    tokens: list[_Token] = []
+    pos = 0
+    end = len(text)
+    while True:
+        space = _WHITESPACE.match(text, pos)
+        if space:
+            pos = space.end()
+        if pos >= end:
+            tokens.append(_Token(_T.END, None, end, ""))
+            return tokens
+        char = text[pos]
+        if char == "'":
+            tokens.append(_string_token(text, pos))
+        elif char in _DIGITS or (char == "." and text[pos + 1 : pos + 2] in _DIGITS):
+            tokens.append(_number_token(text, pos))
+        elif _is_ident_start(char):
+            stop = pos + 1
+            while stop < end and _is_ident_part(text[stop]):
+                stop += 1
+            word = text[pos:stop]
+            if word.upper() in _KEYWORDS:
+                tokens.append(_Token(_T.KEYWORD, word.upper(), pos, word))
+            else:
+                tokens.append(_Token(_T.IDENT, word, pos, word))
+        else:
+            for op in _OPERATORS:
+                if text.startswith(op, pos):
+                    tokens.append(_Token(_T.OP, op, pos, op))
+                    break
+            else:
+                hint = " (use <> for 'not equal')" if text.startswith("!=", pos) else ""
+                raise SelectorError(text, pos, f"unexpected character {char!r}{hint}")
+        pos = tokens[-1].pos + len(tokens[-1].source)
+
+
+def _string_token(text: str, start: int) -> _Token:
+    parts: list[str] = []
+    pos = start + 1
+    while True:
+        quote = text.find("'", pos)
+        if quote < 0:
+            raise SelectorError(text, start, "unterminated string literal: expected a closing quote (')")
+        if text.startswith("''", quote):
+            parts.append(text[pos : quote + 1])
+            pos = quote + 2
+        else:
+            parts.append(text[pos:quote])
+            return _Token(_T.STRING, "".join(parts), start, text[start : quote + 1])
+
+
+def _number_token(text: str, start: int) -> _Token:
+    match = _NUMBER.match(text, start)
+    assert match is not None  # the caller saw a digit, or '.' and a digit
+    source = match.group()
+    stop = match.end()
+    if stop < len(text) and (_is_ident_part(text[stop]) or text[stop] == "."):
+        bad = stop
+        while bad < len(text) and (_is_ident_part(text[bad]) or text[bad] == "."):
+            bad += 1
+        raise SelectorError(text, start, f"malformed number {text[start:bad]!r}")
+    if match.group("approx") is not None:
+        return _Token(_T.APPROX, float(source), start, source)
+    digits = source.rstrip("lL")
+    if match.group("hex") is not None:
+        value = int(digits[2:], 16)
+    elif len(digits) > 1 and digits.startswith("0"):
+        if not all(d in "01234567" for d in digits):
+            raise SelectorError(text, start, f"malformed octal number {source!r} (a leading 0 means octal)")
+        value = int(digits, 8)
+    else:
+        value = int(digits)
+    return _Token(_T.EXACT, value, start, source)
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def _is_number(value: object) -> TypeGuard[_Number]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _truth(value: object) -> bool | None:
+    """A value used as a condition: booleans are themselves, anything else is UNKNOWN."""
+    return value if isinstance(value, bool) else None
+
+
+def _and3(a: bool | None, b: bool | None) -> bool | None:
+    if a is False or b is False:
+        return False
+    if a is None or b is None:
+        return None
+    return True
+
+
+def _not3(a: bool | None) -> bool | None:
+    return None if a is None else not a
+
+
+def _compare(fn: Callable[[Any, Any], Any], equality: bool, a: object, b: object) -> bool | None:
+    if a is None or b is None:
+        return None
+    if _is_number(a) and _is_number(b):
+        return bool(fn(a, b))
+    if (isinstance(a, str) and isinstance(b, str)) or (isinstance(a, bool) and isinstance(b, bool)):
+        return bool(fn(a, b)) if equality else None
+    return False
+
+
+def _divide(a: _Number, b: _Number) -> _Number | None:
+    if b == 0:
+        return None
+    if isinstance(a, int) and isinstance(b, int):
+        quotient = a // b  # floors; Java truncates toward zero
+        if quotient < 0 and quotient * b != a:
+            quotient += 1
+        return quotient
+    return a / b
+
+
+_COMPARISONS: Final[dict[str, Callable[[Any, Any], Any]]] = {
+    "=": operator.eq,
+    "<>": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
+_ARITHMETIC: Final[dict[str, Callable[[_Number, _Number], _Number | None]]] = {
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "/": _divide,
+}
+
+
+def _constant(value: object) -> _Eval:
+    def evaluate(lookup: Lookup) -> object:
+        return value
+
+    return evaluate
+
+
+def _identifier(name: str) -> _Eval:
+    def evaluate(lookup: Lookup) -> object:
+        value = lookup(name)
+        if value is None or isinstance(value, (str, int, float)):
+            return value
+        return None  # a type selectors cannot see (bytes, lists, ...) is as good as absent
+
+    return evaluate
+
+
+def _or(left: _Eval, right: _Eval) -> _Eval:
+    def evaluate(lookup: Lookup) -> object:
+        a = _truth(left(lookup))
+        if a is True:
+            return True
+        b = _truth(right(lookup))
+        if b is True:
+            return True
+        if a is None or b is None:
+            return None
+        return False
+
+    return evaluate
+
+
+def _and(left: _Eval, right: _Eval) -> _Eval:
+    def evaluate(lookup: Lookup) -> object:
+        a = _truth(left(lookup))
+        if a is False:
+            return False
+        return _and3(a, _truth(right(lookup)))
+
+    return evaluate
+
+
+def _not(operand: _Eval) -> _Eval:
+    def evaluate(lookup: Lookup) -> object:
+        return _not3(_truth(operand(lookup)))
+
+    return evaluate
+
+
+def _comparison(op: str, left: _Eval, right: _Eval) -> _Eval:
+    fn = _COMPARISONS[op]
+    equality = op in ("=", "<>")
+
+    def evaluate(lookup: Lookup) -> object:
+        return _compare(fn, equality, left(lookup), right(lookup))
+
+    return evaluate
+
+
+def _arithmetic(op: str, left: _Eval, right: _Eval) -> _Eval:
+    fn = _ARITHMETIC[op]
+
+    def evaluate(lookup: Lookup) -> object:
+        a = left(lookup)
+        b = right(lookup)
+        if not (_is_number(a) and _is_number(b)):
+            return None
+        try:
+            return fn(a, b)
+        except OverflowError:  # a huge int meeting a float
+            return None
+
+    return evaluate
+
+
+def _negate(operand: _Eval) -> _Eval:
+    def evaluate(lookup: Lookup) -> object:
+        value = operand(lookup)
+        return -value if _is_number(value) else None
+
+    return evaluate
+
+
+def _unary_plus(operand: _Eval) -> _Eval:
+    def evaluate(lookup: Lookup) -> object:
+        value = operand(lookup)
+        return value if _is_number(value) else None
+
+    return evaluate
+
+
+def _between(operand: _Eval, low: _Eval, high: _Eval, negated: bool) -> _Eval:
+    le = operator.le
+
+    def evaluate(lookup: Lookup) -> object:
+        value = operand(lookup)
+        result = _and3(_compare(le, False, low(lookup), value), _compare(le, False, value, high(lookup)))
+        return _not3(result) if negated else result
+
+    return evaluate
+
+
+def _in(operand: _Eval, values: frozenset[str], negated: bool) -> _Eval:
+    def evaluate(lookup: Lookup) -> object:
+        value = operand(lookup)
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            return negated  # unlike types: IN is FALSE, so NOT IN is TRUE
+        return (value in values) != negated
+
+    return evaluate
+
+
+def _like(operand: _Eval, pattern: re.Pattern[str], negated: bool) -> _Eval:
+    def evaluate(lookup: Lookup) -> object:
+        value = operand(lookup)
+        if value is None:
+            return None
+        found = isinstance(value, str) and pattern.fullmatch(value) is not None
+        return found != negated
+
+    return evaluate
+
+
+def _is_null(operand: _Eval, negated: bool) -> _Eval:
+    def evaluate(lookup: Lookup) -> object:
+        return (operand(lookup) is None) != negated
+
+    return evaluate
+
+
+def _like_regex(pattern: str, escape: str | None) -> re.Pattern[str] | str:
+    """Translate a LIKE pattern into a regex, or return an error message."""
+    parts: list[str] = []
+    chars = iter(pattern)
+    for char in chars:
+        if char == escape:
+            escaped = next(chars, None)
+            if escaped is None:
+                return "LIKE pattern ends with the escape character"
+            parts.append(re.escape(escaped))
+        elif char == "%":
+            parts.append(".*")
+        elif char == "_":
+            parts.append(".")
+        else:
+            parts.append(re.escape(char))
+    return re.compile("".join(parts), re.DOTALL)
+
+
+# --------------------------------------------------------------------------- parser
+
+
+class _Kind(Enum):
+    """What the text alone says about an expression's type; ANY is decided at run time."""
+
+    BOOLEAN = "a boolean expression"
+    NUMERIC = "a numeric expression"
+    STRING = "a string"
+    ANY = "a value"
+
+
+@dataclass(frozen=True, slots=True)
+class _Expr:
+    evaluate: _Eval
+    kind: _Kind
+    pos: int
+    what: str  # how error messages describe it
+
+
+class _Parser:
+    """Recursive descent over the JMS 2.0 §3.8.1.1 grammar::
+
+    selector   := or_expr END
+    or_expr    := and_expr (OR and_expr)*
+    and_expr   := not_expr (AND not_expr)*
+    not_expr   := NOT not_expr | predicate
+    predicate  := sum [ cmp_op sum
+                      | [NOT] BETWEEN sum AND sum
+                      | [NOT] IN '(' string (',' string)* ')'
+                      | [NOT] LIKE string [ESCAPE string]
+                      | IS [NOT] NULL ]
+    sum        := product (('+' | '-') product)*
+    product    := unary (('*' | '/') unary)*
+    unary      := ('+' | '-') unary | primary
+    primary    := literal | identifier | '(' or_expr ')'
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens = _tokenize(text)
+        self.index = 0
+
+    # -- token helpers
+
+    @property
+    def tok(self) -> _Token:
+        return self.tokens[self.index]
+
+    def at_end(self) -> bool:
+        return self.tok.kind is _T.END
+
+    def advance(self) -> _Token:
+        token = self.tokens[self.index]
+        if token.kind is not _T.END:
+            self.index += 1
+        return token
+
+    def at_keyword(self, *words: str) -> bool:
+        return self.tok.kind is _T.KEYWORD and self.tok.value in words
+
+    def at_op(self, *ops: str) -> bool:
+        return self.tok.kind is _T.OP and self.tok.value in ops
+
+    def error(self, pos: int, detail: str) -> SelectorError:
+        return SelectorError(self.text, pos, detail)
+
+    def expected(self, what: str, hint: str = "") -> SelectorError:
+        return self.error(self.tok.pos, f"expected {what} but found {self.tok.describe()}{hint}")
+
+    def expect_keyword(self, word: str, context: str = "") -> None:
+        if not self.at_keyword(word):
+            raise self.expected(word + context)
+        self.advance()
+
+    def expect_string(self, context: str) -> _Token:
+        if self.tok.kind is not _T.STRING:
+            raise self.expected(f"a string literal {context}")
+        return self.advance()
+
+    # -- type checks
+
+    def boolean(self, expr: _Expr) -> _Eval:
+        if expr.kind not in (_Kind.BOOLEAN, _Kind.ANY):
+            raise self.error(expr.pos, f"expected a boolean expression but found {expr.what}")
+        return expr.evaluate
+
+    def numeric(self, expr: _Expr, context: str) -> _Eval:
+        if expr.kind not in (_Kind.NUMERIC, _Kind.ANY):
+            raise self.error(expr.pos, f"expected a numeric expression {context} but found {expr.what}")
+        return expr.evaluate
+
+    def textual(self, expr: _Expr, context: str) -> _Eval:
+        if expr.kind not in (_Kind.STRING, _Kind.ANY):
+            raise self.error(expr.pos, f"expected a string value {context} but found {expr.what}")
+        return expr.evaluate
+
+    # -- grammar
+
+    def parse(self) -> _Eval:
+        if self.at_end():
+            raise self.expected("a conditional expression", " (the selector is empty)")
+        expr = self.or_expr()
+        if not self.at_end():
+            hint = " (unbalanced parentheses: no matching '(')" if self.at_op(")") else ""
+            raise self.expected("end of input", hint)
+        return self.boolean(expr)
+
+    def or_expr(self) -> _Expr:
+        left = self.and_expr()
+        while self.at_keyword("OR"):
+            self.advance()
+            right = self.and_expr()
+            left = _Expr(
+                _or(self.boolean(left), self.boolean(right)), _Kind.BOOLEAN, left.pos, "an OR expression"
+            )
+        return left
+
+    def and_expr(self) -> _Expr:
+        left = self.not_expr()
+        while self.at_keyword("AND"):
+            self.advance()
+            right = self.not_expr()
+            left = _Expr(
+                _and(self.boolean(left), self.boolean(right)), _Kind.BOOLEAN, left.pos, "an AND expression"
+            )
+        return left
+
+    def not_expr(self) -> _Expr:
+        if self.at_keyword("NOT"):
+            pos = self.advance().pos
+            operand = self.not_expr()
+            return _Expr(_not(self.boolean(operand)), _Kind.BOOLEAN, pos, "a NOT expression")
+        return self.predicate()
+
+    def predicate(self) -> _Expr:
+        left = self.sum()
+        token = self.tok
+        if token.kind is _T.OP and token.source in _COMPARISONS:
+            self.advance()
+            right = self.sum()
+            if token.source not in ("=", "<>"):
+                for side in (left, right):
+                    if side.kind in (_Kind.STRING, _Kind.BOOLEAN):
+                        raise self.error(
+                            side.pos,
+                            f"expected a numeric expression for '{token.source}' but found {side.what}"
+                            " (strings and booleans only support = and <>)",
+                        )
+            evaluate = _comparison(token.source, left.evaluate, right.evaluate)
+            return _Expr(evaluate, _Kind.BOOLEAN, left.pos, "a comparison")
+        negated = False
+        if self.at_keyword("NOT"):
+            self.advance()
+            negated = True
+            if not self.at_keyword("BETWEEN", "IN", "LIKE"):
+                raise self.expected("BETWEEN, IN or LIKE after NOT")
+        if self.at_keyword("BETWEEN"):
+            self.advance()
+            operand = self.numeric(left, "before BETWEEN")
+            low = self.numeric(self.sum(), "for the BETWEEN lower bound")
+            self.expect_keyword("AND", " in BETWEEN ... AND ...")
+            high = self.numeric(self.sum(), "for the BETWEEN upper bound")
+            return _Expr(
+                _between(operand, low, high, negated), _Kind.BOOLEAN, left.pos, "a BETWEEN expression"
+            )
+        if self.at_keyword("IN"):
+            self.advance()
+            operand = self.textual(left, "before IN")
+            if not self.at_op("("):
+                raise self.expected("'(' after IN")
+            self.advance()
+            values = {self.expect_string("in the IN list").value}
+            while self.at_op(","):
+                self.advance()
+                values.add(self.expect_string("in the IN list after ','").value)
+            if not self.at_op(")"):
+                raise self.expected("',' or ')' in the IN list")
+            self.advance()
+            strings = frozenset(v for v in values if isinstance(v, str))
+            return _Expr(_in(operand, strings, negated), _Kind.BOOLEAN, left.pos, "an IN expression")
+        if self.at_keyword("LIKE"):
+            self.advance()
+            operand = self.textual(left, "before LIKE")
+            pattern = self.expect_string("as the LIKE pattern")
+            escape: str | None = None
+            if self.at_keyword("ESCAPE"):
+                self.advance()
+                escape_token = self.expect_string("after ESCAPE")
+                assert isinstance(escape_token.value, str)
+                if len(escape_token.value) != 1:
+                    raise self.error(
+                        escape_token.pos,
+                        f"expected a single character after ESCAPE but found {escape_token.describe()}",
+                    )
+                escape = escape_token.value
+            assert isinstance(pattern.value, str)
+            regex = _like_regex(pattern.value, escape)
+            if isinstance(regex, str):
+                raise self.error(pattern.pos, regex)
+            return _Expr(_like(operand, regex, negated), _Kind.BOOLEAN, left.pos, "a LIKE expression")
+        if self.at_keyword("IS"):
+            self.advance()
+            is_not = self.at_keyword("NOT")
+            if is_not:
+                self.advance()
+            self.expect_keyword("NULL", " after IS NOT" if is_not else " or NOT after IS")
+            return _Expr(_is_null(left.evaluate, is_not), _Kind.BOOLEAN, left.pos, "an IS NULL expression")
+        return left
+
+    def sum(self) -> _Expr:
+        return self._binary(self.product, ("+", "-"))
+
+    def product(self) -> _Expr:
+        return self._binary(self.unary, ("*", "/"))
+
+    def _binary(self, operand: Callable[[], _Expr], ops: Sequence[str]) -> _Expr:
+        left = operand()
+        while self.at_op(*ops):
+            op = self.advance().source
+            right = operand()
+            context = f"for '{op}'"
+            evaluate = _arithmetic(op, self.numeric(left, context), self.numeric(right, context))
+            left = _Expr(evaluate, _Kind.NUMERIC, left.pos, "an arithmetic expression")
+        return left
+
+    def unary(self) -> _Expr:
+        if self.at_op("+", "-"):
+            token = self.advance()
+            operand = self.numeric(self.unary(), f"after unary '{token.source}'")
+            make = _negate if token.source == "-" else _unary_plus
+            return _Expr(make(operand), _Kind.NUMERIC, token.pos, "an arithmetic expression")
+        return self.primary()
+
+    def primary(self) -> _Expr:
+        token = self.tok
+        if token.kind is _T.OP and token.source == "(":
+            self.advance()
+            inner = self.or_expr()
+            if not self.at_op(")"):
+                raise self.expected(f"')' to close the '(' at column {token.pos + 1}")
+            self.advance()
+            return _Expr(inner.evaluate, inner.kind, token.pos, inner.what)
+        if token.kind is _T.STRING:
+            self.advance()
+            return _Expr(_constant(token.value), _Kind.STRING, token.pos, token.describe())
+        if token.kind in (_T.EXACT, _T.APPROX):
+            self.advance()
+            return _Expr(_constant(token.value), _Kind.NUMERIC, token.pos, token.describe())
+        if token.kind is _T.IDENT:
+            self.advance()
+            assert isinstance(token.value, str)
+            return _Expr(_identifier(token.value), _Kind.ANY, token.pos, token.describe())
+        if token.kind is _T.KEYWORD and token.value in ("TRUE", "FALSE"):
+            self.advance()
+            return _Expr(_constant(token.value == "TRUE"), _Kind.BOOLEAN, token.pos, token.describe())
+        if token.kind is _T.KEYWORD and token.value == "NULL":
+            self.advance()
+            return _Expr(_constant(None), _Kind.ANY, token.pos, "NULL")
+        raise self.expected("an expression")
