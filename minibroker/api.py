@@ -123,6 +123,10 @@ class BrokerAPI:
         """Counters per node plus connection and link counts."""
         return self._read(self._broker.statistics)
 
+    def errors(self) -> list[Exception]:
+        """Exceptions raised inside the broker; each closed its connection with ``amqp:internal-error``."""
+        return self._read(lambda: list(self._broker.errors))
+
     def transactions(self) -> list[TransactionSnapshot]:
         """Open transactions with their staged work."""
         return self._read(self._broker.transaction_snapshots)
