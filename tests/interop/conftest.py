@@ -6,8 +6,9 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
