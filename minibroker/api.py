@@ -48,7 +48,7 @@ def build_message(
         header = Header(
             durable=durable,
             priority=4 if priority is None else priority,
-            ttl=None if ttl is None else int(ttl * 1000),
+            ttl=None if ttl is None else round(ttl * 1000),
         )
     return Message(
         body=body,
@@ -92,6 +92,10 @@ class BrokerAPI:
     def declare_queue(self, name: str, **options: Any) -> None:
         """Create a queue with :class:`QueueOptions` fields (priorities, default_ttl, max_ttl,
         dead_letter_address, dead_letter_on_expiry, max_delivery_count)."""
+        known = set(QueueOptions.__dataclass_fields__)
+        unknown = set(options) - known
+        if unknown:
+            raise TypeError(f"unknown queue option(s) {sorted(unknown)}; use any of {sorted(known)}")
         queue_options = QueueOptions(**options) if options else None
         self._call(self._broker.declare_queue, name, queue_options)
 

@@ -42,6 +42,10 @@ DESCRIBED_TYPES: dict[object, Callable[[Any], object]] = {}
 
 #: Nesting deeper than this is refused rather than risking Python's recursion limit.
 MAX_NESTING = 100
+#: An array may claim at most ARRAY_FREE_ELEMENTS plus this many elements per byte of its body,
+#: which bounds arrays of zero-width elements (null, true, uint0, list0) without limiting others.
+ARRAY_ELEMENTS_PER_BYTE = 8
+ARRAY_FREE_ELEMENTS = 256
 
 _B = struct.Struct(">B")
 _H = struct.Struct(">H")
@@ -596,6 +600,13 @@ def _array(width: int) -> _Decoder:
         count, p, end = _header(buf, pos, width)
         if depth > MAX_NESTING:
             raise AMQPDecodeError(f"values nested deeper than {MAX_NESTING} levels")
+        if count > ARRAY_ELEMENTS_PER_BYTE * (end - p) + ARRAY_FREE_ELEMENTS:
+            # Zero-width elements (null, uint0, list0 ...) would let a few bytes claim
+            # billions of elements; bound the claim by the array's size.
+            raise AMQPDecodeError(
+                f"array at offset {pos} claims {count} elements in {end - p} bytes (at most "
+                f"{ARRAY_FREE_ELEMENTS} plus {ARRAY_ELEMENTS_PER_BYTE} per byte are accepted)"
+            )
         descriptor = None
         if p >= end:
             raise AMQPDecodeError(f"array at offset {pos} has no element constructor")
@@ -619,7 +630,7 @@ def _array(width: int) -> _Decoder:
             try:
                 build = DESCRIBED_TYPES.get(descriptor)
             except TypeError:
-                raise AMQPDecodeError(f"array descriptor {descriptor!r} is neither a ulong nor a symbol") from None
+                raise AMQPDecodeError(f"array descriptor {descriptor!r} is not a ulong or symbol") from None
             if build is not None:
                 elements = [build(element) for element in elements]
             else:

@@ -124,11 +124,23 @@ def _section_code(buf: bytes | memoryview, pos: int) -> int:
     if buf[pos] != 0x00:
         raise AMQPDecodeError(f"expected a described section at offset {pos}, got {buf[pos]:#04x}")
     descriptor, _ = codec.decode_at(buf, pos + 1)
-    build = codec.DESCRIBED_TYPES.get(descriptor)
-    code = getattr(build, "DESCRIPTOR", None)
-    if code is None or int(code) not in _RANK:
+    try:
+        code = _SECTION_CODES.get(descriptor)
+    except TypeError:  # an unhashable descriptor, e.g. a list
+        code = None
+    if code is None:
         raise AMQPDecodeError(f"unknown message section descriptor {descriptor!r} at offset {pos}")
-    return int(code)
+    return code
+
+
+# Each section's ulong and symbol descriptor -> its code (composites register a
+# builder function, not the class, in codec.DESCRIBED_TYPES, so look them up here).
+_SECTION_CODES = {
+    key: int(cls.DESCRIPTOR)
+    for cls in (Header, DeliveryAnnotations, MessageAnnotations, Properties, ApplicationProperties, Data,
+                AmqpSequence, AmqpValue, Footer)
+    for key in (cls.DESCRIPTOR, cls.DESCRIPTOR_NAME)
+}  # fmt: skip
 
 
 def split_sections(buf: bytes | memoryview) -> Sections:

@@ -134,6 +134,8 @@ class Queue:
                 self.on_expiry(expires_at)
             self._expiry.add((expires_at, entry.seq))
         self._entries[entry.seq] = entry
+        if entry.level >= len(self._levels):  # re-declared with more priority levels since created
+            self._levels.extend([] for _ in range(entry.level + 1 - len(self._levels)))
         self._push(entry)
         return entry
 
