@@ -38,17 +38,19 @@ def parse_filter_set(filter_set: dict[Any, Any] | None) -> tuple[Selector | None
         if descriptor in SELECTOR_DESCRIPTORS:
             text = value.value
             if not isinstance(text, str):
-                raise FilterError(f"selector filter {name!r} must hold a string, got {type(text).__name__}")
+                raise FilterError(f"selector filter '{name}' must hold a string, got {type(text).__name__}")
             if selector is not None:
                 raise FilterError("only one selector filter may be given per link")
+            accepted[name] = value
+            if not text.strip():
+                continue  # an empty selector selects everything
             try:
                 selector = parse_selector(text)
             except SelectorError as exc:
-                raise FilterError(f"invalid selector in filter {name!r}: {exc}") from None
-            accepted[name] = value
+                raise FilterError(f"invalid selector in filter '{name}': {exc}") from None
             continue
         raise FilterError(
-            f"filter {name!r} with descriptor {descriptor!r} is not supported; the broker supports only "
+            f"filter '{name}' with descriptor {descriptor!r} is not supported; the broker supports only "
             f"the selector filter {SELECTOR_NAME} (0x0000468C00000004)"
         )
     return selector, accepted
