@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..amqp import codec
+from ..amqp.errors import AMQPDecodeError
 from ..amqp.message import Message, Sections, decode_message, split_sections
 from ..amqp.messaging import Header, MessageAnnotations, Properties
 
@@ -26,6 +27,24 @@ _HEADER_PREFIX = b"\x00\x53\x70"
 _PROPERTIES_PREFIX = b"\x00\x53\x73"
 
 
+#: Decoded headers by their bytes: a producer's messages usually share one header
+#: encoding, and Header objects are never changed once decoded.
+_HEADERS: dict[bytes, Header] = {}
+_HEADERS_MAX = 1024
+
+
+def _header(data: bytes) -> Header:
+    header = _HEADERS.get(data)
+    if header is None:
+        header = codec.decode(data)
+        if not isinstance(header, Header):
+            raise AMQPDecodeError(f"expected a header section, got {type(header).__name__}")
+        if len(_HEADERS) >= _HEADERS_MAX:
+            _HEADERS.clear()
+        _HEADERS[data] = header
+    return header
+
+
 class StoredMessage:
     """One received message; shared by every queue a topic copies it to."""
 
@@ -35,7 +54,7 @@ class StoredMessage:
         self.payload = payload
         self.sections: Sections = split_sections(payload)
         start, end = self.sections.header
-        self.header: Header | None = codec.decode(payload[start:end]) if end > start else None
+        self.header: Header | None = _header(payload[start:end]) if end > start else None
         self.arrived_at = arrived_at
         self._properties: Properties | None | bool = False  # False: not decoded yet
         self._application_properties: dict[str, Any] | None | bool = False

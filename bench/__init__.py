@@ -1,0 +1,1 @@
+"""The minibroker benchmark suite: ``python -m bench`` (see ``bench/run.py``)."""

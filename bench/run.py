@@ -1,0 +1,912 @@
+"""minibroker benchmark suite: start-up, throughput against a no-broker baseline, CPU, memory.
+
+Run it from the repository root (with the package and python-qpid-proton installed)::
+
+    python -m bench                      # full mode, about 1-3 minutes
+    python -m bench --quick              # CI smoke mode, a few seconds
+    python bench/run.py --quick          # the same, without -m
+    python -m bench --only startup,throughput --json /tmp/out.jsonl
+    python -m bench --profile            # plus a cProfile of the broker under concurrent send+receive
+
+It prints a table (minibroker, baseline, ratio, target, PASS/MISS) and appends one JSON
+object per measurement to ``--json`` (default ``bench/results.jsonl``).  It reports; it
+does not judge: the exit status is 0 unless something crashed (a worker died, a result
+is missing), whatever the PASS/MISS column says.
+
+What is measured (``--only`` takes these group names):
+
+``startup``
+    ``ThreadedBroker.start()`` then a raw-socket AMQP handshake (protocol header plus an
+    ``open`` frame built with ``minibroker.amqp``) until the broker's ``open`` arrives;
+    then ``stop()``, timed separately.  200 repetitions (20 quick).
+``throughput``
+    python-qpid-proton clients in a worker process (``bench/client.py``) against the
+    broker in its own process (``python -m minibroker serve --port 0``), 20,000 x 256-byte
+    messages (2,000 quick), unsettled, credit window 1000: send (waits for every
+    acknowledgement), receive (queue pre-filled by the send run, receiver accepts),
+    concurrent send+receive (one sender and one receiver at once) and sequential
+    request/reply round trips (2,000; 200 quick) through a responder process.  The same
+    client workloads run against a no-broker baseline: a proton ``Container`` that
+    listens and is the other end itself (``bench/peer.py``); ratios are minibroker /
+    baseline.  Broker CPU per message is the broker process's CPU time
+    (``/proc/PID/schedstat`` of its event-loop thread, else ``/proc/PID/stat``) over the
+    run divided by the messages moved; the baseline peer's is shown beside it.
+``workloads``
+    Broker only: priority (random priorities 0-9), TTL (60 s ttl), selector (receiver with
+    ``color = 'red'`` over a queue where half match), transaction (sends in local
+    transactions of 100 via proton's ``declare_transaction``); each sends then receives.
+``memory``
+    Memory per queued message: ``tracemalloc`` growth while 100,000 x 256-byte messages
+    (20,000 quick) are queued with ``Broker.publish`` in a fresh process
+    (``bench/engine_bench.py``), and the broker process's RSS growth while the same
+    number arrive over proton.
+``depth``
+    The engine in-process, no sockets: cost of one publish plus one dispatch-and-accept
+    at depth 1,000 and at depth 1,000,000 (50,000 quick), 10,000 rounds each; CPU time is
+    the headline (it does not care how busy the machine is), wall time is recorded too.
+
+Every load loop stops at its message count or its time limit, whichever comes first; a run
+cut short by its time limit shows ``(partial)`` and ``"complete": false``.  Everything runs on
+127.0.0.1.  Throughput is wall-clock and so depends on what else the machine runs: each
+JSON object carries the 1-minute load average, and the table warns when it exceeds the
+number of CPUs.
+
+JSON objects: ``run_id``, ``mode``, ``group``, ``name``, ``subject`` (``minibroker``,
+``baseline`` or ``ratio``), ``value``, ``unit``, ``target`` and ``status`` (PASS/MISS,
+only where a target applies), ``loadavg``, plus measurement details (``count``,
+``elapsed_s``, ``complete``, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import queue
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+HERE = Path(__file__).resolve().parent
+if __package__ in (None, ""):  # `python bench/run.py`: make `minibroker` importable from a checkout
+    sys.path.insert(0, str(HERE.parent))
+
+import minibroker  # noqa: E402
+from minibroker.amqp import Open, decode, encode  # noqa: E402
+from minibroker.protocol.framing import AMQP_HEADER, FRAME_HEADER, frame  # noqa: E402
+
+T = TypeVar("T")
+GROUPS = ("startup", "throughput", "workloads", "memory", "depth")
+DEFAULT_JSON = HERE / "results.jsonl"
+
+
+# --------------------------------------------------------------------------- settings
+
+
+@dataclass
+class Settings:
+    mode: str
+    startup_reps: int
+    messages: int
+    round_trips: int
+    size: int = 256
+    credit: int = 1000
+    job_limit_s: float = 30.0
+    selector_limit_s: float = 10.0
+    startup_limit_s: float = 30.0
+    memory_messages: int = 100_000
+    proton_memory_messages: int = 100_000
+    depth_small: int = 1_000
+    depth_large: int = 1_000_000
+    depth_ops: int = 10_000
+    engine_limit_s: float = 90.0
+
+    @classmethod
+    def for_mode(cls, quick: bool) -> Settings:
+        if quick:
+            return cls(
+                mode="quick", startup_reps=20, startup_limit_s=5.0, messages=2_000, round_trips=200,
+                job_limit_s=5.0, selector_limit_s=4.0, memory_messages=20_000, proton_memory_messages=5_000,
+                depth_large=50_000, depth_ops=2_000, engine_limit_s=5.0,
+            )  # fmt: skip
+        return cls(mode="full", startup_reps=200, messages=20_000, round_trips=2_000)
+
+
+# ---------------------------------------------------------------------------- output
+
+
+@dataclass
+class Row:
+    group: str
+    label: str
+    mb: str = ""
+    base: str = ""
+    ratio: str = ""
+    target: str = ""
+    status: str = ""
+    note: str = ""
+
+
+@dataclass
+class Report:
+    settings: Settings
+    json_path: Path
+    run_id: str = field(default_factory=lambda: time.strftime("%Y%m%dT%H%M%S-") + uuid.uuid4().hex[:6])
+    rows: list[Row] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    max_load: float = 0.0
+
+    def record(self, group: str, name: str, subject: str, value: float, unit: str, **extra: Any) -> dict[str, Any]:
+        load = os.getloadavg()[0]
+        self.max_load = max(self.max_load, load)
+        rec: dict[str, Any] = {
+            "run_id": self.run_id,
+            "mode": self.settings.mode,
+            "group": group,
+            "name": name,
+            "subject": subject,
+            "value": value,
+            "unit": unit,
+            "loadavg": round(load, 2),
+        }
+        rec.update({k: v for k, v in extra.items() if v is not None})
+        self.records.append(rec)
+        with self.json_path.open("a") as f:
+            f.write(json.dumps(rec) + "\n")
+        return rec
+
+    def row(self, group: str, label: str, **cells: str) -> None:
+        row = Row(group, label, **cells)
+        self.rows.append(row)
+        progress(f"  {label}: {row.mb or '-'}" + (f" | baseline {row.base}" if row.base else ""))
+
+    def problem(self, text: str) -> None:
+        self.problems.append(text)
+        progress(f"  PROBLEM: {text}")
+
+    def table(self) -> str:
+        headers = ("measurement", "minibroker", "baseline", "ratio", "target", "result", "note")
+        body = [(r.label, r.mb, r.base, r.ratio, r.target, r.status, r.note) for r in self.rows]
+        widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(headers)]
+        lines = []
+        s = self.settings
+        lines.append(
+            f"minibroker bench, {s.mode} mode, run {self.run_id}: {s.messages} x {s.size}-byte messages, "
+            f"credit {s.credit}, {os.cpu_count()} CPUs, max load average {self.max_load:.1f}"
+        )
+        sep = "  "
+        lines.append(sep.join(h.ljust(w) for h, w in zip(headers, widths, strict=True)))
+        lines.append(sep.join("-" * w for w in widths))
+        group = None
+        for r, cells in zip(self.rows, body, strict=True):
+            if r.group != group:
+                if group is not None:
+                    lines.append("")
+                lines.append(f"[{r.group}]")
+                group = r.group
+            lines.append(
+                sep.join(
+                    (c.ljust(w) if i == 0 else c.rjust(w) if i < 4 else c.ljust(w))
+                    for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+                ).rstrip()
+            )
+        if self.max_load > (os.cpu_count() or 1):
+            lines.append("")
+            lines.append(
+                f"note: the load average reached {self.max_load:.1f} on {os.cpu_count()} CPUs: other work shared "
+                "the machine, so wall-clock figures (msg/s, ms) are pessimistic; CPU-time figures are not affected."
+            )
+        for p in self.problems:
+            lines.append(f"problem: {p}")
+        return "\n".join(lines)
+
+
+def progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def timed(name: str, fn: Callable[..., T], *args: Any) -> T:
+    t0 = time.monotonic()
+    try:
+        return fn(*args)
+    finally:
+        progress(f"  ({name}: {time.monotonic() - t0:.1f} s)")
+
+
+def fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "n/a"
+    if unit == "msg/s":
+        return f"{value:,.0f} msg/s"
+    if unit in ("ms", "us"):
+        return f"{value:.3g} {unit}" if value < 100 else f"{value:,.0f} {unit}"
+    if unit == "B":
+        return f"{value:,.0f} B"
+    if unit == "x":
+        return f"{value:.2f}x"
+    return f"{value:.3g} {unit}"
+
+
+def verdict(ok: bool | None) -> str:
+    return "" if ok is None else ("PASS" if ok else "MISS")
+
+
+# ------------------------------------------------------------------------- processes
+
+
+def child_env() -> dict[str, str]:
+    """Children import the same minibroker as this process, whatever their working directory."""
+    env = dict(os.environ)
+    root = str(Path(minibroker.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+class ChildError(RuntimeError):
+    pass
+
+
+class Child:
+    """A subprocess speaking JSON lines on stdout (a reader thread queues them), commands on stdin."""
+
+    def __init__(self, name: str, argv: list[str]) -> None:
+        self.name = name
+        self.stderr = tempfile.TemporaryFile(mode="w+")
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
+            bufsize=1, env=child_env(),
+        )  # fmt: skip
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True, name=f"bench-{name}").start()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def line(self, timeout: float) -> str:
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            raise ChildError(f"{self.name}: no answer within {timeout:.0f} s{self._tail()}") from None
+        if line is None:
+            self.lines.put(None)
+            raise ChildError(f"{self.name} exited (status {self.proc.poll()}){self._tail()}")
+        return line
+
+    def message(self, timeout: float, want: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self.line(max(0.01, deadline - time.monotonic()))
+            try:
+                msg = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(msg, dict) and want(msg):
+                return msg
+
+    def send(self, obj: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps(obj) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            raise ChildError(f"{self.name} is gone: {exc}{self._tail()}") from None
+
+    def call(self, spec: dict[str, Any], timeout: float) -> dict[str, Any]:
+        self.send(spec)
+        return self.result(timeout)
+
+    def result(self, timeout: float) -> dict[str, Any]:
+        return self.message(timeout, lambda m: "ok" in m)
+
+    def _tail(self) -> str:
+        try:
+            self.stderr.seek(0)
+            text = self.stderr.read()[-2000:]
+        except (OSError, ValueError):
+            return ""
+        return f"; its stderr ends:\n{text}" if text.strip() else ""
+
+    def close(self, sig: int | None = None) -> int | None:
+        if self.proc.poll() is None:
+            try:
+                if sig is not None:
+                    self.proc.send_signal(sig)
+                elif self.proc.stdin is not None:
+                    self.proc.stdin.write(json.dumps({"op": "exit"}) + "\n")
+                    self.proc.stdin.close()
+            except (BrokenPipeError, OSError):
+                pass
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def spawn_broker(profile_to: str | None = None) -> Child:
+    if profile_to:
+        return Child("broker", [sys.executable, str(HERE / "profiled_broker.py"), profile_to])
+    return Child("broker", [sys.executable, "-m", "minibroker", "serve", "--port", "0"])
+
+
+def broker_url(child: Child) -> str:
+    """Wait for ``minibroker listening on amqp://127.0.0.1:PORT``."""
+    line = child.line(timeout=30)
+    match = re.search(r"amqp://[\w.\[\]:]+:\d+", line)
+    if not match:
+        raise ChildError(f"unexpected first line from `minibroker serve`: {line!r}")
+    return match.group(0)
+
+
+def spawn_peer(settings: Settings) -> Child:
+    return Child("baseline peer", [sys.executable, str(HERE / "peer.py"), "--size", str(settings.size),
+                                   "--credit", str(settings.credit)])  # fmt: skip
+
+
+def peer_url(child: Child) -> str:
+    ready = child.message(30, lambda m: m.get("event") == "ready")
+    return f"amqp://127.0.0.1:{ready['port']}"
+
+
+def start_worker(name: str) -> Child:
+    return Child(name, [sys.executable, str(HERE / "client.py")])
+
+
+def wait_ready(*workers: Child) -> None:
+    for w in workers:
+        w.message(60, lambda m: m.get("event") == "ready")
+
+
+# ----------------------------------------------------------------------------- CPU
+
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def process_cpu(pid: int) -> tuple[float, str]:
+    """CPU seconds of a process's main thread (schedstat, ns precision), else of the process (stat, ticks)."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[0]) / 1e9, "schedstat"
+    except (OSError, ValueError, IndexError):
+        pass
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK, "stat"
+
+
+def process_rss(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+# -------------------------------------------------------------------------- start-up
+
+
+def read_open(sock: socket.socket, deadline: float) -> Open:
+    buf = bytearray()
+
+    def need(n: int) -> None:
+        while len(buf) < n:
+            sock.settimeout(max(0.001, deadline - time.monotonic()))
+            data = sock.recv(65536)
+            if not data:
+                raise ConnectionError("the broker closed the connection before its open frame")
+            buf.extend(data)
+
+    need(8)
+    if bytes(buf[:8]) != AMQP_HEADER:
+        raise ConnectionError(f"unexpected protocol header {bytes(buf[:8])!r}")
+    pos = 8
+    while True:
+        need(pos + 8)
+        size, doff, _type, _channel = FRAME_HEADER.unpack_from(buf, pos)
+        need(pos + size)
+        if size > doff * 4:  # not an empty (heartbeat) frame
+            performative = decode(bytes(buf[pos + doff * 4 : pos + size]))
+            if isinstance(performative, Open):
+                return performative
+            raise ConnectionError(f"expected open, got {performative!r}")
+        pos += size
+
+
+def bench_startup(report: Report, s: Settings) -> None:
+    progress(f"start-up: {s.startup_reps} x ThreadedBroker start -> AMQP open -> stop")
+    open_frame = AMQP_HEADER + frame(0, encode(Open(container_id="bench-startup")))
+    to_open: list[float] = []
+    to_start: list[float] = []
+    stops: list[float] = []
+    limit = time.monotonic() + s.startup_limit_s
+    for _ in range(s.startup_reps):
+        if time.monotonic() > limit:
+            break
+        broker = minibroker.ThreadedBroker()
+        t0 = time.perf_counter()
+        broker.start()
+        t1 = time.perf_counter()
+        try:
+            with socket.create_connection(("127.0.0.1", broker.port), timeout=5) as sock:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sock.sendall(open_frame)
+                read_open(sock, time.monotonic() + 5)
+                t2 = time.perf_counter()
+        finally:
+            t3 = time.perf_counter()
+            broker.stop()
+            t4 = time.perf_counter()
+        to_start.append(t1 - t0)
+        to_open.append(t2 - t0)
+        stops.append(t4 - t3)
+    n = len(to_open)
+    complete = n == s.startup_reps
+
+    def q(values: list[float], p: float) -> float:
+        values = sorted(values)
+        return values[min(len(values) - 1, int(p * len(values)))] * 1e3
+
+    med_open, p90_open = statistics.median(to_open) * 1e3, q(to_open, 0.9)
+    ok = med_open < 5.0
+    common = {"count": n, "complete": complete}
+    report.record("startup", "start_to_open_median", "minibroker", med_open, "ms", target="< 5 ms",
+                  status=verdict(ok), **common)  # fmt: skip
+    report.record("startup", "start_to_open_p90", "minibroker", p90_open, "ms", **common)
+    report.record("startup", "start_median", "minibroker", statistics.median(to_start) * 1e3, "ms", **common)
+    report.record("startup", "stop_median", "minibroker", statistics.median(stops) * 1e3, "ms", **common)
+    report.record("startup", "stop_p90", "minibroker", q(stops, 0.9), "ms", **common)
+    part = "" if complete else f" (partial: {n} runs)"
+    report.row("start-up", f"start() -> first AMQP open, median{part}", mb=fmt(med_open, "ms"), target="< 5 ms",
+               status=verdict(ok))  # fmt: skip
+    report.row("start-up", "start() -> first AMQP open, p90", mb=fmt(p90_open, "ms"))
+    report.row("start-up", "start() alone (port bound), median", mb=fmt(statistics.median(to_start) * 1e3, "ms"))
+    report.row("start-up", "stop(), median / p90",
+               mb=f"{statistics.median(stops) * 1e3:.3g} / {q(stops, 0.9):.3g} ms")  # fmt: skip
+
+
+# ------------------------------------------------------------------------ client jobs
+
+
+@dataclass
+class Env:
+    """The processes of the socket groups."""
+
+    broker: Child
+    broker_url: str
+    worker: Child
+    responder: Child | None = None
+    peer: Child | None = None
+    peer_url: str = ""
+
+
+@dataclass
+class Outcome:
+    result: dict[str, Any]
+    cpu_s: float | None
+    cpu_source: str = ""
+
+    @property
+    def count(self) -> int:
+        return int(self.result.get("count") or 0)
+
+    @property
+    def elapsed(self) -> float | None:
+        return self.result.get("elapsed_s")
+
+    @property
+    def rate(self) -> float | None:
+        if not self.elapsed or not self.count:
+            return None
+        return self.count / self.elapsed
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.result.get("complete"))
+
+    def cpu_per_message_us(self, messages: int | None = None) -> float | None:
+        n = self.count if messages is None else messages
+        if self.cpu_s is None or not n:
+            return None
+        return self.cpu_s / n * 1e6
+
+
+def run_job(worker: Child, server: Child | None, spec: dict[str, Any], settings: Settings) -> Outcome:
+    spec = {"size": settings.size, "credit": settings.credit, **spec}
+    before = process_cpu(server.pid) if server else None
+    result = worker.call(spec, timeout=float(spec["limit_s"]) + 30)
+    cpu = None
+    source = ""
+    if server and before:
+        after = process_cpu(server.pid)
+        cpu, source = after[0] - before[0], after[1]
+    if not result.get("ok"):
+        raise ChildError(f"{spec['op']} job on {spec['url']} failed: {result.get('error')}")
+    return Outcome(result, cpu, source)
+
+
+def partial(o: Outcome) -> str:
+    return "" if o.complete else " (partial)"
+
+
+def job_record(report: Report, group: str, name: str, subject: str, o: Outcome, value: float | None, unit: str,
+               **extra: Any) -> None:  # fmt: skip
+    if value is None:
+        report.problem(f"{group}/{name}/{subject}: no value ({o.result})")
+        return
+    report.record(group, name, subject, value, unit, count=o.count, elapsed_s=o.elapsed, complete=o.complete,
+                  client_cpu_s=o.result.get("client_cpu_s"), server_cpu_s=o.cpu_s, cpu_source=o.cpu_source or None,
+                  **extra)  # fmt: skip
+
+
+def bench_throughput(report: Report, s: Settings, env: Env) -> None:
+    assert env.peer is not None
+    n, limit = s.messages, s.job_limit_s
+    progress(f"throughput: {n} x {s.size} B, minibroker vs baseline (proton peer)")
+    b, p = env.broker_url, env.peer_url
+    results: dict[tuple[str, str], Outcome] = {}
+    q_send = "bench.throughput"
+    sends = {
+        "minibroker": {"op": "send", "url": b, "address": q_send, "count": n, "limit_s": limit},
+        "baseline": {"op": "send", "url": p, "address": "sink", "count": n, "limit_s": limit},
+    }
+    servers = {"minibroker": env.broker, "baseline": env.peer}
+    for subject in ("minibroker", "baseline"):
+        results[("send", subject)] = run_job(env.worker, servers[subject], sends[subject], s)
+    filled = results[("send", "minibroker")].result.get("count") or n
+    receives = {
+        "minibroker": {"op": "receive", "url": b, "address": q_send, "count": filled, "limit_s": limit},
+        "baseline": {"op": "receive", "url": p, "address": "generate", "count": n, "limit_s": limit},
+    }
+    for subject in ("minibroker", "baseline"):
+        results[("receive", subject)] = run_job(env.worker, servers[subject], receives[subject], s)
+    concurrents = {
+        "minibroker": {"op": "concurrent", "url": b, "send_address": "bench.concurrent",
+                       "receive_address": "bench.concurrent", "count": n, "limit_s": limit},
+        "baseline": {"op": "concurrent", "url": p, "send_address": "sink", "receive_address": "generate",
+                     "count": n, "limit_s": limit},
+    }  # fmt: skip
+    for subject in ("minibroker", "baseline"):
+        results[("concurrent", subject)] = run_job(env.worker, servers[subject], concurrents[subject], s)
+    for subject in ("minibroker", "baseline"):
+        results[("request", subject)] = run_round_trips(report, s, env, subject)
+
+    def rate_row(kind: str, label: str, target: str = "", rate_ok: Callable[[float], bool] | None = None,
+                 ratio_ok: Callable[[float], bool] | None = None) -> None:  # fmt: skip
+        mb, base = results[(kind, "minibroker")], results[(kind, "baseline")]
+        ratio = mb.rate / base.rate if mb.rate and base.rate else None
+        ok = rate_ok(mb.rate) if rate_ok and mb.rate else None
+        job_record(report, "throughput", kind, "minibroker", mb, mb.rate, "msg/s",
+                   target=target if rate_ok else None, status=verdict(ok) if rate_ok else None)  # fmt: skip
+        job_record(report, "throughput", kind, "baseline", base, base.rate, "msg/s")
+        if ratio is not None:
+            if ratio_ok:
+                ok = ratio_ok(ratio)
+            report.record("throughput", kind, "ratio", ratio, "x", target=target if ratio_ok else None,
+                          status=verdict(ok) if ratio_ok else None)  # fmt: skip
+        cpu = [(o.result.get("client_cpu_s") or 0) / max(1, o.count) * 1e6 for o in (mb, base)]
+        report.row("throughput", label + partial(mb) + ("" if base.complete else " (baseline partial)"),
+                   mb=fmt(mb.rate, "msg/s"), base=fmt(base.rate, "msg/s"), ratio=fmt(ratio, "x") if ratio else "",
+                   target=target, status=verdict(ok),
+                   note=f"client CPU {cpu[0]:.0f} / {cpu[1]:.0f} us per msg")  # fmt: skip
+
+    rate_row("send", "send (waits for all acknowledgements)")
+    rate_row("receive", "receive (pre-filled queue, accept)", "> 12,000 msg/s", rate_ok=lambda r: r > 12_000)
+    rate_row("concurrent", "concurrent send+receive", ">= 0.85x baseline", ratio_ok=lambda r: r >= 0.85)
+
+    mb, base = results[("request", "minibroker")], results[("request", "baseline")]
+    mb_rtt = mb.result.get("rtt_median_s")
+    base_rtt = base.result.get("rtt_median_s")
+    rtt_ratio = mb_rtt / base_rtt if mb_rtt and base_rtt else None
+    ok = rtt_ratio <= 1.3 if rtt_ratio is not None else None
+    job_record(report, "throughput", "round_trip_median", "minibroker", mb, mb_rtt * 1e3 if mb_rtt else None, "ms",
+               p90_ms=(mb.result.get("rtt_p90_s") or 0) * 1e3)  # fmt: skip
+    job_record(report, "throughput", "round_trip_median", "baseline", base, base_rtt * 1e3 if base_rtt else None,
+               "ms", p90_ms=(base.result.get("rtt_p90_s") or 0) * 1e3)  # fmt: skip
+    if rtt_ratio is not None:
+        report.record("throughput", "round_trip_median", "ratio", rtt_ratio, "x", target="<= 1.3x baseline",
+                      status=verdict(ok))  # fmt: skip
+    report.row("throughput", f"request/reply round trip, median ({mb.count} sequential){partial(mb)}",
+               mb=fmt(mb_rtt * 1e3 if mb_rtt else None, "ms"), base=fmt(base_rtt * 1e3 if base_rtt else None, "ms"),
+               ratio=fmt(rtt_ratio, "x") if rtt_ratio else "", target="<= 1.3x baseline", status=verdict(ok))  # fmt: skip
+    mb90, base90 = mb.result.get("rtt_p90_s"), base.result.get("rtt_p90_s")
+    report.row("throughput", "request/reply round trip, p90",
+               mb=fmt(mb90 * 1e3 if mb90 else None, "ms"), base=fmt(base90 * 1e3 if base90 else None, "ms"))  # fmt: skip
+
+    # Broker CPU per message moved, with the baseline peer's beside it.
+    for kind, label in (
+        ("send", "server CPU per message, send"),
+        ("receive", "server CPU per message, receive"),
+        ("concurrent", "server CPU per message, concurrent (in + out)"),
+        ("request", "server CPU per round trip (request + reply)"),
+    ):
+        mbo, baseo = results[(kind, "minibroker")], results[(kind, "baseline")]
+        mb_us, base_us = mbo.cpu_per_message_us(), baseo.cpu_per_message_us()
+        if kind == "request":  # warm-up round trips count too: the broker did their work
+            mb_us = mbo.cpu_per_message_us(mbo.result.get("requests"))
+            base_us = baseo.cpu_per_message_us(baseo.result.get("requests"))
+        target = "< 50 us" if kind == "concurrent" else ""
+        ok = (mb_us < 50) if (kind == "concurrent" and mb_us is not None) else None
+        for subject, o, us in (("minibroker", mbo, mb_us), ("baseline", baseo, base_us)):
+            if us is not None:
+                report.record("cpu", f"server_cpu_per_message_{kind}", subject, us, "us", count=o.count,
+                              server_cpu_s=o.cpu_s, cpu_source=o.cpu_source,
+                              target="< 50 us" if target and subject == "minibroker" else None,
+                              status=verdict(ok) if subject == "minibroker" else None)  # fmt: skip
+        ratio = mb_us / base_us if mb_us and base_us else None
+        report.row("broker CPU", label, mb=fmt(mb_us, "us"), base=fmt(base_us, "us"),
+                   ratio=fmt(ratio, "x") if ratio else "", target=target, status=verdict(ok))  # fmt: skip
+    for kind in ("send", "receive", "concurrent"):
+        mbo, baseo = results[(kind, "minibroker")], results[(kind, "baseline")]
+        for subject, o in (("minibroker", mbo), ("baseline", baseo)):
+            ccpu = o.result.get("client_cpu_s")
+            if ccpu and o.count:
+                report.record("cpu", f"client_cpu_per_message_{kind}", subject, ccpu / o.count * 1e6, "us", count=o.count)
+
+
+def run_round_trips(report: Report, s: Settings, env: Env, subject: str) -> Outcome:
+    limit = s.job_limit_s
+    if subject == "baseline":
+        assert env.peer is not None
+        spec = {"op": "request", "url": env.peer_url, "address": "requests", "reply_address": "replies.bench",
+                "count": s.round_trips, "limit_s": limit}  # fmt: skip
+        return run_job(env.worker, env.peer, spec, s)
+    responder = env.responder
+    assert responder is not None
+    responder.send({"op": "respond", "url": env.broker_url, "address": "bench.requests", "count": s.round_trips + 1000,
+                    "limit_s": limit + 10, "size": s.size, "credit": s.credit})  # fmt: skip
+    first = responder.message(30, lambda m: m.get("event") == "attached" or "ok" in m)
+    if "ok" in first:
+        raise ChildError(f"the responder stopped before attaching: {first.get('error') or first}")
+    spec = {"op": "request", "url": env.broker_url, "address": "bench.requests", "reply_address": "bench.replies",
+            "count": s.round_trips, "limit_s": limit, "stop_responder": True}  # fmt: skip
+    outcome = run_job(env.worker, env.broker, spec, s)
+    answer = responder.result(limit + 40)
+    if not answer.get("ok"):
+        report.problem(f"responder: {answer.get('error')}")
+    return outcome
+
+
+# --------------------------------------------------------------------------- workloads
+
+
+def bench_workloads(report: Report, s: Settings, env: Env) -> None:
+    n, limit, b = s.messages, s.job_limit_s, env.broker_url
+    progress(f"workloads: priority, TTL, selector, transactions ({n} messages each)")
+
+    def pair(name: str, label: str, send: dict[str, Any], receive: dict[str, Any], receive_count: Callable[[int], int],
+             send_label: str = "send", receive_label: str = "receive") -> None:  # fmt: skip
+        sent = run_job(env.worker, env.broker, {"url": b, "limit_s": limit, "count": n, **send}, s)
+        got = run_job(env.worker, env.broker, {"op": "receive", "url": b, "limit_s": limit,
+                                               "count": receive_count(sent.count), **receive}, s)  # fmt: skip
+        for phase, o in ((send_label, sent), (receive_label, got)):
+            job_record(report, "workloads", f"{name}_{phase}", "minibroker", o, o.rate, "msg/s",
+                       server_cpu_us_per_message=o.cpu_per_message_us())  # fmt: skip
+            report.row("workloads", f"{label}: {phase}{partial(o)}", mb=fmt(o.rate, "msg/s"),
+                       note=f"broker CPU {fmt(o.cpu_per_message_us(), 'us')}/msg, {o.count:,} msgs")  # fmt: skip
+
+    pair("priority", "priority (random 0-9)", {"op": "send", "address": "bench.priority", "variant": "priority"},
+         {"address": "bench.priority"}, lambda c: c)  # fmt: skip
+    pair("ttl", "TTL (60 s)", {"op": "send", "address": "bench.ttl", "variant": "ttl"}, {"address": "bench.ttl"},
+         lambda c: c)  # fmt: skip
+    pair("selector", "selector (half match)", {"op": "send", "address": "bench.selector", "variant": "selector"},
+         {"address": "bench.selector", "selector": "color = 'red'", "limit_s": s.selector_limit_s},
+         lambda c: c // 2, receive_label="receive matching")  # fmt: skip
+    pair("transaction", "transactions of 100", {"op": "txn_send", "address": "bench.txn", "batch": 100},
+         {"address": "bench.txn"}, lambda c: c, send_label="send committed")  # fmt: skip
+
+
+# ------------------------------------------------------------------------------ memory
+
+
+def run_engine(args: list[str], timeout: float) -> list[dict[str, Any]]:
+    proc = subprocess.run([sys.executable, str(HERE / "engine_bench.py"), *args], capture_output=True, text=True,
+                          timeout=timeout, env=child_env())  # fmt: skip
+    if proc.returncode != 0:
+        raise ChildError(f"engine_bench {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+def bench_memory(report: Report, s: Settings, env: Env | None) -> None:
+    n = s.memory_messages
+    progress(f"memory: {n} x {s.size}-byte messages queued (Broker.publish in-process; proton into the broker process)")
+    [mem] = run_engine(["memory", "--messages", str(n), "--size", str(s.size), "--limit-s", str(s.engine_limit_s)],
+                       timeout=s.engine_limit_s * 3 + 60)  # fmt: skip
+    traced = mem["traced_bytes_per_message"]
+    report.record("memory", "bytes_per_queued_message_tracemalloc", "minibroker", traced, "B", count=mem["messages"],
+                  complete=mem["complete"], payload_bytes=mem["payload_bytes"],
+                  rss_bytes_per_message=mem["rss_bytes_per_message"])  # fmt: skip
+    report.row("memory", f"per queued message, Broker.publish, tracemalloc ({mem['messages']:,} queued)",
+               mb=fmt(traced, "B"), note=f"encoded message {mem['payload_bytes']} B")  # fmt: skip
+    if env is None:
+        return
+    rss0 = process_rss(env.broker.pid)
+    o = run_job(env.worker, env.broker, {"op": "send", "url": env.broker_url, "address": "bench.memory",
+                                         "count": s.proton_memory_messages, "limit_s": s.job_limit_s * 2}, s)  # fmt: skip
+    rss1 = process_rss(env.broker.pid)
+    per = (rss1 - rss0) / max(1, o.count)
+    job_record(report, "memory", "bytes_per_queued_message_rss_proton", "minibroker", o, per, "B",
+               rss_before=rss0, rss_after=rss1)  # fmt: skip
+    report.row("memory", f"per queued message, sent by proton, broker RSS growth ({o.count:,}){partial(o)}",
+               mb=fmt(per, "B"))  # fmt: skip
+
+
+def bench_depth(report: Report, s: Settings) -> None:
+    small, large, ops = s.depth_small, s.depth_large, s.depth_ops
+    progress(f"depth: engine publish + dispatch/accept at depth {small:,} vs {large:,} ({ops:,} rounds each)")
+    lines = run_engine(["depth", "--depth", str(small), "--depth", str(large), "--ops", str(ops), "--size", str(s.size),
+                        "--limit-s", str(s.engine_limit_s)], timeout=s.engine_limit_s * 6 + 120)  # fmt: skip
+    by_depth = {line["depth_requested"]: line for line in lines}
+    lo, hi = by_depth[small], by_depth[large]
+    bound = math.log(max(hi["depth"], 2)) / math.log(max(lo["depth"], 2))
+    for d in (lo, hi):
+        name = f"depth_{d['depth_requested']}"
+        for key, unit in (("round_cpu_us", "us"), ("enqueue_cpu_us", "us"), ("dequeue_cpu_us", "us"),
+                          ("round_us", "us"), ("fill_cpu_us_per_message", "us")):  # fmt: skip
+            report.record("depth", f"{name}_{key}", "minibroker", d[key], unit, depth=d["depth"], ops=d["ops"],
+                          complete=d["complete"])  # fmt: skip
+        report.record("depth", f"{name}_fill_rss_bytes_per_message", "minibroker", d["fill_rss_bytes_per_message"], "B",
+                      depth=d["depth"], complete=d["complete"])  # fmt: skip
+    for key, label in (("enqueue_cpu_us", "publish (CPU)"), ("dequeue_cpu_us", "dispatch + accept (CPU)"),
+                       ("round_cpu_us", "publish + consume (CPU)"), ("round_us", "publish + consume (wall)")):  # fmt: skip
+        ratio = hi[key] / lo[key] if lo[key] else None
+        judged = key.endswith("cpu_us")
+        ok = ratio <= bound if ratio is not None and judged else None
+        target = f"<= {bound:.2f}x (log n)" if judged else ""
+        if ratio is not None:
+            report.record("depth", f"{key}_ratio", "ratio", ratio, "x", target=target or None, status=verdict(ok),
+                          depth_small=lo["depth"], depth_large=hi["depth"])  # fmt: skip
+        report.row("depth", f"{label} per message, {hi['depth']:,} deep" +
+                   ("" if lo["complete"] and hi["complete"] else " (partial)"),
+                   mb=fmt(hi[key], "us"), ratio=fmt(ratio, "x") if ratio else "",
+                   target=target, status=verdict(ok),
+                   note=f"{fmt(lo[key], 'us')} at {lo['depth']:,} deep; ratio = large / small")  # fmt: skip
+    report.row("depth", f"fill to {hi['depth']:,}: CPU per publish / RSS per message",
+               mb=f"{hi['fill_cpu_us_per_message']:.3g} us / {hi['fill_rss_bytes_per_message']:,.0f} B")  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- profile
+
+
+def bench_profile(report: Report, s: Settings, worker: Child, out: str) -> str:
+    """The concurrent send+receive workload against a broker profiled (CPU time) only while it runs."""
+    import io
+    import pstats
+
+    progress(f"profile: concurrent send+receive against a broker under cProfile -> {out}")
+    broker = spawn_broker(profile_to=out)
+    try:
+        url = broker_url(broker)
+        spec = {"op": "concurrent", "url": url, "send_address": "bench.profile", "receive_address": "bench.profile",
+                "count": s.messages, "limit_s": s.job_limit_s * 2}  # fmt: skip
+        broker.proc.send_signal(signal.SIGUSR1)
+        time.sleep(0.2)  # let the handler run before the first frame arrives
+        o = run_job(worker, broker, spec, s)
+        broker.proc.send_signal(signal.SIGUSR2)
+        broker.message(60, lambda m: m.get("event") == "profile-written")
+    finally:
+        broker.close(signal.SIGTERM)
+    text = io.StringIO()
+    stats = pstats.Stats(out, stream=text)
+    stats.sort_stats("tottime").print_stats(25)
+    body = text.getvalue()
+    body = body[body.index("   ncalls") :] if "   ncalls" in body else body
+    header = (f"cProfile of the broker process (wall-clock timer; `select.epoll.poll` is time idle waiting for "
+              f"the client) during concurrent send+receive of "
+              f"{o.count:,} messages ({o.elapsed or 0:.2f} s under the profiler{partial(o)}; broker CPU "
+              f"{fmt(o.cpu_per_message_us(), 'us')}/msg while profiled); top 25 by tottime, pstats in {out}:")  # fmt: skip
+    return header + "\n" + body.rstrip()
+
+
+# -------------------------------------------------------------------------------- main
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description="minibroker benchmark suite (see bench/run.py)")
+    parser.add_argument("--quick", action="store_true", help="CI smoke mode: small counts, a few seconds")
+    parser.add_argument("--json", default=str(DEFAULT_JSON), help=f"append JSON lines here (default {DEFAULT_JSON})")
+    parser.add_argument("--only", default=",".join(GROUPS), help=f"comma-separated groups out of {', '.join(GROUPS)}")
+    parser.add_argument("--messages", type=int, help="override the message count of the socket workloads")
+    parser.add_argument("--round-trips", type=int, help="override the number of request/reply round trips")
+    parser.add_argument("--startup-reps", type=int, help="override the start-up repetitions")
+    parser.add_argument("--profile", nargs="?", const="", default=None, metavar="FILE",
+                        help="also profile the broker under concurrent send+receive (pstats file, default a temp file)")  # fmt: skip
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    s = Settings.for_mode(args.quick)
+    if args.messages:
+        s.messages = args.messages
+    if args.round_trips:
+        s.round_trips = args.round_trips
+    if args.startup_reps:
+        s.startup_reps = args.startup_reps
+    groups = [g.strip() for g in args.only.split(",") if g.strip()]
+    unknown = set(groups) - set(GROUPS)
+    if unknown:
+        print(f"unknown group(s) {sorted(unknown)}; choose from {', '.join(GROUPS)}", file=sys.stderr)
+        return 2
+    json_path = Path(args.json)
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    report = Report(s, json_path)
+    t0 = time.monotonic()
+    crashed = False
+    profile_text = ""
+    children: list[Child] = []
+    try:
+        if "startup" in groups:
+            timed("startup", bench_startup, report, s)
+        env: Env | None = None
+        if {"throughput", "workloads", "memory"} & set(groups) or args.profile is not None:
+            # Spawn every process first (they import in parallel), then wait for each.
+            broker = spawn_broker()
+            worker = start_worker("client worker")
+            children += [broker, worker]
+            responder = peer = None
+            if "throughput" in groups:
+                responder = start_worker("responder worker")
+                peer = spawn_peer(s)
+                children += [responder, peer]
+            env = Env(broker, broker_url(broker), worker, responder)
+            if peer is not None:
+                env.peer, env.peer_url = peer, peer_url(peer)
+            wait_ready(*(c for c in (worker, responder) if c is not None))
+        if "throughput" in groups and env is not None:
+            timed("throughput", bench_throughput, report, s, env)
+        if "workloads" in groups and env is not None:
+            timed("workloads", bench_workloads, report, s, env)
+        if "memory" in groups:
+            timed("memory", bench_memory, report, s, env)
+        if env is not None:  # free the CPU for the in-process measurements
+            env.broker.close(signal.SIGTERM)
+            if env.peer is not None:
+                env.peer.close(signal.SIGTERM)
+        if "depth" in groups:
+            timed("depth", bench_depth, report, s)
+        if args.profile is not None and env is not None:
+            out = args.profile or os.path.join(tempfile.gettempdir(), f"minibroker-bench-{report.run_id}.prof")
+            profile_text = timed("profile", bench_profile, report, s, env.worker, out)
+    except Exception:
+        crashed = True
+        traceback.print_exc()
+    finally:
+        for child in reversed(children):
+            child.close(signal.SIGTERM if child.name in ("broker", "baseline peer") else None)
+    print(report.table())
+    if profile_text:
+        print()
+        print(profile_text)
+    print(f"\n{len(report.records)} measurements appended to {json_path} in {time.monotonic() - t0:.1f} s")
+    if crashed:
+        print("\nthe bench crashed (traceback above); the table holds what was measured before", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

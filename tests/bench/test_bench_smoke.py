@@ -1,0 +1,57 @@
+"""Smoke test of the benchmark suite: its cheapest parts run and write well-formed JSON lines.
+
+Start-up x5 and a 200-message throughput run against the no-broker baseline
+(``python -m bench --quick --only startup,throughput``).  No timing thresholds: the
+numbers only have to exist and be positive.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("proton")
+
+ROOT = Path(__file__).resolve().parents[2]
+KEYS = {"run_id", "mode", "group", "name", "subject", "value", "unit", "loadavg"}
+
+
+def test_quick_startup_and_throughput_write_positive_measurements(tmp_path: Path) -> None:
+    out = tmp_path / "bench.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--only", "startup,throughput", "--startup-reps", "5",
+         "--messages", "200", "--round-trips", "20", "--json", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert proc.returncode == 0, f"bench failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr[-4000:]}"
+    assert "measurement" in proc.stdout and ("PASS" in proc.stdout or "MISS" in proc.stdout), proc.stdout
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert records, "no JSON lines written"
+    for rec in records:
+        assert KEYS <= rec.keys(), rec
+        assert isinstance(rec["value"], (int, float)) and rec["value"] > 0, rec
+        assert rec["mode"] == "quick"
+        if rec.get("status"):
+            assert rec["status"] in ("PASS", "MISS") and rec.get("target"), rec
+    assert len({rec["run_id"] for rec in records}) == 1
+    names = {(rec["group"], rec["name"], rec["subject"]) for rec in records}
+    for expected in [
+        ("startup", "start_to_open_median", "minibroker"),
+        ("startup", "stop_median", "minibroker"),
+        ("throughput", "send", "minibroker"),
+        ("throughput", "send", "baseline"),
+        ("throughput", "receive", "minibroker"),
+        ("throughput", "receive", "baseline"),
+        ("throughput", "concurrent", "minibroker"),
+        ("throughput", "concurrent", "baseline"),
+        ("throughput", "concurrent", "ratio"),
+        ("throughput", "round_trip_median", "ratio"),
+        ("cpu", "server_cpu_per_message_concurrent", "minibroker"),
+    ]:
+        assert expected in names, f"missing {expected}; got {sorted(names)}"
+    counts = {(rec["name"], rec["subject"]): rec.get("count") for rec in records if rec["group"] == "throughput"}
+    assert counts[("send", "minibroker")] == 200 and counts[("concurrent", "minibroker")] == 200, counts
