@@ -7,6 +7,7 @@ knows about trio, sockets and real time.  It binds to 127.0.0.1 by default.
 from __future__ import annotations
 
 import math
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
@@ -31,6 +32,10 @@ class _Waker:
 
     def set(self) -> None:
         self._event.set()
+
+    def clear(self) -> None:
+        if self._event.is_set():
+            self._event = trio.Event()
 
     async def wait(self, deadline: float) -> None:
         with trio.move_on_at(deadline):
@@ -76,6 +81,13 @@ async def _run_timers(broker: Broker) -> None:
 
 
 async def _serve_connection(broker: Broker, stream: trio.SocketStream) -> None:
+    """Read and write one connection.
+
+    The reader sends the replies to what it just read itself, so a request
+    costs one task wake-up, not two; the writer task sends only what other
+    connections' traffic produced for this one (a message routed here) and
+    runs the idle-timeout ticks.  A lock keeps their ``send_all`` calls apart.
+    """
     waker = _Waker()
     try:
         host, port = stream.socket.getpeername()[:2]
@@ -83,18 +95,26 @@ async def _serve_connection(broker: Broker, stream: trio.SocketStream) -> None:
     except OSError:
         peer = "?"
     connection = broker.connect(waker.set, peer)
+    sending = trio.StrictFIFOLock()
+
+    async def flush() -> None:
+        async with sending:
+            while data := connection.data_to_send():
+                await stream.send_all(data)
+
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_write, connection, stream, waker, nursery.cancel_scope)
-            while not connection.finished:
-                try:
+            nursery.start_soon(_write, connection, flush, waker, nursery.cancel_scope)
+            try:
+                while not connection.finished:
                     data = await stream.receive_some(READ_SIZE)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    break
-                if not data:
-                    break
-                connection.receive_data(data)
-                waker.set()
+                    if not data:
+                        break
+                    connection.receive_data(data)
+                    await flush()
+                    waker.clear()  # everything queued for this connection has been sent
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
             # The peer is gone (or we closed): end its links now, so what it held goes back at
             # once rather than after the writer's grace period below.
             connection.connection_lost()
@@ -106,15 +126,14 @@ async def _serve_connection(broker: Broker, stream: trio.SocketStream) -> None:
             await stream.aclose()
 
 
-async def _write(connection: Any, stream: trio.SocketStream, waker: _Waker, scope: trio.CancelScope) -> None:
-    """The connection's only writer: flush queued frames when woken, run idle-timeout ticks."""
+async def _write(
+    connection: Any, flush: Callable[[], Awaitable[None]], waker: _Waker, scope: trio.CancelScope
+) -> None:
+    """Send output produced by other connections' traffic; run idle-timeout ticks."""
     try:
         while True:
             deadline = connection.tick(trio.current_time())
-            data = connection.data_to_send()
-            if data:
-                await stream.send_all(data)
-                continue
+            await flush()
             if connection.finished:
                 break
             await waker.wait(deadline if deadline is not None else math.inf)
