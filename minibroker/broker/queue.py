@@ -88,6 +88,11 @@ class Queue:
         self._levels: list[list[tuple[int, int, Entry]]] = [[] for _ in range(options.priorities)]
         self._available_count = 0
         self._entries: dict[int, Entry] = {}  # seq -> Entry, every entry not archived, in arrival order
+        # Built when a consumer first skips a message it does not accept (a selector):
+        # the available keys in delivery order, and how far each such consumer has
+        # looked, so it never re-examines messages it already turned down.
+        self._index: SortedList | None = None  # (-level, seq) of available entries
+        self._cursors: dict[Consumer, tuple[int, int]] = {}
         self._expiry = SortedList()  # (expires_at, seq) of every entry held that can expire
         self._seq = 0
         self.consumers: list[Consumer] = []
@@ -144,11 +149,19 @@ class Queue:
         entry.token += 1
         heapq.heappush(self._levels[entry.level], (entry.seq, entry.token, entry))
         self._available_count += 1
+        if self._index is not None:
+            key = (-entry.level, entry.seq)
+            self._index.add(key)
+            for consumer, cursor in list(self._cursors.items()):
+                if key < cursor:  # it lands where that consumer has already looked
+                    del self._cursors[consumer]
 
     def _take(self, entry: Entry, state: int) -> None:
         """An available entry leaves the available set (its heap item goes stale)."""
         entry.state = state
         self._available_count -= 1
+        if self._index is not None:
+            self._index.discard((-entry.level, entry.seq))
 
     def _first_available(self) -> Entry | None:
         """The next entry in delivery order, dropping stale heap items on the way."""
@@ -168,6 +181,7 @@ class Queue:
             removed += 1
         for heap in self._levels:
             heap.clear()
+        self._cursors.clear()
         return removed
 
     # ---------------------------------------------------------- consumers
@@ -180,6 +194,9 @@ class Queue:
 
     def remove_consumer(self, consumer: Consumer) -> None:
         self._browsers.pop(consumer, None)
+        self._cursors.pop(consumer, None)
+        if not self._cursors:
+            self._index = None  # rebuilt when a selective consumer needs it again
         if consumer in self.consumers:
             self.consumers.remove(consumer)
 
@@ -219,9 +236,17 @@ class Queue:
         first = self._first_available()
         if first is None or consumer.accepts(first):
             return first
-        for entry in self._available_in_order():
+        index = self._index
+        if index is None:
+            index = self._index = SortedList((-e.level, e.seq) for e in self._available_in_order())
+        cursor = self._cursors.get(consumer)
+        keys = index.irange(minimum=cursor, inclusive=(False, True)) if cursor is not None else iter(index)
+        entries = self._entries
+        for key in keys:
+            entry = entries[key[1]]
             if consumer.accepts(entry):
                 return entry
+            self._cursors[consumer] = key
         return None
 
     def _browse(self, browser: Consumer) -> None:
