@@ -40,6 +40,9 @@ __all__ = ["decode", "decode_at", "encode", "encode_into", "skip_at", "DESCRIBED
 #: from its decoded body; filled in by :mod:`minibroker.amqp.composite`.
 DESCRIBED_TYPES: dict[object, Callable[[Any], object]] = {}
 
+#: The same builders for descriptor codes below 256, keyed by the plain int code.
+SMALL_CODES: dict[int, Callable[[Any], object]] = {}
+
 #: Nesting deeper than this is refused rather than risking Python's recursion limit.
 MAX_NESTING = 100
 #: An array may claim at most ARRAY_FREE_ELEMENTS plus this many elements per byte of its body,
@@ -643,6 +646,12 @@ def _array(width: int) -> _Decoder:
 def _dec_described(buf: Buf, pos: int, depth: int) -> tuple[Any, int]:
     if depth > MAX_NESTING:
         raise AMQPDecodeError(f"values nested deeper than {MAX_NESTING} levels")
+    if pos + 2 < len(buf) and buf[pos] == 0x53:
+        # The usual form, a small ulong code (00 53 xx): skip building the descriptor.
+        build = SMALL_CODES.get(buf[pos + 1])
+        if build is not None:
+            value, pos = _DECODERS[buf[pos + 2]](buf, pos + 3, depth + 1)
+            return build(value), pos
     descriptor, pos = decode_at(buf, pos, depth + 1)
     value, pos = decode_at(buf, pos, depth + 1)
     try:
@@ -679,18 +688,30 @@ _DECODERS[0x40] = _const(None)
 _DECODERS[0x41] = _const(True)
 _DECODERS[0x42] = _const(False)
 _DECODERS[0x56] = _dec_boolean
-_DECODERS[0x50] = _unpacker(_B, ubyte)
-_DECODERS[0x60] = _unpacker(_H, ushort)
-_DECODERS[0x70] = _unpacker(_I, uint)
-_DECODERS[0x52] = _small(uint, False)
+
+
+def _unchecked(cls: type[int]) -> Callable[[int], Any]:
+    """Build a bounded int from the wire without the bounds check: its width already bounds it."""
+    new = int.__new__
+
+    def build(value: int) -> Any:
+        return new(cls, value)
+
+    return build
+
+
+_DECODERS[0x50] = _unpacker(_B, _unchecked(ubyte))
+_DECODERS[0x60] = _unpacker(_H, _unchecked(ushort))
+_DECODERS[0x70] = _unpacker(_I, _unchecked(uint))
+_DECODERS[0x52] = _small(_unchecked(uint), False)
 _DECODERS[0x43] = _const(uint(0))
-_DECODERS[0x80] = _unpacker(_Q, ulong)
-_DECODERS[0x53] = _small(ulong, False)
+_DECODERS[0x80] = _unpacker(_Q, _unchecked(ulong))
+_DECODERS[0x53] = _small(_unchecked(ulong), False)
 _DECODERS[0x44] = _const(ulong(0))
-_DECODERS[0x51] = _unpacker(_b, byte)
-_DECODERS[0x61] = _unpacker(_h, short)
-_DECODERS[0x71] = _unpacker(_i, int32)
-_DECODERS[0x54] = _small(int32, True)
+_DECODERS[0x51] = _unpacker(_b, _unchecked(byte))
+_DECODERS[0x61] = _unpacker(_h, _unchecked(short))
+_DECODERS[0x71] = _unpacker(_i, _unchecked(int32))
+_DECODERS[0x54] = _small(_unchecked(int32), True)
 _DECODERS[0x81] = _unpacker(_q, None)
 _DECODERS[0x55] = _small(int, True)
 _DECODERS[0x72] = _unpacker(_f, float32)

@@ -120,6 +120,8 @@ def _register(cls: type, code: int, name: str, build: Callable[[Any], object]) -
         if key in codec.DESCRIBED_TYPES:
             raise ValueError(f"descriptor {key!r} is declared twice")
         codec.DESCRIBED_TYPES[key] = build
+    if code < 256:
+        codec.SMALL_CODES[code] = build
 
 
 T = TypeVar("T")
