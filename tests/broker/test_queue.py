@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from fake_consumer import FakeConsumer as BaseFakeConsumer
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -30,33 +31,10 @@ from minibroker.broker.statistics import NodeCounters
 from minibroker.broker.stored import ACQUIRED, ARCHIVED, AVAILABLE, Entry, StoredMessage
 
 T0 = 1_700_000_000.0
-_link_ids = itertools.count(1)
 
 
-class FakeConsumer:
-    """The queue's ``Consumer`` protocol with a credit counter and a list of what it got.
-
-    ``accepts`` honours ``undeliverable-here`` the way the broker's links do
-    (an entry never goes back to a link that refused it, Part 3 §3.4.5).
-    """
-
-    def __init__(self, credit: int = 0, *, browse: bool = False, name: str = "") -> None:
-        self.link_id = next(_link_ids)
-        self.browse = browse
-        self.link_credit = credit
-        self.name = name or f"consumer-{self.link_id}"
-        self.delivered: list[Entry] = []
-
-    def credit(self) -> int:
-        return self.link_credit
-
-    def accepts(self, entry: Entry) -> bool:
-        return entry.undeliverable is None or self.link_id not in entry.undeliverable
-
-    def deliver(self, entry: Entry) -> None:
-        assert self.link_credit > 0, f"{self.name} was sent a message without credit"
-        self.link_credit -= 1
-        self.delivered.append(entry)
+class FakeConsumer(BaseFakeConsumer):
+    """The shared fake consumer, plus the bodies it was given."""
 
     def bodies(self) -> list[Any]:
         return [body_of(entry) for entry in self.delivered]

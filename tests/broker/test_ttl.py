@@ -8,10 +8,10 @@ dead-lettered and never delivered).  Time only moves through
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import pytest
+from fake_consumer import FakeConsumer
 
 from minibroker.amqp.message import decode_message
 from minibroker.amqp.messaging import Released
@@ -27,27 +27,6 @@ from minibroker.broker.stored import AVAILABLE, Entry, StoredMessage
 
 T0 = 1_700_000_000.0
 DLQ = "q/$DeadLetterQueue"
-_link_ids = itertools.count(1)
-
-
-class FakeConsumer:
-    """The queue's ``Consumer`` protocol: a credit counter and the entries delivered."""
-
-    def __init__(self, credit: int = 0) -> None:
-        self.link_id = next(_link_ids)
-        self.browse = False
-        self.link_credit = credit
-        self.delivered: list[Entry] = []
-
-    def credit(self) -> int:
-        return self.link_credit
-
-    def accepts(self, entry: Entry) -> bool:
-        return True
-
-    def deliver(self, entry: Entry) -> None:
-        self.link_credit -= 1
-        self.delivered.append(entry)
 
 
 def make_broker(**options: Any) -> tuple[Broker, ManualClock]:
