@@ -269,11 +269,23 @@ class TransactionManager:
         self._finish(txn)
 
     def _settle(self, connection: BrokerConnection, delivery: Delivery, state: Any) -> None:
+        """Settle a delivery the peer still remembers: one it sent pre-settled is forgotten (Part 2 §2.6.12)."""
+        if delivery.remote_settled:
+            return
         if connection.open and delivery.link.state.value == "ATTACHED":
             connection.engine.settle(delivery, state)
             self.broker.mark_dirty(connection)
 
     def _finish(self, txn: Transaction) -> None:
+        """After discharge: end transactional credit (§4.4.3) and dispatch what became available.
+
+        Credit granted by a flow naming a discharged transaction no longer acquires in it:
+        a later delivery would otherwise belong to a transaction that can never be
+        discharged (and stay acquired for ever once its link ends).
+        """
+        for consumer in self.broker._consumers:
+            if consumer.transaction is txn:
+                consumer.transaction = None
         queues = {consumer.queue for consumer, *_ in txn.outcomes} | {c.queue for c, *_ in txn.acquisitions}
         now = self.broker.clock.now()
         for queue in queues:
