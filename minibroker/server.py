@@ -2,24 +2,33 @@
 
 This is the only layer (with :mod:`.threaded` and :mod:`.trio_broker`) that
 knows about trio, sockets and real time.  It binds to 127.0.0.1 by default.
+
+Sockets are non-blocking stdlib sockets driven with ``trio.lowlevel``:
+a read or write is tried first and the task parks on readiness only when it
+would block.  Trio's high-level streams add a scheduler pass around every
+successful call; for a request/reply exchange those passes, not the
+protocol work, were most of the broker's CPU (see ``bench/``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable
-from functools import partial
+import socket
 from typing import Any
 
 import trio
 
 from .broker.clock import ManualClock
-from .broker.engine import Broker
+from .broker.engine import Broker, BrokerConnection
 
 __all__ = ["serve", "DEFAULT_HOST"]
 
 DEFAULT_HOST = "127.0.0.1"
 READ_SIZE = 256 * 1024
+#: Output queued for a peer that does not read, beyond which its reader stops reading.
+HIGH_WATER = 4 * 1024 * 1024
+#: Chunks a reader handles back to back before it lets other tasks run.
+FAIRNESS_BATCH = 16
 
 
 class _Waker:
@@ -40,8 +49,48 @@ class _Waker:
     async def wait(self, deadline: float) -> None:
         with trio.move_on_at(deadline):
             await self._event.wait()
-        if self._event.is_set():
-            self._event = trio.Event()
+        self.clear()
+
+
+class _Sender:
+    """Writes to one socket in order; whichever task finds it idle does the writing."""
+
+    __slots__ = ("_sock", "_pending", "_busy", "_drained")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._pending = bytearray()
+        self._busy = False
+        self._drained = trio.Event()
+
+    @property
+    def backlog(self) -> int:
+        return len(self._pending)
+
+    async def send(self, data: bytes) -> None:
+        """Queue ``data``; write it now unless another task is already waiting to write."""
+        self._pending += data
+        if self._busy:
+            return
+        self._busy = True
+        try:
+            while self._pending:
+                try:
+                    sent = self._sock.send(self._pending)
+                except BlockingIOError:
+                    sent = 0
+                del self._pending[:sent]
+                if self._pending:
+                    await trio.lowlevel.wait_writable(self._sock)
+        finally:
+            self._busy = False
+            self._drained.set()
+            self._drained = trio.Event()
+
+    async def wait_drained(self) -> None:
+        """Park until what is queued has been written (back-pressure for a peer that does not read)."""
+        while len(self._pending) > HIGH_WATER:
+            await self._drained.wait()
 
 
 async def serve(
@@ -52,13 +101,33 @@ async def serve(
     task_status: Any = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve AMQP on ``host:port`` until cancelled; reports the bound port through ``task_status``."""
-    listeners = await trio.open_tcp_listeners(port, host=host)
-    bound = listeners[0].socket.getsockname()[1]
-    async with trio.open_nursery() as nursery:
-        if not isinstance(broker.clock, ManualClock):
-            nursery.start_soon(_run_timers, broker)
-        task_status.started(bound)
-        await trio.serve_listeners(partial(_serve_connection, broker), listeners, handler_nursery=nursery)
+    family, kind, proto, _name, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    listener = socket.socket(family, kind, proto)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(address)
+        listener.listen(128)
+        listener.setblocking(False)
+        bound = listener.getsockname()[1]
+        async with trio.open_nursery() as nursery:
+            if not isinstance(broker.clock, ManualClock):
+                nursery.start_soon(_run_timers, broker)
+            task_status.started(bound)
+            while True:
+                await trio.lowlevel.wait_readable(listener)
+                try:
+                    sock, peer = listener.accept()
+                except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+                    continue
+                except OSError:  # e.g. out of file descriptors: keep serving the others
+                    await trio.sleep(0.05)
+                    continue
+                sock.setblocking(False)
+                if family in (socket.AF_INET, socket.AF_INET6):
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                nursery.start_soon(_serve_connection, broker, sock, f"{peer[0]}:{peer[1]}")
+    finally:
+        listener.close()
 
 
 async def _run_timers(broker: Broker) -> None:
@@ -80,41 +149,24 @@ async def _run_timers(broker: Broker) -> None:
         broker.on_timers_changed = previous
 
 
-async def _serve_connection(broker: Broker, stream: trio.SocketStream) -> None:
+async def _serve_connection(broker: Broker, sock: socket.socket, peer: str) -> None:
     """Read and write one connection.
 
     The reader sends the replies to what it just read itself, so a request
-    costs one task wake-up, not two; the writer task sends only what other
+    costs one task wake-up; the writer task sends only what other
     connections' traffic produced for this one (a message routed here) and
-    runs the idle-timeout ticks.  A lock keeps their ``send_all`` calls apart.
+    runs the idle-timeout ticks.
     """
     waker = _Waker()
-    try:
-        host, port = stream.socket.getpeername()[:2]
-        peer = f"{host}:{port}"
-    except OSError:
-        peer = "?"
     connection = broker.connect(waker.set, peer)
-    sending = trio.StrictFIFOLock()
-
-    async def flush() -> None:
-        async with sending:
-            while data := connection.data_to_send():
-                await stream.send_all(data)
-
+    sender = _Sender(sock)
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_write, connection, flush, waker, nursery.cancel_scope)
+            nursery.start_soon(_write, connection, sender, waker, nursery.cancel_scope)
             try:
-                while not connection.finished:
-                    data = await stream.receive_some(READ_SIZE)
-                    if not data:
-                        break
-                    connection.receive_data(data)
-                    await flush()
-                    waker.clear()  # everything queued for this connection has been sent
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                pass
+                await _read(connection, sock, sender, waker)
+            except OSError:
+                pass  # reset by the peer: handled as a lost connection below
             # The peer is gone (or we closed): end its links now, so what it held goes back at
             # once rather than after the writer's grace period below.
             connection.connection_lost()
@@ -122,21 +174,44 @@ async def _serve_connection(broker: Broker, stream: trio.SocketStream) -> None:
             nursery.cancel_scope.deadline = trio.current_time() + 5  # let the writer flush a close
     finally:
         connection.connection_lost()
-        with trio.CancelScope(shield=True):
-            await stream.aclose()
+        sock.close()
 
 
-async def _write(
-    connection: Any, flush: Callable[[], Awaitable[None]], waker: _Waker, scope: trio.CancelScope
-) -> None:
+async def _read(connection: BrokerConnection, sock: socket.socket, sender: _Sender, waker: _Waker) -> None:
+    handled = 0
+    while not connection.finished:
+        try:
+            data = sock.recv(READ_SIZE)
+        except BlockingIOError:
+            handled = 0
+            await trio.lowlevel.wait_readable(sock)
+            continue
+        if not data:
+            return
+        connection.receive_data(data)
+        output = connection.data_to_send()
+        if output:
+            await sender.send(output)
+        waker.clear()  # everything queued for this connection has been handed to the sender
+        if sender.backlog > HIGH_WATER:
+            await sender.wait_drained()
+        handled += 1
+        if handled >= FAIRNESS_BATCH:
+            handled = 0
+            await trio.lowlevel.checkpoint()
+
+
+async def _write(connection: BrokerConnection, sender: _Sender, waker: _Waker, scope: trio.CancelScope) -> None:
     """Send output produced by other connections' traffic; run idle-timeout ticks."""
     try:
         while True:
             deadline = connection.tick(trio.current_time())
-            await flush()
-            if connection.finished:
+            output = connection.data_to_send()
+            if output:
+                await sender.send(output)
+            if connection.finished and not sender.backlog:
                 break
             await waker.wait(deadline if deadline is not None else math.inf)
-    except (trio.BrokenResourceError, trio.ClosedResourceError):
+    except OSError:
         pass
     scope.cancel()
