@@ -48,13 +48,22 @@ def _header(data: bytes) -> Header:
 class StoredMessage:
     """One received message; shared by every queue a topic copies it to."""
 
-    __slots__ = ("payload", "sections", "header", "arrived_at", "_properties", "_application_properties")
+    __slots__ = (
+        "payload", "header", "arrived_at", "_properties", "_application_properties",
+        "_header_end", "_annotations_start", "_bare_start", "_bare_end",
+    )  # fmt: skip
 
     def __init__(self, payload: bytes, arrived_at: float) -> None:
         self.payload = payload
-        self.sections: Sections = split_sections(payload)
-        start, end = self.sections.header
-        self.header: Header | None = _header(payload[start:end]) if end > start else None
+        # Sections follow each other in a fixed order (§3.2), so four offsets place them
+        # all: header | delivery-annotations | message-annotations | bare message | footer.
+        sections = split_sections(payload)
+        header_start, header_end = sections.header
+        da_start, da_end = sections.delivery_annotations
+        self._header_end = header_end
+        self._annotations_start = da_end if da_end > da_start else header_end
+        self._bare_start, self._bare_end = sections.bare
+        self.header: Header | None = _header(payload[header_start:header_end]) if header_end else None
         self.arrived_at = arrived_at
         self._properties: Properties | None | bool = False  # False: not decoded yet
         self._application_properties: dict[str, Any] | None | bool = False
@@ -64,16 +73,32 @@ class StoredMessage:
         return self.header.priority if self.header is not None else 4
 
     @property
+    def sections(self) -> Sections:
+        """Byte ranges of the message's sections (see :func:`~minibroker.amqp.message.split_sections`)."""
+        header_end, annotations_start = self._header_end, self._annotations_start
+        bare_start, bare_end = self._bare_start, self._bare_end
+        return Sections(
+            (0, header_end),
+            (header_end, annotations_start),
+            (annotations_start, bare_start),
+            (bare_start, bare_end),
+            (bare_end, len(self.payload)),
+        )
+
+    @property
+    def has_delivery_annotations(self) -> bool:
+        return self._annotations_start > self._header_end
+
+    @property
     def bare(self) -> bytes:
-        start, end = self.sections.bare
-        return self.payload[start:end]
+        return self.payload[self._bare_start : self._bare_end]
 
     @property
     def properties(self) -> Properties | None:
         """The decoded properties section, or None (decoded on first use)."""
         if self._properties is False:
             self._properties = None
-            start, end = self.sections.bare
+            start = self._bare_start
             if self.payload[start : start + 3] == _PROPERTIES_PREFIX:
                 self._properties = codec.decode_at(self.payload, start)[0]
         return self._properties  # type: ignore[return-value]
@@ -83,8 +108,7 @@ class StoredMessage:
         """The decoded application-properties map, or None (decoded on first use)."""
         if self._application_properties is False:
             self._application_properties = None
-            start, end = self.sections.bare
-            pos = start
+            pos = self._bare_start
             if self.payload[pos : pos + 3] == _PROPERTIES_PREFIX:
                 pos = codec.skip_at(self.payload, pos)
             if self.payload[pos : pos + 3] == b"\x00\x53\x74":
@@ -93,7 +117,7 @@ class StoredMessage:
 
     @property
     def message_annotations(self) -> dict[Any, Any] | None:
-        start, end = self.sections.message_annotations
+        start, end = self._annotations_start, self._bare_start
         if end == start:
             return None
         value: MessageAnnotations = codec.decode(self.payload[start:end])
@@ -105,7 +129,7 @@ class StoredMessage:
         header = self.header
         if header is not None and header.ttl is not None:
             candidates.append(self.arrived_at + header.ttl / 1000)
-        if self.sections.bare[1] > self.sections.bare[0]:
+        if self._bare_end > self._bare_start:
             absolute = self._absolute_expiry_time()
             if absolute is not None:
                 candidates.append(absolute / 1000)
@@ -118,7 +142,7 @@ class StoredMessage:
     def _absolute_expiry_time(self) -> int | None:
         """Read properties field 9 (absolute-expiry-time) by skipping the fields before it."""
         payload = self.payload
-        start = self.sections.bare[0]
+        start = self._bare_start
         if payload[start : start + 3] != _PROPERTIES_PREFIX:
             return None
         if self._properties is not False:
@@ -194,7 +218,6 @@ class Entry:
         """
         message = self.message
         header = message.header
-        sections = message.sections
         ttl = None
         if keep_ttl and header is not None and header.ttl is not None:
             ttl = max(0, int(header.ttl - (now - message.arrived_at) * 1000))
@@ -202,7 +225,7 @@ class Entry:
             self.annotations is None
             and (header.delivery_count if header is not None else 0) == self.delivery_count
             and (header is None or header.ttl == ttl)
-            and sections.delivery_annotations[0] == sections.delivery_annotations[1]
+            and not message.has_delivery_annotations
         )
         if unchanged:
             return message.payload
@@ -218,12 +241,8 @@ class Entry:
             if self.annotations:
                 MessageAnnotations(self.annotations).encode_into(out)
         else:
-            start, end = sections.message_annotations
-            out += message.payload[start:end]
-        start, end = sections.bare
-        out += message.payload[start:end]
-        start, end = sections.footer
-        out += message.payload[start:end]
+            out += message.payload[message._annotations_start : message._bare_start]
+        out += message.payload[message._bare_start :]  # the bare message and the footer
         return bytes(out)
 
     def decode(self, now: float) -> Message:
