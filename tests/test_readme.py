@@ -1,0 +1,26 @@
+"""The README's Python examples run as written."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+RUNNABLE = [block for block in BLOCKS if "..." not in block]
+
+
+def test_readme_has_runnable_examples() -> None:
+    assert len(RUNNABLE) >= 2
+
+
+@pytest.mark.parametrize("block", RUNNABLE, ids=[f"example-{i}" for i in range(len(RUNNABLE))])
+def test_readme_example_runs(block: str) -> None:
+    namespace: dict[str, Any] = {}
+    exec(compile(block, str(README), "exec"), namespace)
+    for name, value in namespace.items():
+        if name.startswith("test_") and callable(value):
+            value()
