@@ -122,8 +122,10 @@ def enc_int(v: int, out: Out) -> None:
 def enc_long(v: int, out: Out) -> None:
     if -128 <= v <= 127:
         out += b"\x55" + _b.pack(v)
-    else:
+    elif -(2**63) <= v < 2**63:
         out += b"\x81" + _q.pack(v)
+    else:
+        raise OverflowError(f"{v} does not fit an AMQP long (64-bit signed); use ulong({v}) if it is unsigned")
 
 
 def _enc_float(v: float, out: Out) -> None:

@@ -217,9 +217,13 @@ def decode_message(data: bytes | memoryview) -> Message:
         elif isinstance(section, ApplicationProperties):
             message.application_properties = section.value
         elif isinstance(section, Data):
+            if not isinstance(section.value, bytes):
+                raise AMQPDecodeError(f"a data section holds binary, got {type(section.value).__name__} (§3.2.6)")
             kind = "data"
             bodies.append(section.value)
         elif isinstance(section, AmqpSequence):
+            if not isinstance(section.value, list):
+                raise AMQPDecodeError(f"an amqp-sequence section holds a list, got {type(section.value).__name__} (§3.2.7)")
             kind = "sequence"
             bodies.append(section.value)
         elif isinstance(section, AmqpValue):

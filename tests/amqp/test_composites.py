@@ -658,3 +658,19 @@ def test_message_encode_is_sections_in_order() -> None:
         footer=FOOTER.value,
     )
     assert message.encode() == _cat(HEADER, DA, MA, PROPS, AP, AmqpValue([1]), FOOTER)
+
+
+def test_int_too_large_for_long_says_how_to_encode_it() -> None:
+    with pytest.raises(OverflowError, match="use ulong"):
+        encode(2**63)
+    with pytest.raises(OverflowError):
+        encode(-(2**63) - 1)
+
+
+@pytest.mark.parametrize(
+    ("section", "expected"),
+    [(b"\x00\x53\x75\xa1\x02hi", "data section holds binary"), (b"\x00\x53\x76\xa1\x02hi", "holds a list")],
+)
+def test_body_sections_must_hold_their_type(section: bytes, expected: str) -> None:
+    with pytest.raises(AMQPDecodeError, match=expected):
+        decode_message(section)
