@@ -17,6 +17,7 @@ from .broker.config import QueueOptions as QueueOptions
 from .broker.engine import Broker as Broker
 from .broker.engine import NodeError as NodeError
 from .broker.statistics import BrokerStatistics as BrokerStatistics
+from .broker.statistics import FrameRecord as FrameRecord
 from .broker.statistics import NodeStatistics as NodeStatistics
 from .broker.statistics import QueuedMessage as QueuedMessage
 from .broker.statistics import QueueSnapshot as QueueSnapshot
@@ -28,7 +29,7 @@ from .trio_broker import TrioBroker as TrioBroker
 from .trio_broker import open_broker as open_broker
 
 __all__ = [
-    "Broker", "BrokerConfig", "BrokerStatistics", "Clock", "ManualClock", "Message", "NodeError",
+    "Broker", "BrokerConfig", "BrokerStatistics", "Clock", "FrameRecord", "ManualClock", "Message", "NodeError",
     "NodeStatistics", "QueueOptions", "QueueSnapshot", "QueuedMessage", "SystemClock", "ThreadedBroker",
     "TopicSnapshot", "TransactionSnapshot", "TrioBroker", "build_message", "open_broker", "serve",
 ]  # fmt: skip

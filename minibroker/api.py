@@ -14,7 +14,13 @@ from .amqp.messaging import Header, Properties
 from .amqp.types import symbol
 from .broker.config import QueueOptions
 from .broker.engine import Broker
-from .broker.statistics import BrokerStatistics, QueueSnapshot, TopicSnapshot, TransactionSnapshot
+from .broker.statistics import (
+    BrokerStatistics,
+    FrameRecord,
+    QueueSnapshot,
+    TopicSnapshot,
+    TransactionSnapshot,
+)
 
 __all__ = ["BrokerAPI", "build_message"]
 
@@ -126,6 +132,10 @@ class BrokerAPI:
     def statistics(self) -> BrokerStatistics:
         """Counters per node plus connection and link counts."""
         return self._read(self._broker.statistics)
+
+    def frames(self, last: int | None = None) -> list[FrameRecord]:
+        """The last frames in and out of every connection (needs ``frame_log=N``), oldest first."""
+        return self._read(self._broker.frames, last)
 
     def errors(self) -> list[Exception]:
         """Exceptions raised inside the broker; each closed its connection with ``amqp:internal-error``."""

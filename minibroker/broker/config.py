@@ -57,3 +57,5 @@ class BrokerConfig:
     idle_timeout: float | None = 60.0
     #: Seconds a transaction may stay open before it is rolled back; None: forever.
     transaction_timeout: float | None = None
+    #: Keep the last N frames of every connection for ``broker.frames()``; 0 keeps none and costs nothing.
+    frame_log: int = 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -33,7 +34,7 @@ from ..amqp.transactions import Coordinator, TransactionalState
 from ..amqp.types import symbol
 from ..protocol import events as ev
 from ..protocol._state import LinkState
-from ..protocol.connection import Connection, ConnectionConfig, Trace
+from ..protocol.connection import Connection, ConnectionConfig
 from ..protocol.endpoints import Delivery, Link
 from .clock import Clock, ManualClock, SystemClock
 from .config import DEFAULT_DEAD_LETTER_SUFFIX, BrokerConfig, QueueOptions
@@ -42,6 +43,7 @@ from .links import ConsumerLink, CoordinatorLink, ProducerLink
 from .queue import Queue
 from .statistics import (
     BrokerStatistics,
+    FrameRecord,
     NodeCounters,
     QueuedMessage,
     QueueSnapshot,
@@ -102,10 +104,19 @@ class BrokerConnection:
                 offered_capabilities=(ANONYMOUS_RELAY,),
                 properties={"product": "minibroker"},
             ),
-            trace=broker.trace,
+            trace=self._trace if broker.frame_log is not None or broker.trace is not None else None,
         )
         self.container_id: str | None = None
         self.open = True
+
+    def _trace(self, direction: str, channel: int, performative: Any) -> None:
+        """Every frame in or out: the single place a frame can be observed (and, later, faulted)."""
+        broker = self.broker
+        if broker.frame_log is not None:
+            name = f"{self.peer} {self.container_id or ''}".strip()
+            broker.frame_log.append(FrameRecord(broker.clock.now(), name, direction, channel, performative))
+        if broker.trace is not None:
+            broker.trace(self, direction, channel, performative)
 
     def receive_data(self, data: bytes) -> None:
         """Bytes from the socket: run the protocol and the broker on them."""
@@ -145,13 +156,23 @@ class BrokerConnection:
         self.broker.mark_dirty(self)
 
 
+#: Observes every frame: (connection, "in" or "out", channel, performative).
+FrameObserver = Callable[[BrokerConnection, str, int, Any], None]
+
+
 class Broker:
     """All broker state: nodes, connections, transactions.  Owned by one thread."""
 
-    def __init__(self, config: BrokerConfig | None = None, clock: Clock | None = None, trace: Trace | None = None):
+    def __init__(
+        self, config: BrokerConfig | None = None, clock: Clock | None = None, trace: FrameObserver | None = None
+    ):
         self.config = config or BrokerConfig()
         self.clock: Clock = clock or SystemClock()
+        #: Called with (connection, direction, channel, performative) for every frame.
         self.trace = trace
+        self.frame_log: deque[FrameRecord] | None = (
+            deque(maxlen=self.config.frame_log) if self.config.frame_log > 0 else None
+        )
         self.queues: dict[str, Queue] = {}
         self.topics: dict[str, Topic] = {}
         self.counters: dict[str, NodeCounters] = {}
@@ -437,6 +458,13 @@ class Broker:
             links=links,
             connections_total=self.connections_total,
         )
+
+    def frames(self, last: int | None = None) -> list[FrameRecord]:
+        """The frame log (``BrokerConfig.frame_log``), oldest first; the ``last`` N if given."""
+        if self.frame_log is None:
+            raise RuntimeError("the frame log is off: start the broker with frame_log=N to keep the last N frames")
+        records = list(self.frame_log)
+        return records[-last:] if last else records
 
     def transaction_snapshots(self) -> list[TransactionSnapshot]:
         return self.transactions.snapshots(self.clock.now())

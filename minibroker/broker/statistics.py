@@ -10,7 +10,7 @@ from ..amqp.message import Message
 
 __all__ = [
     "NodeCounters", "NodeStatistics", "BrokerStatistics", "QueueSnapshot", "QueuedMessage",
-    "TopicSnapshot", "SubscriptionSnapshot", "TransactionSnapshot",
+    "TopicSnapshot", "SubscriptionSnapshot", "TransactionSnapshot", "FrameRecord",
 ]  # fmt: skip
 
 
@@ -143,3 +143,23 @@ class TransactionSnapshot:
     retirements: int
     acquisitions: int
     age: float
+
+
+@dataclass(frozen=True, slots=True)
+class FrameRecord:
+    """One frame the broker received (``"in"``) or sent (``"out"``), as kept by the frame log."""
+
+    time: float
+    connection: str
+    direction: str
+    channel: int
+    performative: Any
+
+    @property
+    def name(self) -> str:
+        """The performative's name: ``open``, ``attach``, ``transfer``, ``sasl-init`` ..."""
+        return str(self.performative.DESCRIPTOR_NAME).split(":")[1]
+
+    def __str__(self) -> str:
+        arrow = "->" if self.direction == "in" else "<-"
+        return f"{self.connection} {arrow} [{self.channel}] {self.performative!r:.200}"
