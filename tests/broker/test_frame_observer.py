@@ -20,4 +20,4 @@ def test_trace_observes_every_frame_both_ways() -> None:
     assert kinds == [("in", Open), ("out", Open), ("in", Begin), ("out", Begin)]
     assert len({conn for conn, *_ in seen}) == 1
     # What the observer saw going out is what the peer received.
-    assert [type(frame.performative) for frame in replies if isinstance(frame, Frame) and not isinstance(frame, ProtocolHeader)] == [Open, Begin]
+    assert [type(frame.performative) for frame in replies if isinstance(frame, Frame) and not isinstance(frame.performative, ProtocolHeader)] == [Open, Begin]
