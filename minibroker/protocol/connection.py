@@ -37,6 +37,7 @@ from ..amqp.performatives import (
 from ..amqp.sasl_frames import SASL_AUTH, SASL_OK, SaslInit, SaslMechanisms, SaslOutcome
 from ..amqp.types import symbol
 from . import events as ev
+from . import sasl
 from ._state import ConnectionState, Input, LinkState, SessionState, advance
 from .endpoints import SERIAL_MOD, Delivery, Link, Session
 from .errors import AMQPProtocolError, ConnectionError_, LinkError, SessionError, framing_error
@@ -294,12 +295,8 @@ class Connection:
     def _on_header(self, header: bytes) -> None:
         if header == SASL_HEADER and not self._sasl_done:
             self._out.append(SASL_HEADER)
-            mechanisms: list[str] = []
-            if self.config.users:
-                mechanisms.append(symbol("PLAIN"))
-            if self.config.allow_anonymous:
-                mechanisms.append(symbol("ANONYMOUS"))
-            self._send_sasl(SaslMechanisms(sasl_server_mechanisms=mechanisms))
+            offered = sasl.mechanisms(self.config.users, self.config.allow_anonymous)
+            self._send_sasl(SaslMechanisms(sasl_server_mechanisms=offered))
             self._phase = "sasl"
             return
         if header == AMQP_HEADER and (self._sasl_done or self.config.allow_anonymous):
@@ -336,16 +333,8 @@ class Connection:
             self.trace("in", 0, init)
         if not isinstance(init, SaslInit):
             raise framing_error(f"expected sasl-init, got {type(init).__name__}")
-        code = SASL_AUTH
-        if init.mechanism == "ANONYMOUS" and self.config.allow_anonymous:
-            code = SASL_OK
-        elif init.mechanism == "PLAIN" and self.config.users:
-            parts = (init.initial_response or b"").split(b"\x00")
-            if len(parts) == 3:
-                user, password = parts[1].decode("utf-8", "replace"), parts[2].decode("utf-8", "replace")
-                if self.config.users.get(user) == password:
-                    code = SASL_OK
-                    self.user = user
+        passed, self.user = sasl.authenticate(init, self.config.users, self.config.allow_anonymous)
+        code = SASL_OK if passed else SASL_AUTH
         self._send_sasl(SaslOutcome(code=code))
         if code == SASL_OK:
             self._sasl_done = True

@@ -2,30 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from engine_harness import Opened, OpenEngine
 
 from minibroker.protocol import Connection, ConnectionConfig
-from minibroker.testing import Frames, Peer, Pump, auto_accept, connect
-
-
-@dataclass
-class Opened:
-    """A protocol ``Connection`` after header, open and begin from ``peer``."""
-
-    conn: Connection
-    peer: Peer
-    pump: Pump
-    handshake: Frames
-
-    def send(self, data: bytes) -> Frames:
-        return self.pump.send(data)
-
-
-OpenEngine = Callable[..., Opened]
+from minibroker.testing import Peer, auto_accept, connect
 
 
 @pytest.fixture

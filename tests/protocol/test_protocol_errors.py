@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from conftest import OpenEngine
+from engine_harness import OpenEngine
 
 from minibroker.amqp import codec
 from minibroker.amqp import errors as conditions

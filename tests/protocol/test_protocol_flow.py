@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import Opened, OpenEngine
+from engine_harness import Opened, OpenEngine
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -1,0 +1,45 @@
+"""The server's side of SASL: which mechanisms it offers and whom it lets in (Part 5 §5.3).
+
+ANONYMOUS (RFC 4505) is offered while anonymous access is allowed; PLAIN
+(RFC 4616) when users are configured.  Framing stays in the connection.
+"""
+
+from __future__ import annotations
+
+import hmac
+
+from ..amqp.sasl_frames import SaslInit
+from ..amqp.types import symbol
+
+__all__ = ["authenticate", "mechanisms"]
+
+ANONYMOUS = symbol("ANONYMOUS")
+PLAIN = symbol("PLAIN")
+
+
+def mechanisms(users: dict[str, str], allow_anonymous: bool) -> list[str]:
+    """The sasl-server-mechanisms to offer, strongest first (§5.3.3.1)."""
+    offered: list[str] = []
+    if users:
+        offered.append(PLAIN)
+    if allow_anonymous:
+        offered.append(ANONYMOUS)
+    return offered
+
+
+def authenticate(init: SaslInit, users: dict[str, str], allow_anonymous: bool) -> tuple[bool, str | None]:
+    """Judge a sasl-init (§5.3.3.2): whether it passes, and the user it names.
+
+    PLAIN's initial response is ``authzid NUL authcid NUL password``; the
+    password is compared in constant time.
+    """
+    if init.mechanism == ANONYMOUS:
+        return allow_anonymous, None
+    if init.mechanism == PLAIN and users:
+        parts = (init.initial_response or b"").split(b"\x00")
+        if len(parts) == 3:
+            user = parts[1].decode("utf-8", "replace")
+            expected = users.get(user)
+            if expected is not None and hmac.compare_digest(expected.encode("utf-8"), parts[2]):
+                return True, user
+    return False, None
