@@ -65,7 +65,14 @@ def main(argv: list[str] | None = None) -> int:
         broker.declare_queue(name)
     for name in args.topic:
         broker.declare_topic(name)
-    trio.run(_serve, broker, args.host, args.port)
+    failure: OSError | None = None
+    try:
+        trio.run(_serve, broker, args.host, args.port)
+    except* OSError as group:  # the listener could not be opened (e.g. the port is in use)
+        failure = group.exceptions[0]  # type: ignore[assignment]
+    if failure is not None:
+        print(f"minibroker: cannot listen on {args.host}:{args.port}: {failure.strerror or failure}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -64,3 +64,21 @@ def test_bad_arguments_exit_with_usage() -> None:
     )
     assert proc.returncode == 2
     assert "NAME:PASSWORD" in proc.stderr
+
+
+def test_port_in_use_is_a_one_line_error() -> None:
+    proc, url = _start()
+    try:
+        port = url.rsplit(":", 1)[1]
+        clash = subprocess.run(
+            [sys.executable, "-m", "minibroker", "serve", "--port", port],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert clash.returncode == 1
+        assert clash.stderr.startswith(f"minibroker: cannot listen on 127.0.0.1:{port}:")
+        assert "Traceback" not in clash.stderr
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
