@@ -630,6 +630,8 @@ class Broker:
         if not isinstance(consumer, ConsumerLink):
             return
         self.transactions.on_flow(consumer, event.properties)
+        if consumer not in self._consumers:
+            return  # refused: the flow named a transaction that does not exist
         now = self.clock.now()
         consumer.queue.dispatch(now)
         if event.link.drain:
@@ -753,8 +755,12 @@ class Broker:
         queue.remove_consumer(consumer)
         now = self.clock.now()
         for entry in list(consumer.unsettled.values()):
-            if entry.transaction is None:
-                queue.modify(entry, now, True, False, None, None)
+            txn = entry.transaction
+            if txn is not None:
+                if txn.has_outcome(entry):
+                    continue  # its transaction settles it at discharge
+                txn.forget_acquisition(entry)
+            queue.modify(entry, now, True, False, None, None)
         consumer.unsettled.clear()
         self.transactions.consumer_gone(consumer)
         subscription = consumer.subscription

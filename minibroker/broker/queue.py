@@ -93,7 +93,7 @@ class Queue:
         # looked, so it never re-examines messages it already turned down.
         self._index: SortedList | None = None  # (-level, seq) of available entries
         self._cursors: dict[Consumer, tuple[int, int]] = {}
-        self._expiry = SortedList()  # (expires_at, seq) of every entry held that can expire
+        self._expiry = SortedList()  # (expires_at, seq) of every available entry that can expire
         self._seq = 0
         self.consumers: list[Consumer] = []
         self._browsers: dict[Consumer, int] = {}  # browser -> last seq it saw
@@ -135,9 +135,6 @@ class Queue:
             if expires_at <= now:
                 self._expired(entry)
                 return None
-            if self.on_expiry is not None and (not self._expiry or expires_at < self._expiry[0][0]):
-                self.on_expiry(expires_at)
-            self._expiry.add((expires_at, entry.seq))
         self._entries[entry.seq] = entry
         if entry.level >= len(self._levels):  # re-declared with more priority levels since created
             self._levels.extend([] for _ in range(entry.level + 1 - len(self._levels)))
@@ -149,17 +146,25 @@ class Queue:
         entry.token += 1
         heapq.heappush(self._levels[entry.level], (entry.seq, entry.token, entry))
         self._available_count += 1
+        expires_at = entry.expires_at
+        if expires_at is not None:
+            if self.on_expiry is not None and (not self._expiry or expires_at < self._expiry[0][0]):
+                self.on_expiry(expires_at)
+            self._expiry.add((expires_at, entry.seq))
         if self._index is not None:
             key = (-entry.level, entry.seq)
             self._index.add(key)
             for consumer, cursor in list(self._cursors.items()):
-                if key < cursor:  # it lands where that consumer has already looked
+                if key <= cursor:  # it lands where that consumer has already looked
                     del self._cursors[consumer]
 
     def _take(self, entry: Entry, state: int) -> None:
         """An available entry leaves the available set (its heap item goes stale)."""
         entry.state = state
         self._available_count -= 1
+        if entry.expires_at is not None:
+            # Only available messages expire (an acquired one is judged when it comes back).
+            self._expiry.discard((entry.expires_at, entry.seq))
         if self._index is not None:
             self._index.discard((-entry.level, entry.seq))
 
@@ -320,7 +325,9 @@ class Queue:
             entry.undeliverable.add(link_id)
         if delivery_failed:
             entry.delivery_count += 1
-            if entry.delivery_count > self.options.max_delivery_count:
+            # Not enforced in a dead-letter queue: what it keeps, it keeps.  Elsewhere the
+            # message goes to the dead-letter address, or is dropped when that is off.
+            if entry.delivery_count > self.options.max_delivery_count and not self.keeps_expired:
                 self._archive(entry)
                 if self.dead_letter is not None:
                     self.dead_letter(

@@ -72,6 +72,15 @@ class Transaction:
         entry.transaction = self
         self.acquisitions.append((consumer, entry, delivery))
 
+    def has_outcome(self, entry: Entry) -> bool:
+        """Whether an outcome for ``entry`` is staged here (the transaction then decides its fate)."""
+        return any(staged is entry for _c, _d, staged, _o in self.outcomes)
+
+    def forget_acquisition(self, entry: Entry) -> None:
+        """``entry`` left the transaction's acquisitions (its link ended before any outcome)."""
+        self.acquisitions = [item for item in self.acquisitions if item[1] is not entry]
+        entry.transaction = None
+
 
 def _error(condition: str, description: str) -> Error:
     return Error(condition=symbol(condition), description=description)
@@ -210,6 +219,8 @@ class TransactionManager:
             self.broker._end_consumer(consumer, closed=True)
             return
         entry.transaction = txn
+        # A later disposition for the same delivery (update, then settle) replaces the staged one.
+        txn.outcomes = [item for item in txn.outcomes if item[1] is not delivery]
         txn.outcomes.append((consumer, delivery, entry, state.outcome))
         if settled:
             consumer.unsettled.pop(delivery.delivery_id, None)
@@ -217,7 +228,16 @@ class TransactionManager:
     def on_flow(self, consumer: ConsumerLink, properties: dict[Any, Any] | None) -> None:
         """A flow carrying ``txn-id`` makes what is sent on its credit transactional (§4.4.3)."""
         txn_id = properties.get(symbol("txn-id")) if properties else None
-        consumer.transaction = self.open.get(txn_id) if isinstance(txn_id, bytes) else None
+        if txn_id is None:
+            consumer.transaction = None
+            return
+        txn = self.open.get(txn_id) if isinstance(txn_id, bytes) else None
+        if txn is None:
+            # Credit for a transaction we do not have must not acquire outside one.
+            consumer.connection.engine.detach_link(consumer.link, self._unknown(bytes(txn_id)))
+            self.broker._end_consumer(consumer, closed=True)
+            return
+        consumer.transaction = txn
 
     # ------------------------------------------------------------ discharge
 

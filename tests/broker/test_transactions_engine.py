@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from minibroker.amqp import (
     Accepted,
     Coordinator,
@@ -669,3 +671,28 @@ def test_without_a_timeout_transactions_stay_open() -> None:
     clock.advance(10_000)
     broker.run_timers()
     assert open_transactions(broker) == {txn}
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_transactional_acquisitions_come_back_when_the_receiver_detaches_before_discharge(fail: bool) -> None:
+    broker = make_broker()
+    client = setup_controller(broker)
+    txn = client.declare(0)
+    transactional_consumer(broker, client, txn, ["a", "b"], credit=2)
+    client.send(client.peer.detach(1))  # the receiver goes away holding both
+    client.discharge(0, txn, fail=fail)
+    snapshot = broker.queue_snapshot("q")
+    assert (snapshot.depth, snapshot.available, snapshot.acquired) == (2, 2, 0)
+    assert snapshot.bodies == ["a", "b"]
+
+
+def test_credit_for_an_unknown_transaction_detaches_the_link() -> None:
+    broker = make_broker()
+    client = setup_controller(broker)
+    broker.publish("q", build_message("a"))
+    client.send(client.peer.attach_receiver("r", "q", handle=1))
+    frames = client.send(client.peer.flow(1, 5, properties={symbol("txn-id"): b"no-such-txn"}))
+    detach = frames.one(Detach)
+    assert detach.error is not None and detach.error.condition == "amqp:transaction:unknown-id"
+    assert frames.of(Transfer) == []
+    assert broker.queue_snapshot("q").available == 1
