@@ -13,7 +13,7 @@ from .amqp.message import BodyKind, Message
 from .amqp.messaging import Header, Properties
 from .amqp.types import symbol
 from .broker.config import QueueOptions
-from .broker.engine import Broker
+from .broker.engine import Broker, NodeError
 from .broker.statistics import (
     BrokerStatistics,
     FrameRecord,
@@ -22,7 +22,7 @@ from .broker.statistics import (
     TransactionSnapshot,
 )
 
-__all__ = ["BrokerAPI", "build_message"]
+__all__ = ["BrokerAPI", "build_message", "check", "timed_out"]
 
 T = TypeVar("T")
 
@@ -144,3 +144,18 @@ class BrokerAPI:
     def transactions(self) -> list[TransactionSnapshot]:
         """Open transactions with their staged work."""
         return self._read(self._broker.transaction_snapshots)
+
+
+def check(predicate: Callable[[Any], Any], broker: Any) -> tuple[Any, NodeError | None]:
+    """Evaluate a ``wait_for`` predicate; a node that does not exist yet counts as "not yet"."""
+    try:
+        return predicate(broker), None
+    except NodeError as missing:
+        return False, missing
+
+
+def timed_out(predicate: Callable[[Any], Any], timeout: float, missing: NodeError | None) -> TimeoutError:
+    """The error ``wait_for`` raises, naming the predicate (and a node still missing)."""
+    name = getattr(predicate, "__name__", predicate)
+    extra = f" ({missing})" if missing is not None else ""
+    return TimeoutError(f"wait_for: {name!r} still false after {timeout} s{extra}")

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 import trio
 
-from .api import BrokerAPI
+from .api import BrokerAPI, check, timed_out
 from .broker.clock import Clock, ManualClock
 from .broker.config import BrokerConfig
 from .broker.engine import Broker
@@ -71,6 +71,11 @@ class ThreadedBroker(BrokerAPI):
         self._changed = threading.Condition()
         self._version = 0
         self._broker = Broker(self._config, clock)
+        if isinstance(clock, ManualClock):
+            # Advancing the test's own clock object from the test's thread must still run the
+            # broker's expiry in the broker's thread.
+            clock.unsubscribe(self._broker.run_timers)
+            clock.subscribe(self._run_timers)
         self.clock = _ThreadedClock(self, self._broker.clock)
 
     # ----------------------------------------------------------- lifecycle
@@ -158,6 +163,13 @@ class ThreadedBroker(BrokerAPI):
             return fn(*args)
         return trio.from_thread.run_sync(self._locked, fn, args, trio_token=self._token)
 
+    def _run_timers(self, now: float) -> None:
+        thread, token = self._thread, self._token
+        if thread is None or token is None or threading.current_thread() is thread:
+            self._broker.run_timers(now)
+        else:
+            trio.from_thread.run_sync(self._broker.run_timers, now, trio_token=token)
+
     def _read(self, fn: Callable[..., T], *args: Any) -> T:
         if self._thread is None or self._token is None:
             raise RuntimeError("the broker is not running: call start() or use `with ThreadedBroker() as broker:`")
@@ -186,14 +198,12 @@ class ThreadedBroker(BrokerAPI):
             # Snapshots only read, so the version moves only when the broker really changed.
             with self._changed:
                 version = self._version
-            result = predicate(self)
+            result, missing = check(predicate, self)
             if result:
                 return result
             with self._changed:
                 while self._version == version:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
-                        raise TimeoutError(
-                            f"wait_for: {getattr(predicate, '__name__', predicate)!r} still false after {timeout} s"
-                        )
+                        raise timed_out(predicate, timeout, missing)
                     self._changed.wait(remaining)

@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import trio
 
-from .api import BrokerAPI
+from .api import BrokerAPI, check, timed_out
 from .broker.clock import Clock
 from .broker.config import BrokerConfig
 from .broker.engine import Broker
@@ -51,13 +51,16 @@ class TrioBroker(BrokerAPI):
         deadline = trio.current_time() + timeout
         while True:
             changed = self._changed
-            result = predicate(self)
+            result, missing = check(predicate, self)
             if result:
                 return result
             with trio.move_on_at(deadline):
                 await changed.wait()
-            if trio.current_time() >= deadline and not predicate(self):
-                raise TimeoutError(f"wait_for: {getattr(predicate, '__name__', predicate)!r} still false after {timeout} s")
+            if trio.current_time() >= deadline:
+                result, missing = check(predicate, self)
+                if result:
+                    return result
+                raise timed_out(predicate, timeout, missing)
 
 
 @asynccontextmanager

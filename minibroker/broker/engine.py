@@ -10,6 +10,7 @@ nodes 2.3.13).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import uuid
 from collections import deque
@@ -277,7 +278,7 @@ class Broker:
             if options is None:
                 options = self.config.queue_defaults
                 if name.endswith(DEFAULT_DEAD_LETTER_SUFFIX):
-                    options = QueueOptions(**{**_fields(options), "dead_letter_address": ""})
+                    options = dataclasses.replace(options, dead_letter_address="")
             counters = self.counters.setdefault(name, NodeCounters())
             queue = Queue(name, options, counters, self._dead_letter, temporary, self._expiry_added)
             queue.keeps_expired = name.endswith(DEFAULT_DEAD_LETTER_SUFFIX)
@@ -343,8 +344,7 @@ class Broker:
         """Move an entry to its queue's dead-letter address with the reason in message-annotations."""
         address = queue.options.dead_letter_address
         if address is None:
-            base = queue.name.split("::", 1)[0]  # a subscription queue dead-letters for its topic
-            address = base + DEFAULT_DEAD_LETTER_SUFFIX
+            address = queue.name + DEFAULT_DEAD_LETTER_SUFFIX
         if not address or address == queue.name:
             return
         annotations: dict[Any, Any] = {symbol("x-opt-deadletter-reason"): reason}
@@ -353,8 +353,6 @@ class Broker:
         entry.annotate(annotations)
         now = self.clock.now()
         target = self.resolve(address) or self.declare_queue(address)
-        if isinstance(target, Queue):
-            target.keeps_expired = True
         # A queue that keeps dead letters never expires them, so the copy carries no
         # ttl (else a spent one, 0, which tells any later hop it is dead, §3.2.1).
         payload = entry.payload_for_delivery(now, keep_ttl=not isinstance(target, Queue))
@@ -583,7 +581,10 @@ class Broker:
             subscription.selector = selector
             return subscription
         counters = NodeCounters()
-        queue = Queue(key, self.config.queue_defaults, counters, self._dead_letter, not durable, self._expiry_added)
+        options = self.config.queue_defaults
+        if options.dead_letter_address is None:  # a subscription dead-letters for its topic
+            options = dataclasses.replace(options, dead_letter_address=topic.name + DEFAULT_DEAD_LETTER_SUFFIX)
+        queue = Queue(key, options, counters, self._dead_letter, not durable, self._expiry_added)
         subscription = Subscription(key, queue, durable, selector)
         topic.subscriptions[key] = subscription
         if durable:
@@ -784,10 +785,6 @@ class _Refusal(Exception):
     def __init__(self, condition: str, description: str) -> None:
         super().__init__(description)
         self.error = _error(condition, description)
-
-
-def _fields(options: QueueOptions) -> dict[str, Any]:
-    return {name: getattr(options, name) for name in QueueOptions.__dataclass_fields__}
 
 
 _HANDLERS: dict[type, Callable[[Broker, BrokerConnection, Any], None]] = {

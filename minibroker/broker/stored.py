@@ -219,12 +219,14 @@ class Entry:
         message = self.message
         header = message.header
         ttl = None
-        if keep_ttl and header is not None and header.ttl is not None:
-            ttl = max(0, int(header.ttl - (now - message.arrived_at) * 1000))
+        if keep_ttl and self.expires_at is not None:
+            # What is left until the expiry the broker computed (header ttl, absolute-expiry-time,
+            # the queue's default or maximum ttl, whichever came first).
+            ttl = max(0, int((self.expires_at - now) * 1000))
         unchanged = (
             self.annotations is None
             and (header.delivery_count if header is not None else 0) == self.delivery_count
-            and (header is None or header.ttl == ttl)
+            and (header.ttl if header is not None else None) == ttl
             and not message.has_delivery_annotations
         )
         if unchanged:

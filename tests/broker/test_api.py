@@ -489,3 +489,32 @@ async def test_trio_config_and_fields_together_are_refused() -> None:
     with pytest.raises(TypeError, match="not both"):
         async with open_broker(config=BrokerConfig(), auto_create=False):
             pass  # pragma: no cover
+
+
+def test_advancing_the_tests_own_manual_clock_expires_in_the_broker_thread() -> None:
+    clock = minibroker.ManualClock()
+    with minibroker.ThreadedBroker(clock=clock) as broker:
+        broker.publish("jobs", "stale", ttl=5)
+        ran_in: list[str] = []
+        inner = broker._broker.run_timers
+
+        def spy(now: float | None = None) -> None:
+            ran_in.append(threading.current_thread().name)
+            inner(now)
+
+        broker._broker.run_timers = spy  # type: ignore[method-assign]
+        clock.advance(6)  # the clock object itself, not broker.clock
+        assert ran_in == ["minibroker"]
+        assert broker.queue("jobs").depth == 0
+
+
+def test_wait_for_a_queue_that_does_not_exist_yet_waits_for_it() -> None:
+    with minibroker.ThreadedBroker() as broker:
+        publisher = threading.Timer(0.05, broker.publish, args=("later", "x"))
+        publisher.start()
+        try:
+            assert broker.wait_for(lambda b: b.queue("later").depth == 1, timeout=5)
+        finally:
+            publisher.cancel()
+        with pytest.raises(TimeoutError, match="no queue named 'never'"):
+            broker.wait_for(lambda b: b.queue("never").depth == 1, timeout=0.05)

@@ -422,3 +422,21 @@ def test_statistics_count_expired_and_dead_lettered() -> None:
     assert broker.queue_snapshot(DLQ).bodies == [0, 1, 2]
     assert broker.queue_snapshot("q").statistics == nodes["q"]
     assert all(e.state == AVAILABLE for e in broker.queues[DLQ].entries())
+
+
+def test_redelivered_ttl_is_what_is_left_of_the_brokers_expiry() -> None:
+    broker, clock = make_broker(max_ttl=10)
+    broker.publish("q", build_message("capped", ttl=60))  # the queue's max_ttl wins: 10 s
+    queue = broker.queues["q"]
+    entry = next(queue.entries())
+    clock.advance(4)
+    header = decode_message(entry.payload_for_delivery(clock.now())).header
+    assert header is not None and header.ttl == 6000
+
+
+def test_a_custom_dead_letter_queue_still_expires_its_own_messages() -> None:
+    broker, clock = make_broker(dead_letter_address="errors")
+    broker.declare_queue("errors", QueueOptions(default_ttl=5))
+    broker.publish("errors", build_message("ordinary"))
+    clock.advance(6)
+    assert broker.queue_snapshot("errors").depth == 0
