@@ -29,6 +29,10 @@ READ_SIZE = 256 * 1024
 HIGH_WATER = 4 * 1024 * 1024
 #: Chunks a reader handles back to back before it lets other tasks run.
 FAIRNESS_BATCH = 16
+#: Seconds a finished connection's pending output may take to reach a slow peer.
+CLOSE_GRACE = 5.0
+#: Seconds to wait for the peer to close its side after we closed ours (avoids a reset).
+LINGER = 0.5
 
 
 class _Waker:
@@ -160,24 +164,48 @@ async def _serve_connection(broker: Broker, sock: socket.socket, peer: str) -> N
     waker = _Waker()
     connection = broker.connect(waker.set, peer)
     sender = _Sender(sock)
+    peer_closed = False
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_write, connection, sender, waker, nursery.cancel_scope)
             try:
-                await _read(connection, sock, sender, waker)
+                peer_closed = await _read(connection, sock, sender, waker)
             except OSError:
-                pass  # reset by the peer: handled as a lost connection below
+                peer_closed = True  # reset by the peer: handled as a lost connection below
             # The peer is gone (or we closed): end its links now, so what it held goes back at
             # once rather than after the writer's grace period below.
             connection.connection_lost()
             waker.set()
-            nursery.cancel_scope.deadline = trio.current_time() + 5  # let the writer flush a close
+            nursery.cancel_scope.deadline = trio.current_time() + CLOSE_GRACE  # let the writer flush a close
+    except* trio.Cancelled:
+        peer_closed = True  # the server is stopping: no lingering
+        raise
+    except* Exception as group:  # a bug here must cost this connection only, never the server
+        broker.errors.extend(exc for exc in group.exceptions if isinstance(exc, Exception))
     finally:
         connection.connection_lost()
+        if not peer_closed:
+            await _linger(sock)
         sock.close()
 
 
-async def _read(connection: BrokerConnection, sock: socket.socket, sender: _Sender, waker: _Waker) -> None:
+async def _linger(sock: socket.socket) -> None:
+    """Half-close and drain what the peer still sends, so it reads our close rather than a reset."""
+    with trio.CancelScope(shield=True), trio.move_on_after(LINGER):
+        try:
+            sock.shutdown(socket.SHUT_WR)
+            while True:
+                try:
+                    if not sock.recv(READ_SIZE):
+                        return
+                except BlockingIOError:
+                    await trio.lowlevel.wait_readable(sock)
+        except OSError:
+            return
+
+
+async def _read(connection: BrokerConnection, sock: socket.socket, sender: _Sender, waker: _Waker) -> bool:
+    """Feed the connection until it is finished (False) or the peer closes its side (True)."""
     handled = 0
     while not connection.finished:
         try:
@@ -187,9 +215,9 @@ async def _read(connection: BrokerConnection, sock: socket.socket, sender: _Send
             await trio.lowlevel.wait_readable(sock)
             continue
         if not data:
-            return
+            return True
         connection.receive_data(data)
-        output = connection.data_to_send()
+        output = connection.output()
         if output:
             await sender.send(output)
         waker.clear()  # everything queued for this connection has been handed to the sender
@@ -199,6 +227,7 @@ async def _read(connection: BrokerConnection, sock: socket.socket, sender: _Send
         if handled >= FAIRNESS_BATCH:
             handled = 0
             await trio.lowlevel.checkpoint()
+    return False
 
 
 async def _write(connection: BrokerConnection, sender: _Sender, waker: _Waker, scope: trio.CancelScope) -> None:
@@ -206,11 +235,14 @@ async def _write(connection: BrokerConnection, sender: _Sender, waker: _Waker, s
     try:
         while True:
             deadline = connection.tick(trio.current_time())
-            output = connection.data_to_send()
+            output = connection.output()
             if output:
                 await sender.send(output)
-            if connection.finished and not sender.backlog:
-                break
+            if connection.finished:
+                if not sender.backlog:
+                    break
+                # A peer that stopped reading gets CLOSE_GRACE seconds to take our close.
+                scope.deadline = min(scope.deadline, trio.current_time() + CLOSE_GRACE)
             await waker.wait(deadline if deadline is not None else math.inf)
     except OSError:
         pass

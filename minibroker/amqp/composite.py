@@ -59,6 +59,10 @@ FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
 }
 
 
+#: Unsigned wire types and their largest value (a peer may send another integer encoding).
+UNSIGNED_MAX: dict[str, int] = {"ubyte": 2**8 - 1, "ushort": 2**16 - 1, "uint": 2**32 - 1, "ulong": 2**64 - 1}
+
+
 def field(wire_type: str, default: Any = None, *, mandatory: bool = False) -> Any:
     """Declare one field of a composite with its AMQP wire type (a key of FIELD_ENCODERS)."""
     if wire_type not in FIELD_ENCODERS:
@@ -191,6 +195,9 @@ def composite(code: int, name: str) -> Callable[[type[T]], type[T]]:
                     raise AMQPDecodeError(
                         f"{name}: field {names[i]!r} must be a {wire}, got {type(value).__name__} {value!r:.40}"
                     )
+                limit = UNSIGNED_MAX.get(wire)
+                if limit is not None and isinstance(value, int) and not 0 <= value <= limit:
+                    raise AMQPDecodeError(f"{name}: field {names[i]!r} must be a {wire}, got {value}")
                 if wire == "symbol*" and isinstance(value, list) and not all(isinstance(i, str) for i in value):
                     raise AMQPDecodeError(f"{name}: field {names[i]!r} must hold symbols, got {value!r:.60}")
             return data_cls(*values)

@@ -147,9 +147,20 @@ class BrokerConnection:
     def connection_lost(self) -> None:
         """The transport is gone: every link ends as if detached without closing."""
         if self.open:
-            self.engine.close(None)
-            self.broker._handle(self, self.engine.take_events())
+            try:
+                self.engine.close(None)
+                self.broker._handle(self, self.engine.take_events())
+            except Exception as exc:  # a broker bug must not take the server down
+                self.broker.errors.append(exc)
             self.broker._forget_connection(self)
+
+    def output(self) -> bytes:
+        """Bytes to write; a failure to produce them closes this connection (amqp:internal-error)."""
+        try:
+            return self.engine.data_to_send()
+        except Exception as exc:
+            self.broker.internal_error(self, exc)
+            return self.engine.data_to_send()
 
     def close(self, error: Error | None = None) -> None:
         self.engine.close(error)

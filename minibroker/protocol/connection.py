@@ -189,7 +189,7 @@ class Connection:
                 due = now + self.remote_idle_timeout / 2
             deadlines.append(due)
         timeout = self.config.idle_timeout
-        if timeout and self.state is not ConnectionState.START:
+        if timeout:  # also before the protocol header and during SASL: a silent socket is closed too
             due = self._last_received + timeout
             if now >= due:
                 self._fail(
@@ -273,6 +273,11 @@ class Connection:
                     )
                 try:
                     handler(channel, performative, buf[perf_end:frame_end] if perf_end < frame_end else b"")
+                except (LinkError, SessionError) as exc:
+                    # Only that link or session ends; the frames after it in this read still count.
+                    self._fail(exc)
+                    if self.finished:
+                        break
                 except TypeError as exc:
                     # Decoding does not check field types: e.g. a list where a handle belongs ends up here.
                     raise ConnectionError_(
@@ -674,6 +679,8 @@ class Connection:
                 self._events.append(ev.SessionWindowOpened(session))
             return
         link = self._link(session, flow.handle, "flow")
+        if link.state is not LinkState.ATTACHED and link.state is not LinkState.ATTACH_RCVD:
+            return  # sent before the peer saw our detach: no credit for a link we are ending
         if link.is_sender:
             # §2.6.7: link-credit(snd) = delivery-count(rcv) + link-credit(rcv) - delivery-count(snd)
             peer_count = flow.delivery_count if flow.delivery_count is not None else 0

@@ -508,3 +508,15 @@ def test_performative_field_of_the_wrong_type_is_a_decode_error(open_engine: Ope
     frames = h.send(Peer.raw_frame(channel, body))
     closed_with(frames, conditions.DECODE_ERROR)
     assert h.pump.finished
+
+
+def test_frames_after_a_link_error_in_the_same_read_are_still_handled(open_engine: OpenEngine) -> None:
+    h = open_engine(credit=0)
+    h.send(h.peer.attach_sender("s", "q", 0))
+    h.pump.take_events()
+    # A transfer without credit (a link error) and an attach, in one write.
+    frames = h.send(h.peer.transfer(0, 0, b"a", b"one") + h.peer.attach_sender("s2", "q2", 1))
+    assert frames.one(Detach).error is not None
+    attaches = frames.of(Attach)
+    assert [a.name for a in attaches] == ["s2"]
+    assert not h.pump.finished
