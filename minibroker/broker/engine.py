@@ -19,7 +19,7 @@ from typing import Any
 
 from ..amqp import errors as conditions
 from ..amqp.errors import AMQPDecodeError
-from ..amqp.message import Message
+from ..amqp.message import Message, decode_message
 from ..amqp.messaging import (
     Accepted,
     DeleteOnClose,
@@ -58,6 +58,9 @@ from .transactions import TransactionManager
 
 __all__ = ["Broker", "BrokerConnection", "NodeError", "ANONYMOUS_RELAY"]
 
+#: Message format of a batch: the body's data sections each hold one encoded message
+#: (the format Azure Service Bus and Event Hubs clients send batches in).
+BATCH_FORMAT = 0x80013700
 #: Offered in ``open`` so clients may send with a null target address (routing by ``to``).
 ANONYMOUS_RELAY = "ANONYMOUS-RELAY"
 SUPPORTED_OUTCOMES = frozenset(
@@ -663,19 +666,33 @@ class Broker:
             self.transactions.on_control_message(producer, delivery)
         elif isinstance(producer, ProducerLink):
             now = self.clock.now()
-            try:
-                message = StoredMessage(delivery.payload, now)
-            except (AMQPDecodeError, IndexError) as exc:
-                # The broker paper 2.2.1: misrepresented sections are a session error.
-                engine.end_session(link.session, _error(conditions.DECODE_ERROR, f"malformed message: {exc}"))
-                return
-            state = delivery.state
-            if isinstance(state, TransactionalState):
-                self.transactions.stage_publish(producer, delivery, message, state.txn_id)
-            else:
-                outcome = self._accept_publish(producer, message, now)
+            if delivery.message_format not in (0, BATCH_FORMAT):
+                outcome: Any = Rejected(
+                    error=_error(
+                        conditions.NOT_IMPLEMENTED,
+                        f"message-format {delivery.message_format:#x} is not supported; this broker takes "
+                        f"0 (AMQP, Part 3 §3.2) and {BATCH_FORMAT:#x} (a batch of AMQP messages)",
+                    )
+                )
                 if not delivery.remote_settled:
-                    engine.settle(delivery, outcome, settled=link.rcv_settle_mode != RCV_SECOND)
+                    engine.settle(delivery, outcome)
+            else:
+                try:
+                    messages = [StoredMessage(payload, now) for payload in _payloads(delivery)]
+                except (AMQPDecodeError, IndexError) as exc:
+                    # The broker paper 2.2.1: misrepresented sections are a session error.
+                    engine.end_session(link.session, _error(conditions.DECODE_ERROR, f"malformed message: {exc}"))
+                    return
+                state = delivery.state
+                if isinstance(state, TransactionalState):
+                    for message in messages:
+                        self.transactions.stage_publish(producer, delivery, message, state.txn_id)
+                else:
+                    outcomes = [self._accept_publish(producer, message, now) for message in messages]
+                    rejected = [o for o in outcomes if isinstance(o, Rejected)]
+                    if not delivery.remote_settled:
+                        outcome = rejected[0] if rejected else outcomes[0]
+                        engine.settle(delivery, outcome, settled=link.rcv_settle_mode != RCV_SECOND)
         if link.credit <= self.config.link_credit // 2 and link.state is LinkState.ATTACHED:
             engine.grant_credit(link, self.config.link_credit)
 
@@ -790,6 +807,20 @@ class Broker:
         queue = self.queues.get(name)
         if queue is not None and queue.temporary:
             self.delete_node(name)
+
+
+def _payloads(delivery: Delivery) -> list[bytes]:
+    """The messages a delivery carries: itself, or for a batch each of its data sections."""
+    if delivery.message_format != BATCH_FORMAT:
+        return [delivery.payload]
+    outer = decode_message(delivery.payload)
+    if outer.body_kind != "data":
+        raise AMQPDecodeError(
+            f"a batch (message-format {BATCH_FORMAT:#x}) carries each message in a data section, "
+            f"got a body of kind {outer.body_kind!r}"
+        )
+    body = outer.body
+    return list(body) if isinstance(body, list) else [body]
 
 
 class _Refusal(Exception):

@@ -40,6 +40,7 @@ from ..amqp.transactions import (
     TransactionalState,
 )
 from ..amqp.types import symbol
+from ..protocol._state import LinkState
 from ..protocol.endpoints import Delivery, Link
 from .links import ConsumerLink, CoordinatorLink, ProducerLink
 from .statistics import TransactionSnapshot
@@ -204,8 +205,9 @@ class TransactionManager:
         if txn is None:
             engine.settle(delivery, Rejected(error=self._unknown(txn_id)))
             return
+        first_of_delivery = all(staged is not delivery for _p, staged, _m in txn.publishes)  # a batch stages several
         txn.publishes.append((producer, delivery, message))
-        if not delivery.remote_settled:
+        if first_of_delivery and not delivery.remote_settled:
             engine.settle(delivery, TransactionalState(txn_id=txn_id, outcome=Accepted()), settled=False)
 
     def stage_outcome(
@@ -272,7 +274,7 @@ class TransactionManager:
             entry.transaction = None
             held = (
                 not delivery.remote_settled
-                and consumer.link.state.value == "ATTACHED"
+                and consumer.link.state is LinkState.ATTACHED
                 and delivery.delivery_id in consumer.unsettled
             )
             if not held and entry.state == ACQUIRED:
@@ -290,9 +292,9 @@ class TransactionManager:
 
     def _settle(self, connection: BrokerConnection, delivery: Delivery, state: Any) -> None:
         """Settle a delivery the peer still remembers: one it sent pre-settled is forgotten (Part 2 §2.6.12)."""
-        if delivery.remote_settled:
-            return
-        if connection.open and delivery.link.state.value == "ATTACHED":
+        if delivery.remote_settled or delivery.settled:
+            return  # forgotten by the peer, or already settled (a batch's other messages)
+        if connection.open and delivery.link.state is LinkState.ATTACHED:
             connection.engine.settle(delivery, state)
             self.broker.mark_dirty(connection)
 

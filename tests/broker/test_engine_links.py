@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from minibroker.amqp.message import decode_message
+from minibroker.amqp.message import Message, decode_message
 from minibroker.amqp.messaging import Accepted, DeleteOnClose, Modified, Rejected, Released, Source, Target
 from minibroker.amqp.performatives import Attach, Detach, Disposition, Error, Transfer
 from minibroker.amqp.types import symbol
@@ -350,3 +350,30 @@ def test_source_is_echoed_with_supported_outcomes() -> None:
     assert set(source.outcomes) == {
         "amqp:accepted:list", "amqp:rejected:list", "amqp:released:list", "amqp:modified:list",
     }  # fmt: skip
+
+
+def test_a_batch_message_format_delivers_each_message_it_carries() -> None:
+    """Azure clients send batches as message-format 0x80013700: one data section per message."""
+    broker = make_broker()
+    peer, pump = open_client(broker)
+    pump.send(peer.attach_sender("s", "orders", 0))
+    inner = [build_message(f"order-{n}", message_id=f"id-{n}").encode() for n in range(3)]
+    batch = Message(body=inner, body_kind="data").encode()
+    frames = pump.send(peer.transfer(0, None, None, batch, message_format=0x80013700))
+    (disposition,) = frames.of(Disposition)
+    assert isinstance(disposition.state, Accepted)
+    snapshot = broker.queue_snapshot("orders")
+    assert snapshot.bodies == ["order-0", "order-1", "order-2"]
+    assert [m.properties.message_id for m in snapshot.messages] == ["id-0", "id-1", "id-2"]
+
+
+def test_an_unknown_message_format_is_rejected_not_implemented() -> None:
+    broker = make_broker()
+    peer, pump = open_client(broker)
+    pump.send(peer.attach_sender("s", "orders", 0))
+    frames = pump.send(peer.transfer(0, None, None, build_message("x").encode(), message_format=0x12345678))
+    (disposition,) = frames.of(Disposition)
+    assert isinstance(disposition.state, Rejected)
+    assert disposition.state.error.condition == "amqp:not-implemented"
+    assert "0x12345678" in disposition.state.error.description
+    assert broker.queue_snapshot("orders").depth == 0
