@@ -693,6 +693,13 @@ class Connection:
             self._events.append(ev.CreditChanged(link, flow.drain, flow.properties))
         else:
             link.available = flow.available or 0
+            if flow.delivery_count is not None:
+                # The sender's delivery-count is authoritative (§2.6.7): transfers it says it
+                # made (e.g. consuming credit on drain) use up the credit we granted.
+                advanced = (flow.delivery_count - link.delivery_count) % SERIAL_MOD
+                if 0 < advanced < 2**31:
+                    link.credit = max(0, link.credit - advanced)
+                    link.delivery_count = flow.delivery_count
         if flow.echo:
             self.send_link_flow(link)
         if was_blocked and session.remote_incoming_window > 0:

@@ -37,7 +37,7 @@ def authenticate(init: SaslInit, users: dict[str, str], allow_anonymous: bool) -
         return allow_anonymous, None
     if init.mechanism == PLAIN and users:
         parts = (init.initial_response or b"").split(b"\x00")
-        if len(parts) == 3:
+        if len(parts) == 3 and parts[0] in (b"", parts[1]):  # no authorization identity, or the same user
             user = parts[1].decode("utf-8", "replace")
             expected = users.get(user)
             if expected is not None and hmac.compare_digest(expected.encode("utf-8"), parts[2]):

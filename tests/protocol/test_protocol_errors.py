@@ -520,3 +520,17 @@ def test_frames_after_a_link_error_in_the_same_read_are_still_handled(open_engin
     attaches = frames.of(Attach)
     assert [a.name for a in attaches] == ["s2"]
     assert not h.pump.finished
+
+
+def test_a_senders_advanced_delivery_count_uses_up_credit(open_engine: OpenEngine) -> None:
+    """§2.6.7: the sender's delivery-count is authoritative, e.g. after it consumed credit on drain."""
+    h = open_engine(credit=100)
+    h.send(h.peer.attach_sender("s", "q", 0))
+    link = h.conn.sessions[0].links_by_remote[0]
+    assert (link.delivery_count, link.credit) == (0, 100)
+    flow = Flow(
+        next_incoming_id=0, incoming_window=2**31 - 1, next_outgoing_id=0, outgoing_window=2**31 - 1,
+        handle=0, delivery_count=10, available=0,
+    )  # fmt: skip
+    h.send(h.peer.frame(0, flow))
+    assert (link.delivery_count, link.credit) == (10, 90)
