@@ -53,6 +53,8 @@ class BrokerConfig:
     users: dict[str, str] = field(default_factory=dict)
     allow_anonymous: bool = True
     max_frame_size: int = 256 * 1024
+    #: Largest message accepted from a client, advertised in attach; None: no limit.
+    max_message_size: int | None = None
     #: Seconds of peer silence before a connection is closed; None: never.
     idle_timeout: float | None = 60.0
     #: Seconds a transaction may stay open before it is rolled back; None: forever.

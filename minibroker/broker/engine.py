@@ -105,6 +105,7 @@ class BrokerConnection:
                 idle_timeout=config.idle_timeout,
                 users=dict(config.users),
                 allow_anonymous=config.allow_anonymous,
+                max_message_size=config.max_message_size,
                 offered_capabilities=(ANONYMOUS_RELAY,),
                 properties={"product": "minibroker"},
             ),

@@ -74,6 +74,9 @@ class ConsumerLink:
     def accepts(self, entry: Entry) -> bool:
         if entry.undeliverable is not None and self.link_id in entry.undeliverable:
             return False
+        limit = self.link.max_message_size
+        if limit is not None and len(entry.message.payload) > limit:
+            return False  # larger than this receiver takes (§2.7.3): left for others
         if self.selector is not None and self.subscription is None:
             return selector_matches(self.selector, entry.message, entry.delivery_count)
         return True

@@ -94,6 +94,8 @@ class ConnectionConfig:
     #: SASL PLAIN users, name -> password.
     users: dict[str, str] = field(default_factory=dict)
     allow_anonymous: bool = True
+    #: Largest message accepted from the peer, advertised in attach (§2.7.3); None: no limit.
+    max_message_size: int | None = None
     offered_capabilities: tuple[str, ...] = ()
     properties: dict[str, Any] = field(default_factory=dict)
 
@@ -588,7 +590,7 @@ class Connection:
                 source=source,
                 target=target,
                 initial_delivery_count=link.delivery_count if link.is_sender else None,
-                max_message_size=None,
+                max_message_size=None if link.is_sender else self.config.max_message_size,
                 offered_capabilities=[symbol(c) for c in offered_capabilities] if offered_capabilities else None,
                 properties=properties,
             ),
@@ -820,26 +822,24 @@ class Connection:
         if transfer.aborted:
             link.incoming = None  # an aborted delivery is discarded (§2.6.14)
             return
+        if delivery.frames is None:
+            delivery.frames = []
+        delivery.frames.append(payload)
+        self._check_size(link, delivery, channel, transfer.handle)
         if transfer.more:
-            if delivery.frames is None:
-                delivery.frames = []
-            delivery.frames.append(payload)
             link.incoming = delivery
-            self._check_size(link, delivery, channel, transfer.handle)
             return
         link.incoming = None
-        if delivery.frames:
-            delivery.frames.append(payload)
-            delivery.payload = b"".join(delivery.frames)
-            delivery.frames = None
-        else:
-            delivery.payload = payload
+        frames = delivery.frames
+        delivery.payload = frames[0] if len(frames) == 1 else b"".join(frames)
+        delivery.frames = None
         if not delivery.remote_settled:
             session.incoming_unsettled[delivery.delivery_id] = delivery
         self._events.append(ev.MessageReceived(link, delivery))
 
     def _check_size(self, link: Link, delivery: Delivery, channel: int, handle: int) -> None:
-        limit = link.max_message_size
+        """Enforce the max-message-size we advertised for links the peer sends on (§2.7.3)."""
+        limit = self.config.max_message_size
         if limit and delivery.frames and sum(map(len, delivery.frames)) > limit:
             link.incoming = None
             raise LinkError(

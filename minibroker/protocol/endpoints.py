@@ -71,6 +71,7 @@ class Link:
         self.unsettled: dict[int, Delivery] = {}  # by delivery-id; sender side only
         self.incoming: Delivery | None = None  # receiver side: a multi-frame delivery in progress
         self.context: Any = None
+        #: The peer's own limit: the largest message it will take on this link (§2.7.3).
         self.max_message_size: int | None = attach.max_message_size or None
         self.flow_properties: dict[Any, Any] | None = None
         self.pending_credit = 0  # receiver side: credit granted since the last flow

@@ -377,3 +377,25 @@ def test_an_unknown_message_format_is_rejected_not_implemented() -> None:
     assert disposition.state.error.condition == "amqp:not-implemented"
     assert "0x12345678" in disposition.state.error.description
     assert broker.queue_snapshot("orders").depth == 0
+
+
+def test_max_message_size_is_advertised_and_enforced_on_what_clients_send() -> None:
+    broker = make_broker(max_message_size=100)
+    peer, pump = open_client(broker)
+    frames = pump.send(peer.attach_sender("s", "q", 0))
+    assert frames.one(Attach).max_message_size == 100
+    frames = pump.send(peer.transfer(0, None, None, build_message("x" * 200).encode()))
+    detach = frames.one(Detach)
+    assert detach.error is not None and detach.error.condition == "amqp:link:message-size-exceeded"
+    assert broker.queue_snapshot("q").depth == 0
+
+
+def test_a_receiver_is_not_sent_messages_larger_than_its_max_message_size() -> None:
+    broker = make_broker()
+    broker.publish("q", build_message("x" * 500))
+    broker.publish("q", build_message("small"))
+    peer, pump = open_client(broker)
+    pump.send(peer.attach_receiver("r", "q", 0, attach_fields={"max_message_size": 100}))
+    frames = pump.send(peer.flow(0, 10))
+    assert bodies(frames) == ["small"]
+    assert broker.queue_snapshot("q").available == 1  # the large one waits for a receiver that takes it
