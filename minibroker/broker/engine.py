@@ -195,7 +195,6 @@ class Broker:
         self.connections: set[BrokerConnection] = set()
         self.connections_total = 0
         self.transactions = TransactionManager(self)
-        self._durable: dict[str, Subscription] = {}
         self._link_ids = itertools.count(1)
         self._dirty: set[BrokerConnection] = set()
         self._consumers: set[ConsumerLink] = set()
@@ -325,9 +324,6 @@ class Broker:
                 consumer.connection.engine.detach_link(consumer.link, error)
                 self._end_consumer(consumer, closed=True)
                 self.mark_dirty(consumer.connection)
-        if topic is not None:
-            for key in list(topic.subscriptions):
-                self._durable.pop(key, None)
 
     def resolve(self, address: str, capabilities: frozenset[str] = frozenset()) -> Queue | Topic | None:
         """Find (or, with auto-create, create) the node an address names (broker paper 2.1).
@@ -411,7 +407,6 @@ class Broker:
         self.queues.clear()
         self.topics.clear()
         self.counters.clear()
-        self._durable.clear()
         self._consumers.clear()
         self.transactions.reset()
         self.flush()
@@ -602,8 +597,6 @@ class Broker:
         queue = Queue(key, options, counters, self._dead_letter, not durable, self._expiry_added)
         subscription = Subscription(key, queue, durable, selector)
         topic.subscriptions[key] = subscription
-        if durable:
-            self._durable[key] = subscription
         return subscription
 
     def _attach_producer(self, connection: BrokerConnection, link: Link) -> None:
@@ -799,7 +792,6 @@ class Broker:
                 subscription.attached = False
             else:
                 consumer.topic.subscriptions.pop(subscription.key, None)
-                self._durable.pop(subscription.key, None)
         elif consumer.dynamic:
             self._drop_temporary(queue.name)
         queue.dispatch(now)

@@ -273,12 +273,6 @@ class Queue:
         entry.owner = consumer
         self.counters.delivered += 1
 
-    def acquire_for(self, entry: Entry, owner: Any) -> None:
-        """Mark an available entry acquired by ``owner`` (transactional acquisition)."""
-        if entry.state == AVAILABLE:
-            self._take(entry, ACQUIRED)
-        entry.owner = owner
-
     # ------------------------------------------------------------ outcomes
 
     def accept(self, entry: Entry) -> None:

@@ -189,11 +189,6 @@ class Entry:
         self.transaction: Any = None  # a transaction that acquired or retires it
         self.token = 0  # bumped each time the entry becomes available (see Queue)
 
-    @property
-    def key(self) -> tuple[int, int]:
-        """Delivery order: higher level first, then arrival (§3.2.1; ordering kept on requeue)."""
-        return (-self.level, self.seq)
-
     def merged_annotations(self) -> dict[Any, Any] | None:
         if self.annotations is None:
             return self.message.message_annotations
