@@ -393,11 +393,15 @@ class Broker:
     def purge(self, name: str | None = None) -> int:
         """Remove available messages from one queue (or all); return how many."""
         if name is not None:
-            queue = self.queues.get(name)
-            if queue is None:
-                raise NodeError(f"no queue named {name!r}; known queues: {sorted(self.queues)}")
-            return queue.purge()
+            return self._queue_named(name).purge()
         return sum(q.purge() for q in self._all_queues())
+
+    def _queue_named(self, name: str) -> Queue:
+        """A queue, or a topic subscription's queue, by name."""
+        for queue in self._all_queues():
+            if queue.name == name:
+                return queue
+        raise NodeError(f"no queue named {name!r}; known queues: {sorted(self.queues)}")
 
     def reset(self) -> None:
         """Back to empty: every connection closed, every node and transaction gone."""
@@ -412,14 +416,7 @@ class Broker:
         self.flush()
 
     def queue_snapshot(self, name: str) -> QueueSnapshot:
-        queue = self.queues.get(name)
-        if queue is None:
-            for topic in self.topics.values():
-                for subscription in topic.subscriptions.values():
-                    if subscription.queue.name == name:
-                        queue = subscription.queue
-        if queue is None:
-            raise NodeError(f"no queue named {name!r}; known queues: {sorted(self.queues)}")
+        queue = self.queues.get(name) or self._queue_named(name)
         now = self.clock.now()
         messages = tuple(
             QueuedMessage(
@@ -800,6 +797,9 @@ class Broker:
         queue = self.queues.get(name)
         if queue is not None and queue.temporary:
             self.delete_node(name)
+            dead_letters = self.queues.get(name + DEFAULT_DEAD_LETTER_SUFFIX)
+            if dead_letters is not None and dead_letters.depth == 0:
+                self.delete_node(dead_letters.name)  # nothing left in it: it goes with its queue
 
 
 def _payloads(delivery: Delivery) -> list[bytes]:

@@ -399,3 +399,29 @@ def test_a_receiver_is_not_sent_messages_larger_than_its_max_message_size() -> N
     frames = pump.send(peer.flow(0, 10))
     assert bodies(frames) == ["small"]
     assert broker.queue_snapshot("q").available == 1  # the large one waits for a receiver that takes it
+
+
+def test_a_subscription_queue_can_be_inspected_and_purged_by_name() -> None:
+    broker = make_broker()
+    peer, pump = open_client(broker)
+    pump.send(peer.attach_receiver("sub", "topic://news", 0))  # no credit: messages wait
+    broker.publish("topic://news", build_message("one"))
+    broker.publish("topic://news", build_message("two"))
+    (name,) = subscription_names(broker, "news")
+    assert broker.queue_snapshot(name).bodies == ["one", "two"]
+    assert broker.purge(name) == 2
+    assert broker.queue_snapshot(name).depth == 0
+
+
+def test_an_empty_dead_letter_queue_goes_with_its_temporary_queue() -> None:
+    broker = make_broker()
+    peer, pump = open_client(broker)
+    frames = pump.send(peer.attach_receiver("r", None, 0, dynamic=True))
+    address = frames.one(Attach).source.address
+    broker.publish(address, build_message("bad"))
+    pump.send(peer.flow(0, 1))
+    pump.send(peer.disposition(0, state=Rejected()))
+    assert broker.queue_snapshot(address + "/$DeadLetterQueue").bodies == ["bad"]
+    broker.purge(address + "/$DeadLetterQueue")
+    pump.send(peer.detach(0))
+    assert address not in broker.queues and address + "/$DeadLetterQueue" not in broker.queues
