@@ -737,7 +737,8 @@ class Broker:
         self.apply_outcome(consumer.queue, entry, state, consumer.link_id)
         if not settled:
             consumer.connection.engine.settle(delivery, state)
-        consumer.queue.dispatch(self.clock.now())
+        if not isinstance(state, (Accepted, Rejected)):
+            consumer.queue.dispatch(self.clock.now())  # the message is available again
 
     def apply_outcome(self, queue: Queue, entry: Entry, state: Any, link_id: int | None) -> None:
         """Apply a terminal outcome to an acquired entry (Part 3 §3.4)."""
