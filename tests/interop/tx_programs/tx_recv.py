@@ -15,16 +15,15 @@ COUNT messages were committed.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from typing import Any
 
-from proton.handlers import MessagingHandler, TransactionHandler
+from batch_program import BatchProgram, batch_arguments
 from proton.reactor import Container
 
 
-class BatchReceiver(MessagingHandler, TransactionHandler):  # type: ignore[misc]
+class BatchReceiver(BatchProgram):
     def __init__(
         self, url: str, address: str, count: int, batch: int, abort_first: bool, timeout: float
     ) -> None:
@@ -36,7 +35,6 @@ class BatchReceiver(MessagingHandler, TransactionHandler):  # type: ignore[misc]
         self.aborted: list[Any] = []
         self.in_batch: list[Any] = []
         self.transactions = 0
-        self.failures: list[str] = []
         self.txn: Any = None
 
     def on_start(self, event: Any) -> None:
@@ -83,35 +81,10 @@ class BatchReceiver(MessagingHandler, TransactionHandler):  # type: ignore[misc]
         self.aborted.extend(self.in_batch)
         self.begin()
 
-    def on_transaction_declare_failed(self, event: Any) -> None:
-        self.failures.append(f"declare failed: {event.delivery.remote.condition}")
-        self.finish()
-
-    def on_transaction_commit_failed(self, event: Any) -> None:
-        self.failures.append(f"commit failed: {event.delivery.remote.condition}")
-        self.finish()
-
-    def on_transport_error(self, event: Any) -> None:
-        self.failures.append(f"transport error: {event.transport.condition}")
-
-    def on_timer_task(self, event: Any) -> None:
-        self.failures.append(f"timed out after {self.timeout} s")
-        self.container.stop()
-
-    def finish(self) -> None:
-        """Close the connection; the container's run() returns once the close is answered."""
-        self.watchdog.cancel()
-        self.connection.close()
-
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("url")
-    parser.add_argument("address")
-    parser.add_argument("count", type=int)
-    parser.add_argument("batch", type=int)
+    parser = batch_arguments(__doc__.splitlines()[0])
     parser.add_argument("--abort-first", action="store_true")
-    parser.add_argument("--timeout", type=float, default=20.0)
     args = parser.parse_args()
     handler = BatchReceiver(args.url, args.address, args.count, args.batch, args.abort_first, args.timeout)
     Container(handler).run()

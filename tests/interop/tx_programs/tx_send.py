@@ -12,24 +12,22 @@ the exit status is 0 only if every message was committed.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from typing import Any
 
+from batch_program import BatchProgram, batch_arguments
 from proton import Message
-from proton.handlers import MessagingHandler, TransactionHandler
 from proton.reactor import Container
 
 
-class BatchSender(MessagingHandler, TransactionHandler):  # type: ignore[misc]
+class BatchSender(BatchProgram):
     def __init__(self, url: str, address: str, count: int, batch: int, timeout: float) -> None:
         super().__init__()
         self.url, self.address, self.count, self.batch, self.timeout = url, address, count, batch, timeout
         self.committed = 0  # messages in committed transactions
         self.in_batch = 0  # messages sent in the open transaction
         self.transactions = 0
-        self.failures: list[str] = []
         self.txn: Any = None
 
     def on_start(self, event: Any) -> None:
@@ -71,34 +69,9 @@ class BatchSender(MessagingHandler, TransactionHandler):  # type: ignore[misc]
         else:
             self.begin()
 
-    def on_transaction_declare_failed(self, event: Any) -> None:
-        self.failures.append(f"declare failed: {event.delivery.remote.condition}")
-        self.finish()
-
-    def on_transaction_commit_failed(self, event: Any) -> None:
-        self.failures.append(f"commit failed: {event.delivery.remote.condition}")
-        self.finish()
-
-    def on_transport_error(self, event: Any) -> None:
-        self.failures.append(f"transport error: {event.transport.condition}")
-
-    def on_timer_task(self, event: Any) -> None:
-        self.failures.append(f"timed out after {self.timeout} s")
-        self.container.stop()
-
-    def finish(self) -> None:
-        """Close the connection; the container's run() returns once the close is answered."""
-        self.watchdog.cancel()
-        self.connection.close()
-
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("url")
-    parser.add_argument("address")
-    parser.add_argument("count", type=int)
-    parser.add_argument("batch", type=int)
-    parser.add_argument("--timeout", type=float, default=20.0)
+    parser = batch_arguments(__doc__.splitlines()[0])
     args = parser.parse_args()
     handler = BatchSender(args.url, args.address, args.count, args.batch, args.timeout)
     Container(handler).run()
