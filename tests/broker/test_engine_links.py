@@ -425,3 +425,29 @@ def test_an_empty_dead_letter_queue_goes_with_its_temporary_queue() -> None:
     broker.purge(address + "/$DeadLetterQueue")
     pump.send(peer.detach(0))
     assert address not in broker.queues and address + "/$DeadLetterQueue" not in broker.queues
+
+
+def test_receiver_settle_mode_second_consumer_outcome_is_settled_by_the_broker() -> None:
+    """rcv-settle-mode second (§2.8.3): the receiver states its outcome unsettled; the broker settles."""
+    broker = make_broker()
+    broker.publish("q", build_message("m"))
+    peer, pump = open_client(broker)
+    frames = pump.send(peer.attach_receiver("r", "q", 0, rcv_settle_mode=1))
+    assert frames.one(Attach).rcv_settle_mode == 1
+    frames = pump.send(peer.flow(0, 1))
+    (transfer,) = transfers(frames)
+    assert transfer.settled is False
+    frames = pump.send(peer.disposition(transfer.delivery_id, settled=False, state=Accepted()))
+    (disposition,) = frames.of(Disposition)
+    assert disposition.settled and isinstance(disposition.state, Accepted)
+    assert broker.queue_snapshot("q").depth == 0
+
+
+def test_receiver_settle_mode_second_producer_gets_an_unsettled_outcome() -> None:
+    broker = make_broker()
+    peer, pump = open_client(broker)
+    pump.send(peer.attach_sender("s", "q", 0, rcv_settle_mode=1))
+    frames = pump.send(peer.transfer(0, None, None, build_message("m").encode()))
+    (disposition,) = frames.of(Disposition)
+    assert not disposition.settled and isinstance(disposition.state, Accepted)
+    assert broker.queue_snapshot("q").bodies == ["m"]
