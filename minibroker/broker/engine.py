@@ -584,7 +584,7 @@ class Broker:
         key = f"{topic.name}::{connection.container_id}:{link.name}" if durable else f"{topic.name}::{uuid.uuid4().hex}"
         subscription = topic.subscriptions.get(key) if durable else None
         if subscription is not None:
-            subscription.attached = True
+            subscription.links += 1  # e.g. a client reconnecting before its old connection is noticed gone
             subscription.selector = selector
             return subscription
         counters = NodeCounters()
@@ -786,9 +786,8 @@ class Broker:
         self.transactions.consumer_gone(consumer)
         subscription = consumer.subscription
         if subscription is not None and consumer.topic is not None:
-            if subscription.durable and not closed:
-                subscription.attached = False
-            else:
+            subscription.links -= 1
+            if closed or not subscription.durable:  # a durable one waits for the same container and link
                 consumer.topic.subscriptions.pop(subscription.key, None)
         elif consumer.dynamic:
             self._drop_temporary(queue.name)

@@ -28,7 +28,11 @@ class Subscription:
         self.queue = queue
         self.durable = durable
         self.selector = selector
-        self.attached = True
+        self.links = 1  # links consuming from it; a durable one stays with none
+
+    @property
+    def attached(self) -> bool:
+        return self.links > 0
 
 
 class Topic:

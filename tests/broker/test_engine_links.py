@@ -451,3 +451,17 @@ def test_receiver_settle_mode_second_producer_gets_an_unsettled_outcome() -> Non
     (disposition,) = frames.of(Disposition)
     assert not disposition.settled and isinstance(disposition.state, Accepted)
     assert broker.queue_snapshot("q").bodies == ["m"]
+
+
+def test_a_durable_subscription_stays_attached_while_a_reconnected_link_consumes() -> None:
+    broker = make_broker()
+    old_peer, old_pump = open_client(broker, "app-1")
+    old_pump.send(durable_subscriber(old_peer, "orders-sub", 0))
+    # The client reconnects before its old connection is noticed gone: same container, same link.
+    new_peer, new_pump = open_client(broker, "app-1")
+    new_pump.send(durable_subscriber(new_peer, "orders-sub", 0))
+    old_pump.send(old_peer.close())
+    (subscription,) = broker.topic_snapshot("news").subscriptions
+    assert subscription.attached is True
+    broker.publish("topic://news", build_message("after"))
+    assert bodies(new_pump.send(new_peer.flow(0, credit=5))) == ["after"]
