@@ -67,8 +67,8 @@ class ConsumerLink:
 
     def credit(self) -> int:
         link = self.link
-        if link.session.remote_incoming_window <= 0:
-            return 0
+        if link.session.remote_incoming_window <= 0 or link.outgoing is not None:
+            return 0  # no room in the session window, or a large message still going out
         return link.credit
 
     def accepts(self, entry: Entry) -> bool:

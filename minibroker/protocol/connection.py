@@ -629,6 +629,7 @@ class Connection:
             session.outgoing_unsettled.pop(delivery_id, None)
         link.unsettled.clear()
         link.incoming = None
+        link.outgoing = None
         link.credit = 0  # nothing more may be sent on it (§2.6.7), even for events still queued
 
     def _on_detach(self, channel: int, detach: Detach, payload: bytes) -> None:
@@ -674,6 +675,10 @@ class Connection:
         if session.remote_incoming_window > 2**31:
             session.remote_incoming_window = 0  # the peer has not seen all we sent yet
         session.remote_outgoing_window = flow.outgoing_window
+        if was_blocked and session.remote_incoming_window > 0:
+            for waiting in list(session.links_by_handle.values()):
+                if waiting.outgoing is not None:
+                    self._send_frames(waiting)
         if flow.handle is None:
             if flow.echo:
                 self._send_session_flow(session)
@@ -861,41 +866,66 @@ class Connection:
         """Send a message on a sending link, split to max-frame-size (§2.6.12, §2.7.5).
 
         Transfers are written straight away; pending dispositions are not
-        flushed first, since no transfer depends on them.
+        flushed first, since no transfer depends on them.  A message of several
+        frames goes out as far as the peer's session window allows (§2.5.6); the
+        rest follows when a flow opens the window, and until then the link takes
+        no new delivery (``link.outgoing`` is set).
         """
         session = link.session
         delivery_id = session.next_delivery_id
         session.next_delivery_id = (delivery_id + 1) % SERIAL_MOD
         delivery = Delivery(delivery_id, tag, link, settled)
-        channel = session.channel
         room = self.remote_max_frame_size - 8 - 64 - len(tag)
-        if len(payload) <= room and state is None and self.trace is None and len(tag) < 256:
+        if len(payload) <= room and state is None and self.trace is None and len(tag) <= 32:
             head = _transfer_head(link.handle, delivery_id, tag, settled)
-            self._out.append(FRAME_HEADER.pack(8 + len(head) + len(payload), 2, FRAME_AMQP, channel) + head + payload)
-            frames = 1
-        else:
-            transfer = Transfer(
-                handle=link.handle,
-                delivery_id=delivery_id,
-                delivery_tag=tag,
-                message_format=0,
-                settled=settled,
-                state=state,
+            self._out.append(
+                FRAME_HEADER.pack(8 + len(head) + len(payload), 2, FRAME_AMQP, session.channel) + head + payload
             )
-            frames = 0
-            for offset in range(0, max(len(payload), 1), room):
-                transfer.more = offset + room < len(payload)
-                self._write(channel, transfer, payload[offset : offset + room])
-                transfer = Transfer(handle=link.handle)
-                frames += 1
-        session.next_outgoing_id = (session.next_outgoing_id + frames) % SERIAL_MOD
-        session.remote_incoming_window -= frames
+            session.next_outgoing_id = (session.next_outgoing_id + 1) % SERIAL_MOD
+            session.remote_incoming_window -= 1
+        else:
+            delivery.payload = payload
+            delivery.state = state
+            delivery.sent = 0
+            link.outgoing = delivery
+            self._send_frames(link)
         link.delivery_count = (link.delivery_count + 1) % SERIAL_MOD
         link.credit -= 1
         if not settled:
             session.outgoing_unsettled[delivery_id] = delivery
             link.unsettled[delivery_id] = delivery
         return delivery
+
+    def _send_frames(self, link: Link) -> None:
+        """Write the frames of the link's multi-frame delivery that the session window allows."""
+        delivery = link.outgoing
+        if delivery is None:
+            return
+        session = link.session
+        payload = delivery.payload
+        room = self.remote_max_frame_size - 8 - 64 - len(delivery.tag)
+        while session.remote_incoming_window > 0 and link.state is LinkState.ATTACHED:
+            offset = delivery.sent
+            if offset == 0:
+                transfer = Transfer(
+                    handle=link.handle,
+                    delivery_id=delivery.delivery_id,
+                    delivery_tag=delivery.tag,
+                    message_format=0,
+                    settled=delivery.settled,
+                    state=delivery.state,
+                )
+            else:
+                transfer = Transfer(handle=link.handle)
+            transfer.more = offset + room < len(payload)
+            self._write(session.channel, transfer, payload[offset : offset + room])
+            delivery.sent = offset + room
+            session.next_outgoing_id = (session.next_outgoing_id + 1) % SERIAL_MOD
+            session.remote_incoming_window -= 1
+            if not transfer.more:
+                link.outgoing = None
+                delivery.payload = b""
+                return
 
     # ---------------------------------------------------------- disposition
 

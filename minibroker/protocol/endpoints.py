@@ -22,7 +22,7 @@ class Delivery:
 
     __slots__ = (
         "delivery_id", "tag", "link", "settled", "state", "payload", "remote_settled",
-        "message_format", "context", "frames",
+        "message_format", "context", "frames", "sent",
     )  # fmt: skip
 
     def __init__(self, delivery_id: int, tag: bytes, link: Link, settled: bool) -> None:
@@ -36,6 +36,7 @@ class Delivery:
         self.message_format = 0
         self.context: Any = None
         self.frames: list[bytes] | None = None  # an incoming delivery still being assembled
+        self.sent = 0  # an outgoing multi-frame delivery: payload bytes written so far
 
     def __repr__(self) -> str:
         return f"<Delivery {self.delivery_id} on {self.link.name!r} settled={self.settled}>"
@@ -48,7 +49,7 @@ class Link:
         "session", "name", "handle", "remote_handle", "is_sender", "state", "attach",
         "source", "target", "snd_settle_mode", "rcv_settle_mode", "delivery_count",
         "credit", "drain", "available", "unsettled", "incoming", "context", "max_message_size",
-        "flow_properties", "pending_credit",
+        "flow_properties", "outgoing",
     )  # fmt: skip
 
     def __init__(self, session: Session, attach: Attach, handle: int) -> None:
@@ -74,7 +75,7 @@ class Link:
         #: The peer's own limit: the largest message it will take on this link (§2.7.3).
         self.max_message_size: int | None = attach.max_message_size or None
         self.flow_properties: dict[Any, Any] | None = None
-        self.pending_credit = 0  # receiver side: credit granted since the last flow
+        self.outgoing: Delivery | None = None  # sender side: a multi-frame delivery not yet all written
 
     @property
     def address(self) -> Any:

@@ -465,3 +465,21 @@ def test_a_durable_subscription_stays_attached_while_a_reconnected_link_consumes
     assert subscription.attached is True
     broker.publish("topic://news", build_message("after"))
     assert bodies(new_pump.send(new_peer.flow(0, credit=5))) == ["after"]
+
+
+def test_a_large_message_is_sent_only_as_far_as_the_session_window_allows() -> None:
+    """§2.5.6: no transfer frame while the peer's incoming window is 0; the rest follows a flow."""
+    broker = make_broker()
+    broker.publish("q", build_message("x" * 2000))
+    broker.publish("q", build_message("next"))
+    peer = Peer("small-window", max_frame_size=512)
+    pump = connect(broker, peer)
+    pump.send(peer.header() + peer.open(max_frame_size=512) + peer.begin(incoming_window=2))
+    pump.send(peer.attach_receiver("r", "q", 0))
+    first = [f for f in pump.send(peer.flow(0, 10, incoming_window=2)) if isinstance(f.performative, Transfer)]
+    assert len(first) == 2 and all(f.performative.more for f in first)  # two frames fit the window
+    rest = [f for f in pump.send(peer.flow(incoming_window=100)) if isinstance(f.performative, Transfer)]
+    large = first + rest[: len(rest) - 1]
+    assert [f.performative.more for f in large][-1] is False and len(large) > 2
+    assert decode_message(b"".join(f.payload for f in large)).body == "x" * 2000
+    assert decode_message(rest[-1].payload).body == "next"  # the next message waited its turn
