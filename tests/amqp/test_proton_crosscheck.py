@@ -14,6 +14,7 @@ import struct
 import uuid
 from typing import Any
 
+import proton
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -44,7 +45,6 @@ from minibroker.amqp import (
     ushort,
 )
 
-proton = pytest.importorskip("proton")
 PD = proton.Data
 
 # ---------------------------------------------------------------------------

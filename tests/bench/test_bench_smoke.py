@@ -12,10 +12,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-pytest.importorskip("proton")
-
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = {"run_id", "mode", "group", "name", "subject", "value", "unit", "loadavg"}
 
