@@ -827,25 +827,30 @@ class Connection:
         if transfer.aborted:
             link.incoming = None  # an aborted delivery is discarded (§2.6.14)
             return
-        if delivery.frames is None:
-            delivery.frames = []
-        delivery.frames.append(payload)
-        self._check_size(link, delivery, channel, transfer.handle)
-        if transfer.more:
-            link.incoming = delivery
-            return
+        if transfer.more or delivery.frames is not None:
+            if delivery.frames is None:
+                delivery.frames = []
+            delivery.frames.append(payload)
+            if self.config.max_message_size:
+                self._check_size(link, sum(map(len, delivery.frames)), channel, transfer.handle)
+            if transfer.more:
+                link.incoming = delivery
+                return
+            delivery.payload = b"".join(delivery.frames)
+            delivery.frames = None
+        else:  # the common single-frame message: no list to build
+            if self.config.max_message_size:
+                self._check_size(link, len(payload), channel, transfer.handle)
+            delivery.payload = payload
         link.incoming = None
-        frames = delivery.frames
-        delivery.payload = frames[0] if len(frames) == 1 else b"".join(frames)
-        delivery.frames = None
         if not delivery.remote_settled:
             session.incoming_unsettled[delivery.delivery_id] = delivery
         self._events.append(ev.MessageReceived(link, delivery))
 
-    def _check_size(self, link: Link, delivery: Delivery, channel: int, handle: int) -> None:
+    def _check_size(self, link: Link, size: int, channel: int, handle: int) -> None:
         """Enforce the max-message-size we advertised for links the peer sends on (§2.7.3)."""
         limit = self.config.max_message_size
-        if limit and delivery.frames and sum(map(len, delivery.frames)) > limit:
+        if limit and size > limit:
             link.incoming = None
             raise LinkError(
                 conditions.MESSAGE_SIZE_EXCEEDED,
