@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from .composite import Composite, composite, field
+from .types import symbol
 
 __all__ = [
-    "Attach", "Begin", "Close", "Detach", "Disposition", "End", "Error", "Flow", "Open",
+    "Attach", "Begin", "Close", "Detach", "Disposition", "End", "Error", "Flow", "Open", "amqp_error",
     "Performative", "Transfer", "ROLE_SENDER", "ROLE_RECEIVER", "SND_UNSETTLED", "SND_SETTLED",
     "SND_MIXED", "RCV_FIRST", "RCV_SECOND",
 ]  # fmt: skip
@@ -32,6 +33,11 @@ class Error(Composite):
     condition: str = field("symbol", default=None, mandatory=True)
     description: str | None = field("string", default=None)
     info: dict[Any, Any] | None = field("fields", default=None)
+
+
+def amqp_error(condition: str, description: str) -> Error:
+    """An ``error`` with ``condition`` as a symbol, e.g. ``amqp_error("amqp:not-found", "no queue 'x'")``."""
+    return Error(condition=symbol(condition), description=description)
 
 
 @composite(0x10, "amqp:open:list")

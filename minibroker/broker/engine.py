@@ -30,7 +30,7 @@ from ..amqp.messaging import (
     Source,
     Target,
 )
-from ..amqp.performatives import RCV_SECOND, Error
+from ..amqp.performatives import RCV_SECOND, Error, amqp_error
 from ..amqp.transactions import Coordinator, TransactionalState
 from ..amqp.types import symbol
 from ..protocol import events as ev
@@ -86,9 +86,6 @@ def _capabilities(terminus: Any) -> frozenset[str]:
     return frozenset(str(c) for c in caps)
 
 
-def _error(condition: str, description: str) -> Error:
-    return Error(condition=symbol(condition), description=description)
-
 
 class BrokerConnection:
     """One client connection as the broker sees it: the protocol engine plus a wake-up callback."""
@@ -128,7 +125,7 @@ class BrokerConnection:
         try:
             self.broker._handle(self, self.engine.receive_data(data))
         except Exception as exc:  # a broker bug must cost one connection, not the broker
-            self.broker.internal_error(self, exc)
+            self.broker.internalerror(self, exc)
 
     def data_to_send(self) -> bytes:
         return self.engine.data_to_send()
@@ -141,7 +138,7 @@ class BrokerConnection:
             try:
                 self.broker._handle(self, events)
             except Exception as exc:
-                self.broker.internal_error(self, exc)
+                self.broker.internalerror(self, exc)
         return deadline
 
     @property
@@ -163,7 +160,7 @@ class BrokerConnection:
         try:
             return self.engine.data_to_send()
         except Exception as exc:
-            self.broker.internal_error(self, exc)
+            self.broker.internalerror(self, exc)
             return self.engine.data_to_send()
 
     def close(self, error: Error | None = None) -> None:
@@ -221,14 +218,14 @@ class Broker:
         self.connections.discard(connection)
         self._dirty.discard(connection)
 
-    def internal_error(self, connection: BrokerConnection, exc: Exception) -> None:
+    def internalerror(self, connection: BrokerConnection, exc: Exception) -> None:
         """Close the connection whose handling raised, with ``amqp:internal-error``; keep the error.
 
         Other connections and every queued message are unaffected; ``errors``
         lets a test harness re-raise what happened inside the broker.
         """
         self.errors.append(exc)
-        error = _error(conditions.INTERNAL_ERROR, f"broker error: {type(exc).__name__}: {exc}")
+        error = amqp_error(conditions.INTERNAL_ERROR, f"broker error: {type(exc).__name__}: {exc}")
         try:
             connection.engine.close(error)
             self._handle(connection, connection.engine.take_events())
@@ -318,7 +315,7 @@ class Broker:
         if queue is None and topic is None:
             raise NodeError(f"no queue or topic named {name!r}")
         self.counters.pop(name, None)
-        error = _error(conditions.RESOURCE_DELETED, f"node {name!r} was deleted")
+        error = amqp_error(conditions.RESOURCE_DELETED, f"node {name!r} was deleted")
         for consumer in list(self._consumers):
             if consumer.queue is queue or (topic is not None and consumer.topic is topic):
                 consumer.connection.engine.detach_link(consumer.link, error)
@@ -405,7 +402,7 @@ class Broker:
 
     def reset(self) -> None:
         """Back to empty: every connection closed, every node and transaction gone."""
-        error = _error(conditions.CONNECTION_FORCED, "broker reset")
+        error = amqp_error(conditions.CONNECTION_FORCED, "broker reset")
         for connection in list(self.connections):
             connection.close(error)
         self.queues.clear()
@@ -659,7 +656,7 @@ class Broker:
             now = self.clock.now()
             if delivery.message_format not in (0, BATCH_FORMAT):
                 outcome: Any = Rejected(
-                    error=_error(
+                    error=amqp_error(
                         conditions.NOT_IMPLEMENTED,
                         f"message-format {delivery.message_format:#x} is not supported; this broker takes "
                         f"0 (AMQP, Part 3 §3.2) and {BATCH_FORMAT:#x} (a batch of AMQP messages)",
@@ -672,7 +669,7 @@ class Broker:
                     messages = [StoredMessage(payload, now) for payload in _payloads(delivery)]
                 except (AMQPDecodeError, IndexError) as exc:
                     # The broker paper 2.2.1: misrepresented sections are a session error.
-                    engine.end_session(link.session, _error(conditions.DECODE_ERROR, f"malformed message: {exc}"))
+                    engine.end_session(link.session, amqp_error(conditions.DECODE_ERROR, f"malformed message: {exc}"))
                     return
                 state = delivery.state
                 if isinstance(state, TransactionalState):
@@ -694,11 +691,11 @@ class Broker:
             props = message.properties
             to = props.to if props is not None else None
             if not isinstance(to, str) or not to:
-                return _error(conditions.INVALID_FIELD, "anonymous relay needs the message's 'to' property set")
+                return amqp_error(conditions.INVALID_FIELD, "anonymous relay needs the message's 'to' property set")
             address = to
         node = self.resolve(address)
         if node is None:
-            return _error(conditions.NOT_FOUND, f"no node {address!r} (auto-create is off)")
+            return amqp_error(conditions.NOT_FOUND, f"no node {address!r} (auto-create is off)")
         return node
 
     def _accept_publish(self, producer: ProducerLink, message: StoredMessage, now: float) -> Any:
@@ -726,7 +723,7 @@ class Broker:
                 return
             state = consumer.default_outcome or DELIVERY_FAILED
         if consumer.outcomes is not None and state.DESCRIPTOR_NAME not in consumer.outcomes:
-            error = _error(
+            error = amqp_error(
                 conditions.NOT_ALLOWED,
                 f"outcome {state.DESCRIPTOR_NAME} is not among the outcomes this link declared: {sorted(consumer.outcomes)}",
             )
@@ -819,7 +816,7 @@ def _payloads(delivery: Delivery) -> list[bytes]:
 class _Refusal(Exception):
     def __init__(self, condition: str, description: str) -> None:
         super().__init__(description)
-        self.error = _error(condition, description)
+        self.error = amqp_error(condition, description)
 
 
 _HANDLERS: dict[type, Callable[[Broker, BrokerConnection, Any], None]] = {

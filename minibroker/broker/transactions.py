@@ -26,7 +26,7 @@ from ..amqp import errors as conditions
 from ..amqp.errors import AMQPDecodeError
 from ..amqp.message import decode_message
 from ..amqp.messaging import Accepted, Rejected, Released
-from ..amqp.performatives import Error
+from ..amqp.performatives import Error, amqp_error
 from ..amqp.transactions import (
     DISTRIBUTED_TRANSACTIONS,
     LOCAL_TRANSACTIONS,
@@ -83,9 +83,6 @@ class Transaction:
         entry.transaction = None
 
 
-def _error(condition: str, description: str) -> Error:
-    return Error(condition=symbol(condition), description=description)
-
 
 class TransactionManager:
     """The broker's transaction coordinator."""
@@ -107,7 +104,7 @@ class TransactionManager:
             condition = conditions.NOT_IMPLEMENTED if asked & UNSUPPORTED_CAPABILITIES else conditions.PRECONDITION_FAILED
             engine.refuse_link(
                 link,
-                _error(
+                amqp_error(
                     condition,
                     f"transaction capabilities {sorted(unsupported)} are not supported; "
                     f"this coordinator offers {list(SUPPORTED_CAPABILITIES)}",
@@ -138,13 +135,13 @@ class TransactionManager:
         try:
             body = decode_message(delivery.payload).body
         except AMQPDecodeError as exc:
-            engine.settle(delivery, Rejected(error=_error(conditions.DECODE_ERROR, f"malformed control message: {exc}")))
+            engine.settle(delivery, Rejected(error=amqp_error(conditions.DECODE_ERROR, f"malformed control message: {exc}")))
             return
         now = self.broker.clock.now()
         if isinstance(body, Declare):
             if body.global_id is not None:
                 outcome: Any = Rejected(
-                    error=_error(conditions.NOT_IMPLEMENTED, "distributed transactions (global-id) are not supported")
+                    error=amqp_error(conditions.NOT_IMPLEMENTED, "distributed transactions (global-id) are not supported")
                 )
             else:
                 txn_id = b"txn:%d" % next(self._ids)
@@ -160,7 +157,7 @@ class TransactionManager:
             outcome = self._discharge(body.txn_id, bool(body.fail))
         else:
             outcome = Rejected(
-                error=_error(
+                error=amqp_error(
                     conditions.DECODE_ERROR,
                     f"a coordinator takes amqp-value bodies declare or discharge (Part 4 §4.5), got {type(body).__name__}",
                 )
@@ -177,17 +174,17 @@ class TransactionManager:
         problem = self._cannot_commit(txn)
         if problem is not None:
             self._rollback(txn)
-            return Rejected(error=_error(conditions.TRANSACTION_ROLLBACK, problem))
+            return Rejected(error=amqp_error(conditions.TRANSACTION_ROLLBACK, problem))
         self._commit(txn)
         return Accepted()
 
     def _unknown(self, txn_id: bytes) -> Error:
         if txn_id in self._timed_out:
-            return _error(
+            return amqp_error(
                 conditions.TRANSACTION_TIMEOUT,
                 f"transaction {txn_id!r} was rolled back after {self.broker.config.transaction_timeout} s",
             )
-        return _error(conditions.TRANSACTION_UNKNOWN_ID, f"no open transaction {txn_id!r} (unknown or already discharged)")
+        return amqp_error(conditions.TRANSACTION_UNKNOWN_ID, f"no open transaction {txn_id!r} (unknown or already discharged)")
 
     def _cannot_commit(self, txn: Transaction) -> str | None:
         for producer, _delivery, message in txn.publishes:
