@@ -33,6 +33,7 @@ from ..amqp.performatives import (
     Flow,
     Open,
     Transfer,
+    amqp_error,
 )
 from ..amqp.sasl_frames import SASL_AUTH, SASL_OK, SaslInit, SaslMechanisms, SaslOutcome
 from ..amqp.types import symbol
@@ -426,7 +427,7 @@ class Connection:
             self._drop_session(session, error)
 
     def _fail(self, exc: AMQPProtocolError) -> None:
-        error = Error(condition=symbol(exc.condition), description=exc.description)
+        error = amqp_error(exc.condition, exc.description)
         if isinstance(exc, LinkError):
             session = self.sessions.get(exc.channel)
             link = session.links_by_remote.get(exc.handle) if session else None
