@@ -23,13 +23,14 @@ from .broker.statistics import QueuedMessage as QueuedMessage
 from .broker.statistics import QueueSnapshot as QueueSnapshot
 from .broker.statistics import TopicSnapshot as TopicSnapshot
 from .broker.statistics import TransactionSnapshot as TransactionSnapshot
+from .client import Client as Client
 from .server import serve as serve
 from .threaded import ThreadedBroker as ThreadedBroker
 from .trio_broker import TrioBroker as TrioBroker
 from .trio_broker import open_broker as open_broker
 
 __all__ = [
-    "Broker", "BrokerConfig", "BrokerStatistics", "Clock", "FrameRecord", "ManualClock", "Message", "NodeError",
+    "Broker", "BrokerConfig", "BrokerStatistics", "Client", "Clock", "FrameRecord", "ManualClock", "Message", "NodeError",
     "NodeStatistics", "QueueOptions", "QueueSnapshot", "QueuedMessage", "SystemClock", "ThreadedBroker",
     "TopicSnapshot", "TransactionSnapshot", "TrioBroker", "build_message", "open_broker", "serve",
 ]  # fmt: skip

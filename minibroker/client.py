@@ -1,0 +1,609 @@
+"""A small blocking AMQP 1.0 client on minibroker's own codec and plain sockets.
+
+It speaks the transport of OASIS AMQP 1.0 Part 2 (one session, links with
+credit, §2.6.7; settlement, §2.6.12) with SASL ANONYMOUS or PLAIN (Part 5
+§5.3) and the delivery outcomes of Part 3 §3.4.  It needs nothing beyond the
+standard library and :mod:`minibroker.amqp`, so it runs wherever minibroker
+is installed (for example on Spark executors)::
+
+    from minibroker import Client
+
+    with Client("amqp://127.0.0.1:5672", timeout=5) as client:
+        with client.sender("orders") as sender:
+            sender.send({"id": 1})                 # returns once the broker accepted it
+        with client.receiver("orders") as receiver:
+            delivery = receiver.receive()          # waits up to the timeout
+            print(delivery.message.body)
+            delivery.accept()
+
+Every call that waits takes ``timeout=`` (seconds; default: the client's) and
+raises :class:`ClientTimeout` when it runs out.  A client is not thread-safe:
+use one per thread.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import urllib.parse
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from types import TracebackType
+from typing import Any
+
+from .amqp.message import Message, decode_message
+from .amqp.messaging import Accepted, Modified, Rejected, Released
+from .amqp.performatives import (
+    ROLE_RECEIVER,
+    ROLE_SENDER,
+    SND_SETTLED,
+    SND_UNSETTLED,
+    Attach,
+    Begin,
+    Close,
+    Detach,
+    Disposition,
+    End,
+    Error,
+    Flow,
+    Transfer,
+)
+from .amqp.sasl_frames import SaslOutcome
+from .amqp.types import symbol
+from .api import build_message
+from .protocol.framing import EMPTY_FRAME
+from .testing.peer import Frame, FrameReader, Peer, PeerLink
+
+__all__ = [
+    "Client", "ClientError", "ClientTimeout", "ConnectionFailed", "ConnectionClosed", "Delivery",
+    "DeliveryFailed", "LinkDetached", "Receiver", "Sender", "parse_url",
+]  # fmt: skip
+
+DEFAULT_PORT = 5672
+
+
+class ClientError(Exception):
+    """Base class of the client's errors."""
+
+
+class ConnectionFailed(ClientError):
+    """The broker could not be reached, or refused the SASL handshake (Part 5 §5.3.3.6)."""
+
+
+class ConnectionClosed(ClientError):
+    """The broker closed the connection (§2.7.9) or the socket ended; ``condition`` names the error."""
+
+    def __init__(self, message: str, condition: str | None = None) -> None:
+        super().__init__(message)
+        self.condition = condition
+
+
+class LinkDetached(ClientError):
+    """The broker refused or detached a link (§2.6.3, §2.7.7); ``condition`` names the error."""
+
+    def __init__(self, message: str, condition: str | None = None) -> None:
+        super().__init__(message)
+        self.condition = condition
+
+
+class DeliveryFailed(ClientError):
+    """The broker did not accept a message: ``outcome`` is ``"rejected"``, ``"released"`` or ``"modified"``
+    (Part 3 §3.4.3-§3.4.5); ``condition``/``description`` carry a rejection's error."""
+
+    def __init__(self, outcome: str, condition: str | None, description: str | None, address: str | None) -> None:
+        detail = f": {condition}" if condition else ""
+        detail += f" ({description})" if description else ""
+        super().__init__(f"the broker {outcome} the message sent to {address!r}{detail}")
+        self.outcome = outcome
+        self.condition = condition
+        self.description = description
+
+
+class ClientTimeout(ClientError, TimeoutError):
+    """A call waited longer than its timeout."""
+
+
+def parse_url(url: str) -> tuple[str, int, str | None, str | None]:
+    """``amqp://[user:password@]host[:port]`` as ``(host, port, user, password)``; port defaults to 5672."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme != "amqp" or not parts.hostname:
+        raise ValueError(f"expected a URL like amqp://127.0.0.1:5672 (TLS is not supported), got {url!r}")
+    user = urllib.parse.unquote(parts.username) if parts.username else None
+    password = urllib.parse.unquote(parts.password) if parts.password else None
+    return parts.hostname, parts.port or DEFAULT_PORT, user, password
+
+
+def as_message(value: Any) -> Message:
+    """A :class:`Message` as is; ``bytes`` as a data body (§3.2.6); anything else as an amqp-value body."""
+    if isinstance(value, Message):
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return Message(body=bytes(value), body_kind="data")
+    return build_message(value)
+
+
+class Delivery:
+    """A message received on a :class:`Receiver`; settle it with :meth:`accept`, :meth:`release`,
+    :meth:`reject` or :meth:`modify` (Part 3 §3.4), unless it arrived settled (browsing)."""
+
+    __slots__ = ("_receiver", "delivery_id", "payload", "settled", "_message")
+
+    def __init__(self, receiver: Receiver, delivery_id: int, payload: bytes, settled: bool) -> None:
+        self._receiver = receiver
+        self.delivery_id = delivery_id
+        #: The message's encoded sections, as transferred.
+        self.payload = payload
+        #: True once settled by either side.
+        self.settled = settled
+        self._message: Message | None = None
+
+    @property
+    def message(self) -> Message:
+        """The decoded message (decoded on first use)."""
+        if self._message is None:
+            self._message = decode_message(self.payload)
+        return self._message
+
+    def accept(self) -> None:
+        """Settle as ``accepted`` (§3.4.2): the broker removes the message."""
+        self._receiver.settle([self], Accepted())
+
+    def release(self) -> None:
+        """Settle as ``released`` (§3.4.4): the message goes back, its delivery-count unchanged."""
+        self._receiver.settle([self], Released())
+
+    def reject(self, condition: str = "amqp:internal-error", description: str | None = None) -> None:
+        """Settle as ``rejected`` (§3.4.3) with an error; the broker dead-letters or drops the message."""
+        self._receiver.settle([self], Rejected(error=Error(condition=symbol(condition), description=description)))
+
+    def modify(self, delivery_failed: bool = True, undeliverable_here: bool = False) -> None:
+        """Settle as ``modified`` (§3.4.5)."""
+        self._receiver.settle(
+            [self], Modified(delivery_failed=delivery_failed, undeliverable_here=undeliverable_here)
+        )
+
+    def __repr__(self) -> str:
+        return f"<Delivery {self.delivery_id} {len(self.payload)} bytes{' settled' if self.settled else ''}>"
+
+
+class _Link:
+    """What senders and receivers share: attach, detach and the errors the broker sends about them."""
+
+    def __init__(self, client: Client, address: str | None, link: PeerLink) -> None:
+        self._client = client
+        self.address = address
+        self._link = link
+        self.closed = False
+
+    def _check(self) -> None:
+        detach = self._link.remote_detach
+        if detach is not None:
+            error = detach.error
+            raise LinkDetached(
+                f"the broker detached the link on {self.address!r}"
+                + (f": {error.condition} ({error.description})" if error is not None else ""),
+                error.condition if error is not None else None,
+            )
+        if self.closed:
+            raise ClientError(f"the link on {self.address!r} is closed; open a new one")
+
+    def _attached(self, timeout: float | None) -> None:
+        """Wait for the broker's attach; a refusal (no terminus, §2.6.3) waits for its detach and raises."""
+        link = self._link
+        self._client._wait(lambda: link.remote_attach is not None or link.remote_detach is not None,
+                           timeout, f"the broker's attach of a link on {self.address!r}")
+        remote = link.remote_attach
+        refused = remote is None or (remote.target is None if link.is_sender else remote.source is None)
+        if refused:
+            self._client._wait(lambda: link.remote_detach is not None, timeout,
+                               f"the broker's detach of the refused link on {self.address!r}")
+            self._check()
+
+    def close(self, timeout: float | None = None) -> None:
+        """Detach and close the link (§2.6.6); waits for the broker's detach."""
+        if self.closed:
+            return
+        self.closed = True
+        client, link = self._client, self._link
+        try:
+            if client._close_error is None and not client.closed:
+                client._send(client._peer.detach(link.handle))  # or the answer to the broker's detach
+                client._wait(lambda: link.remote_detach is not None, timeout, f"the detach of {self.address!r}")
+        finally:
+            client._links.pop(link.handle, None)
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self._client.closed:
+            self.close()
+
+
+class Sender(_Link):
+    """A link the client sends on; each send waits for the broker's outcome (§2.6.12)."""
+
+    def send(self, message: Any, timeout: float | None = None) -> None:
+        """Send one message (see :func:`as_message`) and wait until the broker accepted it.
+
+        Raises :class:`DeliveryFailed` if the broker rejected, released or modified it.
+        """
+        self.send_many([message], timeout)
+
+    def send_many(self, messages: Iterable[Any], timeout: float | None = None) -> int:
+        """Send messages as credit allows and wait for every outcome; returns how many were accepted.
+
+        All messages are sent and settled before the first failure (in send order) is raised
+        as :class:`DeliveryFailed`, so nothing is left in flight.
+        """
+        client, link = self._client, self._link
+        deadline = client._deadline(timeout)
+        outcomes = client._outcomes
+        order: list[int] = []
+        for value in messages:
+            self._check()
+            client._wait(lambda: link.credit > 0 or link.remote_detach is not None, _left(deadline),
+                         f"credit to send to {self.address!r}")
+            self._check()
+            payload = as_message(value).encode()
+            session = client._peer.session()
+            delivery_id = session.next_delivery_id
+            client._send(client._peer.transfer(link.handle, None, None, payload))
+            order.append(delivery_id)
+            client._drain_input()
+        client._wait(lambda: all(d in outcomes for d in order) or link.remote_detach is not None, _left(deadline),
+                     f"the broker's outcome for {len(order)} message(s) sent to {self.address!r}")
+        results = [outcomes.pop(d, None) for d in order]
+        self._check()
+        for state in results:
+            if not isinstance(state, Accepted):
+                raise _failure(state, self.address)
+        return len(results)
+
+
+def _left(deadline: float) -> float:
+    return max(0.0, deadline - time.monotonic())
+
+
+def _failure(state: Any, address: str | None) -> DeliveryFailed:
+    if isinstance(state, Rejected):
+        error = state.error
+        return DeliveryFailed(
+            "rejected", error.condition if error else None, error.description if error else None, address
+        )
+    if isinstance(state, Released):
+        return DeliveryFailed("released", None, None, address)
+    if isinstance(state, Modified):
+        return DeliveryFailed("modified", None, f"delivery-failed={state.delivery_failed}", address)
+    return DeliveryFailed("settled without an outcome", None, repr(state), address)
+
+
+class Receiver(_Link):
+    """A link the client receives on; ``credit`` messages are requested at a time (§2.6.7)."""
+
+    def __init__(self, client: Client, address: str | None, link: PeerLink, credit: int, browse: bool) -> None:
+        super().__init__(client, address, link)
+        self.credit = credit
+        self.browse = browse
+        self._buffer: deque[Delivery] = deque()
+        self._partial: bytearray | None = None
+        self._partial_id = 0
+        self._partial_settled = False
+        self._drained = False
+
+    def _on_transfer(self, transfer: Transfer, payload: bytes) -> None:
+        if self._partial is None:
+            self._partial = bytearray()
+            self._partial_id = transfer.delivery_id or 0
+            self._partial_settled = bool(transfer.settled)
+        self._partial += payload
+        if transfer.aborted:
+            self._partial = None
+        elif not transfer.more:
+            self._buffer.append(Delivery(self, self._partial_id, bytes(self._partial), self._partial_settled))
+            self._partial = None
+
+    def _flow(self, credit: int, drain: bool = False) -> None:
+        client = self._client
+        client._send(client._peer.flow(self._link.handle, credit, drain=drain))
+
+    def receive(self, timeout: float | None = None) -> Delivery:
+        """The next message; credit is topped up when it runs low.  Raises :class:`ClientTimeout`."""
+        link, client = self._link, self._client
+        if not self._buffer and link.credit <= self.credit // 2:
+            self._flow(self.credit)
+        client._wait(lambda: bool(self._buffer) or link.remote_detach is not None, timeout,
+                     f"a message from {self.address!r}")
+        if not self._buffer:
+            self._check()
+        return self._buffer.popleft()
+
+    def fetch(self, limit: int, timeout: float | None = None) -> list[Delivery]:
+        """Up to ``limit`` messages available now, without waiting for more (a drain, §2.6.7).
+
+        Returns fewer (possibly none) once the broker reports it has nothing more.
+        """
+        if limit < 1:
+            raise ValueError(f"fetch needs a limit of at least 1, got {limit}")
+        link, client = self._link, self._client
+        out = [self._buffer.popleft() for _ in range(min(limit, len(self._buffer)))]
+        if len(out) < limit:
+            self._drained = False
+            self._flow(limit - len(out) - len(self._buffer), drain=True)
+            client._wait(lambda: self._drained or link.remote_detach is not None, timeout,
+                         f"the broker to drain {self.address!r}")
+            self._check()
+            while self._buffer and len(out) < limit:
+                out.append(self._buffer.popleft())
+        return out
+
+    def settle(self, deliveries: Sequence[Delivery], outcome: Any = None) -> None:
+        """Settle many deliveries with one outcome (default ``accepted``), in as few dispositions as possible."""
+        state = outcome if outcome is not None else Accepted()
+        ids = sorted(d.delivery_id for d in deliveries if not d.settled)
+        for d in deliveries:
+            d.settled = True
+        if not ids:
+            return
+        client = self._client
+        out = bytearray()
+        first = last = ids[0]
+        for delivery_id in ids[1:] + [None]:
+            if delivery_id is not None and delivery_id == last + 1:
+                last = delivery_id
+                continue
+            out += client._peer.disposition(first, last if last != first else None, state=state)
+            if delivery_id is not None:
+                first = last = delivery_id
+        client._send(bytes(out))
+
+
+class Client:
+    """One AMQP connection with one session (Part 2 §2.4-§2.5), opened on construction.
+
+    ``url`` is ``amqp://[user:password@]host[:port]``; ``user``/``password`` override
+    the URL's and select SASL PLAIN, otherwise SASL ANONYMOUS is used.  ``timeout``
+    (seconds) bounds connecting and is the default of every later call.
+    """
+
+    def __init__(
+        self,
+        url: str = f"amqp://127.0.0.1:{DEFAULT_PORT}",
+        *,
+        timeout: float = 10.0,
+        user: str | None = None,
+        password: str | None = None,
+        container_id: str | None = None,
+    ) -> None:
+        host, port, url_user, url_password = parse_url(url)
+        self.host, self.port, self.timeout = host, port, timeout
+        user = user if user is not None else url_user
+        password = password if password is not None else url_password
+        self._peer = Peer(container_id or f"minibroker-client-{uuid.uuid4().hex[:12]}")
+        self._reader = FrameReader()
+        self._links: dict[int, _Link] = {}  # by our handle
+        self._remote: dict[int, _Link] = {}  # by the broker's handle
+        self._outcomes: dict[int, Any] = {}
+        self._write_lock = threading.Lock()
+        self._last_write = time.monotonic()
+        self._stop_heartbeat = threading.Event()
+        self.closed = False
+        self._close_error: ConnectionClosed | None = None
+        try:
+            self._sock = socket.create_connection((host, port), timeout=timeout)
+        except OSError as exc:
+            raise ConnectionFailed(f"cannot connect to the AMQP broker at {host}:{port}: {exc}") from exc
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            self._handshake(user, password, timeout)
+        except BaseException:
+            self._sock.close()
+            self.closed = True
+            raise
+
+    def _handshake(self, user: str | None, password: str | None, timeout: float) -> None:
+        peer = self._peer
+        if user is not None:
+            sasl = peer.sasl_plain(user, password or "")
+        else:
+            sasl = peer.sasl_anonymous()
+        self._send(sasl + peer.header() + peer.open() + peer.begin())
+        try:
+            self._wait(lambda: peer.sasl_outcome is not None, timeout, "the broker's SASL outcome")
+        except ConnectionClosed as exc:
+            raise ConnectionFailed(f"the broker at {self.host}:{self.port} ended the SASL handshake: {exc}") from exc
+        outcome: SaslOutcome = peer.sasl_outcome
+        if outcome.code != 0:
+            mechanism = "PLAIN" if user is not None else "ANONYMOUS"
+            raise ConnectionFailed(
+                f"the broker at {self.host}:{self.port} refused SASL {mechanism} (code {outcome.code}); "
+                "check the user and password"
+            )
+        session = peer.session()
+        self._wait(lambda: session.remote_begin is not None, timeout, "the broker's open and begin")
+        idle = peer.remote_open.idle_time_out if peer.remote_open is not None else None
+        if idle:
+            threading.Thread(target=self._heartbeat, args=(idle / 2000,), daemon=True,
+                             name=f"amqp-heartbeat-{self.host}:{self.port}").start()
+
+    # ------------------------------------------------------------------ links
+
+    def sender(self, address: str | None, timeout: float | None = None) -> Sender:
+        """Attach a link sending to ``address`` (Part 3 §3.5.4); raises :class:`LinkDetached` if refused.
+
+        ``None`` is the anonymous relay: each message goes to its ``to`` property.
+        """
+        handle = self._next_handle()
+        self._send(self._peer.attach_sender(f"sender-{handle}-{address}", address, handle))
+        sender = Sender(self, address, self._peer.link(handle))
+        self._links[handle] = sender
+        sender._attached(timeout)
+        return sender
+
+    def receiver(self, address: str, *, credit: int = 100, browse: bool = False,
+                 timeout: float | None = None) -> Receiver:
+        """Attach a link receiving from ``address``; ``browse=True`` reads without removing
+        (distribution-mode copy, Part 3 §3.5.3; deliveries arrive settled).
+
+        No credit is granted until :meth:`Receiver.receive` or :meth:`Receiver.fetch`.
+        """
+        if credit < 1:
+            raise ValueError(f"credit must be at least 1, got {credit}")
+        handle = self._next_handle()
+        fields: dict[str, Any] = {"distribution_mode": symbol("copy")} if browse else {}
+        self._send(self._peer.attach_receiver(
+            f"receiver-{handle}-{address}", address, handle,
+            snd_settle_mode=SND_SETTLED if browse else SND_UNSETTLED, **fields,
+        ))  # fmt: skip
+        receiver = Receiver(self, address, self._peer.link(handle), credit, browse)
+        self._links[handle] = receiver
+        receiver._attached(timeout)
+        return receiver
+
+    def _next_handle(self) -> int:
+        self._check()
+        session = self._peer.session()
+        return max([*session.links, *self._links], default=-1) + 1
+
+    # ------------------------------------------------------------------ I/O
+
+    def _check(self) -> None:
+        if self._close_error is not None:
+            raise self._close_error
+        if self.closed:
+            raise ClientError("the client is closed; create a new Client")
+
+    def _deadline(self, timeout: float | None) -> float:
+        return time.monotonic() + (self.timeout if timeout is None else timeout)
+
+    def _send(self, data: bytes) -> None:
+        self._check()
+        try:
+            with self._write_lock:
+                self._sock.sendall(data)
+                self._last_write = time.monotonic()
+        except OSError as exc:
+            self._lost(f"writing to the broker at {self.host}:{self.port} failed: {exc}")
+            self._check()
+
+    def _heartbeat(self, interval: float) -> None:
+        """Empty frames keep the connection alive while the caller is busy (§2.4.5)."""
+        while not self._stop_heartbeat.wait(interval / 2):
+            if time.monotonic() - self._last_write >= interval / 2:
+                try:
+                    with self._write_lock:
+                        self._sock.sendall(EMPTY_FRAME)
+                        self._last_write = time.monotonic()
+                except OSError:
+                    return
+
+    def _lost(self, message: str, condition: str | None = None) -> None:
+        if self._close_error is None:
+            self._close_error = ConnectionClosed(message, condition)
+        self._stop_heartbeat.set()
+
+    def _wait(self, done: Callable[[], bool], timeout: float | None, what: str) -> None:
+        """Read frames until ``done()``, at most ``timeout`` seconds (default: the client's)."""
+        deadline = self._deadline(timeout)
+        while not done():
+            self._check()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ClientTimeout(f"timed out waiting for {what} from {self.host}:{self.port}")
+            self._read(left)
+
+    def _drain_input(self) -> None:
+        """Handle whatever the broker already sent, without blocking."""
+        self._read(0.0)
+
+    def _read(self, wait: float) -> None:
+        try:
+            self._sock.settimeout(wait if wait > 0 else 0.0)
+            data = self._sock.recv(1 << 16)
+        except (BlockingIOError, TimeoutError, InterruptedError):
+            return
+        except OSError as exc:
+            self._lost(f"reading from the broker at {self.host}:{self.port} failed: {exc}")
+            return
+        if not data:
+            self._lost(f"the broker at {self.host}:{self.port} closed the socket")
+            return
+        frames = self._reader.feed(data)
+        self._peer.observe(frames)
+        for frame in frames:
+            self._dispatch(frame)
+
+    def _dispatch(self, frame: Frame) -> None:
+        performative = frame.performative
+        if isinstance(performative, Transfer):
+            link = self._by_remote(performative.handle)
+            if isinstance(link, Receiver):
+                link._on_transfer(performative, frame.payload)
+        elif isinstance(performative, Disposition):
+            if performative.role == ROLE_RECEIVER:  # outcomes of what we sent
+                last = performative.last if performative.last is not None else performative.first
+                for delivery_id in range(performative.first, last + 1):
+                    self._outcomes[delivery_id] = performative.state
+                if not performative.settled:
+                    self._send(self._peer.disposition(performative.first, performative.last,
+                                                      role=ROLE_SENDER, state=performative.state))
+        elif isinstance(performative, Flow):
+            link = self._by_remote(performative.handle)
+            if isinstance(link, Receiver) and performative.link_credit == 0:
+                link._drained = True
+        elif isinstance(performative, Close):
+            error = performative.error
+            self._lost(
+                f"the broker at {self.host}:{self.port} closed the connection"
+                + (f": {error.condition} ({error.description})" if error is not None else ""),
+                error.condition if error is not None else None,
+            )
+        elif isinstance(performative, End):
+            error = performative.error
+            self._lost(
+                "the broker ended the session" + (f": {error.condition} ({error.description})" if error else ""),
+                error.condition if error is not None else None,
+            )
+        elif isinstance(performative, Attach):
+            for link in self._links.values():
+                if link._link.name == performative.name:
+                    self._remote[performative.handle] = link
+        elif isinstance(performative, Detach):
+            # The peer forgets a link it detached itself, so its answer is recorded here.
+            link = self._remote.pop(performative.handle, None)
+            if link is not None and link._link.remote_detach is None:
+                link._link.remote_detach = performative
+
+    def _by_remote(self, handle: int | None) -> _Link | None:
+        return self._remote.get(handle) if handle is not None else None
+
+    # ------------------------------------------------------------------ close
+
+    def close(self, timeout: float | None = None) -> None:
+        """Close the connection (§2.7.9), waiting for the broker's close up to ``timeout``; idempotent."""
+        if self.closed:
+            return
+        try:
+            if self._close_error is None:
+                self._send(self._peer.close())
+                self._wait(lambda: self._peer.remote_close is not None, timeout, "the broker's close")
+        except ClientError:
+            pass  # closing anyway
+        finally:
+            self.closed = True
+            self._stop_heartbeat.set()
+            self._sock.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Client amqp://{self.host}:{self.port}{' closed' if self.closed else ''}>"
+

@@ -1,0 +1,194 @@
+"""minibroker.Client against the broker over a real socket, and against python-qpid-proton's view."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+
+import pytest
+from proton import Message as ProtonMessage
+from proton.utils import BlockingConnection
+
+from minibroker import BrokerConfig, Client, ThreadedBroker, build_message
+from minibroker.client import (
+    ClientError,
+    ClientTimeout,
+    ConnectionClosed,
+    ConnectionFailed,
+    DeliveryFailed,
+    LinkDetached,
+    parse_url,
+)
+
+TIMEOUT = 5.0
+
+
+@pytest.fixture
+def broker() -> Iterator[ThreadedBroker]:
+    with ThreadedBroker() as b:
+        yield b
+
+
+def test_send_waits_for_acceptance_and_receive_accepts(broker: ThreadedBroker) -> None:
+    with Client(broker.url, timeout=TIMEOUT) as client:
+        with client.sender("orders") as sender:
+            sender.send("text")
+            sender.send(b"\x00bytes")
+            sender.send(build_message({"n": 1}, message_id="m-1", subject="s"))
+            # send() returned, so the broker already holds all three
+            assert broker.queue("orders").depth == 3
+        with client.receiver("orders") as receiver:
+            got = [receiver.receive() for _ in range(3)]
+            assert [d.message.body for d in got] == ["text", b"\x00bytes", {"n": 1}]
+            assert got[1].message.body_kind == "data"
+            assert got[2].message.properties is not None and got[2].message.properties.message_id == "m-1"
+            for d in got:
+                d.accept()
+            broker.wait_for(lambda b: b.queue("orders").depth == 0, timeout=TIMEOUT)
+
+
+def test_send_many_and_fetch_with_drain(broker: ThreadedBroker) -> None:
+    with Client(broker.url, timeout=TIMEOUT) as client:
+        with client.sender("q") as sender:
+            assert sender.send_many(range(250)) == 250
+        with client.receiver("q") as receiver:
+            first = receiver.fetch(100)
+            rest = receiver.fetch(1000)
+            assert [d.message.body for d in first + rest] == list(range(250))
+            assert receiver.fetch(10) == []  # drained: returns at once with nothing
+            receiver.settle(first + rest)
+        broker.wait_for(lambda b: b.queue("q").depth == 0, timeout=TIMEOUT)
+
+
+def test_browse_leaves_messages_and_consume_removes(broker: ThreadedBroker) -> None:
+    for i in range(5):
+        broker.publish("q", i)
+    with Client(broker.url, timeout=TIMEOUT) as client:
+        for _ in range(2):
+            with client.receiver("q", browse=True) as browser:
+                seen = browser.fetch(100)
+                assert [d.message.body for d in seen] == list(range(5))
+                assert all(d.settled for d in seen)
+        assert broker.queue("q").depth == 5
+        with client.receiver("q") as receiver:
+            got = receiver.fetch(3)
+            got[0].accept()
+            got[1].reject("app:bad", "not an order")
+            got[2].release()
+        broker.wait_for(lambda b: b.queue("q").depth == 3, timeout=TIMEOUT)
+        assert [m.message.body for m in broker.queue("q").messages] == [2, 3, 4]
+
+
+def test_large_message_crosses_frames_both_ways(broker: ThreadedBroker) -> None:
+    body = bytes(range(256)) * 4000  # ~1 MB, well over the broker's 256 KiB frames
+    with Client(broker.url, timeout=TIMEOUT) as client:
+        with client.sender("big") as sender:
+            sender.send(body)
+        with client.receiver("big") as receiver:
+            delivery = receiver.receive()
+            assert delivery.message.body == body
+            delivery.accept()
+
+
+def test_rejected_publish_raises_with_condition(broker: ThreadedBroker) -> None:
+    with Client(broker.url, timeout=TIMEOUT) as client:
+        with client.sender(None) as relay:  # the anonymous relay needs a 'to'
+            with pytest.raises(DeliveryFailed) as info:
+                relay.send("no destination")
+            assert info.value.outcome == "rejected"
+            assert info.value.condition == "amqp:invalid-field"
+            assert "to" in str(info.value)
+            relay.send(build_message("routed", to="elsewhere"))
+    assert broker.queue("elsewhere").depth == 1
+
+
+def test_refused_link_raises_link_detached() -> None:
+    with ThreadedBroker(config=BrokerConfig(auto_create=False)) as broker:
+        with Client(broker.url, timeout=TIMEOUT) as client:
+            with pytest.raises(LinkDetached) as info:
+                client.sender("missing")
+            assert info.value.condition == "amqp:not-found"
+            assert "missing" in str(info.value)
+            with pytest.raises(LinkDetached):
+                client.receiver("missing")
+
+
+def test_receive_times_out_and_names_the_address(broker: ThreadedBroker) -> None:
+    with Client(broker.url, timeout=TIMEOUT) as client, client.receiver("empty") as receiver:
+        started = time.monotonic()
+        with pytest.raises(ClientTimeout, match="'empty'"):
+            receiver.receive(timeout=0.2)
+        assert time.monotonic() - started < 2
+
+
+def test_unreachable_broker_names_host_and_port() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound, not listening: connection refused
+        with pytest.raises(ConnectionFailed, match=f"127.0.0.1:{port}"):
+            Client(f"amqp://127.0.0.1:{port}", timeout=1)
+
+
+def test_sasl_plain_user_and_wrong_password() -> None:
+    config = BrokerConfig(users={"app": "s3cret"}, allow_anonymous=False)
+    with ThreadedBroker(config=config) as broker:
+        with Client(f"amqp://app:s3cret@127.0.0.1:{broker.port}", timeout=TIMEOUT) as client:
+            client.sender("q").send("hi")
+        with pytest.raises(ConnectionFailed, match="PLAIN"):
+            Client(broker.url, user="app", password="wrong", timeout=TIMEOUT)
+        with pytest.raises(ConnectionFailed, match="ANONYMOUS"):
+            Client(broker.url, timeout=TIMEOUT)
+    assert parse_url("amqp://u%40x:p@h:1") == ("h", 1, "u@x", "p")
+    with pytest.raises(ValueError, match="amqp://"):
+        parse_url("http://h")
+
+
+def test_dropped_connection_raises_connection_closed_and_releases(broker: ThreadedBroker) -> None:
+    broker.publish("q", "one")
+    client = Client(broker.url, timeout=TIMEOUT)
+    receiver = client.receiver("q")
+    receiver.receive()  # acquired, not settled
+    client._sock.shutdown(socket.SHUT_RDWR)  # the network goes away under the client
+    with pytest.raises(ConnectionClosed):
+        receiver.receive(timeout=1)
+    client.close()
+    broker.wait_for(lambda b: b.queue("q").available == 1, timeout=TIMEOUT)
+    with pytest.raises(ClientError, match="closed"):
+        client.sender("q")
+
+
+def test_idle_connection_is_kept_alive_by_heartbeats() -> None:
+    with ThreadedBroker(config=BrokerConfig(idle_timeout=0.4)) as broker:
+        with Client(broker.url, timeout=TIMEOUT) as client:
+            time.sleep(1.2)  # three idle timeouts without a call
+            client.sender("q").send("still here")
+        assert broker.queue("q").depth == 1
+
+
+@pytest.mark.interop
+def test_proton_sees_what_the_client_sent_and_browsed(broker: ThreadedBroker) -> None:
+    with Client(broker.url, timeout=TIMEOUT) as client:
+        client.sender("shared").send_many([build_message(f"m{i}", message_id=f"id-{i}") for i in range(3)])
+        assert len(client.receiver("shared", browse=True).fetch(10)) == 3
+    connection = BlockingConnection(broker.url, timeout=TIMEOUT)
+    try:
+        receiver = connection.create_receiver("shared")
+        got = []
+        for _ in range(3):
+            message = receiver.receive(timeout=TIMEOUT)
+            got.append((message.id, message.body))
+            receiver.accept()
+        assert got == [(f"id-{i}", f"m{i}") for i in range(3)]
+        sender = connection.create_sender("back")
+        sender.send(ProtonMessage(body={"from": "proton"}, subject="hello", properties={"k": 7}))
+    finally:
+        connection.close()
+    with Client(broker.url, timeout=TIMEOUT) as client, client.receiver("back") as receiver:
+        delivery = receiver.receive()
+        message = delivery.message
+        assert message.body == {"from": "proton"}
+        assert message.properties is not None and message.properties.subject == "hello"
+        assert message.application_properties == {"k": 7}
+        delivery.accept()
+    broker.wait_for(lambda b: b.queue("back").depth == 0 and b.queue("shared").depth == 0, timeout=TIMEOUT)
