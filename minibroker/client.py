@@ -41,7 +41,6 @@ from .amqp.performatives import (
     SND_SETTLED,
     SND_UNSETTLED,
     Attach,
-    Begin,
     Close,
     Detach,
     Disposition,
