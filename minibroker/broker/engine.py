@@ -10,11 +10,10 @@ nodes 2.3.13).
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from ..amqp import errors as conditions
@@ -23,14 +22,12 @@ from ..amqp.message import Message, decode_message
 from ..amqp.messaging import (
     Accepted,
     DeleteOnClose,
-    Modified,
     Received,
     Rejected,
-    Released,
     Source,
     Target,
 )
-from ..amqp.performatives import RCV_SECOND, Error, amqp_error
+from ..amqp.performatives import RCV_SECOND, SND_SETTLED, Error, amqp_error
 from ..amqp.transactions import Coordinator, TransactionalState
 from ..amqp.types import symbol
 from ..protocol import events as ev
@@ -38,22 +35,28 @@ from ..protocol._state import LinkState
 from ..protocol.connection import Connection, ConnectionConfig
 from ..protocol.endpoints import Delivery, Link
 from .clock import Clock, ManualClock, SystemClock
-from .config import DEFAULT_DEAD_LETTER_SUFFIX, BrokerConfig, QueueOptions
-from .filters import FilterError, parse_filter_set, selector_matches
-from .links import ConsumerLink, CoordinatorLink, ProducerLink
+from .config import BrokerConfig, QueueOptions
+from .filters import FilterError, parse_filter_set
+from .links import (
+    DELIVERY_FAILED,
+    SUPPORTED_OUTCOMES,
+    ConsumerLink,
+    CoordinatorLink,
+    ProducerLink,
+    apply_outcome,
+)
 from .queue import Queue
+from .router import NodeError, Router
 from .statistics import (
     BrokerStatistics,
     FrameRecord,
     NodeCounters,
-    QueuedMessage,
     QueueSnapshot,
-    SubscriptionSnapshot,
     TopicSnapshot,
     TransactionSnapshot,
 )
 from .stored import Entry, StoredMessage
-from .topic import Subscription, Topic
+from .topic import Topic
 from .transactions import TransactionManager
 
 __all__ = ["Broker", "BrokerConnection", "NodeError", "ANONYMOUS_RELAY"]
@@ -63,18 +66,6 @@ __all__ = ["Broker", "BrokerConnection", "NodeError", "ANONYMOUS_RELAY"]
 BATCH_FORMAT = 0x80013700
 #: Offered in ``open`` so clients may send with a null target address (routing by ``to``).
 ANONYMOUS_RELAY = "ANONYMOUS-RELAY"
-SUPPORTED_OUTCOMES = frozenset(
-    {"amqp:accepted:list", "amqp:rejected:list", "amqp:released:list", "amqp:modified:list"}
-)
-QUEUE_PREFIX = "queue://"
-TOPIC_PREFIX = "topic://"
-TOPIC_CAPABILITIES = frozenset({"topic", "temporary-topic"})
-#: Modified(delivery-failed) is what a delivery left unsettled becomes (issue semantics, Part 3 §3.4.5).
-DELIVERY_FAILED = Modified(delivery_failed=True)
-
-
-class NodeError(LookupError):
-    """A node that does not exist, or exists with another kind, for the Python API."""
 
 
 def _capabilities(terminus: Any) -> frozenset[str]:
@@ -123,7 +114,7 @@ class BrokerConnection:
     def receive_data(self, data: bytes) -> None:
         """Bytes from the socket: run the protocol and the broker on them."""
         try:
-            self.broker._handle(self, self.engine.receive_data(data))
+            self.broker.handle(self, self.engine.receive_data(data))
         except Exception as exc:  # a broker bug must cost one connection, not the broker
             self.broker.internalerror(self, exc)
 
@@ -136,7 +127,7 @@ class BrokerConnection:
         events = self.engine.take_events()
         if events:
             try:
-                self.broker._handle(self, events)
+                self.broker.handle(self, events)
             except Exception as exc:
                 self.broker.internalerror(self, exc)
         return deadline
@@ -150,10 +141,10 @@ class BrokerConnection:
         if self.open:
             try:
                 self.engine.close(None)
-                self.broker._handle(self, self.engine.take_events())
+                self.broker.handle(self, self.engine.take_events())
             except Exception as exc:  # a broker bug must not take the server down
                 self.broker.errors.append(exc)
-            self.broker._forget_connection(self)
+            self.broker.forget_connection(self)
 
     def output(self) -> bytes:
         """Bytes to write; a failure to produce them closes this connection (amqp:internal-error)."""
@@ -163,9 +154,13 @@ class BrokerConnection:
             self.broker.internalerror(self, exc)
             return self.engine.data_to_send()
 
+    def mark_dirty(self) -> None:
+        """Output was queued here by work done for another connection: have it written."""
+        self.broker.mark_dirty(self)
+
     def close(self, error: Error | None = None) -> None:
         self.engine.close(error)
-        self.broker._handle(self, self.engine.take_events())
+        self.broker.handle(self, self.engine.take_events())
         self.broker.mark_dirty(self)
 
 
@@ -174,7 +169,12 @@ FrameObserver = Callable[[BrokerConnection, str, int, Any], None]
 
 
 class Broker:
-    """All broker state: nodes, connections, transactions.  Owned by one thread."""
+    """Connections, protocol-event policy, timers and the inspection API.  Owned by one thread.
+
+    Nodes and routing belong to :attr:`router`, transactions to
+    :attr:`transactions`; the broker turns each protocol event into calls on
+    them and on the links it attaches.
+    """
 
     def __init__(
         self, config: BrokerConfig | None = None, clock: Clock | None = None, trace: FrameObserver | None = None
@@ -186,12 +186,16 @@ class Broker:
         self.frame_log: deque[FrameRecord] | None = (
             deque(maxlen=self.config.frame_log) if self.config.frame_log > 0 else None
         )
-        self.queues: dict[str, Queue] = {}
-        self.topics: dict[str, Topic] = {}
-        self.counters: dict[str, NodeCounters] = {}
+        self.router = Router(self.config, self.now, self._timers_changed, self._node_deleted)
         self.connections: set[BrokerConnection] = set()
         self.connections_total = 0
-        self.transactions = TransactionManager(self)
+        self.transactions = TransactionManager(
+            self.config,
+            self.router,
+            self.now,
+            detach_consumer=self._detach_consumer,
+            timers_changed=self._timers_changed,
+        )
         self._link_ids = itertools.count(1)
         self._dirty: set[BrokerConnection] = set()
         self._consumers: set[ConsumerLink] = set()
@@ -213,7 +217,8 @@ class Broker:
         self.connections_total += 1
         return connection
 
-    def _forget_connection(self, connection: BrokerConnection) -> None:
+    def forget_connection(self, connection: BrokerConnection) -> None:
+        """The connection is over: it gets no more wake-ups."""
         connection.open = False
         self.connections.discard(connection)
         self._dirty.discard(connection)
@@ -228,10 +233,10 @@ class Broker:
         error = amqp_error(conditions.INTERNAL_ERROR, f"broker error: {type(exc).__name__}: {exc}")
         try:
             connection.engine.close(error)
-            self._handle(connection, connection.engine.take_events())
+            self.handle(connection, connection.engine.take_events())
         except Exception as second:  # the teardown itself failed: drop the connection
             self.errors.append(second)
-            self._forget_connection(connection)
+            self.forget_connection(connection)
         self.mark_dirty(connection)
         self.flush()
 
@@ -254,7 +259,7 @@ class Broker:
 
     def next_deadline(self) -> float | None:
         """The clock time at which something expires next (TTL, transaction timeout)."""
-        deadlines = [q.next_expiry() for q in self._all_queues()]
+        deadlines = [q.next_expiry() for q in self.router.all_queues()]
         deadlines.append(self.transactions.next_deadline())
         present = [d for d in deadlines if d is not None]
         return min(present) if present else None
@@ -262,191 +267,92 @@ class Broker:
     def run_timers(self, now: float | None = None) -> None:
         """Expire what is due at ``now`` (the clock's time by default) and dispatch."""
         now = self.clock.now() if now is None else now
-        for queue in list(self._all_queues()):
+        for queue in list(self.router.all_queues()):
             queue.expire(now)
             queue.dispatch(now)
         self.transactions.expire(now)
         self.flush()
 
-    def _expiry_added(self, expires_at: float) -> None:
+    def _timers_changed(self) -> None:
+        """A new deadline (an expiry, a transaction timeout) may come before the timer's."""
         if self.on_timers_changed is not None:
             self.on_timers_changed()
 
-    def _all_queues(self) -> Iterable[Queue]:
-        yield from self.queues.values()
-        for topic in self.topics.values():
-            for subscription in topic.subscriptions.values():
-                yield subscription.queue
-
     # ------------------------------------------------------------------- nodes
+
+    @property
+    def queues(self) -> dict[str, Queue]:
+        return self.router.queues
+
+    @property
+    def topics(self) -> dict[str, Topic]:
+        return self.router.topics
+
+    @property
+    def counters(self) -> dict[str, NodeCounters]:
+        return self.router.counters
 
     def declare_queue(self, name: str, options: QueueOptions | None = None, temporary: bool = False) -> Queue:
         """Create a queue, or return the existing one of that name."""
-        if name in self.topics:
-            raise NodeError(f"{name!r} is a topic; a queue and a topic cannot share a name")
-        queue = self.queues.get(name)
-        if queue is None:
-            if options is None:
-                options = self.config.queue_defaults
-                if name.endswith(DEFAULT_DEAD_LETTER_SUFFIX):
-                    options = dataclasses.replace(options, dead_letter_address="")
-            counters = self.counters.setdefault(name, NodeCounters())
-            queue = Queue(name, options, counters, self._dead_letter, temporary, self._expiry_added)
-            queue.keeps_expired = name.endswith(DEFAULT_DEAD_LETTER_SUFFIX)
-            self.queues[name] = queue
-        elif options is not None and options != queue.options:
-            queue.options = options
-        return queue
+        return self.router.declare_queue(name, options, temporary)
 
     def declare_topic(self, name: str) -> Topic:
         """Create a topic, or return the existing one of that name."""
-        if name in self.queues:
-            raise NodeError(f"{name!r} is a queue; a queue and a topic cannot share a name")
-        topic = self.topics.get(name)
-        if topic is None:
-            topic = Topic(name, self.counters.setdefault(name, NodeCounters()))
-            self.topics[name] = topic
-        return topic
+        return self.router.declare_topic(name)
 
     def delete_node(self, name: str) -> None:
         """Delete a queue or topic; links to it are detached with ``amqp:resource-deleted``."""
-        queue = self.queues.pop(name, None)
-        topic = self.topics.pop(name, None)
-        if queue is None and topic is None:
-            raise NodeError(f"no queue or topic named {name!r}")
-        self.counters.pop(name, None)
+        self.router.delete_node(name)
+
+    def resolve(self, address: str, capabilities: frozenset[str] = frozenset()) -> Queue | Topic | None:
+        """The node an address names (see :meth:`Router.resolve`)."""
+        return self.router.resolve(address, capabilities)
+
+    def _node_deleted(self, name: str, queue: Queue | None, topic: Topic | None) -> None:
         error = amqp_error(conditions.RESOURCE_DELETED, f"node {name!r} was deleted")
         for consumer in list(self._consumers):
             if consumer.queue is queue or (topic is not None and consumer.topic is topic):
                 consumer.connection.engine.detach_link(consumer.link, error)
                 self._end_consumer(consumer, closed=True)
-                self.mark_dirty(consumer.connection)
+                consumer.connection.mark_dirty()
 
-    def resolve(self, address: str, capabilities: frozenset[str] = frozenset()) -> Queue | Topic | None:
-        """Find (or, with auto-create, create) the node an address names (broker paper 2.1).
-
-        ``queue://name`` is a queue, ``topic://name`` a topic; a plain name is
-        whichever exists, else a queue, or a topic when the terminus carries
-        the ``topic`` capability.
-        """
-        if address.startswith(QUEUE_PREFIX):
-            name, kind = address[len(QUEUE_PREFIX) :], "queue"
-        elif address.startswith(TOPIC_PREFIX):
-            name, kind = address[len(TOPIC_PREFIX) :], "topic"
-        else:
-            name = address
-            kind = "topic" if capabilities & TOPIC_CAPABILITIES else "queue"
-            if name in self.queues:
-                return self.queues[name]
-            if name in self.topics:
-                return self.topics[name]
-        if kind == "queue" and name in self.queues:
-            return self.queues[name]
-        if kind == "topic" and name in self.topics:
-            return self.topics[name]
-        if not name or not self.config.auto_create or name in self.queues or name in self.topics:
-            return None
-        return self.declare_queue(name) if kind == "queue" else self.declare_topic(name)
-
-    def _dead_letter(self, queue: Queue, entry: Entry, reason: str, description: str | None) -> None:
-        """Move an entry to its queue's dead-letter address with the reason in message-annotations."""
-        address = queue.options.dead_letter_address
-        if address is None:
-            address = queue.name + DEFAULT_DEAD_LETTER_SUFFIX
-        if not address or address == queue.name:
-            return
-        annotations: dict[Any, Any] = {symbol("x-opt-deadletter-reason"): reason}
-        if description is not None:
-            annotations[symbol("x-opt-deadletter-description")] = description
-        entry.annotate(annotations)
-        now = self.clock.now()
-        target = self.resolve(address) or self.declare_queue(address)
-        # A queue that keeps dead letters never expires them, so the copy carries no
-        # ttl (else a spent one, 0, which tells any later hop it is dead, §3.2.1).
-        payload = entry.payload_for_delivery(now, keep_ttl=not isinstance(target, Queue))
-        queue.counters.dead_lettered += 1
-        self._route(target, StoredMessage(payload, now), now)
-
-    def _route(self, node: Queue | Topic, message: StoredMessage, now: float) -> None:
-        if isinstance(node, Queue):
-            if node.enqueue(message, now) is not None:
-                node.dispatch(now)
-        else:
-            for queue in node.publish(message, now, selector_matches):
-                queue.dispatch(now)
+    def apply_outcome(self, queue: Queue, entry: Entry, state: Any, link_id: int | None) -> None:
+        """Apply a terminal outcome to an acquired entry (Part 3 §3.4)."""
+        apply_outcome(queue, entry, state, link_id, self.clock.now())
 
     # ------------------------------------------------------------ Python API
 
     def publish(self, address: str, message: Message | bytes) -> None:
         """Put a message on a node as if a client had sent it (``bytes``: an encoded message)."""
-        node = self.resolve(address)
+        node = self.router.resolve(address)
         if node is None:
             raise NodeError(f"no node {address!r} and auto_create is off; declare it first")
         payload = message if isinstance(message, bytes) else message.encode()
         now = self.clock.now()
-        self._route(node, StoredMessage(payload, now), now)
+        self.router.route(node, StoredMessage(payload, now), now)
         self.flush()
 
     def purge(self, name: str | None = None) -> int:
         """Remove available messages from one queue (or all); return how many."""
         if name is not None:
-            return self._queue_named(name).purge()
-        return sum(q.purge() for q in self._all_queues())
-
-    def _queue_named(self, name: str) -> Queue:
-        """A queue, or a topic subscription's queue, by name."""
-        for queue in self._all_queues():
-            if queue.name == name:
-                return queue
-        raise NodeError(f"no queue named {name!r}; known queues: {sorted(self.queues)}")
+            return self.router.queue_named(name).purge()
+        return sum(q.purge() for q in self.router.all_queues())
 
     def reset(self) -> None:
         """Back to empty: every connection closed, every node and transaction gone."""
         error = amqp_error(conditions.CONNECTION_FORCED, "broker reset")
         for connection in list(self.connections):
             connection.close(error)
-        self.queues.clear()
-        self.topics.clear()
-        self.counters.clear()
+        self.router.clear()
         self._consumers.clear()
         self.transactions.reset()
         self.flush()
 
     def queue_snapshot(self, name: str) -> QueueSnapshot:
-        queue = self.queues.get(name) or self._queue_named(name)
-        now = self.clock.now()
-        messages = tuple(
-            QueuedMessage(
-                message=entry.decode(now),
-                acquired=entry.state == 1,
-                delivery_count=entry.delivery_count,
-                priority=entry.message.priority,
-                expires_at=entry.expires_at,
-            )
-            for entry in queue.entries()
-        )
-        return QueueSnapshot(
-            name=queue.name,
-            depth=queue.depth,
-            available=queue.available_count,
-            acquired=queue.depth - queue.available_count,
-            consumers=len(queue.consumers),
-            messages=messages,
-            statistics=queue.counters.freeze(),
-        )
+        return self.router.queue_snapshot(name, self.clock.now())
 
     def topic_snapshot(self, name: str) -> TopicSnapshot:
-        topic = self.topics.get(name)
-        if topic is None:
-            raise NodeError(f"no topic named {name!r}; known topics: {sorted(self.topics)}")
-        return TopicSnapshot(
-            name=name,
-            subscriptions=tuple(
-                SubscriptionSnapshot(s.queue.name, s.durable, s.attached, s.queue.depth)
-                for s in topic.subscriptions.values()
-            ),
-            statistics=topic.counters.freeze(),
-        )
+        return self.router.topic_snapshot(name)
 
     def statistics(self) -> BrokerStatistics:
         links = sum(
@@ -455,7 +361,7 @@ class Broker:
             for session in connection.engine.sessions.values()
         )
         return BrokerStatistics(
-            nodes={name: counters.freeze() for name, counters in self.counters.items()},
+            nodes={name: counters.freeze() for name, counters in self.router.counters.items()},
             connections=len(self.connections),
             links=links,
             connections_total=self.connections_total,
@@ -473,7 +379,8 @@ class Broker:
 
     # ------------------------------------------------------------ event loop
 
-    def _handle(self, connection: BrokerConnection, events: list[ev.Event]) -> None:
+    def handle(self, connection: BrokerConnection, events: list[ev.Event]) -> None:
+        """Act on the protocol events of one connection, then wake the others with output."""
         for event in events:
             handler = _HANDLERS[type(event)]
             handler(self, connection, event)
@@ -483,7 +390,7 @@ class Broker:
         connection.container_id = event.container_id
 
     def _on_closed(self, connection: BrokerConnection, event: ev.ConnectionClosed) -> None:
-        self._forget_connection(connection)
+        self.forget_connection(connection)
 
     def _ignore(self, connection: BrokerConnection, event: ev.Event) -> None:
         pass
@@ -504,7 +411,7 @@ class Broker:
         source = link.source
         if not isinstance(source, Source):
             raise _Refusal(conditions.INVALID_FIELD, "a receiving link needs a source naming the address to receive from")
-        if link.rcv_settle_mode == RCV_SECOND and link.snd_settle_mode == 1:
+        if link.rcv_settle_mode == RCV_SECOND and link.snd_settle_mode == SND_SETTLED:
             raise _Refusal(conditions.INVALID_FIELD, "rcv-settle-mode second makes no sense with pre-settled sending")
         outcomes = None
         if source.outcomes:
@@ -520,14 +427,14 @@ class Broker:
         except FilterError as exc:
             raise _Refusal(conditions.INVALID_FIELD, str(exc)) from None
         dynamic = bool(source.dynamic)
+        node: Queue | Topic | None
         if dynamic:
-            address = f"$dynamic/{uuid.uuid4().hex}"
-            node: Queue | Topic | None = self.declare_queue(address, temporary=True)
+            address, node = self.router.declare_dynamic()
         else:
             if not isinstance(source.address, str) or not source.address:
                 raise _Refusal(conditions.INVALID_FIELD, "the source has no address (set one, or dynamic=true)")
             address = source.address
-            node = self.resolve(address, _capabilities(source))
+            node = self.router.resolve(address, _capabilities(source))
             if node is None:
                 raise _Refusal(conditions.NOT_FOUND, f"no node {address!r} (auto-create is off; declare it first)")
         browse = source.distribution_mode == "copy" and isinstance(node, Queue)
@@ -535,17 +442,19 @@ class Broker:
         topic = None
         if isinstance(node, Topic):
             topic = node
-            subscription = self._subscribe(connection, link, node, source, selector)
+            durable = bool(source.durable) and source.expiry_policy == "never"
+            key = f"{topic.name}::{connection.container_id}:{link.name}" if durable else f"{topic.name}::{uuid.uuid4().hex}"
+            subscription = self.router.subscribe(topic, key, durable, selector)
             queue = subscription.queue
         else:
             assert node is not None
             queue = node
         consumer = ConsumerLink(
-            self,
             connection,
             link,
             queue,
             next(self._link_ids),
+            self.now,
             browse=browse,
             selector=selector,
             default_outcome=source.default_outcome,
@@ -574,25 +483,6 @@ class Broker:
         queue.add_consumer(consumer)
         self._consumers.add(consumer)
 
-    def _subscribe(
-        self, connection: BrokerConnection, link: Link, topic: Topic, source: Source, selector: Any
-    ) -> Subscription:
-        durable = bool(source.durable) and source.expiry_policy == "never"
-        key = f"{topic.name}::{connection.container_id}:{link.name}" if durable else f"{topic.name}::{uuid.uuid4().hex}"
-        subscription = topic.subscriptions.get(key) if durable else None
-        if subscription is not None:
-            subscription.links += 1  # e.g. a client reconnecting before its old connection is noticed gone
-            subscription.selector = selector
-            return subscription
-        counters = NodeCounters()
-        options = self.config.queue_defaults
-        if options.dead_letter_address is None:  # a subscription dead-letters for its topic
-            options = dataclasses.replace(options, dead_letter_address=topic.name + DEFAULT_DEAD_LETTER_SUFFIX)
-        queue = Queue(key, options, counters, self._dead_letter, not durable, self._expiry_added)
-        subscription = Subscription(key, queue, durable, selector)
-        topic.subscriptions[key] = subscription
-        return subscription
-
     def _attach_producer(self, connection: BrokerConnection, link: Link) -> None:
         target = link.target
         if isinstance(target, Coordinator):
@@ -603,15 +493,14 @@ class Broker:
         dynamic = bool(target.dynamic)
         address: str | None
         if dynamic:
-            address = f"$dynamic/{uuid.uuid4().hex}"
-            self.declare_queue(address, temporary=True)
+            address, _queue = self.router.declare_dynamic()
         elif target.address is None:
             address = None  # anonymous relay: route every message by its ``to``
         else:
             if not isinstance(target.address, str) or not target.address:
                 raise _Refusal(conditions.INVALID_FIELD, f"target address must be a string, got {target.address!r}")
             address = target.address
-            if self.resolve(address, _capabilities(target)) is None:
+            if self.router.resolve(address, _capabilities(target)) is None:
                 raise _Refusal(conditions.NOT_FOUND, f"no node {address!r} (auto-create is off; declare it first)")
         link.context = ProducerLink(connection, link, address, dynamic)
         reply = Target(
@@ -684,32 +573,17 @@ class Broker:
         if link.credit <= self.config.link_credit // 2 and link.state is LinkState.ATTACHED:
             engine.grant_credit(link, self.config.link_credit)
 
-    def node_for_publish(self, producer: ProducerLink, message: StoredMessage) -> Queue | Topic | Error:
-        """The node a message goes to, or the error to reject it with."""
-        address = producer.address
-        if address is None:
-            props = message.properties
-            to = props.to if props is not None else None
-            if not isinstance(to, str) or not to:
-                return amqp_error(conditions.INVALID_FIELD, "anonymous relay needs the message's 'to' property set")
-            address = to
-        node = self.resolve(address)
-        if node is None:
-            return amqp_error(conditions.NOT_FOUND, f"no node {address!r} (auto-create is off)")
-        return node
-
     def _accept_publish(self, producer: ProducerLink, message: StoredMessage, now: float) -> Any:
-        node = self.node_for_publish(producer, message)
+        node = self.router.node_for_publish(producer.address, message)
         if isinstance(node, Error):
             return Rejected(error=node)
-        self._route(node, message, now)
+        self.router.route(node, message, now)
         return Accepted()
 
     def _on_delivery_updated(self, connection: BrokerConnection, event: ev.DeliveryUpdated) -> None:
-        link, delivery = event.link, event.delivery
-        owner = link.context
+        owner = event.link.context
         if isinstance(owner, ConsumerLink):
-            self._consumer_outcome(owner, delivery, event.state, event.settled)
+            self._consumer_outcome(owner, event.delivery, event.state, event.settled)
 
     def _consumer_outcome(self, consumer: ConsumerLink, delivery: Delivery, state: Any, settled: bool) -> None:
         entry = consumer.unsettled.get(delivery.delivery_id)
@@ -727,32 +601,15 @@ class Broker:
                 conditions.NOT_ALLOWED,
                 f"outcome {state.DESCRIPTOR_NAME} is not among the outcomes this link declared: {sorted(consumer.outcomes)}",
             )
-            consumer.connection.engine.detach_link(consumer.link, error)
-            self._end_consumer(consumer, closed=True)
+            self._detach_consumer(consumer, error)
             return
         del consumer.unsettled[delivery.delivery_id]
-        self.apply_outcome(consumer.queue, entry, state, consumer.link_id)
+        now = self.clock.now()
+        apply_outcome(consumer.queue, entry, state, consumer.link_id, now)
         if not settled:
             consumer.connection.engine.settle(delivery, state)
         if not isinstance(state, (Accepted, Rejected)):
             consumer.queue.dispatch(self.clock.now())  # the message is available again
-
-    def apply_outcome(self, queue: Queue, entry: Entry, state: Any, link_id: int | None) -> None:
-        """Apply a terminal outcome to an acquired entry (Part 3 §3.4)."""
-        now = self.clock.now()
-        if isinstance(state, Accepted):
-            queue.accept(entry)
-        elif isinstance(state, Released):
-            queue.release(entry, now)
-        elif isinstance(state, Modified):
-            queue.modify(
-                entry, now, bool(state.delivery_failed), bool(state.undeliverable_here), state.message_annotations, link_id
-            )
-        elif isinstance(state, Rejected):
-            error = state.error
-            queue.reject(entry, error.condition if error else None, error.description if error else None)
-        else:
-            queue.modify(entry, now, True, False, None, link_id)
 
     def _on_detached(self, connection: BrokerConnection, event: ev.LinkDetached) -> None:
         owner = event.link.context
@@ -760,43 +617,26 @@ class Broker:
             self._end_consumer(owner, event.closed)
         elif isinstance(owner, ProducerLink):
             if owner.dynamic and owner.address is not None:
-                self._drop_temporary(owner.address)
+                self.router.drop_temporary(owner.address)
         elif isinstance(owner, CoordinatorLink):
             self.transactions.coordinator_gone(owner)
 
+    def _detach_consumer(self, consumer: ConsumerLink, error: Error) -> None:
+        """Detach a consumer's link with ``error`` (closing it) and end it."""
+        consumer.connection.engine.detach_link(consumer.link, error)
+        self._end_consumer(consumer, closed=True)
+
     def _end_consumer(self, consumer: ConsumerLink, closed: bool) -> None:
-        """A consumer's link ended: what it held goes back as modified(delivery-failed)."""
+        """A consumer's link ended: what it held goes back, a dynamic node goes with it."""
         if consumer not in self._consumers:
             return
         self._consumers.discard(consumer)
-        queue = consumer.queue
-        queue.remove_consumer(consumer)
         now = self.clock.now()
-        for entry in list(consumer.unsettled.values()):
-            txn = entry.transaction
-            if txn is not None:
-                if txn.has_outcome(entry):
-                    continue  # its transaction settles it at discharge
-                txn.forget_acquisition(entry)
-            queue.modify(entry, now, True, False, None, None)
-        consumer.unsettled.clear()
-        self.transactions.consumer_gone(consumer)
-        subscription = consumer.subscription
-        if subscription is not None and consumer.topic is not None:
-            subscription.links -= 1
-            if closed or not subscription.durable:  # a durable one waits for the same container and link
-                consumer.topic.subscriptions.pop(subscription.key, None)
-        elif consumer.dynamic:
-            self._drop_temporary(queue.name)
+        consumer.end(closed, now)
+        queue = consumer.queue
+        if consumer.subscription is None and consumer.dynamic:
+            self.router.drop_temporary(queue.name)
         queue.dispatch(now)
-
-    def _drop_temporary(self, name: str) -> None:
-        queue = self.queues.get(name)
-        if queue is not None and queue.temporary:
-            self.delete_node(name)
-            dead_letters = self.queues.get(name + DEFAULT_DEAD_LETTER_SUFFIX)
-            if dead_letters is not None and dead_letters.depth == 0:
-                self.delete_node(dead_letters.name)  # nothing left in it: it goes with its queue
 
 
 def _payloads(delivery: Delivery) -> list[bytes]:

@@ -2,29 +2,64 @@
 
 A :class:`ConsumerLink` implements the queue's ``Consumer`` protocol: it knows
 its credit, whether it may take an entry (selector, undeliverable-here) and how
-to put one on the wire.
+to put one on the wire.  Links know their client only as a :class:`Client`
+(the protocol engine, whether it is still open, and how to ask for its output
+to be written) and the time only as ``now``: nothing here reaches back into
+the broker.
 """
 
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
+from ..amqp.messaging import Accepted, Modified, Rejected, Released
 from ..amqp.performatives import SND_SETTLED
-from ..protocol.endpoints import Link
+from ..protocol.connection import Connection
+from ..protocol.endpoints import Delivery, Link
 from .filters import selector_matches
 from .stored import Entry
 
 if TYPE_CHECKING:
-    from .engine import Broker, BrokerConnection
     from .queue import Queue
     from .selector import Selector
     from .topic import Subscription, Topic
-    from .transactions import Transaction
 
-__all__ = ["ConsumerLink", "ProducerLink", "CoordinatorLink"]
+__all__ = [
+    "Client", "ConsumerLink", "CreditTransaction", "ProducerLink", "CoordinatorLink", "apply_outcome", "DELIVERY_FAILED",
+    "SUPPORTED_OUTCOMES", "LinkOwner",
+]  # fmt: skip
 
+#: The outcomes a consumer may give (Part 3 §3.4), by descriptor name as a source lists them.
+SUPPORTED_OUTCOMES = frozenset(
+    {"amqp:accepted:list", "amqp:rejected:list", "amqp:released:list", "amqp:modified:list"}
+)
+#: Modified(delivery-failed) is what a delivery left unsettled becomes (Part 3 §3.4.5).
+DELIVERY_FAILED = Modified(delivery_failed=True)
+#: Delivery tags are a 4-byte big-endian counter per link (§2.8.7 allows up to 32 bytes).
 _TAG = struct.Struct(">I")
+_TAG_MASK = 0xFFFFFFFF
+
+
+class Client(Protocol):
+    """What a link needs of the client connection it belongs to."""
+
+    @property
+    def engine(self) -> Connection: ...
+
+    @property
+    def open(self) -> bool: ...
+
+    def mark_dirty(self) -> None:
+        """Output was queued for this client by work done for another: have it written."""
+
+
+class CreditTransaction(Protocol):
+    """The transaction a flow's ``txn-id`` named (Part 4 §4.4.3), as a consumer sees it."""
+
+    def acquired(self, consumer: ConsumerLink, entry: Entry, delivery: Delivery) -> None:
+        """``entry`` went out on this transaction's credit: it is acquired within it."""
 
 
 class ConsumerLink:
@@ -32,11 +67,11 @@ class ConsumerLink:
 
     def __init__(
         self,
-        broker: Broker,
-        connection: BrokerConnection,
+        connection: Client,
         link: Link,
         queue: Queue,
         link_id: int,
+        now: Callable[[], float],
         *,
         browse: bool,
         selector: Selector | None,
@@ -46,11 +81,11 @@ class ConsumerLink:
         topic: Topic | None = None,
         dynamic: bool = False,
     ) -> None:
-        self.broker = broker
         self.connection = connection
         self.link = link
         self.queue = queue
         self.link_id = link_id
+        self.now = now
         self.browse = browse
         self.selector = selector
         self.default_outcome = default_outcome
@@ -60,7 +95,8 @@ class ConsumerLink:
         self.dynamic = dynamic
         self.presettled = link.snd_settle_mode == SND_SETTLED
         self.unsettled: dict[int, Entry] = {}  # delivery-id -> entry held by the client
-        self.transaction: Transaction | None = None  # set by a flow carrying txn-id
+        #: Set by a flow carrying txn-id (Part 4 §4.4.3): what is sent on that credit is acquired in it.
+        self.transaction: CreditTransaction | None = None
         self._tags = 0
 
     # Consumer protocol -------------------------------------------------
@@ -83,12 +119,11 @@ class ConsumerLink:
 
     def deliver(self, entry: Entry) -> None:
         self._tags += 1
-        broker = self.broker
-        payload = entry.payload_for_delivery(broker.clock.now())
+        payload = entry.payload_for_delivery(self.now())
         settled = self.presettled
-        engine = self.connection.engine
-        delivery = engine.send_transfer(self.link, _TAG.pack(self._tags & 0xFFFFFFFF), payload, settled)
-        broker.mark_dirty(self.connection)
+        connection = self.connection
+        delivery = connection.engine.send_transfer(self.link, _TAG.pack(self._tags & _TAG_MASK), payload, settled)
+        connection.mark_dirty()
         if self.browse:
             return
         if settled:
@@ -99,6 +134,32 @@ class ConsumerLink:
         if self.transaction is not None:
             self.transaction.acquired(self, entry, delivery)
 
+    # Ending ------------------------------------------------------------
+
+    def end(self, closed: bool, now: float) -> None:
+        """The link ended: what it held goes back as modified(delivery-failed) (Part 3 §3.4.5).
+
+        An entry whose outcome a transaction has staged stays for the
+        transaction to settle at discharge.  A subscription loses this link; a
+        non-durable one (or any, on ``closed``) is removed from its topic.
+        """
+        queue = self.queue
+        queue.remove_consumer(self)
+        for entry in list(self.unsettled.values()):
+            txn = entry.transaction
+            if txn is not None:
+                if txn.has_outcome(entry):
+                    continue  # its transaction settles it at discharge
+                txn.forget_acquisition(entry)
+            queue.modify(entry, now, True, False, None, None)
+        self.unsettled.clear()
+        self.transaction = None
+        subscription = self.subscription
+        if subscription is not None and self.topic is not None:
+            subscription.links -= 1
+            if closed or not subscription.durable:  # a durable one waits for the same container and link
+                self.topic.subscriptions.pop(subscription.key, None)
+
     def __repr__(self) -> str:
         return f"<ConsumerLink {self.link.name!r} on {self.queue.name!r}>"
 
@@ -106,7 +167,7 @@ class ConsumerLink:
 class ProducerLink:
     """A link on which clients send to one node, or to any node by ``to`` (anonymous relay)."""
 
-    def __init__(self, connection: BrokerConnection, link: Link, address: str | None, dynamic: bool = False) -> None:
+    def __init__(self, connection: Client, link: Link, address: str | None, dynamic: bool = False) -> None:
         self.connection = connection
         self.link = link
         self.address = address  # None: anonymous relay, route by the message's ``to``
@@ -116,6 +177,26 @@ class ProducerLink:
 class CoordinatorLink:
     """A link to the transaction coordinator (Part 4 §4.2)."""
 
-    def __init__(self, connection: BrokerConnection, link: Link) -> None:
+    def __init__(self, connection: Client, link: Link) -> None:
         self.connection = connection
         self.link = link
+
+
+LinkOwner = ConsumerLink | ProducerLink | CoordinatorLink
+
+
+def apply_outcome(queue: Queue, entry: Entry, state: Any, link_id: int | None, now: float) -> None:
+    """Apply a terminal outcome to an acquired entry (Part 3 §3.4); anything else counts as failed."""
+    if isinstance(state, Accepted):
+        queue.accept(entry)
+    elif isinstance(state, Released):
+        queue.release(entry, now)
+    elif isinstance(state, Modified):
+        queue.modify(
+            entry, now, bool(state.delivery_failed), bool(state.undeliverable_here), state.message_annotations, link_id
+        )
+    elif isinstance(state, Rejected):
+        error = state.error
+        queue.reject(entry, error.condition if error else None, error.description if error else None)
+    else:
+        queue.modify(entry, now, True, False, None, link_id)

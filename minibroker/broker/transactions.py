@@ -19,8 +19,9 @@ Transactions may span sessions and several may be open per session
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..amqp import errors as conditions
 from ..amqp.errors import AMQPDecodeError
@@ -42,12 +43,11 @@ from ..amqp.transactions import (
 from ..amqp.types import symbol
 from ..protocol._state import LinkState
 from ..protocol.endpoints import Delivery, Link
-from .links import ConsumerLink, CoordinatorLink, ProducerLink
+from .config import BrokerConfig
+from .links import Client, ConsumerLink, CoordinatorLink, ProducerLink, apply_outcome
+from .router import Router
 from .statistics import TransactionSnapshot
 from .stored import ACQUIRED, Entry, StoredMessage
-
-if TYPE_CHECKING:
-    from .engine import Broker, BrokerConnection
 
 __all__ = ["Transaction", "TransactionManager", "SUPPORTED_CAPABILITIES"]
 
@@ -67,6 +67,8 @@ class Transaction:
     publishes: list[tuple[ProducerLink, Delivery, StoredMessage]] = field(default_factory=list)
     outcomes: list[tuple[ConsumerLink, Delivery, Entry, Any]] = field(default_factory=list)
     acquisitions: list[tuple[ConsumerLink, Entry, Delivery]] = field(default_factory=list)
+    #: Consumers given credit by a flow naming this transaction (§4.4.3).
+    credited: set[ConsumerLink] = field(default_factory=set)
 
     def acquired(self, consumer: ConsumerLink, entry: Entry, delivery: Delivery) -> None:
         """A message sent on transactional credit (§4.4.3): acquired within this transaction."""
@@ -85,17 +87,35 @@ class Transaction:
 
 
 class TransactionManager:
-    """The broker's transaction coordinator."""
+    """The broker's transaction coordinator.
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    It routes committed publishes through the ``router``, reads the time from
+    ``now``, ends a consumer that names an unknown transaction through
+    ``detach_consumer`` and calls ``timers_changed`` when a transaction brings
+    a new deadline (``transaction_timeout``).
+    """
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        router: Router,
+        now: Callable[[], float],
+        *,
+        detach_consumer: Callable[[ConsumerLink, Error], None],
+        timers_changed: Callable[[], None],
+    ) -> None:
+        self.config = config
+        self.router = router
+        self.now = now
+        self._detach_consumer = detach_consumer
+        self._timers_changed = timers_changed
         self.open: dict[bytes, Transaction] = {}
         self._ids = itertools.count(1)
         self._timed_out: dict[bytes, None] = {}
 
     # --------------------------------------------------------------- links
 
-    def attach_coordinator(self, connection: BrokerConnection, link: Link, target: Coordinator) -> None:
+    def attach_coordinator(self, connection: Client, link: Link, target: Coordinator) -> None:
         """Attach a coordinator link if every capability it asks for is supported (§4.2)."""
         asked = frozenset(str(c) for c in (target.capabilities or ()))
         unsupported = asked - set(SUPPORTED_CAPABILITIES)
@@ -117,16 +137,12 @@ class TransactionManager:
             source=link.source,
             target=Coordinator(capabilities=[symbol(c) for c in SUPPORTED_CAPABILITIES]),
         )
-        engine.grant_credit(link, self.broker.config.link_credit)
+        engine.grant_credit(link, self.config.link_credit)
 
     def coordinator_gone(self, controller: CoordinatorLink) -> None:
         """Closing the controller's link (or connection) rolls back its open transactions (§4.3)."""
         for txn in [t for t in self.open.values() if t.controller is controller]:
             self._rollback(txn)
-
-    def consumer_gone(self, consumer: ConsumerLink) -> None:
-        if consumer.transaction is not None:
-            consumer.transaction = None
 
     # ----------------------------------------------------- control messages
 
@@ -137,7 +153,7 @@ class TransactionManager:
         except AMQPDecodeError as exc:
             engine.settle(delivery, Rejected(error=amqp_error(conditions.DECODE_ERROR, f"malformed control message: {exc}")))
             return
-        now = self.broker.clock.now()
+        now = self.now()
         if isinstance(body, Declare):
             if body.global_id is not None:
                 outcome: Any = Rejected(
@@ -147,12 +163,11 @@ class TransactionManager:
                 txn_id = b"txn:%d" % next(self._ids)
                 self.open[txn_id] = Transaction(txn_id, controller, now)
                 outcome = Declared(txn_id=txn_id)
-                timeout = self.broker.config.transaction_timeout
-                if timeout is not None:
+                if self.config.transaction_timeout is not None:
                     # A new deadline (next_deadline): wake the server's timer so that the
                     # transaction is rolled back on time (transaction_timeout; Part 4 §4.5
                     # amqp:transaction:timeout) even when nothing else is due.
-                    self.broker._expiry_added(now + timeout)
+                    self._timers_changed()
         elif isinstance(body, Discharge):
             outcome = self._discharge(body.txn_id, bool(body.fail))
         else:
@@ -182,13 +197,13 @@ class TransactionManager:
         if txn_id in self._timed_out:
             return amqp_error(
                 conditions.TRANSACTION_TIMEOUT,
-                f"transaction {txn_id!r} was rolled back after {self.broker.config.transaction_timeout} s",
+                f"transaction {txn_id!r} was rolled back after {self.config.transaction_timeout} s",
             )
         return amqp_error(conditions.TRANSACTION_UNKNOWN_ID, f"no open transaction {txn_id!r} (unknown or already discharged)")
 
     def _cannot_commit(self, txn: Transaction) -> str | None:
         for producer, _delivery, message in txn.publishes:
-            target = self.broker.node_for_publish(producer, message)
+            target = self.router.node_for_publish(producer.address, message)
             if isinstance(target, Error):
                 return f"a message of the transaction cannot be routed: {target.description}"
         return None
@@ -212,10 +227,8 @@ class TransactionManager:
     ) -> None:
         """Hold a consumer's outcome until discharge (§4.4.2)."""
         txn = self.open.get(state.txn_id)
-        engine = consumer.connection.engine
         if txn is None:
-            engine.detach_link(consumer.link, self._unknown(state.txn_id))
-            self.broker._end_consumer(consumer, closed=True)
+            self._detach_consumer(consumer, self._unknown(state.txn_id))
             return
         entry.transaction = txn
         # A later disposition for the same delivery (update, then settle) replaces the staged one.
@@ -233,27 +246,27 @@ class TransactionManager:
         txn = self.open.get(txn_id) if isinstance(txn_id, bytes) else None
         if txn is None:
             # Credit for a transaction we do not have must not acquire outside one.
-            consumer.connection.engine.detach_link(consumer.link, self._unknown(bytes(txn_id)))
-            self.broker._end_consumer(consumer, closed=True)
+            self._detach_consumer(consumer, self._unknown(bytes(txn_id)))
             return
         consumer.transaction = txn
+        txn.credited.add(consumer)
 
     # ------------------------------------------------------------ discharge
 
     def _commit(self, txn: Transaction) -> None:
         """Make the transaction's work visible at once, publishes in publication order."""
         del self.open[txn.txn_id]
-        broker = self.broker
-        now = broker.clock.now()
+        router = self.router
+        now = self.now()
         for producer, delivery, message in txn.publishes:
-            target = broker.node_for_publish(producer, message)
+            target = router.node_for_publish(producer.address, message)
             if not isinstance(target, Error):
-                broker._route(target, message, now)
+                router.route(target, message, now)
             self._settle(producer.connection, delivery, TransactionalState(txn_id=txn.txn_id, outcome=Accepted()))
         for consumer, delivery, entry, outcome in txn.outcomes:
             entry.transaction = None
             consumer.unsettled.pop(delivery.delivery_id, None)
-            broker.apply_outcome(consumer.queue, entry, outcome, consumer.link_id)
+            apply_outcome(consumer.queue, entry, outcome, consumer.link_id, now)
             if not delivery.remote_settled:
                 self._settle(consumer.connection, delivery, outcome)
         for _consumer, entry, _delivery in txn.acquisitions:
@@ -263,8 +276,7 @@ class TransactionManager:
     def _rollback(self, txn: Transaction) -> None:
         """Discard the transaction's work (§4.4; acknowledgements undone, consumption kept)."""
         self.open.pop(txn.txn_id, None)
-        broker = self.broker
-        now = broker.clock.now()
+        now = self.now()
         for producer, delivery, _message in txn.publishes:
             self._settle(producer.connection, delivery, TransactionalState(txn_id=txn.txn_id, outcome=Released()))
         for consumer, delivery, entry, _outcome in txn.outcomes:
@@ -287,13 +299,13 @@ class TransactionManager:
                 self._settle(consumer.connection, delivery, Released())
         self._finish(txn)
 
-    def _settle(self, connection: BrokerConnection, delivery: Delivery, state: Any) -> None:
+    def _settle(self, connection: Client, delivery: Delivery, state: Any) -> None:
         """Settle a delivery the peer still remembers: one it sent pre-settled is forgotten (Part 2 §2.6.12)."""
         if delivery.remote_settled or delivery.settled:
             return  # forgotten by the peer, or already settled (a batch's other messages)
         if connection.open and delivery.link.state is LinkState.ATTACHED:
             connection.engine.settle(delivery, state)
-            self.broker.mark_dirty(connection)
+            connection.mark_dirty()
 
     def _finish(self, txn: Transaction) -> None:
         """After discharge: end transactional credit (§4.4.3) and dispatch what became available.
@@ -302,25 +314,25 @@ class TransactionManager:
         a later delivery would otherwise belong to a transaction that can never be
         discharged (and stay acquired for ever once its link ends).
         """
-        for consumer in self.broker._consumers:
+        for consumer in txn.credited:
             if consumer.transaction is txn:
                 consumer.transaction = None
         queues = {consumer.queue for consumer, *_ in txn.outcomes} | {c.queue for c, *_ in txn.acquisitions}
-        now = self.broker.clock.now()
+        now = self.now()
         for queue in queues:
             queue.dispatch(now)
 
     # ------------------------------------------------------------ timeouts
 
     def next_deadline(self) -> float | None:
-        timeout = self.broker.config.transaction_timeout
+        timeout = self.config.transaction_timeout
         if timeout is None or not self.open:
             return None
         return min(t.started for t in self.open.values()) + timeout
 
     def expire(self, now: float) -> None:
         """Roll back transactions open longer than the configured timeout."""
-        timeout = self.broker.config.transaction_timeout
+        timeout = self.config.transaction_timeout
         if timeout is None:
             return
         for txn in [t for t in self.open.values() if now - t.started >= timeout]:
