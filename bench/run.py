@@ -19,6 +19,11 @@ What is measured (``--only`` takes these group names):
     ``ThreadedBroker.start()`` then a raw-socket AMQP handshake (protocol header plus an
     ``open`` frame built with ``minibroker.amqp``) until the broker's ``open`` arrives;
     then ``stop()``, timed separately.  200 repetitions (20 quick).
+``api``
+    The test-facing API of a ``ThreadedBroker`` in this process: seeding 100,000 messages
+    (10,000 quick) with one ``publish_many`` call, then ``broker.queue(name).depth`` and
+    ``broker.statistics()`` polled at that depth (median of 200 calls, 50 quick), then
+    reading the first message of a snapshot, and one ``publish`` call for comparison.
 ``throughput``
     python-qpid-proton clients in a worker process (``bench/client.py``) against the
     broker in its own process (``python -m minibroker serve --port 0``), 20,000 x 256-byte
@@ -89,7 +94,7 @@ from minibroker.amqp import Open, decode, encode  # noqa: E402
 from minibroker.protocol.framing import AMQP_HEADER, FRAME_HEADER, frame  # noqa: E402
 
 T = TypeVar("T")
-GROUPS = ("startup", "throughput", "workloads", "memory", "depth")
+GROUPS = ("startup", "api", "throughput", "workloads", "memory", "depth")
 DEFAULT_JSON = HERE / "results.jsonl"
 
 
@@ -113,6 +118,8 @@ class Settings:
     depth_large: int = 1_000_000
     depth_ops: int = 10_000
     engine_limit_s: float = 90.0
+    api_messages: int = 100_000
+    api_polls: int = 200
 
     @classmethod
     def for_mode(cls, quick: bool) -> Settings:
@@ -120,7 +127,7 @@ class Settings:
             return cls(
                 mode="quick", startup_reps=20, startup_limit_s=5.0, messages=2_000, round_trips=200,
                 job_limit_s=5.0, selector_limit_s=4.0, memory_messages=20_000, proton_memory_messages=5_000,
-                depth_large=50_000, depth_ops=2_000, engine_limit_s=5.0,
+                depth_large=50_000, depth_ops=2_000, engine_limit_s=5.0, api_messages=10_000, api_polls=50,
             )  # fmt: skip
         return cls(mode="full", startup_reps=200, messages=20_000, round_trips=2_000)
 
@@ -486,6 +493,51 @@ def bench_startup(report: Report, s: Settings) -> None:
     report.row("start-up", "start() alone (port bound), median", mb=fmt(statistics.median(to_start) * 1e3, "ms"))
     report.row("start-up", "stop(), median / p90",
                mb=f"{statistics.median(stops) * 1e3:.3g} / {q(stops, 0.9):.3g} ms")  # fmt: skip
+
+
+# ------------------------------------------------------------------------------- API
+
+
+def bench_api(report: Report, s: Settings) -> None:
+    n, polls = s.api_messages, s.api_polls
+    progress(f"api: publish_many of {n:,} messages, then queue().depth and statistics() at that depth")
+
+    def median_ms(fn: Callable[[], Any]) -> float:
+        times = []
+        for _ in range(polls):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times) * 1e3
+
+    with minibroker.ThreadedBroker() as broker:
+        body = "x" * s.size
+        t0 = time.perf_counter()
+        broker.publish_many("bench.api", (body for _ in range(n)))
+        seed_s = time.perf_counter() - t0
+        depth_ms = median_ms(lambda: broker.queue("bench.api").depth)
+        stats_ms = median_ms(broker.statistics)
+        single_ms = median_ms(lambda: broker.publish("bench.api.single", body))
+        snapshot = broker.queue("bench.api")
+        t0 = time.perf_counter()
+        snapshot.messages[0]
+        first_ms = (time.perf_counter() - t0) * 1e3
+    seed_ok, depth_ok = seed_s < 1.0, depth_ms < 1.0
+    report.record("api", "publish_many_seconds", "minibroker", seed_s, "s", count=n, target="< 1 s",
+                  status=verdict(seed_ok))  # fmt: skip
+    report.record("api", "queue_depth_median", "minibroker", depth_ms, "ms", depth=n, count=polls, target="< 1 ms",
+                  status=verdict(depth_ok))  # fmt: skip
+    report.record("api", "statistics_median", "minibroker", stats_ms, "ms", depth=n, count=polls)
+    report.record("api", "publish_median", "minibroker", single_ms, "ms", count=polls)
+    report.record("api", "first_message_read", "minibroker", first_ms, "ms", depth=n)
+    report.row("api", f"seed {n:,} messages: publish_many", mb=f"{seed_s:.3g} s", target="< 1 s",
+               status=verdict(seed_ok), note=f"{seed_s / n * 1e6:.3g} us per message")  # fmt: skip
+    report.row("api", f"queue(name).depth at depth {n:,}, median", mb=fmt(depth_ms, "ms"), target="< 1 ms",
+               status=verdict(depth_ok))  # fmt: skip
+    report.row("api", f"statistics() at depth {n:,}, median", mb=fmt(stats_ms, "ms"))
+    report.row("api", "publish() one message, median", mb=fmt(single_ms, "ms"), note="one thread hop per call")
+    report.row("api", f"first read of .messages at depth {n:,}", mb=fmt(first_ms, "ms"),
+               note="copies the queue's entries once; each message is decoded when read")  # fmt: skip
 
 
 # ------------------------------------------------------------------------ client jobs
@@ -861,6 +913,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if "startup" in groups:
             timed("startup", bench_startup, report, s)
+        if "api" in groups:
+            timed("api", bench_api, report, s)
         env: Env | None = None
         if {"throughput", "workloads", "memory"} & set(groups) or args.profile is not None:
             # Spawn every process first (they import in parallel), then wait for each.

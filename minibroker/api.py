@@ -6,10 +6,10 @@ snapshots, never live objects.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from .amqp.message import BodyKind, Message
+from .amqp.message import BodyKind, Message, encode_bodies
 from .amqp.messaging import Header, Properties
 from .amqp.types import symbol
 from .broker.config import QueueOptions
@@ -79,9 +79,14 @@ class BrokerAPI:
         """Run ``fn`` in the broker's thread; it only reads, so waiters are not woken."""
         raise NotImplementedError
 
+    def _inspect(self, fn: Callable[[], None]) -> None:
+        """Run a snapshot's deferred copy in the broker's thread (or here, once the broker has stopped)."""
+        self._read(fn)
+
     def queue(self, name: str) -> QueueSnapshot:
-        """A frozen snapshot of a queue: ``.depth``, ``.messages`` (decoded, in delivery order)."""
-        return self._read(self._broker.queue_snapshot, name)
+        """A frozen snapshot of a queue: ``.depth`` and counters at once, at any depth;
+        ``.messages`` (in delivery order) are copied when first read and decoded one by one."""
+        return self._read(self._broker.queue_snapshot, name, self._inspect)
 
     def topic(self, name: str) -> TopicSnapshot:
         """A frozen snapshot of a topic and its subscriptions."""
@@ -120,6 +125,33 @@ class BrokerAPI:
         elif body is not None or fields:
             raise TypeError("pass either message=Message(...) or a body with fields, not both")
         self._call(self._broker.publish, address, message)
+
+    def publish_many(
+        self,
+        address: str,
+        bodies: Iterable[Any] = (),
+        *,
+        messages: Iterable[Message | bytes] | None = None,
+        **fields: Any,
+    ) -> int:
+        """Seed ``address`` with many messages at once, in order; returns how many.
+
+        ``publish_many("orders", range(100_000), priority=7)``: one message per body, every one
+        with the same ``fields`` (as :meth:`publish` takes them), encoded here and queued in one
+        call into the broker.  Or ``messages=[Message(...), ...]`` for prepared messages.
+        """
+        if messages is not None:
+            if bodies != () or fields:
+                raise TypeError("pass either messages=[...] or bodies with fields, not both")
+            payloads = [m if isinstance(m, bytes) else m.encode() for m in messages]
+        else:
+            if isinstance(bodies, (str, bytes, dict)):
+                raise TypeError(
+                    f"bodies must be an iterable of message bodies, got one {type(bodies).__name__}; "
+                    "wrap a single body in a list, or use publish()"
+                )
+            payloads = encode_bodies(build_message(None, **fields), bodies)
+        return self._call(self._broker.publish_many, address, payloads)
 
     def purge(self, name: str | None = None) -> int:
         """Remove available messages from one queue, or from all; returns how many."""

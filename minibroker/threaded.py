@@ -177,6 +177,12 @@ class ThreadedBroker(BrokerAPI):
             return fn(*args)
         return trio.from_thread.run_sync(fn, *args, trio_token=self._token)
 
+    def _inspect(self, fn: Callable[[], None]) -> None:
+        if self._thread is None or self._token is None:
+            fn()  # stopped: nothing else touches the broker's state any more
+        else:
+            self._read(fn)
+
     def _locked(self, fn: Callable[..., T], args: tuple[Any, ...]) -> T:
         result = fn(*args)
         self._broker.flush()

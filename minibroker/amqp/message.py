@@ -9,6 +9,7 @@ requires of intermediaries, and decode only what it needs.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from typing import Any, Literal, NamedTuple
 
 from . import codec
@@ -25,7 +26,7 @@ from .messaging import (
     Properties,
 )
 
-__all__ = ["Message", "Sections", "decode_message", "encode_message", "split_sections"]
+__all__ = ["Message", "Sections", "decode_message", "encode_bodies", "encode_message", "split_sections"]
 
 BodyKind = Literal["value", "data", "sequence"]
 
@@ -89,9 +90,8 @@ def _body_sections(message: Message) -> list[Any]:
     raise ValueError(f"body_kind must be 'value', 'data' or 'sequence', got {kind!r}")
 
 
-def encode_message(message: Message) -> bytes:
-    """Encode a message as its sections in the order §3.2 requires."""
-    out = bytearray()
+def _encode_head(message: Message, out: bytearray) -> None:
+    """The sections before the body, in §3.2 order."""
     if message.header is not None:
         message.header.encode_into(out)
     if message.delivery_annotations is not None:
@@ -102,11 +102,36 @@ def encode_message(message: Message) -> bytes:
         message.properties.encode_into(out)
     if message.application_properties is not None:
         ApplicationProperties(message.application_properties).encode_into(out)
+
+
+def encode_message(message: Message) -> bytes:
+    """Encode a message as its sections in the order §3.2 requires."""
+    out = bytearray()
+    _encode_head(message, out)
     for section in _body_sections(message):
         section.encode_into(out)
     if message.footer is not None:
         Footer(message.footer).encode_into(out)
     return bytes(out)
+
+
+def encode_bodies(template: Message, bodies: Iterable[Any]) -> list[bytes]:
+    """Messages that differ from ``template`` only in their body: the other sections are encoded once."""
+    head = bytearray()
+    _encode_head(template, head)
+    tail = bytearray()
+    if template.footer is not None:
+        Footer(template.footer).encode_into(tail)
+    one = Message(body_kind=template.body_kind)
+    encoded = []
+    for body in bodies:
+        out = bytearray(head)
+        one.body = body
+        for section in _body_sections(one):
+            section.encode_into(out)
+        out += tail
+        encoded.append(bytes(out))
+    return encoded
 
 
 class Sections(NamedTuple):

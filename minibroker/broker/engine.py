@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..amqp import errors as conditions
@@ -34,6 +34,7 @@ from ..protocol import events as ev
 from ..protocol._state import LinkState
 from ..protocol.connection import Connection, ConnectionConfig
 from ..protocol.endpoints import Delivery, Link
+from .capture import Run
 from .clock import Clock, ManualClock, SystemClock
 from .config import BrokerConfig, QueueOptions
 from .filters import FilterError, parse_filter_set
@@ -324,13 +325,20 @@ class Broker:
 
     def publish(self, address: str, message: Message | bytes) -> None:
         """Put a message on a node as if a client had sent it (``bytes``: an encoded message)."""
+        self.publish_many(address, [message if isinstance(message, bytes) else message.encode()])
+
+    def publish_many(self, address: str, payloads: Iterable[bytes]) -> int:
+        """Put encoded messages on a node in one go, in order; returns how many."""
         node = self.router.resolve(address)
         if node is None:
             raise NodeError(f"no node {address!r} and auto_create is off; declare it first")
-        payload = message if isinstance(message, bytes) else message.encode()
         now = self.clock.now()
-        self.router.route(node, StoredMessage(payload, now), now)
+        count = 0
+        for payload in payloads:
+            self.router.route(node, StoredMessage(payload, now), now)
+            count += 1
         self.flush()
+        return count
 
     def purge(self, name: str | None = None) -> int:
         """Remove available messages from one queue (or all); return how many."""
@@ -348,8 +356,9 @@ class Broker:
         self.transactions.reset()
         self.flush()
 
-    def queue_snapshot(self, name: str) -> QueueSnapshot:
-        return self.router.queue_snapshot(name, self.clock.now())
+    def queue_snapshot(self, name: str, run: Run | None = None) -> QueueSnapshot:
+        """Counters now; messages copied only when read (``run`` runs that copy in this thread)."""
+        return self.router.queue_snapshot(name, self.clock.now(), run)
 
     def topic_snapshot(self, name: str) -> TopicSnapshot:
         return self.router.topic_snapshot(name)

@@ -15,17 +15,22 @@ Semantics (OASIS AMQP 1.0 Part 3 §3.2.1, §3.3, §3.4; broker paper 2.2.2-2.2.5
 * Each message is AVAILABLE, ACQUIRED (by one consumer) or ARCHIVED (§3.3).
 * Consumers with credit take turns; browsers see every message without
   acquiring it.
+* A snapshot of the contents costs nothing until read: every change first
+  calls ``_changing``, which copies a pending :class:`Capture` still held by
+  some snapshot (:mod:`minibroker.broker.capture`).
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from sortedcontainers import SortedList
 
+from .capture import Capture, Run
 from .config import QueueOptions
 from .statistics import NodeCounters
 from .stored import ACQUIRED, ARCHIVED, AVAILABLE, Entry, StoredMessage
@@ -98,6 +103,7 @@ class Queue:
         self.consumers: list[Consumer] = []
         self._browsers: dict[Consumer, int] = {}  # browser -> last seq it saw
         self._turn = 0
+        self._capture: weakref.ref[Capture] | None = None  # contents promised to a snapshot
 
     # ----------------------------------------------------------- contents
 
@@ -124,8 +130,26 @@ class Queue:
             if entry.state == ACQUIRED:
                 yield entry
 
+    def capture(self, run: Run | None = None) -> Capture:
+        """The contents as they are now, copied only when read or before the queue next changes."""
+        pending = self._capture() if self._capture is not None else None
+        if pending is not None:
+            return pending  # nothing changed since it was taken: snapshots share one copy
+        capture = Capture(self, run)
+        self._capture = weakref.ref(capture)
+        return capture
+
+    def _changing(self) -> None:
+        """The contents are about to change: copy them for a snapshot still holding a capture."""
+        ref, self._capture = self._capture, None
+        pending = ref() if ref is not None else None
+        if pending is not None:
+            pending.fill()
+
     def enqueue(self, message: StoredMessage, now: float) -> Entry | None:
         """Add a message (§3.3: it becomes AVAILABLE); None if it had already expired."""
+        if self._capture is not None:
+            self._changing()
         options = self.options
         expires_at = None if self.keeps_expired else message.expiry(options.default_ttl, options.max_ttl)
         self._seq += 1
@@ -142,6 +166,8 @@ class Queue:
         return entry
 
     def _push(self, entry: Entry) -> None:
+        if self._capture is not None:
+            self._changing()
         entry.state = AVAILABLE
         entry.token += 1
         heapq.heappush(self._levels[entry.level], (entry.seq, entry.token, entry))
@@ -160,6 +186,8 @@ class Queue:
 
     def _take(self, entry: Entry, state: int) -> None:
         """An available entry leaves the available set (its heap item goes stale)."""
+        if self._capture is not None:
+            self._changing()
         entry.state = state
         self._available_count -= 1
         if entry.expires_at is not None:
@@ -310,6 +338,8 @@ class Queue:
         """``modified`` (§3.4.5): count a failed delivery, remember where it may not go, merge annotations."""
         if entry.state != ACQUIRED:
             return
+        if self._capture is not None:
+            self._changing()
         self.counters.modified += 1
         if annotations:
             entry.annotate(annotations)
@@ -343,6 +373,8 @@ class Queue:
         self._push(entry)
 
     def _archive(self, entry: Entry) -> None:
+        if self._capture is not None:
+            self._changing()
         if entry.state == AVAILABLE:
             self._take(entry, ARCHIVED)
         entry.state = ARCHIVED

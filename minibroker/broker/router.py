@@ -20,12 +20,13 @@ from typing import Any
 from ..amqp import errors as conditions
 from ..amqp.performatives import Error, amqp_error
 from ..amqp.types import symbol
+from .capture import Run
 from .config import DEFAULT_DEAD_LETTER_SUFFIX, BrokerConfig, QueueOptions
 from .filters import selector_matches
 from .queue import Queue
 from .selector import Selector
-from .statistics import NodeCounters, QueuedMessage, QueueSnapshot, SubscriptionSnapshot, TopicSnapshot
-from .stored import ACQUIRED, Entry, StoredMessage
+from .statistics import NodeCounters, QueuedMessages, QueueSnapshot, SubscriptionSnapshot, TopicSnapshot
+from .stored import Entry, StoredMessage
 from .topic import Subscription, Topic
 
 __all__ = ["Router", "NodeError", "Node", "QUEUE_PREFIX", "TOPIC_PREFIX", "TOPIC_CAPABILITIES", "DYNAMIC_PREFIX"]
@@ -223,25 +224,16 @@ class Router:
 
     # --------------------------------------------------------- snapshots
 
-    def queue_snapshot(self, name: str, now: float) -> QueueSnapshot:
+    def queue_snapshot(self, name: str, now: float, run: Run | None = None) -> QueueSnapshot:
+        """Counters now; messages copied only when read (``run`` runs that copy in the broker's thread)."""
         queue = self.queues.get(name) or self.queue_named(name)
-        messages = tuple(
-            QueuedMessage(
-                message=entry.decode(now),
-                acquired=entry.state == ACQUIRED,
-                delivery_count=entry.delivery_count,
-                priority=entry.message.priority,
-                expires_at=entry.expires_at,
-            )
-            for entry in queue.entries()
-        )
         return QueueSnapshot(
             name=queue.name,
             depth=queue.depth,
             available=queue.available_count,
             acquired=queue.depth - queue.available_count,
             consumers=len(queue.consumers),
-            messages=messages,
+            messages=QueuedMessages(queue.capture(run), now),
             statistics=queue.counters.freeze(),
         )
 

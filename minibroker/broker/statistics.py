@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, overload
 
-from ..amqp.message import Message
+from ..amqp.message import Message, decode_message
+
+if TYPE_CHECKING:
+    from .capture import Capture
+    from .stored import Entry
 
 __all__ = [
-    "NodeCounters", "NodeStatistics", "BrokerStatistics", "QueueSnapshot", "QueuedMessage",
-    "TopicSnapshot", "SubscriptionSnapshot", "TransactionSnapshot", "FrameRecord",
+    "NodeCounters", "NodeStatistics", "BrokerStatistics", "QueueSnapshot", "QueuedMessage", "QueuedMessages",
+    "QueuedRow", "TopicSnapshot", "SubscriptionSnapshot", "TransactionSnapshot", "FrameRecord",
 ]  # fmt: skip
 
 
@@ -30,7 +35,7 @@ class NodeCounters:
     filtered_out: int = 0
 
     def freeze(self) -> NodeStatistics:
-        return NodeStatistics(**dataclasses.asdict(self))
+        return NodeStatistics(*[getattr(self, name) for name in _COUNTER_NAMES])
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +60,9 @@ class NodeStatistics:
     expired: int = 0
     dead_lettered: int = 0
     filtered_out: int = 0
+
+
+_COUNTER_NAMES = tuple(f.name for f in dataclasses.fields(NodeStatistics))
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,16 +106,81 @@ class QueuedMessage:
         return self.message.message_annotations
 
 
+#: One captured message: a detached copy of its queue entry, and whether it was acquired.
+QueuedRow = tuple["Entry", bool]
+
+
+class QueuedMessages(Sequence[QueuedMessage]):
+    """The messages of a queue snapshot, in delivery order, each decoded when first read.
+
+    A read-only sequence: index it, slice it, iterate it, ``len()`` it.  Nothing is
+    copied out of the broker until it is first read (see :mod:`minibroker.broker.capture`).
+    """
+
+    __slots__ = ("_capture", "_now", "_decoded")
+
+    def __init__(self, capture: Capture, now: float) -> None:
+        self._capture = capture
+        self._now = now  # the clock time of the snapshot: a ttl shows what was left then
+        self._decoded: dict[int, QueuedMessage] = {}
+
+    def _message(self, rows: list[QueuedRow], index: int) -> QueuedMessage:
+        found = self._decoded.get(index)
+        if found is None:
+            entry, acquired = rows[index]
+            message = decode_message(entry.payload_for_delivery(self._now))
+            found = QueuedMessage(message, acquired, entry.delivery_count, entry.message.priority, entry.expires_at)
+            self._decoded[index] = found
+        return found
+
+    def __len__(self) -> int:
+        return len(self._capture.rows())
+
+    @overload
+    def __getitem__(self, index: int) -> QueuedMessage: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[QueuedMessage, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> QueuedMessage | tuple[QueuedMessage, ...]:
+        rows = self._capture.rows()
+        if isinstance(index, slice):
+            return tuple(self._message(rows, i) for i in range(*index.indices(len(rows))))
+        if index < 0:
+            index += len(rows)
+        if not 0 <= index < len(rows):
+            raise IndexError(f"message index {index} out of range: the snapshot holds {len(rows)}")
+        return self._message(rows, index)
+
+    def __iter__(self) -> Iterator[QueuedMessage]:
+        rows = self._capture.rows()
+        for i in range(len(rows)):
+            yield self._message(rows, i)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        if not self._capture.filled:
+            return "QueuedMessages(<not read yet>)"
+        return f"QueuedMessages({list(self)!r})"
+
+
 @dataclass(frozen=True, slots=True)
 class QueueSnapshot:
-    """A queue at one moment: ``messages`` in delivery order (uncommitted publishes excluded)."""
+    """A queue at one moment: counters, and ``messages`` in delivery order (uncommitted publishes
+    excluded), copied and decoded only when read, so taking a snapshot costs the same at any depth."""
 
     name: str
     depth: int
     available: int
     acquired: int
     consumers: int
-    messages: tuple[QueuedMessage, ...]
+    messages: QueuedMessages = field(repr=False)
     statistics: NodeStatistics
 
     @property

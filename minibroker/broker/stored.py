@@ -189,6 +189,14 @@ class Entry:
         self.transaction: Any = None  # a transaction that acquired or retires it
         self.token = 0  # bumped each time the entry becomes available (see Queue)
 
+    def detached(self) -> Entry:
+        """A copy of what a consumer would receive from this entry, unaffected by its later changes."""
+        copy = Entry(self.seq, self.message, self.level, self.expires_at)
+        copy.state = self.state
+        copy.delivery_count = self.delivery_count
+        copy.annotations = self.annotations  # replaced, never changed in place (annotate)
+        return copy
+
     def merged_annotations(self) -> dict[Any, Any] | None:
         if self.annotations is None:
             return self.message.message_annotations
@@ -241,7 +249,3 @@ class Entry:
             out += message.payload[message._annotations_start : message._bare_start]
         out += message.payload[message._bare_start :]  # the bare message and the footer
         return bytes(out)
-
-    def decode(self, now: float) -> Message:
-        """The message as a consumer would receive it now."""
-        return decode_message(self.payload_for_delivery(now))

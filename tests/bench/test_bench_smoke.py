@@ -1,7 +1,7 @@
 """Smoke test of the benchmark suite: its cheapest parts run and write well-formed JSON lines.
 
-Start-up x5 and a 200-message throughput run against the no-broker baseline
-(``python -m bench --quick --only startup,throughput``).  No timing thresholds: the
+Start-up x5, the test-facing API at 10,000 deep, and a 200-message throughput run against the no-broker baseline
+(``python -m bench --quick --only startup,api,throughput``).  No timing thresholds: the
 numbers only have to exist and be positive.
 """
 
@@ -19,7 +19,7 @@ KEYS = {"run_id", "mode", "group", "name", "subject", "value", "unit", "loadavg"
 def test_quick_startup_and_throughput_write_positive_measurements(tmp_path: Path) -> None:
     out = tmp_path / "bench.jsonl"
     proc = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--only", "startup,throughput", "--startup-reps", "5",
+        [sys.executable, "-m", "bench", "--quick", "--only", "startup,api,throughput", "--startup-reps", "5",
          "--messages", "200", "--round-trips", "20", "--json", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=180,
     )  # fmt: skip
@@ -38,6 +38,8 @@ def test_quick_startup_and_throughput_write_positive_measurements(tmp_path: Path
     for expected in [
         ("startup", "start_to_open_median", "minibroker"),
         ("startup", "stop_median", "minibroker"),
+        ("api", "publish_many_seconds", "minibroker"),
+        ("api", "queue_depth_median", "minibroker"),
         ("throughput", "send", "minibroker"),
         ("throughput", "send", "baseline"),
         ("throughput", "receive", "minibroker"),
