@@ -27,10 +27,11 @@ from .client import Client as Client
 from .server import serve as serve
 from .threaded import ThreadedBroker as ThreadedBroker
 from .trio_broker import TrioBroker as TrioBroker
+from .trio_broker import TrioClock as TrioClock
 from .trio_broker import open_broker as open_broker
 
 __all__ = [
     "Broker", "BrokerConfig", "BrokerStatistics", "Client", "Clock", "FrameRecord", "ManualClock", "Message", "NodeError",
     "NodeStatistics", "QueueOptions", "QueueSnapshot", "QueuedMessage", "SystemClock", "ThreadedBroker",
-    "TopicSnapshot", "TransactionSnapshot", "TrioBroker", "build_message", "open_broker", "serve",
+    "TopicSnapshot", "TransactionSnapshot", "TrioBroker", "TrioClock", "build_message", "open_broker", "serve",
 ]  # fmt: skip

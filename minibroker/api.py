@@ -6,7 +6,7 @@ snapshots, never live objects.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 from .amqp.message import BodyKind, Message, encode_bodies
@@ -21,6 +21,7 @@ from .broker.statistics import (
     TopicSnapshot,
     TransactionSnapshot,
 )
+from .testing.assertions import assert_queue
 
 __all__ = ["BrokerAPI", "build_message", "check", "timed_out"]
 
@@ -87,6 +88,14 @@ class BrokerAPI:
         """A frozen snapshot of a queue: ``.depth`` and counters at once, at any depth;
         ``.messages`` (in delivery order) are copied when first read and decoded one by one."""
         return self._read(self._broker.queue_snapshot, name, self._inspect)
+
+    def assert_queue(
+        self, name: str, bodies: Sequence[Any] | None = None, *, depth: int | None = None, ordered: bool = True
+    ) -> QueueSnapshot:
+        """Assert a queue's bodies (in delivery order, or any order with ``ordered=False``) and/or
+        depth; fails with expected vs actual and a diff. Returns the snapshot it checked."""
+        __tracebackhide__ = True
+        return assert_queue(self, name, bodies, depth=depth, ordered=ordered)
 
     def topic(self, name: str) -> TopicSnapshot:
         """A frozen snapshot of a topic and its subscriptions."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -14,7 +15,8 @@ from .api import BrokerAPI, check, timed_out
 from .broker.clock import Clock, ManualClock
 from .broker.config import BrokerConfig
 from .broker.engine import Broker
-from .server import DEFAULT_HOST, serve
+from .restartable import RestartableServer
+from .server import DEFAULT_HOST
 
 __all__ = ["ThreadedBroker"]
 
@@ -36,6 +38,12 @@ class _ThreadedClock:
             raise TypeError("advance() needs a manual clock: ThreadedBroker(clock=minibroker.ManualClock())")
         clock = self._clock
         return self._owner._call(clock.advance, seconds)
+
+    def rewind(self) -> None:
+        """Back to the manual clock's start time (``reset()`` leaves no expiry times behind)."""
+        if not isinstance(self._clock, ManualClock):
+            raise TypeError("rewind() needs a manual clock: ThreadedBroker(clock=minibroker.ManualClock())")
+        self._owner._call(self._clock.rewind)
 
 
 class ThreadedBroker(BrokerAPI):
@@ -66,6 +74,8 @@ class ThreadedBroker(BrokerAPI):
         self._thread: threading.Thread | None = None
         self._token: trio.lowlevel.TrioToken | None = None
         self._cancel: trio.CancelScope | None = None
+        self._server: RestartableServer | None = None
+        self._nursery: trio.Nursery | None = None
         self._port: int | None = None
         self._failure: BaseException | None = None
         self._changed = threading.Condition()
@@ -100,8 +110,11 @@ class ThreadedBroker(BrokerAPI):
             self._token = trio.lowlevel.current_trio_token()
             async with trio.open_nursery() as nursery:
                 self._cancel = nursery.cancel_scope
-                self._port = await nursery.start(serve, self._broker, self._host, self._requested_port)
+                self._nursery = nursery
+                self._server = RestartableServer(self._broker, self._host, self._requested_port)
+                self._port = await self._server.start(nursery)
                 ready.set()
+                await trio.sleep_forever()  # keeps the nursery open for restart(); stop() cancels it
 
         try:
             trio.run(main)
@@ -129,6 +142,20 @@ class ThreadedBroker(BrokerAPI):
             connection.close(None)
         cancel.cancel()
 
+    def restart(self) -> None:
+        """Restart as a real broker would: every connection dropped (sockets closed, no ``close``
+        frame), the same port served again, durable messages kept and non-durable ones lost.
+
+        Nodes, counters and durable subscriptions stay; unsettled deliveries went back to their
+        queues first (see :mod:`minibroker.restartable`).
+        """
+        if self._thread is None or self._token is None or self._server is None or self._nursery is None:
+            raise RuntimeError("the broker is not running: call start() or use `with ThreadedBroker() as broker:`")
+        if threading.current_thread() is self._thread:
+            raise RuntimeError("restart() waits for the broker's thread: call it from the test, not from a hook")
+        server, nursery = self._server, self._nursery
+        trio.from_thread.run(server.restart, nursery, trio_token=self._token)
+
     def __enter__(self) -> ThreadedBroker:
         return self.start()
 
@@ -138,6 +165,11 @@ class ThreadedBroker(BrokerAPI):
         self.stop()
 
     # ---------------------------------------------------------- addresses
+
+    @property
+    def running(self) -> bool:
+        """True between ``start()`` and ``stop()``."""
+        return self._thread is not None and self._failure is None
 
     @property
     def port(self) -> int:
@@ -199,6 +231,10 @@ class ThreadedBroker(BrokerAPI):
         ``broker.wait_for(lambda b: b.queue("out").depth == 3)``; raises
         ``TimeoutError`` naming the predicate after ``timeout`` seconds.
         """
+        _refuse_in_event_loop()
+        return self._wait(predicate, timeout)
+
+    def _wait(self, predicate: Callable[[ThreadedBroker], Any], timeout: float) -> Any:
         deadline = time.monotonic() + timeout
         while True:
             # Snapshots only read, so the version moves only when the broker really changed.
@@ -213,3 +249,26 @@ class ThreadedBroker(BrokerAPI):
                     if remaining <= 0:
                         raise timed_out(predicate, timeout, missing)
                     self._changed.wait(remaining)
+
+    async def wait_for_async(self, predicate: Callable[[ThreadedBroker], Any], timeout: float = 5.0) -> Any:
+        """``await broker.wait_for_async(...)`` in an asyncio or trio test: ``wait_for`` without
+        blocking the event loop (so a client running in that loop keeps working meanwhile)."""
+        asyncio = sys.modules.get("asyncio")
+        if asyncio is not None and asyncio._get_running_loop() is not None:
+            return await asyncio.to_thread(self._wait, predicate, timeout)
+        return await trio.to_thread.run_sync(self._wait, predicate, timeout, abandon_on_cancel=True)
+
+
+def _refuse_in_event_loop() -> None:
+    """A blocking wait inside an event loop would freeze a client running in that loop."""
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is not None and asyncio._get_running_loop() is not None:
+        raise RuntimeError(
+            "wait_for() would block the asyncio event loop this test runs in: use "
+            "`await broker.wait_for_async(predicate)` instead"
+        )
+    if trio.lowlevel.in_trio_run():
+        raise RuntimeError(
+            "wait_for() would block the trio run this test runs in: use "
+            "`await broker.wait_for_async(predicate)`, or the trio-native `open_broker()`"
+        )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
@@ -12,20 +13,41 @@ from .api import BrokerAPI, check, timed_out
 from .broker.clock import Clock
 from .broker.config import BrokerConfig
 from .broker.engine import Broker
-from .server import DEFAULT_HOST, serve
+from .restartable import RestartableServer
+from .server import DEFAULT_HOST
 
-__all__ = ["TrioBroker", "open_broker"]
+__all__ = ["TrioBroker", "TrioClock", "open_broker"]
 
 T = TypeVar("T")
+
+
+class TrioClock:
+    """The clock of the current trio run as epoch seconds, so ``trio.testing.MockClock`` drives TTL.
+
+    ``open_broker(clock=TrioClock())`` inside a run with a mock clock (pytest-trio's
+    ``autojump_clock``): ``await trio.sleep(31)`` and a 30 s ttl has passed.  ``start``
+    is the epoch time it reads at the run's current time (the wall clock by default).
+    """
+
+    def __init__(self, start: float | None = None) -> None:
+        self._offset = (time.time() if start is None else start) - trio.current_time()
+
+    def now(self) -> float:
+        return self._offset + trio.current_time()
+
+    def __repr__(self) -> str:
+        return f"TrioClock(now={self.now()})"
 
 
 class TrioBroker(BrokerAPI):
     """A broker served by the current trio run; the same inspection API as ``ThreadedBroker``."""
 
-    def __init__(self, broker: Broker, host: str, port: int) -> None:
+    def __init__(self, broker: Broker, server: RestartableServer, nursery: trio.Nursery) -> None:
         self._broker = broker
-        self.host = host
-        self.port = port
+        self._server = server
+        self._nursery = nursery
+        self.host = server.host
+        self.port = server.port
         self.clock = broker.clock
         self._changed = trio.Event()
         broker.on_change = self._notify
@@ -45,6 +67,11 @@ class TrioBroker(BrokerAPI):
     def _notify(self) -> None:
         changed, self._changed = self._changed, trio.Event()
         changed.set()  # wakes every waiter that took this event before the change
+
+    async def restart(self) -> None:
+        """Restart as a real broker would: every connection dropped (no ``close`` frame), the same
+        port served again, durable messages kept and non-durable ones lost (see ``ThreadedBroker``)."""
+        await self._server.restart(self._nursery)
 
     async def wait_for(self, predicate: Callable[[TrioBroker], Any], timeout: float = 5.0) -> Any:
         """Wait until ``predicate(broker)`` is truthy, re-checking after each broker change."""
@@ -77,9 +104,10 @@ async def open_broker(
         raise TypeError("pass either config=BrokerConfig(...) or its fields as keywords, not both")
     broker = Broker(config or BrokerConfig(**config_fields), clock)
     async with trio.open_nursery() as nursery:
-        bound = await nursery.start(serve, broker, host, port)
+        server = RestartableServer(broker, host, port)
+        await server.start(nursery)
         try:
-            yield TrioBroker(broker, host, bound)
+            yield TrioBroker(broker, server, nursery)
         finally:
             for connection in list(broker.connections):
                 connection.close(None)

@@ -42,7 +42,8 @@ class ManualClock:
     """
 
     def __init__(self, start: float = 1_700_000_000.0) -> None:
-        self._now = float(start)
+        self._start = float(start)
+        self._now = self._start
         self._listeners: list[Callable[[float], None]] = []
 
     def now(self) -> float:
@@ -56,6 +57,10 @@ class ManualClock:
         for listener in list(self._listeners):
             listener(self._now)
         return self._now
+
+    def rewind(self) -> None:
+        """Back to the start time, for a broker reset to empty (it holds no expiry times then)."""
+        self._now = self._start
 
     def subscribe(self, listener: Callable[[float], None]) -> None:
         """Call ``listener(now)`` after every advance (the broker's expiry hook)."""

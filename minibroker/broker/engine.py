@@ -347,14 +347,24 @@ class Broker:
         return sum(q.purge() for q in self.router.all_queues())
 
     def reset(self) -> None:
-        """Back to empty: every connection closed, every node and transaction gone."""
+        """Back to empty: every connection closed; nodes, transactions, counters, errors and frame log gone."""
         error = amqp_error(conditions.CONNECTION_FORCED, "broker reset")
         for connection in list(self.connections):
             connection.close(error)
         self.router.clear()
         self._consumers.clear()
         self.transactions.reset()
+        self.errors.clear()
+        self.connections_total = 0
+        if self.frame_log is not None:
+            self.frame_log.clear()
         self.flush()
+
+    def drop_transient(self) -> int:
+        """After a restart (every connection gone): lose non-durable messages, keep durable ones."""
+        dropped = sum(queue.drop_transient() for queue in list(self.router.all_queues()))
+        self.flush()
+        return dropped
 
     def queue_snapshot(self, name: str, run: Run | None = None) -> QueueSnapshot:
         """Counters now; messages copied only when read (``run`` runs that copy in this thread)."""

@@ -217,6 +217,21 @@ class Queue:
         self._cursors.clear()
         return removed
 
+    def drop_transient(self) -> int:
+        """Remove every message whose header is not ``durable`` (a broker restart); return how many.
+
+        "Durable messages MUST NOT be lost even if an intermediary is
+        unexpectedly terminated and restarted" (Part 3 §3.2.1); others may be.
+        """
+        dropped = 0
+        for entry in list(self._entries.values()):
+            header = entry.message.header
+            if header is None or not header.durable:
+                self._archive(entry)
+                dropped += 1
+        self._cursors.clear()
+        return dropped
+
     # ---------------------------------------------------------- consumers
 
     def add_consumer(self, consumer: Consumer) -> None:

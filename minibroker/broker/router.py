@@ -62,6 +62,8 @@ class Router:
         self.queues: dict[str, Queue] = {}
         self.topics: dict[str, Topic] = {}
         self.counters: dict[str, NodeCounters] = {}
+        #: Observes every message routed to a node: (node name, message); see ``route``.
+        self.on_route: Callable[[str, StoredMessage], None] | None = None
 
     # -------------------------------------------------------------- nodes
 
@@ -193,6 +195,8 @@ class Router:
 
     def route(self, node: Node, message: StoredMessage, now: float) -> None:
         """Put a message on a node and hand it to a consumer if one can take it."""
+        if self.on_route is not None:  # observation point: every message a node receives
+            self.on_route(node.name, message)
         if isinstance(node, Queue):
             if node.enqueue(message, now) is not None:
                 node.dispatch(now)

@@ -9,6 +9,8 @@ See :mod:`minibroker.testing.peer`::
     frames = pump.send(peer.start())  # header + open + begin
 """
 
+from .assertions import QueueMismatch as QueueMismatch
+from .assertions import assert_queue as assert_queue
 from .peer import Frame as Frame
 from .peer import FrameReader as FrameReader
 from .peer import Frames as Frames
@@ -24,6 +26,6 @@ from .peer import exchange as exchange
 from .peer import parse_frames as parse_frames
 
 __all__ = [
-    "Frame", "FrameReader", "Frames", "Peer", "PeerLink", "PeerSession", "ProtocolHeader", "Pump",
+    "Frame", "FrameReader", "QueueMismatch", "assert_queue", "Frames", "Peer", "PeerLink", "PeerSession", "ProtocolHeader", "Pump",
     "Transport", "auto_accept", "connect", "exchange", "parse_frames",
 ]  # fmt: skip

@@ -1,0 +1,77 @@
+"""Assertions on broker contents that fail the way pytest shows a list diff: what was expected,
+what is there, the first difference, and a full diff."""
+
+from __future__ import annotations
+
+import difflib
+import pprint
+from collections.abc import Sequence
+from typing import Any
+
+from ..broker.engine import NodeError
+from ..broker.statistics import QueueSnapshot
+
+__all__ = ["QueueMismatch", "assert_queue", "list_diff"]
+
+
+class QueueMismatch(AssertionError):
+    """A queue does not hold what a test expected; the message shows both and their diff."""
+
+
+def list_diff(expected: Sequence[Any], actual: Sequence[Any]) -> list[str]:
+    """Explain how ``actual`` differs from ``expected``: first differing index, extra items, full diff."""
+    lines: list[str] = []
+    for index, (want, got) in enumerate(zip(expected, actual, strict=False)):
+        if want != got:
+            lines.append(f"At index {index} diff: {got!r} != {want!r}")
+            break
+    if len(actual) > len(expected):
+        extra = actual[len(expected)]
+        more = len(actual) - len(expected)
+        lines.append(f"The queue holds {more} more message(s) than expected, first extra: {extra!r}")
+    elif len(expected) > len(actual):
+        missing = expected[len(actual)]
+        lines.append(f"The queue holds {len(expected) - len(actual)} message(s) fewer than expected, first missing: {missing!r}")
+    lines.append("Full diff (- expected, + actual):")
+    want_lines = pprint.pformat(list(expected), width=80).splitlines()
+    got_lines = pprint.pformat(list(actual), width=80).splitlines()
+    lines.extend("  " + line.rstrip() for line in difflib.ndiff(want_lines, got_lines) if not line.startswith("?"))
+    return lines
+
+
+def assert_queue(
+    broker: Any,
+    name: str,
+    bodies: Sequence[Any] | None = None,
+    *,
+    depth: int | None = None,
+    ordered: bool = True,
+) -> QueueSnapshot:
+    """Check a queue's message bodies (in delivery order unless ``ordered=False``) and/or depth.
+
+    Returns the snapshot it checked, for further assertions.
+    """
+    __tracebackhide__ = True  # pytest shows the test's line, not this helper
+    if bodies is None and depth is None:
+        raise TypeError("assert_queue needs what to check: bodies=[...] and/or depth=N")
+    try:
+        snapshot: QueueSnapshot = broker.queue(name)
+    except NodeError as missing:
+        raise QueueMismatch(f"queue {name!r} does not exist: {missing}") from None
+    held = f"{snapshot.depth} message(s)" + (f", {snapshot.acquired} acquired by a consumer" if snapshot.acquired else "")
+    if depth is not None and snapshot.depth != depth:
+        raise QueueMismatch(
+            f"queue {name!r} holds {held}, expected {depth}\n"
+            + "\n".join(f"  {index}: {body!r}" for index, body in enumerate(snapshot.bodies))
+        )
+    if bodies is not None:
+        expected, actual = list(bodies), snapshot.bodies
+        if not ordered:
+            expected, actual = sorted(expected, key=repr), sorted(actual, key=repr)
+        if expected != actual:
+            order = "" if ordered else " (in any order)"
+            raise QueueMismatch(
+                f"queue {name!r} does not hold the expected bodies{order}: it holds {held}, "
+                f"{len(expected)} expected\n" + "\n".join(list_diff(expected, actual))
+            )
+    return snapshot

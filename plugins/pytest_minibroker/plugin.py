@@ -1,0 +1,376 @@
+"""The pytest plugin (entry point ``pytest11: minibroker``): fixtures, marker, options, reports.
+
+Loading it imports only pytest: minibroker itself (and trio) is imported the first time a test
+asks for a broker, so a test run that uses none pays nothing.
+
+Fixtures
+    ``amqp_broker``: a running :class:`minibroker.ThreadedBroker` for one test.  Brokers are
+    kept per process and configuration and reset between tests (connections dropped, nodes,
+    messages, counters, frame log, errors, faults and the manual clock back to the start), so a
+    test cannot tell the reused broker from a new one; ``--minibroker-fresh`` starts a new one
+    for every test instead.  Teardown re-raises errors that happened inside the broker and runs
+    ``broker.faults.check()`` (faults declared ``must_fire=True`` that never fired).
+    ``amqp_broker_factory``: more brokers in one test.  ``amqp_broker_trio``: a
+    :class:`minibroker.TrioBroker` in the test's own trio run (needs pytest-trio).
+    ``amqp_broker_config``: override it in ``conftest.py`` to set defaults.
+Marker
+    ``@pytest.mark.amqp_broker("orders", queues=[...], topics=[...], clock="manual", **BrokerConfig fields)``.
+Reports
+    A failing test's report gets a section titled ``minibroker ...`` (non-empty queues with their
+    bodies, the last frames by performative, fault firings); ``--minibroker-html=DIR`` also
+    writes a sequence diagram per failing test.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from minibroker import ThreadedBroker, TrioBroker
+
+    from .report import Recorder
+    from .settings import BrokerSettings
+
+__all__ = [
+    "amqp_broker", "amqp_broker_config", "amqp_broker_factory", "amqp_broker_trio",
+    "pytest_addhooks", "pytest_addoption", "pytest_configure", "pytest_runtest_makereport",
+    "pytest_unconfigure",
+]  # fmt: skip
+
+MARKER = "amqp_broker"
+#: Idle brokers kept per process, one per distinct configuration (least recently used goes first).
+POOL_SIZE = 4
+
+
+# --------------------------------------------------------------------------- options
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("minibroker", "minibroker: the in-process AMQP 1.0 broker")
+    group.addoption(
+        "--minibroker-html",
+        metavar="DIR",
+        default=None,
+        help="write a sequence diagram (self-contained HTML) of each failing test's broker into DIR "
+        "(ini: minibroker_html)",
+    )
+    group.addoption(
+        "--minibroker-fresh",
+        action="store_true",
+        default=None,
+        help="start a new broker for every test instead of resetting a kept one (ini: minibroker_fresh)",
+    )
+    group.addoption(
+        "--minibroker-report-frames",
+        metavar="N",
+        type=int,
+        default=None,
+        help="frames shown in a failing test's report section (ini: minibroker_report_frames, default 40)",
+    )
+    parser.addini("minibroker_html", "directory for the sequence diagrams of failing tests", default="")
+    parser.addini("minibroker_fresh", "a new broker for every test", type="bool", default=False)
+    parser.addini("minibroker_report_frames", "frames shown in a failing test's report", default="40")
+    parser.addini(
+        "minibroker_frame_log", "frames each test's broker keeps (BrokerConfig.frame_log; 0: none)", default="500"
+    )
+    parser.addini("minibroker_queues", "queues every test's broker starts with", type="linelist", default=[])
+    parser.addini("minibroker_topics", "topics every test's broker starts with", type="linelist", default=[])
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(*queues, queues=..., topics=..., clock='manual', users=..., auto_create=False, "
+        "**BrokerConfig fields): the broker this test's amqp_broker fixture gets",
+    )
+    config.stash[_SESSION] = _Session(config)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    session = config.stash.get(_SESSION, None)
+    if session is not None:
+        session.close()
+
+
+# --------------------------------------------------------------------------- session state
+
+
+@dataclass
+class _Watched:
+    """A broker a test uses, as the report sees it."""
+
+    label: str
+    broker: Any
+    recorder: Recorder | None
+
+
+@dataclass
+class _Session:
+    """Per-process plugin state: the options and the idle brokers kept for reuse."""
+
+    config: pytest.Config
+    pool: OrderedDict[str, ThreadedBroker] = field(default_factory=OrderedDict)
+
+    def _value(self, option: str, ini: str) -> Any:
+        value = self.config.getoption(option)
+        return self.config.getini(ini) if value is None else value
+
+    @property
+    def html(self) -> str | None:
+        return self._value("minibroker_html", "minibroker_html") or None
+
+    @property
+    def fresh(self) -> bool:
+        return bool(self._value("minibroker_fresh", "minibroker_fresh"))
+
+    @property
+    def report_frames(self) -> int:
+        return int(self._value("minibroker_report_frames", "minibroker_report_frames"))
+
+    @property
+    def frame_log(self) -> int:
+        return int(self.config.getini("minibroker_frame_log"))
+
+    def settings(self, node: pytest.Item, defaults: Any, *, marker: bool, extra: dict[str, Any] | None = None) -> BrokerSettings:
+        """ini defaults < ``amqp_broker_config`` < markers (outermost first) < ``extra``; then the hook."""
+        from .settings import BrokerSettings
+
+        layers: list[dict[str, Any]] = [
+            {
+                "frame_log": self.frame_log,
+                "queues": list(self.config.getini("minibroker_queues")),
+                "topics": list(self.config.getini("minibroker_topics")),
+            }
+        ]
+        where = ["ini options"]
+        if not isinstance(defaults, dict):
+            raise pytest.UsageError(
+                f"the amqp_broker_config fixture must return a dict of broker settings, got {type(defaults).__name__}"
+            )
+        layers.append(defaults)
+        where.append("amqp_broker_config")
+        if marker:
+            for mark in reversed(list(node.iter_markers(MARKER))):
+                layer = dict(mark.kwargs)
+                if mark.args:
+                    layer["queues"] = [*mark.args, *_as_list(layer.get("queues", []))]
+                layers.append(layer)
+                where.append(f"@pytest.mark.{MARKER}")
+        if extra is not None:
+            layers.append(extra)
+            where.append("amqp_broker_factory(...)")
+        try:
+            settings = BrokerSettings.build(*layers, where=where)
+        except (TypeError, ValueError) as exc:
+            pytest.fail(str(exc), pytrace=False)
+        node.ihook.pytest_minibroker_configure(config=settings.config, node=node)
+        return settings
+
+    def recorder(self, node: pytest.Item, broker: Any) -> Recorder | None:
+        """A recorder on ``broker``'s observation points, when a picture or a hook needs one."""
+        from .report import Recorder
+
+        hooks = node.ihook
+        observed = bool(hooks.pytest_minibroker_frame.get_hookimpls() or hooks.pytest_minibroker_message.get_hookimpls())
+        if not observed and not self.html:
+            return None
+        recorder = Recorder(broker._broker, max(self.frame_log, 1), hooks if observed else None, broker)
+        recorder.install()
+        return recorder
+
+    def checkout(self, settings: BrokerSettings) -> ThreadedBroker:
+        """A broker with ``settings`` that looks new: reused from the pool and reset, or started."""
+        key = settings.key()
+        broker = None if self.fresh else self.pool.pop(key, None)
+        if broker is not None and broker.running:
+            _reset(broker, settings)
+        else:
+            broker = settings.start()
+        settings.declare(broker)
+        return broker
+
+    def checkin(self, broker: ThreadedBroker, settings: BrokerSettings) -> None:
+        if self.fresh or not broker.running:
+            broker.stop()
+            return
+        self.pool[settings.key()] = broker
+        while len(self.pool) > POOL_SIZE:
+            _key, oldest = self.pool.popitem(last=False)
+            oldest.stop()
+
+    def close(self) -> None:
+        while self.pool:
+            _key, broker = self.pool.popitem()
+            broker.stop()
+
+
+_SESSION = pytest.StashKey[_Session]()
+_WATCHED = pytest.StashKey[list[_Watched]]()
+
+
+def _as_list(value: Any) -> list[Any]:
+    return [value] if isinstance(value, str) else list(value.items() if isinstance(value, dict) else value)
+
+
+def _reset(broker: ThreadedBroker, settings: BrokerSettings) -> None:
+    """Make a used broker indistinguishable from a new one with the same configuration."""
+    if broker.statistics().connections:
+        broker.restart()  # sockets go at once; a closing handshake could linger into the next test
+    broker.reset()
+    if settings.clock == "manual":
+        broker.clock.rewind()
+    faults = getattr(broker, "faults", None)
+    if faults is not None:
+        faults.clear()
+
+
+def _watch(node: pytest.Item, label: str, broker: Any, recorder: Recorder | None) -> None:
+    watched = node.stash.setdefault(_WATCHED, [])
+    watched.append(_Watched(label, broker, recorder))
+
+
+def _raise_broker_errors(broker: Any, label: str) -> None:
+    """Re-raise what went wrong inside the broker during the test, with the broker's traceback;
+    then fail for faults declared ``must_fire=True`` that never fired."""
+    errors = broker.errors()
+    if errors:
+        note = (
+            f"raised inside the {label} broker ({broker.url}) during this test; "
+            "it closed that client's connection with amqp:internal-error"
+        )
+        if len(errors) == 1:
+            errors[0].add_note(note)
+            raise errors[0]
+        raise ExceptionGroup(f"{len(errors)} errors {note}", errors)
+    faults = getattr(broker, "faults", None)
+    if faults is not None:
+        faults.check()
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture
+def amqp_broker_config() -> dict[str, Any]:
+    """Broker defaults for the tests in scope; override in ``conftest.py``::
+
+    @pytest.fixture
+    def amqp_broker_config():
+        return {"queues": ["orders", ("jobs", {"max_delivery_count": 3})], "clock": "manual"}
+
+    Keys: ``queues``, ``topics``, ``clock`` ("system" or "manual") and any ``BrokerConfig`` field.
+    """
+    return {}
+
+
+@pytest.fixture
+def amqp_broker(request: pytest.FixtureRequest, amqp_broker_config: dict[str, Any]) -> Iterator[ThreadedBroker]:
+    """A running broker for this test (``ThreadedBroker``): ``.url``, ``.queue()``, ``.publish()``,
+    ``.assert_queue()``, ``.wait_for()``/``await .wait_for_async()``, ``.restart()``, ``.faults`` ..."""
+    session = request.config.stash[_SESSION]
+    node = request.node
+    settings = session.settings(node, amqp_broker_config, marker=True)
+    broker = session.checkout(settings)
+    _watch(node, "amqp_broker", broker, session.recorder(node, broker))
+    try:
+        yield broker
+        if broker.running:
+            _raise_broker_errors(broker, "amqp_broker")
+    finally:
+        session.checkin(broker, settings)
+
+
+@pytest.fixture
+def amqp_broker_factory(
+    request: pytest.FixtureRequest, amqp_broker_config: dict[str, Any]
+) -> Iterator[Callable[..., ThreadedBroker]]:
+    """Start more brokers in one test: ``primary = amqp_broker_factory(queues=["orders"])``.
+
+    Takes the marker's keywords (``queues``, ``topics``, ``clock``, ``BrokerConfig`` fields) on top
+    of ``amqp_broker_config``; each broker is new and stopped after the test.
+    """
+    session = request.config.stash[_SESSION]
+    node = request.node
+    started: list[ThreadedBroker] = []
+
+    def make(*queues: str, **options: Any) -> ThreadedBroker:
+        if queues:
+            options["queues"] = [*queues, *_as_list(options.get("queues", []))]
+        settings = session.settings(node, amqp_broker_config, marker=False, extra=options)
+        broker = settings.start()
+        started.append(broker)
+        settings.declare(broker)
+        _watch(node, f"amqp_broker_factory #{len(started)}", broker, session.recorder(node, broker))
+        return broker
+
+    try:
+        yield make
+        for index, broker in enumerate(started, 1):
+            if broker.running:
+                _raise_broker_errors(broker, f"amqp_broker_factory #{index}")
+    finally:
+        for broker in started:
+            broker.stop()
+
+
+@pytest.fixture
+async def amqp_broker_trio(request: pytest.FixtureRequest, amqp_broker_config: dict[str, Any]) -> AsyncIterator[TrioBroker]:
+    """A ``TrioBroker`` served by the test's own trio run (pytest-trio): ``await .wait_for()``,
+    ``await .restart()``.  Its clock is the run's (``TrioClock``), so with pytest-trio's
+    ``autojump_clock`` ``await trio.sleep(31)`` makes a 30 s ttl pass at once."""
+    from minibroker import ManualClock, TrioClock, open_broker
+
+    session = request.config.stash[_SESSION]
+    node = request.node
+    settings = session.settings(node, amqp_broker_config, marker=True)
+    clock = ManualClock() if settings.clock == "manual" else TrioClock()
+    async with open_broker(config=settings.config, clock=clock) as broker:
+        settings.declare(broker)
+        _watch(node, "amqp_broker_trio", broker, session.recorder(node, broker))
+        yield broker
+        _raise_broker_errors(broker, "amqp_broker_trio")
+
+
+# --------------------------------------------------------------------------- reports
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    watched = item.stash.get(_WATCHED, None)
+    if report.failed and watched:
+        _describe(item, report, watched)
+    if report.when == "teardown":
+        item.stash[_WATCHED] = []
+    return report
+
+
+def _describe(item: pytest.Item, report: pytest.TestReport, watched: list[_Watched]) -> None:
+    from .picture import write
+    from .report import capture, format_section
+
+    session = item.config.stash[_SESSION]
+    for index, entry in enumerate(watched):
+        try:
+            state = capture(entry.broker, entry.recorder, session.report_frames)
+        except RuntimeError as exc:  # e.g. the test stopped its broker
+            report.sections.append((f"minibroker: {entry.label} ({report.when})", f"broker state unavailable: {exc}"))
+            continue
+        path = None
+        if session.html:
+            name = item.nodeid if index == 0 else f"{item.nodeid}-{entry.label}"
+            path = str(write(session.html, name, state, report.longreprtext))
+        report.sections.append((f"minibroker: {entry.label} ({report.when})", format_section(state, path)))

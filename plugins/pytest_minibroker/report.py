@@ -1,0 +1,231 @@
+"""What a failing test's report shows about its broker: queues with their messages, the last
+frames by performative name, fault firings; plus the recorder the HTML picture is drawn from."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+from minibroker import FrameRecord, NodeError
+
+__all__ = ["Recorder", "Routed", "State", "capture", "format_section", "summarize"]
+
+#: Longest rendering of one body or field in the text report.
+SHORT = 120
+
+
+def _short(value: Any, limit: int = SHORT) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _error(error: Any) -> str:
+    if error is None:
+        return ""
+    description = f" {error.description!r}" if getattr(error, "description", None) else ""
+    return f" error={error.condition}{description}"
+
+
+def _terminus(terminus: Any) -> str:
+    if terminus is None:
+        return "null"
+    if getattr(terminus, "dynamic", False):
+        return "dynamic"
+    address = getattr(terminus, "address", None)
+    return "null" if address is None else repr(str(address))
+
+
+def _state(state: Any) -> str:
+    if state is None:
+        return ""
+    return " " + type(state).__name__.lower()
+
+
+def _n(value: Any) -> str:
+    """A wire number without its AMQP type (``uint(3)`` -> ``3``)."""
+    return "null" if value is None else str(int(value))
+
+
+def summarize(performative: Any) -> str:
+    """One short line naming what a frame says: ``attach 'orders-sender' sender target='orders'``."""
+    descriptor = str(getattr(performative, "DESCRIPTOR_NAME", ""))
+    name = descriptor.split(":")[1] if descriptor.count(":") >= 2 else type(performative).__name__.lower()
+    p = performative
+    if name == "open":
+        return f"open container-id={p.container_id!r}"
+    if name == "begin":
+        return "begin" + (f" remote-channel={_n(p.remote_channel)}" if p.remote_channel is not None else "")
+    if name == "attach":
+        role = "receiver" if p.role else "sender"
+        return f"attach {str(p.name)!r} handle={_n(p.handle)} {role} source={_terminus(p.source)} target={_terminus(p.target)}"
+    if name == "flow":
+        if p.handle is None:
+            return f"flow session incoming-window={_n(p.incoming_window)}"
+        drain = " drain" if p.drain else ""
+        return f"flow handle={_n(p.handle)} credit={_n(p.link_credit)} delivery-count={_n(p.delivery_count)}{drain}"
+    if name == "transfer":
+        flags = "".join(f" {flag}" for flag in ("settled", "more", "aborted") if getattr(p, flag))
+        return f"transfer handle={_n(p.handle)} delivery-id={_n(p.delivery_id)}{flags}{_state(p.state)}"
+    if name == "disposition":
+        ids = _n(p.first) if p.last is None or p.last == p.first else f"{_n(p.first)}..{_n(p.last)}"
+        role = "receiver" if p.role else "sender"
+        return f"disposition {role} {ids}{' settled' if p.settled else ''}{_state(p.state)}"
+    if name == "detach":
+        return f"detach handle={_n(p.handle)}{' closed' if p.closed else ''}{_error(p.error)}"
+    if name in ("end", "close"):
+        return name + _error(p.error)
+    if name == "sasl-mechanisms":
+        return "sasl-mechanisms " + " ".join(str(m) for m in p.sasl_server_mechanisms or ())
+    if name == "sasl-init":
+        return f"sasl-init {p.mechanism}"
+    if name == "sasl-outcome":
+        return f"sasl-outcome code={_n(p.code)}"
+    return _short(performative, 80)
+
+
+@dataclass(frozen=True, slots=True)
+class Routed:
+    """A message the broker routed to a node, as the recorder saw it."""
+
+    time: float
+    address: str
+    message: Any  # the stored message; decoded only when a picture is drawn
+
+    def body(self) -> Any:
+        try:
+            return self.message.decode().body
+        except Exception as exc:  # an undecodable body is shown, not fatal to the report
+            return f"<undecodable: {exc}>"
+
+
+class Recorder:
+    """Frames and routed messages of one test in the order the broker handled them (broker thread).
+
+    Installed on the engine's observation points (``Broker.trace``, ``Broker.on_route``) only
+    when a picture is asked for or a hook observes them, so tests pay nothing otherwise.
+    """
+
+    def __init__(self, engine: Any, limit: int, hook: Any | None, handle: Any) -> None:
+        self.engine = engine
+        self.events: deque[FrameRecord | Routed] = deque(maxlen=limit)
+        self.hook = hook
+        self.handle = handle
+
+    def install(self) -> None:
+        self.engine.trace = self.frame
+        self.engine.on_route = self.routed
+
+    def uninstall(self) -> None:
+        if self.engine.trace == self.frame:
+            self.engine.trace = None
+        if self.engine.on_route == self.routed:
+            self.engine.on_route = None
+
+    def frame(self, connection: Any, direction: str, channel: int, performative: Any) -> None:
+        name = f"{connection.peer} {connection.container_id or ''}".strip()
+        record = FrameRecord(self.engine.clock.now(), name, direction, channel, performative)
+        self.events.append(record)
+        if self.hook is not None:
+            self.hook.pytest_minibroker_frame(broker=self.handle, record=record)
+
+    def routed(self, address: str, message: Any) -> None:
+        self.events.append(Routed(self.engine.clock.now(), address, message))
+        if self.hook is not None:
+            self.hook.pytest_minibroker_message(broker=self.handle, address=address, message=message.decode())
+
+
+@dataclass(frozen=True, slots=True)
+class QueueState:
+    name: str
+    depth: int
+    acquired: int
+    messages: tuple[tuple[Any, bool, int], ...]  # (body, acquired, delivery-count)
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    """What the report shows, read from the broker when the test failed."""
+
+    url: str
+    queues: tuple[QueueState, ...]
+    frames: tuple[FrameRecord, ...]
+    frames_total: int
+    firings: tuple[Any, ...]
+    errors: tuple[Exception, ...]
+    events: tuple[FrameRecord | Routed, ...]
+
+
+def capture(broker: Any, recorder: Recorder | None, frames_shown: int) -> State:
+    """Read everything the report needs from a running broker."""
+    names = list(broker.queues())
+    for topic in broker.topics():
+        names.extend(s.name for s in broker.topic(topic).subscriptions)
+    queues = []
+    for name in names:
+        try:
+            snapshot = broker.queue(name)
+        except NodeError:  # deleted meanwhile
+            continue
+        if snapshot.depth:
+            messages = tuple((m.body, m.acquired, m.delivery_count) for m in snapshot.messages)
+            queues.append(QueueState(name, snapshot.depth, snapshot.acquired, messages))
+    try:
+        frames = broker.frames()
+    except RuntimeError:  # frame log off (frame_log=0)
+        frames = []
+    faults = getattr(broker, "faults", None)
+    firings = tuple(faults.history) if faults is not None else ()
+    return State(
+        url=broker.url,
+        queues=tuple(queues),
+        frames=tuple(frames[-frames_shown:]) if frames_shown else (),
+        frames_total=len(frames),
+        firings=firings,
+        errors=tuple(broker.errors()),
+        events=tuple(recorder.events) if recorder is not None else (),
+    )
+
+
+def format_section(state: State, html_path: str | None = None) -> str:
+    """The text of the report section: queues, last frames, faults, errors, picture."""
+    lines = [f"broker {state.url}"]
+    if state.queues:
+        lines.append("non-empty queues:")
+        for queue in state.queues:
+            acquired = f", {queue.acquired} acquired" if queue.acquired else ""
+            lines.append(f"  {queue.name}: {queue.depth} message(s){acquired}")
+            for index, (body, acquired_now, count) in enumerate(queue.messages):
+                notes = ", ".join(
+                    note for note in ("acquired" if acquired_now else "", f"delivery-count {count}" if count else "") if note
+                )
+                lines.append(f"    [{index}] {_short(body)}" + (f"  ({notes})" if notes else ""))
+    else:
+        lines.append("every queue is empty")
+    if state.frames:
+        start = state.frames[0].time
+        lines.append(f"last {len(state.frames)} of {state.frames_total} frame(s) (-> into the broker, <- out of it):")
+        for record in state.frames:
+            arrow = "->" if record.direction == "in" else "<-"
+            lines.append(
+                f"  {record.time - start:+9.3f}s {arrow} {record.connection} [{record.channel}] {summarize(record.performative)}"
+            )
+    elif state.frames_total == 0:
+        lines.append("no frames exchanged")
+    if state.firings:
+        lines.append("faults fired:")
+        lines.extend(f"  {_firing(firing)}" for firing in state.firings)
+    if state.errors:
+        lines.append("errors inside the broker:")
+        lines.extend(f"  {type(exc).__name__}: {exc}" for exc in state.errors)
+    if html_path:
+        lines.append(f"sequence diagram: {html_path}")
+    return "\n".join(lines)
+
+
+def _firing(firing: Any) -> str:
+    where = " ".join(
+        f"{key}={value}" for key in ("connection", "link", "address") if (value := getattr(firing, key, None))
+    )
+    frame = getattr(firing, "frame", "")
+    return f"{getattr(firing, 'fault', firing)} {where} on {frame}".strip()

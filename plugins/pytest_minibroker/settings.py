@@ -1,0 +1,122 @@
+"""What a test asks of its broker: ``amqp_broker_config``, the marker and ini defaults, checked.
+
+One vocabulary everywhere (the ``amqp_broker_config`` fixture, ``@pytest.mark.amqp_broker(...)``
+and ``amqp_broker_factory(...)``): ``queues``, ``topics``, ``clock`` and every
+:class:`minibroker.BrokerConfig` field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from minibroker import BrokerConfig, ManualClock, QueueOptions, ThreadedBroker
+
+__all__ = ["BrokerSettings", "VALID_KEYWORDS", "QueueSpec"]
+
+CONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(BrokerConfig))
+#: Every keyword the marker, the config fixture and the factory accept.
+VALID_KEYWORDS = ("clock", "queues", "topics", *CONFIG_FIELDS)
+CLOCKS = ("system", "manual")
+QUEUE_OPTIONS = tuple(f.name for f in dataclasses.fields(QueueOptions))
+
+#: ``"orders"``, ``("orders", {"max_delivery_count": 2})``; or a mapping name -> options.
+QueueSpec = str | tuple[str, Mapping[str, Any]]
+
+
+@dataclass
+class BrokerSettings:
+    """A broker's configuration plus the nodes and clock a test starts with."""
+
+    config: BrokerConfig = field(default_factory=BrokerConfig)
+    clock: str = "system"
+    queues: dict[str, dict[str, Any]] = field(default_factory=dict)
+    topics: list[str] = field(default_factory=list)
+
+    @classmethod
+    def build(cls, *layers: Mapping[str, Any], where: Iterable[str] = ()) -> BrokerSettings:
+        """Merge keyword layers (later ones win; ``queues`` and ``topics`` add up) into settings.
+
+        ``where`` names each layer for error messages (``@pytest.mark.amqp_broker`` ...).
+        """
+        names = list(where)
+        fields: dict[str, Any] = {}
+        settings = cls()
+        for index, layer in enumerate(layers):
+            source = names[index] if index < len(names) else "broker settings"
+            unknown = sorted(set(layer) - set(VALID_KEYWORDS))
+            if unknown:
+                raise TypeError(
+                    f"{source}: unknown keyword(s) {', '.join(unknown)}; valid keywords are: {', '.join(VALID_KEYWORDS)}"
+                )
+            for key, value in layer.items():
+                if key == "queues":
+                    settings.queues.update(_queues(value, source))
+                elif key == "topics":
+                    settings.topics.extend(t for t in _names(value, source, "topics") if t not in settings.topics)
+                elif key == "clock":
+                    if value not in CLOCKS:
+                        raise ValueError(f"{source}: clock={value!r}; use one of {', '.join(map(repr, CLOCKS))}")
+                    settings.clock = value
+                elif key == "queue_defaults" and isinstance(value, Mapping):
+                    fields[key] = QueueOptions(**_queue_options(value, source, "queue_defaults"))
+                else:
+                    fields[key] = value
+        settings.config = BrokerConfig(**fields)
+        return settings
+
+    def key(self) -> str:
+        """Brokers with equal keys are interchangeable once reset (nodes are declared per test)."""
+        return f"{self.clock}:{self.config!r}"
+
+    def start(self) -> ThreadedBroker:
+        """A started broker with these settings (nodes not declared yet: see :meth:`declare`)."""
+        clock = ManualClock() if self.clock == "manual" else None
+        return ThreadedBroker(config=dataclasses.replace(self.config), clock=clock).start()
+
+    def declare(self, broker: Any) -> None:
+        """Create the queues and topics on ``broker`` (a ``ThreadedBroker`` or ``TrioBroker``)."""
+        for name, options in self.queues.items():
+            broker.declare_queue(name, **options)
+        for name in self.topics:
+            broker.declare_topic(name)
+
+
+def _names(value: Any, source: str, key: str) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    names = list(value)
+    for name in names:
+        if not isinstance(name, str):
+            raise TypeError(f"{source}: {key} must be names (str), got {name!r}")
+    return names
+
+
+def _queue_options(options: Mapping[str, Any], source: str, name: str) -> dict[str, Any]:
+    unknown = sorted(set(options) - set(QUEUE_OPTIONS))
+    if unknown:
+        raise TypeError(
+            f"{source}: unknown option(s) {', '.join(unknown)} for queue {name!r}; "
+            f"queue options are: {', '.join(QUEUE_OPTIONS)}"
+        )
+    return dict(options)
+
+
+def _queues(value: Any, source: str) -> dict[str, dict[str, Any]]:
+    """``["a", ("b", {...})]``, ``{"a": {}, "b": {...}}`` or ``"a"`` -> {name: options}."""
+    if isinstance(value, str):
+        return {value: {}}
+    items = value.items() if isinstance(value, Mapping) else value
+    queues: dict[str, dict[str, Any]] = {}
+    for item in items:
+        if isinstance(item, str):
+            queues[item] = {}
+        elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str) and isinstance(item[1], Mapping):
+            queues[item[0]] = _queue_options(item[1], source, item[0])
+        else:
+            raise TypeError(
+                f"{source}: queues entries are names or (name, {{option: value}}) pairs, got {item!r}"
+            )
+    return queues
