@@ -47,19 +47,30 @@ def page_path(directory: str, nodeid: str) -> Path:
     return Path(directory) / f"{name[:180]}.html"
 
 
-def _lanes(events: tuple[FrameRecord | Routed, ...]) -> list[str]:
-    lanes: list[str] = []
+def _peer(record: FrameRecord) -> str:
+    """A connection's lane key: its peer address (the container-id joins the name after ``open``)."""
+    return record.connection.split(" ", 1)[0]
+
+
+def _lanes(events: tuple[FrameRecord | Routed, ...]) -> tuple[list[str], list[str]]:
+    """Lane keys in order of first appearance, and their labels (peer plus container-id)."""
+    keys: list[str] = []
+    labels: dict[str, str] = {}
     for event in events:
-        if isinstance(event, FrameRecord) and event.connection not in lanes:
-            lanes.append(event.connection)
-    return lanes
+        if isinstance(event, FrameRecord):
+            key = _peer(event)
+            if key not in labels:
+                keys.append(key)
+            if len(event.connection) > len(labels.get(key, "")):
+                labels[key] = event.connection
+    return keys, [labels[key] for key in keys]
 
 
-def _lane_of(lanes: list[str], connection: str | None) -> int | None:
-    """The lane of a fault firing's connection (a container-id, part of the lane name)."""
+def _lane_of(labels: list[str], connection: str | None) -> int | None:
+    """The lane of a fault firing's connection (its container-id, part of the lane's label)."""
     if connection:
-        for index, name in enumerate(lanes):
-            if name == connection or name.endswith(" " + connection) or name.startswith(connection + " "):
+        for index, label in enumerate(labels):
+            if connection in label.split(" "):
                 return index
     return None
 
@@ -67,7 +78,7 @@ def _lane_of(lanes: list[str], connection: str | None) -> int | None:
 def render(nodeid: str, state: State, failure: str) -> str:
     """The page as a string (XHTML: well-formed XML with an HTML5 doctype)."""
     events = state.events
-    lanes = _lanes(events)
+    keys, lanes = _lanes(events)
     firings = sorted(state.firings, key=lambda f: getattr(f, "at", 0.0))
     rows: list[str] = []
     x_broker = LEFT
@@ -95,7 +106,7 @@ def render(nodeid: str, state: State, failure: str) -> str:
         fault_rows(event.time)
         rows.append(f'<text class="time" x="4" y="{y + 4}">{event.time - start:+.3f}s</text>')
         if isinstance(event, FrameRecord):
-            x = x_of[lanes.index(event.connection)]
+            x = x_of[keys.index(_peer(event))]
             x1, x2 = (x, x_broker) if event.direction == "in" else (x_broker, x)
             label = f"[{event.channel}] {summarize(event.performative)}"
             mid = min(x1, x2) + 8

@@ -1,0 +1,129 @@
+"""Hookspecs (``pytest_minibroker_*``), xdist, the entry point, and loading at no cost."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+
+
+def test_hooks_configure_the_broker_and_observe_frames_and_messages(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(
+        """
+        SEEN = {"frames": [], "messages": [], "configured": []}
+
+        def pytest_minibroker_configure(config, node):
+            SEEN["configured"].append(node.name)
+            if node.get_closest_marker("strict"):
+                config.auto_create = False
+
+        def pytest_minibroker_frame(broker, record):
+            SEEN["frames"].append((record.direction, record.name))
+
+        def pytest_minibroker_message(broker, address, message):
+            SEEN["messages"].append((address, message.body))
+        """
+    )
+    pytester.makepyfile(
+        """
+        import pytest
+        import minibroker
+        from proton import Message
+        from proton.utils import BlockingConnection
+        from conftest import SEEN
+
+        def test_observed(amqp_broker):
+            conn = BlockingConnection(amqp_broker.url, timeout=5)
+            conn.create_sender("orders").send(Message(body="by client"))
+            conn.close()
+            amqp_broker.publish("orders", "by api")
+            amqp_broker.wait_for(lambda b: ("out", "close") in SEEN["frames"])
+            assert SEEN["messages"] == [("orders", "by client"), ("orders", "by api")]
+            assert ("in", "attach") in SEEN["frames"] and ("in", "transfer") in SEEN["frames"]
+            assert ("out", "disposition") in SEEN["frames"]
+
+        @pytest.mark.strict
+        def test_configured(amqp_broker):
+            with pytest.raises(minibroker.NodeError):
+                amqp_broker.publish("anything", "x")
+            assert SEEN["configured"] == ["test_observed", "test_configured"]
+        """
+    )
+    pytester.makeini("[pytest]\nmarkers = strict\n")
+    pytester.runpytest("-p", "no:randomly").assert_outcomes(passed=2)
+
+
+def test_hookspecs_are_typed_and_prefixed() -> None:
+    from pytest_minibroker import hookspecs
+
+    names = [name for name in vars(hookspecs) if name.startswith("pytest_")]
+    assert sorted(names) == ["pytest_minibroker_configure", "pytest_minibroker_frame", "pytest_minibroker_message"]
+    for name in names:
+        annotations = getattr(hookspecs, name).__annotations__
+        assert annotations.get("return") == "None" and len(annotations) >= 3
+
+
+def test_xdist_runs_one_broker_per_worker(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import os
+        import pytest
+        from proton import Message
+        from proton.utils import BlockingConnection
+
+        @pytest.mark.parametrize("n", range(8))
+        def test_each(amqp_broker, n, request):
+            conn = BlockingConnection(amqp_broker.url, timeout=5)
+            conn.create_sender("q").send(Message(body=n))
+            conn.close()
+            amqp_broker.assert_queue("q", bodies=[n])
+            worker = os.environ["PYTEST_XDIST_WORKER"]
+            (request.config.rootpath / f"{worker}-{n}.port").write_text(str(amqp_broker.port))
+        """
+    )
+    result = pytester.runpytest_subprocess("-n", "2", "-p", "no:randomly")
+    result.assert_outcomes(passed=8)
+    workers = {path.name.split("-")[0] for path in pytester.path.glob("gw*-*.port")}
+    assert workers == {"gw0", "gw1"}
+
+
+def test_the_plugin_is_registered_by_the_package_entry_point() -> None:
+    plugins = {ep.name: ep.value for ep in entry_points(group="pytest11")}
+    assert plugins.get("minibroker") == "pytest_minibroker.plugin"
+
+
+def test_an_unrelated_directory_needs_nothing_configured(tmp_path: Path) -> None:
+    """A test file alone (no conftest, no ini, no -p) gets the fixture from the installed package."""
+    (tmp_path / "test_alone.py").write_text(
+        textwrap.dedent(
+            """
+            def test_fixture_is_there(amqp_broker):
+                amqp_broker.publish("orders", "x")
+                amqp_broker.assert_queue("orders", bodies=["x"])
+            """
+        )
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_alone.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "1 passed" in run.stdout
+
+
+def test_loading_the_plugin_imports_no_broker(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import sys
+
+        def test_nothing_imported(request):
+            assert request.config.pluginmanager.has_plugin("minibroker")
+            assert "minibroker" not in sys.modules and "trio" not in sys.modules
+        """
+    )
+    # pytest-trio imports trio itself, so it is left out here.
+    pytester.runpytest_subprocess("-p", "no:trio", "-p", "no:xdist.looponfail").assert_outcomes(passed=1)

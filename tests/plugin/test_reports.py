@@ -1,0 +1,130 @@
+"""What a failing test shows: a "minibroker" report section and, on request, an HTML picture."""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+FAILING = """
+from proton import Message
+from proton.utils import BlockingConnection
+
+def test_invoice_is_published(amqp_broker):
+    conn = BlockingConnection(amqp_broker.url, timeout=5)
+    conn.create_sender("orders").send(Message(body={"id": 7, "item": "lamp"}))
+    receiver = conn.create_receiver("orders", credit=1)
+    receiver.receive(timeout=5)
+    receiver.accept()
+    conn.create_sender("invoices").send(Message(body={"order": 7, "total": 10.5}))
+    conn.close()
+    amqp_broker.publish("audit", "order 7 seen")
+    amqp_broker.assert_queue("invoices", bodies=[{"order": 7, "total": 12.5}])
+
+def test_passing(amqp_broker):
+    amqp_broker.publish("orders", "fine")
+"""
+
+
+def test_a_failing_test_shows_queues_and_frames_by_name(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(FAILING)
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1, failed=1)
+    out = result.stdout.str()
+    # The assertion helper's list diff, then the section, in this order.
+    expected_in_order = [
+        "QueueMismatch: queue 'invoices' does not hold the expected bodies: it holds 1 message(s), 1 expected",
+        "At index 0 diff: {'order': 7, 'total': 10.5} != {'order': 7, 'total': 12.5}",
+        "Full diff (- expected, + actual):",
+        "- [{'order': 7, 'total': 12.5}]",
+        "+ [{'order': 7, 'total': 10.5}]",
+        " minibroker: amqp_broker (call) ",
+        "\nbroker amqp://127.0.0.1:",
+        "\nnon-empty queues:\n  audit: 1 message(s)\n    [0] 'order 7 seen'\n"
+        "  invoices: 1 message(s)\n    [0] {'order': 7, 'total': 10.5}\n",
+        "(-> into the broker, <- out of it):",
+    ]
+    position = 0
+    for text in expected_in_order:
+        found = out.find(text, position)
+        assert found >= 0, f"{text!r} missing after position {position} in:\n{out}"
+        position = found + len(text)
+    section = out[out.index("minibroker: amqp_broker (call)") :]
+    assert "orders:" not in section.split("last ")[0]  # empty queues are not listed
+    frame_line = re.compile(r"^ +[+-]\d+\.\d{3}s (->|<-) 127\.0\.0\.1:\d+(?: \S+)? \[0\] (.*)$")
+    names = [m.groups() for m in map(frame_line.match, section.splitlines()) if m]
+    assert ("->", "sasl-init ANONYMOUS") in names
+    for direction, start in (
+        ("->", "attach '"),
+        ("->", "transfer handle=0 delivery-id=0"),
+        ("<-", "disposition receiver 0 settled accepted"),
+        ("<-", "transfer handle=1 delivery-id=0"),
+        ("->", "disposition receiver 0 settled accepted"),
+        ("->", "close"),
+        ("<-", "close"),
+    ):
+        assert any(d == direction and text.startswith(start) for d, text in names), (direction, start, names)
+    assert any(text.endswith("handle=0 sender source=null target='orders'") for _d, text in names)
+    assert "sequence diagram:" not in out
+
+
+def test_report_frames_option_limits_the_frames_shown(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(FAILING)
+    result = pytester.runpytest("--minibroker-report-frames=3")
+    result.stdout.fnmatch_lines(["last 3 of * frame(s)*"])
+
+
+def test_html_writes_one_well_formed_page_per_failing_test(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    pytester.makepyfile(FAILING)
+    out_dir = tmp_path / "pictures"
+    result = pytester.runpytest(f"--minibroker-html={out_dir}")
+    result.assert_outcomes(passed=1, failed=1)
+    pages = sorted(out_dir.iterdir())
+    assert [p.name for p in pages] == ["test_html_writes_one_well_formed_page_per_failing_test.py_test_invoice_is_published.html"]
+    result.stdout.fnmatch_lines([f"sequence diagram: {pages[0]}"])
+
+    text = pages[0].read_text()
+    assert text.startswith("<!DOCTYPE html>\n")
+    assert "http://" not in text.replace("http://www.w3.org/", "") and "<script" not in text  # self-contained
+    root = ET.fromstring(text.split("\n", 1)[1])  # well-formed: parses as XML
+    ns = {"h": "http://www.w3.org/1999/xhtml", "s": "http://www.w3.org/2000/svg"}
+    svg = root.find(".//s:svg", ns)
+    assert svg is not None
+    heads = [t.text for t in svg.iterfind("s:text[@class='head']", ns)]
+    assert heads[0] == "broker" and len(heads) == 2  # the broker and the one connection
+    arrows = [line for line in svg.iter(f"{{{ns['s']}}}line") if line.get("class") in ("in", "out")]
+    labels = [g.find("s:text", ns).text for g in svg.iterfind("s:g", ns)]
+    assert len(arrows) >= 15
+    assert any(label and "attach" in label for label in labels)
+    assert any(label and label.startswith("routed to invoices: {'order': 7, 'total': 10.5}") for label in labels)
+    titles = [t.text or "" for t in svg.iter(f"{{{ns['s']}}}title")]
+    assert any("invoices: {'order': 7, 'total': 10.5}" in t for t in titles)  # full body on hover
+    # Arrows into the broker point at its lane, arrows out of it start there.
+    broker_x = min(float(line.get("x1", 0)) for line in arrows)
+    assert all(float(line.get("x2", 0)) == broker_x for line in arrows if line.get("class") == "in")
+    assert all(float(line.get("x1", 0)) == broker_x for line in arrows if line.get("class") == "out")
+    assert "QueueMismatch" in text  # the failure itself is on the page
+
+
+def test_html_dir_from_ini(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    pytester.makeini(f"[pytest]\nminibroker_html = {tmp_path / 'ini-pictures'}\n")
+    pytester.makepyfile(FAILING)
+    pytester.runpytest().assert_outcomes(passed=1, failed=1)
+    assert len(list((tmp_path / "ini-pictures").iterdir())) == 1
+
+
+def test_factory_brokers_get_their_own_sections(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        def test_two(amqp_broker, amqp_broker_factory):
+            other = amqp_broker_factory()
+            other.publish("elsewhere", "stuck")
+            assert False
+        """
+    )
+    result = pytester.runpytest()
+    result.stdout.fnmatch_lines(
+        ["*- minibroker: amqp_broker (call) -*", "every queue is empty", "*- minibroker: amqp_broker_factory #1 (call) -*", "*elsewhere: 1 message(s)*"]
+    )
