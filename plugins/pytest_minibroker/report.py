@@ -102,7 +102,7 @@ class Routed:
 class Recorder:
     """Frames and routed messages of one test in the order the broker handled them (broker thread).
 
-    Installed on the engine's observation points (``Broker.trace``, ``Broker.on_route``) only
+    Installed on the engine's observation points (``Broker.trace``, ``Router.on_route``) only
     when a picture is asked for or a hook observes them, so tests pay nothing otherwise.
     """
 
@@ -114,13 +114,13 @@ class Recorder:
 
     def install(self) -> None:
         self.engine.trace = self.frame
-        self.engine.on_route = self.routed
+        self.engine.router.on_route = self.routed
 
     def uninstall(self) -> None:
         if self.engine.trace == self.frame:
             self.engine.trace = None
-        if self.engine.on_route == self.routed:
-            self.engine.on_route = None
+        if self.engine.router.on_route == self.routed:
+            self.engine.router.on_route = None
 
     def frame(self, connection: Any, direction: str, channel: int, performative: Any) -> None:
         name = f"{connection.peer} {connection.container_id or ''}".strip()
