@@ -1,4 +1,4 @@
-"""minibroker benchmark suite: start-up, throughput against a no-broker baseline, CPU, memory.
+"""minibroker benchmark suite: start-up, API, throughput beside broker.cpp and a no-broker baseline, CPU, memory.
 
 Run it from the repository root (with the package and python-qpid-proton installed)::
 
@@ -7,6 +7,7 @@ Run it from the repository root (with the package and python-qpid-proton install
     python bench/run.py --quick          # the same, without -m
     python -m bench --only startup,throughput --json /tmp/out.jsonl
     python -m bench --profile            # plus a cProfile of the broker under concurrent send+receive
+    python -m bench --no-cpp-broker      # without Qpid Proton's C++ example broker beside minibroker
 
 It prints a table (minibroker, baseline, ratio, target, PASS/MISS) and appends one JSON
 object per measurement to ``--json`` (default ``bench/results.jsonl``).  It reports; it
@@ -31,11 +32,16 @@ What is measured (``--only`` takes these group names):
     acknowledgement), receive (queue pre-filled by the send run, receiver accepts),
     concurrent send+receive (one sender and one receiver at once) and sequential
     request/reply round trips (2,000; 200 quick) through a responder process.  The same
-    client workloads run against a no-broker baseline: a proton ``Container`` that
-    listens and is the other end itself (``bench/peer.py``); ratios are minibroker /
-    baseline.  Broker CPU per message is the broker process's CPU time
-    (``/proc/PID/schedstat`` of its event-loop thread, else ``/proc/PID/stat``) over the
-    run divided by the messages moved; the baseline peer's is shown beside it.
+    client workloads run, interleaved in the same sitting, against Qpid Proton's C++
+    example broker (``broker.cpp``, built on demand: see ``bench/cpp_broker.py``; skipped
+    with a line saying why when it is not installed) and against a no-broker baseline: a
+    proton ``Container`` that listens and is the other end itself (``bench/peer.py``).
+    Each workload runs in 3 rounds (1 quick), the order of the servers rotating per round;
+    every figure is a median over rounds and every ratio (minibroker / baseline,
+    broker.cpp / baseline, minibroker / broker.cpp) a median of ratios taken within one
+    round, so nobody has to trust an absolute number from a shared machine.  Server CPU
+    per message is the server process's CPU time (``/proc/PID/task/*/schedstat``, all
+    threads, else ``/proc/PID/stat``) over the run divided by the messages moved.
 ``workloads``
     Broker only: priority (random priorities 0-9), TTL (60 s ttl), selector (receiver with
     ``color = 'red'`` over a queue where half match), transaction (sends in local
@@ -66,7 +72,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import queue
 import re
@@ -90,6 +95,7 @@ if __package__ in (None, ""):  # `python bench/run.py`: make `minibroker` import
     sys.path.insert(0, str(HERE.parent))
 
 import minibroker  # noqa: E402
+from bench import cpp_broker  # noqa: E402
 from minibroker.amqp import Open, decode, encode  # noqa: E402
 from minibroker.protocol.framing import AMQP_HEADER, FRAME_HEADER, frame  # noqa: E402
 
@@ -120,6 +126,7 @@ class Settings:
     engine_limit_s: float = 90.0
     api_messages: int = 100_000
     api_polls: int = 200
+    rounds: int = 3
 
     @classmethod
     def for_mode(cls, quick: bool) -> Settings:
@@ -127,7 +134,7 @@ class Settings:
             return cls(
                 mode="quick", startup_reps=20, startup_limit_s=5.0, messages=2_000, round_trips=200,
                 job_limit_s=5.0, selector_limit_s=4.0, memory_messages=20_000, proton_memory_messages=5_000,
-                depth_large=50_000, depth_ops=2_000, engine_limit_s=5.0, api_messages=10_000, api_polls=50,
+                depth_large=50_000, depth_ops=2_000, engine_limit_s=5.0, api_messages=10_000, api_polls=50, rounds=1,
             )  # fmt: skip
         return cls(mode="full", startup_reps=200, messages=20_000, round_trips=2_000)
 
@@ -145,6 +152,9 @@ class Row:
     target: str = ""
     status: str = ""
     note: str = ""
+    cpp: str = ""
+    cpp_ratio: str = ""
+    vs_cpp: str = ""
 
 
 @dataclass
@@ -155,6 +165,7 @@ class Report:
     rows: list[Row] = field(default_factory=list)
     records: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     max_load: float = 0.0
 
     def record(self, group: str, name: str, subject: str, value: float, unit: str, **extra: Any) -> dict[str, Any]:
@@ -186,8 +197,10 @@ class Report:
         progress(f"  PROBLEM: {text}")
 
     def table(self) -> str:
-        headers = ("measurement", "minibroker", "baseline", "ratio", "target", "result", "note")
-        body = [(r.label, r.mb, r.base, r.ratio, r.target, r.status, r.note) for r in self.rows]
+        headers = ("measurement", "minibroker", "baseline", "ratio", "broker.cpp", "cpp ratio", "mb/cpp", "target",
+                   "result", "note")  # fmt: skip
+        body = [(r.label, r.mb, r.base, r.ratio, r.cpp, r.cpp_ratio, r.vs_cpp, r.target, r.status, r.note)
+                for r in self.rows]  # fmt: skip
         widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(headers)]
         lines = []
         s = self.settings
@@ -195,6 +208,11 @@ class Report:
             f"minibroker bench, {s.mode} mode, run {self.run_id}: {s.messages} x {s.size}-byte messages, "
             f"credit {s.credit}, {os.cpu_count()} CPUs, max load average {self.max_load:.1f}"
         )
+        lines.append(
+            "ratio = minibroker / no-broker baseline; cpp ratio = broker.cpp / baseline; mb/cpp = minibroker / "
+            "broker.cpp (each a median of ratios taken within one round)"
+        )
+        lines += self.notes
         sep = "  "
         lines.append(sep.join(h.ljust(w) for h, w in zip(headers, widths, strict=True)))
         lines.append(sep.join("-" * w for w in widths))
@@ -207,7 +225,7 @@ class Report:
                 group = r.group
             lines.append(
                 sep.join(
-                    (c.ljust(w) if i == 0 else c.rjust(w) if i < 4 else c.ljust(w))
+                    (c.ljust(w) if i == 0 else c.rjust(w) if i < 7 else c.ljust(w))
                     for i, (c, w) in enumerate(zip(cells, widths, strict=True))
                 ).rstrip()
             )
@@ -368,6 +386,18 @@ def broker_url(child: Child) -> str:
     return match.group(0)
 
 
+def spawn_cpp_broker(binary: Path) -> Child:
+    return Child("broker.cpp", [str(binary), "-a", "127.0.0.1:0"])
+
+
+def cpp_broker_url(child: Child) -> str:
+    line = child.line(timeout=30)
+    port = cpp_broker.listening_port(line)
+    if port is None:
+        raise ChildError(f"unexpected first line from broker.cpp: {line!r}")
+    return f"amqp://127.0.0.1:{port}"
+
+
 def spawn_peer(settings: Settings) -> Child:
     return Child("baseline peer", [sys.executable, str(HERE / "peer.py"), "--size", str(settings.size),
                                    "--credit", str(settings.credit)])  # fmt: skip
@@ -394,10 +424,16 @@ _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def process_cpu(pid: int) -> tuple[float, str]:
-    """CPU seconds of a process's main thread (schedstat, ns precision), else of the process (stat, ticks)."""
+    """CPU seconds of all a process's threads (schedstat, ns precision), else of the process (stat, ticks).
+
+    All threads: broker.cpp runs one event-loop thread per CPU; minibroker runs one.
+    """
     try:
-        with open(f"/proc/{pid}/schedstat") as f:
-            return int(f.read().split()[0]) / 1e9, "schedstat"
+        total = 0
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+        return total / 1e9, "schedstat"
     except (OSError, ValueError, IndexError):
         pass
     with open(f"/proc/{pid}/stat") as f:
@@ -478,16 +514,16 @@ def bench_startup(report: Report, s: Settings) -> None:
         return values[min(len(values) - 1, int(p * len(values)))] * 1e3
 
     med_open, p90_open = statistics.median(to_open) * 1e3, q(to_open, 0.9)
-    ok = med_open < 5.0
+    ok = med_open < 2.0
     common = {"count": n, "complete": complete}
-    report.record("startup", "start_to_open_median", "minibroker", med_open, "ms", target="< 5 ms",
+    report.record("startup", "start_to_open_median", "minibroker", med_open, "ms", target="< 2 ms",
                   status=verdict(ok), **common)  # fmt: skip
     report.record("startup", "start_to_open_p90", "minibroker", p90_open, "ms", **common)
     report.record("startup", "start_median", "minibroker", statistics.median(to_start) * 1e3, "ms", **common)
     report.record("startup", "stop_median", "minibroker", statistics.median(stops) * 1e3, "ms", **common)
     report.record("startup", "stop_p90", "minibroker", q(stops, 0.9), "ms", **common)
     part = "" if complete else f" (partial: {n} runs)"
-    report.row("start-up", f"start() -> first AMQP open, median{part}", mb=fmt(med_open, "ms"), target="< 5 ms",
+    report.row("start-up", f"start() -> first AMQP open, median{part}", mb=fmt(med_open, "ms"), target="< 2 ms",
                status=verdict(ok))  # fmt: skip
     report.row("start-up", "start() -> first AMQP open, p90", mb=fmt(p90_open, "ms"))
     report.row("start-up", "start() alone (port bound), median", mb=fmt(statistics.median(to_start) * 1e3, "ms"))
@@ -553,6 +589,8 @@ class Env:
     responder: Child | None = None
     peer: Child | None = None
     peer_url: str = ""
+    cpp: Child | None = None
+    cpp_url: str = ""
 
 
 @dataclass
@@ -614,128 +652,200 @@ def job_record(report: Report, group: str, name: str, subject: str, o: Outcome, 
                   **extra)  # fmt: skip
 
 
+#: Subjects of the socket workloads, in table order; ratios are to the no-broker baseline.
+MB, CPP, BASE = "minibroker", "broker_cpp", "baseline"
+
+
+@dataclass
+class Server:
+    """One thing the client workers talk to: minibroker, broker.cpp, or the no-broker peer."""
+
+    subject: str
+    child: Child
+    url: str
+
+
+def median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
 def bench_throughput(report: Report, s: Settings, env: Env) -> None:
     assert env.peer is not None
     n, limit = s.messages, s.job_limit_s
-    progress(f"throughput: {n} x {s.size} B, minibroker vs baseline (proton peer)")
-    b, p = env.broker_url, env.peer_url
-    results: dict[tuple[str, str], Outcome] = {}
-    q_send = "bench.throughput"
-    sends = {
-        "minibroker": {"op": "send", "url": b, "address": q_send, "count": n, "limit_s": limit},
-        "baseline": {"op": "send", "url": p, "address": "sink", "count": n, "limit_s": limit},
-    }
-    servers = {"minibroker": env.broker, "baseline": env.peer}
-    for subject in ("minibroker", "baseline"):
-        results[("send", subject)] = run_job(env.worker, servers[subject], sends[subject], s)
-    filled = results[("send", "minibroker")].result.get("count") or n
-    receives = {
-        "minibroker": {"op": "receive", "url": b, "address": q_send, "count": filled, "limit_s": limit},
-        "baseline": {"op": "receive", "url": p, "address": "generate", "count": n, "limit_s": limit},
-    }
-    for subject in ("minibroker", "baseline"):
-        results[("receive", subject)] = run_job(env.worker, servers[subject], receives[subject], s)
-    concurrents = {
-        "minibroker": {"op": "concurrent", "url": b, "send_address": "bench.concurrent",
-                       "receive_address": "bench.concurrent", "count": n, "limit_s": limit},
-        "baseline": {"op": "concurrent", "url": p, "send_address": "sink", "receive_address": "generate",
-                     "count": n, "limit_s": limit},
-    }  # fmt: skip
-    for subject in ("minibroker", "baseline"):
-        results[("concurrent", subject)] = run_job(env.worker, servers[subject], concurrents[subject], s)
-    for subject in ("minibroker", "baseline"):
-        results[("request", subject)] = run_round_trips(report, s, env, subject)
+    servers = [Server(MB, env.broker, env.broker_url)]
+    if env.cpp is not None:
+        servers.append(Server(CPP, env.cpp, env.cpp_url))
+    servers.append(Server(BASE, env.peer, env.peer_url))
+    names = ", ".join("broker.cpp" if x.subject == CPP else x.subject for x in servers)
+    progress(f"throughput: {n} x {s.size} B, {s.rounds} round(s), interleaved: {names}")
+    runs: dict[tuple[str, str], list[Outcome]] = {}
 
-    def rate_row(kind: str, label: str, target: str = "", rate_ok: Callable[[float], bool] | None = None,
-                 ratio_ok: Callable[[float], bool] | None = None) -> None:  # fmt: skip
-        mb, base = results[(kind, "minibroker")], results[(kind, "baseline")]
-        ratio = mb.rate / base.rate if mb.rate and base.rate else None
-        ok = rate_ok(mb.rate) if rate_ok and mb.rate else None
-        job_record(report, "throughput", kind, "minibroker", mb, mb.rate, "msg/s",
-                   target=target if rate_ok else None, status=verdict(ok) if rate_ok else None)  # fmt: skip
-        job_record(report, "throughput", kind, "baseline", base, base.rate, "msg/s")
-        if ratio is not None:
-            if ratio_ok:
-                ok = ratio_ok(ratio)
-            report.record("throughput", kind, "ratio", ratio, "x", target=target if ratio_ok else None,
-                          status=verdict(ok) if ratio_ok else None)  # fmt: skip
-        cpu = [(o.result.get("client_cpu_s") or 0) / max(1, o.count) * 1e6 for o in (mb, base)]
-        report.row("throughput", label + partial(mb) + ("" if base.complete else " (baseline partial)"),
-                   mb=fmt(mb.rate, "msg/s"), base=fmt(base.rate, "msg/s"), ratio=fmt(ratio, "x") if ratio else "",
-                   target=target, status=verdict(ok),
-                   note=f"client CPU {cpu[0]:.0f} / {cpu[1]:.0f} us per msg")  # fmt: skip
+    def run(kind: str, server: Server, spec: dict[str, Any]) -> Outcome:
+        outcome = run_job(env.worker, server.child, {"op": kind, "url": server.url, "count": n, "limit_s": limit,
+                                                     **spec}, s)  # fmt: skip
+        runs.setdefault((kind, server.subject), []).append(outcome)
+        return outcome
 
-    rate_row("send", "send (waits for all acknowledgements)")
-    rate_row("receive", "receive (pre-filled queue, accept)", "> 12,000 msg/s", rate_ok=lambda r: r > 12_000)
-    rate_row("concurrent", "concurrent send+receive", ">= 0.85x baseline", ratio_ok=lambda r: r >= 0.85)
+    for r in range(s.rounds):
+        order = servers[r % len(servers) :] + servers[: r % len(servers)]  # who goes first rotates
+        sent: dict[str, int] = {}
+        spec: dict[str, Any]
+        for x in order:
+            spec = {"address": "sink"} if x.subject == BASE else {"address": f"bench.throughput.{r}"}
+            sent[x.subject] = run("send", x, spec).count or n
+        for x in order:
+            spec = {"address": "generate"} if x.subject == BASE else {"address": f"bench.throughput.{r}",
+                                                                     "count": sent[x.subject]}  # fmt: skip
+            run("receive", x, spec)
+        for x in order:
+            if x.subject == BASE:
+                spec = {"send_address": "sink", "receive_address": "generate"}
+            else:
+                spec = {"send_address": f"bench.concurrent.{r}", "receive_address": f"bench.concurrent.{r}"}
+            run("concurrent", x, spec)
+        for x in order:
+            runs.setdefault(("request", x.subject), []).append(run_round_trips(report, s, env, x))
+    has_cpp = env.cpp is not None
 
-    mb, base = results[("request", "minibroker")], results[("request", "baseline")]
-    mb_rtt = mb.result.get("rtt_median_s")
-    base_rtt = base.result.get("rtt_median_s")
-    rtt_ratio = mb_rtt / base_rtt if mb_rtt and base_rtt else None
-    ok = rtt_ratio <= 1.3 if rtt_ratio is not None else None
-    job_record(report, "throughput", "round_trip_median", "minibroker", mb, mb_rtt * 1e3 if mb_rtt else None, "ms",
-               p90_ms=(mb.result.get("rtt_p90_s") or 0) * 1e3)  # fmt: skip
-    job_record(report, "throughput", "round_trip_median", "baseline", base, base_rtt * 1e3 if base_rtt else None,
-               "ms", p90_ms=(base.result.get("rtt_p90_s") or 0) * 1e3)  # fmt: skip
-    if rtt_ratio is not None:
-        report.record("throughput", "round_trip_median", "ratio", rtt_ratio, "x", target="<= 1.3x baseline",
-                      status=verdict(ok))  # fmt: skip
-    report.row("throughput", f"request/reply round trip, median ({mb.count} sequential){partial(mb)}",
-               mb=fmt(mb_rtt * 1e3 if mb_rtt else None, "ms"), base=fmt(base_rtt * 1e3 if base_rtt else None, "ms"),
-               ratio=fmt(rtt_ratio, "x") if rtt_ratio else "", target="<= 1.3x baseline", status=verdict(ok))  # fmt: skip
-    mb90, base90 = mb.result.get("rtt_p90_s"), base.result.get("rtt_p90_s")
-    report.row("throughput", "request/reply round trip, p90",
-               mb=fmt(mb90 * 1e3 if mb90 else None, "ms"), base=fmt(base90 * 1e3 if base90 else None, "ms"))  # fmt: skip
+    def per_round(kind: str, subject: str, value: Callable[[Outcome], float | None]) -> list[float | None]:
+        return [value(o) for o in runs.get((kind, subject), [])]
 
-    # Broker CPU per message moved, with the baseline peer's beside it.
-    for kind, label in (
-        ("send", "server CPU per message, send"),
-        ("receive", "server CPU per message, receive"),
-        ("concurrent", "server CPU per message, concurrent (in + out)"),
-        ("request", "server CPU per round trip (request + reply)"),
-    ):
-        mbo, baseo = results[(kind, "minibroker")], results[(kind, "baseline")]
-        mb_us, base_us = mbo.cpu_per_message_us(), baseo.cpu_per_message_us()
-        if kind == "request":  # warm-up round trips count too: the broker did their work
-            mb_us = mbo.cpu_per_message_us(mbo.result.get("requests"))
-            base_us = baseo.cpu_per_message_us(baseo.result.get("requests"))
-        target = "< 50 us" if kind == "concurrent" else ""
-        ok = (mb_us < 50) if (kind == "concurrent" and mb_us is not None) else None
-        for subject, o, us in (("minibroker", mbo, mb_us), ("baseline", baseo, base_us)):
-            if us is not None:
-                report.record("cpu", f"server_cpu_per_message_{kind}", subject, us, "us", count=o.count,
-                              server_cpu_s=o.cpu_s, cpu_source=o.cpu_source,
-                              target="< 50 us" if target and subject == "minibroker" else None,
-                              status=verdict(ok) if subject == "minibroker" else None)  # fmt: skip
-        ratio = mb_us / base_us if mb_us and base_us else None
-        report.row("broker CPU", label, mb=fmt(mb_us, "us"), base=fmt(base_us, "us"),
-                   ratio=fmt(ratio, "x") if ratio else "", target=target, status=verdict(ok))  # fmt: skip
+    def summary(kind: str, value: Callable[[Outcome], float | None]) -> dict[str, float | None]:
+        return summarize({x.subject: per_round(kind, x.subject, value) for x in servers})
+
+    def summarize(got: dict[str, list[float | None]]) -> dict[str, float | None]:
+        """Medians over rounds: each subject's value, and ratios taken within each round."""
+        out: dict[str, float | None] = {x.subject: median([v for v in got[x.subject] if v]) for x in servers}
+
+        def ratios(a: str, b: str) -> float | None:
+            pairs = zip(got.get(a, []), got.get(b, []), strict=False)
+            return median([va / vb for va, vb in pairs if va and vb])
+
+        out["ratio"] = ratios(MB, BASE)
+        out["broker_cpp_ratio"] = ratios(CPP, BASE) if has_cpp else None
+        out["vs_broker_cpp"] = ratios(MB, CPP) if has_cpp else None
+        return out
+
+    def record(group: str, name: str, values: dict[str, float | None], unit: str, kind: str,
+               targets: dict[str, tuple[str, bool | None]]) -> None:  # fmt: skip
+        """JSON lines for each subject and ratio; ``targets`` maps a subject to (target, verdict)."""
+        for subject, value in values.items():
+            if value is None:
+                if subject in (MB, BASE, "ratio") or (has_cpp and subject in (CPP, "vs_broker_cpp")):
+                    report.problem(f"{group}/{name}/{subject}: no value")
+                continue
+            outcomes = runs.get((kind, subject), [])
+            target, ok = targets.get(subject, ("", None))
+            report.record(group, name, subject, value, "x" if subject in RATIO_SUBJECTS else unit,
+                          rounds=len(outcomes) or None, count=sum(o.count for o in outcomes) or None,
+                          complete=all(o.complete for o in outcomes) if outcomes else None,
+                          target=target or None, status=verdict(ok) if target else None)  # fmt: skip
+
+    def row(group: str, label: str, v: dict[str, float | None], unit: str, target: str, ok: bool | None,
+            note: str = "") -> None:  # fmt: skip
+        def x(value: float | None) -> str:
+            return fmt(value, "x") if value else ""
+
+        report.row(group, label, mb=fmt(v[MB], unit), base=fmt(v[BASE], unit), ratio=x(v["ratio"]),
+                   cpp=fmt(v[CPP], unit) if has_cpp else "", cpp_ratio=x(v["broker_cpp_ratio"]),
+                   vs_cpp=x(v["vs_broker_cpp"]), target=target, status=verdict(ok), note=note)  # fmt: skip
+
+    def incomplete(kind: str) -> str:
+        return "" if all(o.complete for x in servers for o in runs.get((kind, x.subject), [])) else " (partial)"
+
+    def rate(o: Outcome) -> float | None:
+        return o.rate
+
+    for kind, label in (("send", "send (waits for all acknowledgements)"),
+                        ("receive", "receive (pre-filled queue, accept)"),
+                        ("concurrent", "concurrent send+receive")):  # fmt: skip
+        v = summary(kind, rate)
+        target, ok = "", None
+        if kind == "concurrent":
+            target = ">= 0.95x baseline"
+            ok = v["ratio"] >= 0.95 if v["ratio"] else None
+        if kind == "receive" and has_cpp:
+            target = "> broker.cpp"
+            ok = v["vs_broker_cpp"] > 1 if v["vs_broker_cpp"] else None
+        record("throughput", kind, v, "msg/s", kind, {("ratio" if kind == "concurrent" else "vs_broker_cpp"): (target, ok)})
+        cpu = median([(o.result.get("client_cpu_s") or 0) / max(1, o.count) * 1e6 for o in runs[(kind, MB)]])
+        row("throughput", label + incomplete(kind), v, "msg/s", target, ok, note=f"client CPU {cpu or 0:.0f} us/msg")
+
+    def rtt(key: str) -> Callable[[Outcome], float | None]:
+        def get(o: Outcome) -> float | None:
+            value = o.result.get(key)
+            return value * 1e3 if value else None
+
+        return get
+
+    v = summary("request", rtt("rtt_median_s"))
+    ok = None
+    target = "<= 1.3x baseline" + (", < broker.cpp's" if has_cpp else "")
+    if v["ratio"]:
+        ok = v["ratio"] <= 1.3
+        if has_cpp and v["broker_cpp_ratio"]:
+            ok = ok and v["ratio"] < v["broker_cpp_ratio"]
+    record("throughput", "round_trip_median", v, "ms", "request", {"ratio": (target, ok)})
+    row("throughput", f"request/reply round trip, median ({s.round_trips} sequential){incomplete('request')}", v, "ms",
+        target, ok)  # fmt: skip
+    v90 = summary("request", rtt("rtt_p90_s"))
+    record("throughput", "round_trip_p90", v90, "ms", "request", {})
+    row("throughput", "request/reply round trip, p90", v90, "ms", "", None)
+
+    # Server CPU per message moved (every thread of the process), each beside the others.
+    def cpu_per(kind: str) -> Callable[[Outcome], float | None]:
+        def get(o: Outcome) -> float | None:
+            if kind == "request":  # warm-up round trips count too: the server did their work
+                return o.cpu_per_message_us(o.result.get("requests"))
+            return o.cpu_per_message_us()
+
+        return get
+
+    def cpu_send_receive(subject: str) -> list[float | None]:
+        pairs = zip(runs[("send", subject)], runs[("receive", subject)], strict=True)
+        return [(a.cpu_s + b.cpu_s) / max(1, a.count) * 1e6 if a.cpu_s is not None and b.cpu_s is not None else None
+                for a, b in pairs]  # fmt: skip
+
+    half = "<= 0.5x broker.cpp"
+    for kind, label in (("send", "server CPU per message, send"), ("receive", "server CPU per message, receive"),
+                        ("send+receive", "server CPU per message, send + receive"),
+                        ("concurrent", "server CPU per message, concurrent (in + out)"),
+                        ("request", "server CPU per round trip (request + reply)")):  # fmt: skip
+        if kind == "send+receive":
+            v = summarize({x.subject: cpu_send_receive(x.subject) for x in servers})
+        else:
+            v = summary(kind, cpu_per(kind))
+        judged = has_cpp and kind in ("send+receive", "concurrent")
+        ok = v["vs_broker_cpp"] <= 0.5 if judged and v["vs_broker_cpp"] else None
+        record("cpu", f"server_cpu_per_message_{kind.replace('+', '_')}", v, "us", kind,
+               {"vs_broker_cpp": (half, ok)} if judged else {})  # fmt: skip
+        row("broker CPU", label, v, "us", half if judged else "", ok)
     for kind in ("send", "receive", "concurrent"):
-        mbo, baseo = results[(kind, "minibroker")], results[(kind, "baseline")]
-        for subject, o in (("minibroker", mbo), ("baseline", baseo)):
-            ccpu = o.result.get("client_cpu_s")
-            if ccpu and o.count:
-                report.record("cpu", f"client_cpu_per_message_{kind}", subject, ccpu / o.count * 1e6, "us", count=o.count)
+        for x in servers:
+            values = [(o.result.get("client_cpu_s") or 0) / o.count * 1e6 for o in runs[(kind, x.subject)] if o.count]
+            if values:
+                report.record("cpu", f"client_cpu_per_message_{kind}", x.subject, statistics.median(values), "us")
 
 
-def run_round_trips(report: Report, s: Settings, env: Env, subject: str) -> Outcome:
+RATIO_SUBJECTS = frozenset({"ratio", "broker_cpp_ratio", "vs_broker_cpp"})
+
+
+def run_round_trips(report: Report, s: Settings, env: Env, server: Server) -> Outcome:
     limit = s.job_limit_s
-    if subject == "baseline":
-        assert env.peer is not None
-        spec = {"op": "request", "url": env.peer_url, "address": "requests", "reply_address": "replies.bench",
+    if server.subject == BASE:
+        spec = {"op": "request", "url": server.url, "address": "requests", "reply_address": "replies.bench",
                 "count": s.round_trips, "limit_s": limit}  # fmt: skip
-        return run_job(env.worker, env.peer, spec, s)
+        return run_job(env.worker, server.child, spec, s)
     responder = env.responder
     assert responder is not None
-    responder.send({"op": "respond", "url": env.broker_url, "address": "bench.requests", "count": s.round_trips + 1000,
+    responder.send({"op": "respond", "url": server.url, "address": "bench.requests", "count": s.round_trips + 1000,
                     "limit_s": limit + 10, "size": s.size, "credit": s.credit})  # fmt: skip
     first = responder.message(30, lambda m: m.get("event") == "attached" or "ok" in m)
     if "ok" in first:
         raise ChildError(f"the responder stopped before attaching: {first.get('error') or first}")
-    spec = {"op": "request", "url": env.broker_url, "address": "bench.requests", "reply_address": "bench.replies",
+    spec = {"op": "request", "url": server.url, "address": "bench.requests", "reply_address": "bench.replies",
             "count": s.round_trips, "limit_s": limit, "stop_responder": True}  # fmt: skip
-    outcome = run_job(env.worker, env.broker, spec, s)
+    outcome = run_job(env.worker, server.child, spec, s)
     answer = responder.result(limit + 40)
     if not answer.get("ok"):
         report.problem(f"responder: {answer.get('error')}")
@@ -788,11 +898,13 @@ def bench_memory(report: Report, s: Settings, env: Env | None) -> None:
     [mem] = run_engine(["memory", "--messages", str(n), "--size", str(s.size), "--limit-s", str(s.engine_limit_s)],
                        timeout=s.engine_limit_s * 3 + 60)  # fmt: skip
     traced = mem["traced_bytes_per_message"]
+    ok = traced < 600
     report.record("memory", "bytes_per_queued_message_tracemalloc", "minibroker", traced, "B", count=mem["messages"],
                   complete=mem["complete"], payload_bytes=mem["payload_bytes"],
-                  rss_bytes_per_message=mem["rss_bytes_per_message"])  # fmt: skip
+                  rss_bytes_per_message=mem["rss_bytes_per_message"], target="< 600 B", status=verdict(ok))  # fmt: skip
     report.row("memory", f"per queued message, Broker.publish, tracemalloc ({mem['messages']:,} queued)",
-               mb=fmt(traced, "B"), note=f"encoded message {mem['payload_bytes']} B")  # fmt: skip
+               mb=fmt(traced, "B"), target="< 600 B", status=verdict(ok),
+               note=f"encoded message {mem['payload_bytes']} B")  # fmt: skip
     if env is None:
         return
     rss0 = process_rss(env.broker.pid)
@@ -813,7 +925,6 @@ def bench_depth(report: Report, s: Settings) -> None:
                         "--limit-s", str(s.engine_limit_s)], timeout=s.engine_limit_s * 6 + 120)  # fmt: skip
     by_depth = {line["depth_requested"]: line for line in lines}
     lo, hi = by_depth[small], by_depth[large]
-    bound = math.log(max(hi["depth"], 2)) / math.log(max(lo["depth"], 2))
     for d in (lo, hi):
         name = f"depth_{d['depth_requested']}"
         for key, unit in (("round_cpu_us", "us"), ("enqueue_cpu_us", "us"), ("dequeue_cpu_us", "us"),
@@ -825,9 +936,9 @@ def bench_depth(report: Report, s: Settings) -> None:
     for key, label in (("enqueue_cpu_us", "publish (CPU)"), ("dequeue_cpu_us", "dispatch + accept (CPU)"),
                        ("round_cpu_us", "publish + consume (CPU)"), ("round_us", "publish + consume (wall)")):  # fmt: skip
         ratio = hi[key] / lo[key] if lo[key] else None
-        judged = key.endswith("cpu_us")
-        ok = ratio <= bound if ratio is not None and judged else None
-        target = f"<= {bound:.2f}x (log n)" if judged else ""
+        judged = key == "round_cpu_us"  # the target: enqueue + dequeue at most 1.5x the cost at 1,000 deep
+        ok = ratio <= 1.5 if ratio is not None and judged else None
+        target = "<= 1.5x" if judged else ""
         if ratio is not None:
             report.record("depth", f"{key}_ratio", "ratio", ratio, "x", target=target or None, status=verdict(ok),
                           depth_small=lo["depth"], depth_large=hi["depth"])  # fmt: skip
@@ -884,6 +995,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--messages", type=int, help="override the message count of the socket workloads")
     parser.add_argument("--round-trips", type=int, help="override the number of request/reply round trips")
     parser.add_argument("--startup-reps", type=int, help="override the start-up repetitions")
+    parser.add_argument("--rounds", type=int, help="override the interleaved rounds of the socket workloads")
+    parser.add_argument("--cpp-broker", metavar="PATH", help="a built broker.cpp to compare with (default: build it)")
+    parser.add_argument("--no-cpp-broker", action="store_true", help="do not run Qpid Proton's broker.cpp beside")
     parser.add_argument("--profile", nargs="?", const="", default=None, metavar="FILE",
                         help="also profile the broker under concurrent send+receive (pstats file, default a temp file)")  # fmt: skip
     return parser.parse_args(argv)
@@ -898,6 +1012,8 @@ def main(argv: list[str] | None = None) -> int:
         s.round_trips = args.round_trips
     if args.startup_reps:
         s.startup_reps = args.startup_reps
+    if args.rounds:
+        s.rounds = args.rounds
     groups = [g.strip() for g in args.only.split(",") if g.strip()]
     unknown = set(groups) - set(GROUPS)
     if unknown:
@@ -921,14 +1037,24 @@ def main(argv: list[str] | None = None) -> int:
             broker = spawn_broker()
             worker = start_worker("client worker")
             children += [broker, worker]
-            responder = peer = None
+            responder = peer = cpp = None
             if "throughput" in groups:
                 responder = start_worker("responder worker")
                 peer = spawn_peer(s)
                 children += [responder, peer]
+                binary, why = (None, "--no-cpp-broker") if args.no_cpp_broker else cpp_broker.locate(args.cpp_broker)
+                if binary is not None:
+                    cpp = spawn_cpp_broker(binary)
+                    children.append(cpp)
+                    report.notes.append(f"broker.cpp: Qpid Proton's C++ example broker, {binary}")
+                else:
+                    report.notes.append(f"broker.cpp: skipped ({why})")
+                    progress(f"broker.cpp: skipped ({why})")
             env = Env(broker, broker_url(broker), worker, responder)
             if peer is not None:
                 env.peer, env.peer_url = peer, peer_url(peer)
+            if cpp is not None:
+                env.cpp, env.cpp_url = cpp, cpp_broker_url(cpp)
             wait_ready(*(c for c in (worker, responder) if c is not None))
         if "throughput" in groups and env is not None:
             timed("throughput", bench_throughput, report, s, env)
@@ -938,8 +1064,9 @@ def main(argv: list[str] | None = None) -> int:
             timed("memory", bench_memory, report, s, env)
         if env is not None:  # free the CPU for the in-process measurements
             env.broker.close(signal.SIGTERM)
-            if env.peer is not None:
-                env.peer.close(signal.SIGTERM)
+            for other in (env.peer, env.cpp):
+                if other is not None:
+                    other.close(signal.SIGTERM)
         if "depth" in groups:
             timed("depth", bench_depth, report, s)
         if args.profile is not None and env is not None:
@@ -950,7 +1077,7 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
     finally:
         for child in reversed(children):
-            child.close(signal.SIGTERM if child.name in ("broker", "baseline peer") else None)
+            child.close(signal.SIGTERM if child.name in ("broker", "baseline peer", "broker.cpp") else None)
     print(report.table())
     if profile_text:
         print()
