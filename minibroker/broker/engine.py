@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -57,6 +56,7 @@ from .statistics import (
     TransactionSnapshot,
 )
 from .stored import Entry, StoredMessage
+from .tap import FrameLog, FrameTrace, Tap, TraceObserver
 from .topic import Topic
 from .transactions import TransactionManager
 
@@ -98,19 +98,24 @@ class BrokerConnection:
                 offered_capabilities=(ANONYMOUS_RELAY,),
                 properties={"product": "minibroker"},
             ),
-            trace=self._trace if broker.frame_log is not None or broker.trace is not None else None,
+            hook=self if broker.tap.active else None,
         )
         self.container_id: str | None = None
         self.open = True
 
-    def _trace(self, direction: str, channel: int, performative: Any) -> None:
-        """Every frame in or out: the single place a frame can be observed (and, later, faulted)."""
-        broker = self.broker
-        if broker.frame_log is not None:
-            name = f"{self.peer} {self.container_id or ''}".strip()
-            broker.frame_log.append(FrameRecord(broker.clock.now(), name, direction, channel, performative))
-        if broker.trace is not None:
-            broker.trace(self, direction, channel, performative)
+    # The engine's frame hook (protocol.hooks.FrameHook), set while the broker's tap has observers.
+
+    def frame_in(self, channel: int, performative: Any) -> None:
+        self.broker.tap.frame_in(self, channel, performative)
+
+    def frame_out(self, channel: int, performative: Any, frame: bytes) -> bytes:
+        return self.broker.tap.frame_out(self, channel, performative, frame)
+
+    def write(self, data: bytes) -> None:
+        """Send ``data`` as it is (a frame an observer withheld) and wake this connection's writer."""
+        self.engine.send_raw(data)
+        self.broker.mark_dirty(self)
+        self.broker.flush()
 
     def receive_data(self, data: bytes) -> None:
         """Bytes from the socket: run the protocol and the broker on them."""
@@ -165,10 +170,6 @@ class BrokerConnection:
         self.broker.mark_dirty(self)
 
 
-#: Observes every frame: (connection, "in" or "out", channel, performative).
-FrameObserver = Callable[[BrokerConnection, str, int, Any], None]
-
-
 class Broker:
     """Connections, protocol-event policy, timers and the inspection API.  Owned by one thread.
 
@@ -177,18 +178,19 @@ class Broker:
     them and on the links it attaches.
     """
 
-    def __init__(
-        self, config: BrokerConfig | None = None, clock: Clock | None = None, trace: FrameObserver | None = None
-    ):
+    def __init__(self, config: BrokerConfig | None = None, clock: Clock | None = None, trace: FrameTrace | None = None):
         self.config = config or BrokerConfig()
         self.clock: Clock = clock or SystemClock()
-        #: Called with (connection, direction, channel, performative) for every frame.
-        self.trace = trace
-        self.frame_log: deque[FrameRecord] | None = (
-            deque(maxlen=self.config.frame_log) if self.config.frame_log > 0 else None
-        )
-        self.router = Router(self.config, self.now, self._timers_changed, self._node_deleted)
+        #: The one point every inbound event and every frame in or out passes (see :mod:`.tap`).
         self.connections: set[BrokerConnection] = set()
+        self.tap = Tap(self._tap_changed)
+        self.frame_log: FrameLog | None = None
+        if self.config.frame_log > 0:
+            self.frame_log = FrameLog(self.config.frame_log, self.now)
+            self.tap.install(self.frame_log)
+        if trace is not None:  # called with (connection, "in" or "out", channel, performative) for every frame
+            self.tap.install(TraceObserver(trace))
+        self.router = Router(self.config, self.now, self._timers_changed, self._node_deleted)
         self.connections_total = 0
         self.transactions = TransactionManager(
             self.config,
@@ -240,6 +242,10 @@ class Broker:
             self.forget_connection(connection)
         self.mark_dirty(connection)
         self.flush()
+
+    def _tap_changed(self, active: bool) -> None:
+        for connection in self.connections:
+            connection.engine.hook = connection if active else None
 
     def mark_dirty(self, connection: BrokerConnection) -> None:
         self._dirty.add(connection)
@@ -390,7 +396,7 @@ class Broker:
         """The frame log (``BrokerConfig.frame_log``), oldest first; the ``last`` N if given."""
         if self.frame_log is None:
             raise RuntimeError("the frame log is off: start the broker with frame_log=N to keep the last N frames")
-        records = list(self.frame_log)
+        records = list(self.frame_log.records)
         return records[-last:] if last else records
 
     def transaction_snapshots(self) -> list[TransactionSnapshot]:
@@ -400,6 +406,8 @@ class Broker:
 
     def handle(self, connection: BrokerConnection, events: list[ev.Event]) -> None:
         """Act on the protocol events of one connection, then wake the others with output."""
+        if self.tap.active:
+            events = self.tap.events_in(connection, events)
         for event in events:
             handler = _HANDLERS[type(event)]
             handler(self, connection, event)

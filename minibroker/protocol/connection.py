@@ -52,6 +52,7 @@ from .framing import (
     SASL_HEADER,
     frame,
 )
+from .hooks import FrameHook
 
 __all__ = ["Connection", "ConnectionConfig"]
 
@@ -78,8 +79,6 @@ def _transfer_head(handle: int, delivery_id: int, tag: bytes, settled: bool) -> 
 INCOMING_WINDOW = 2**31 - 1
 UINT_MAX = 2**32 - 1
 
-Trace = Callable[[str, int, Any], None]
-
 
 @dataclass(slots=True)
 class ConnectionConfig:
@@ -104,9 +103,10 @@ class ConnectionConfig:
 class Connection:
     """One connection's protocol state, from the protocol header to ``close``."""
 
-    def __init__(self, config: ConnectionConfig | None = None, trace: Trace | None = None) -> None:
+    def __init__(self, config: ConnectionConfig | None = None, hook: FrameHook | None = None) -> None:
         self.config = config or ConnectionConfig()
-        self.trace = trace
+        #: Sees every frame read and written (:mod:`.hooks`); None costs one test per frame.
+        self.hook = hook
         self.state = ConnectionState.START
         self.user: str | None = None
         self.remote_container_id: str | None = None
@@ -187,7 +187,7 @@ class Connection:
         if self.remote_idle_timeout:
             due = self._last_sent + self.remote_idle_timeout / 2
             if now >= due:
-                self._out.append(EMPTY_FRAME)
+                self._out.append(EMPTY_FRAME if self.hook is None else self.hook.frame_out(0, None, EMPTY_FRAME))
                 self._last_sent = now
                 due = now + self.remote_idle_timeout / 2
             deadlines.append(due)
@@ -204,6 +204,14 @@ class Connection:
                 return None
             deadlines.append(due)
         return min(deadlines) if deadlines else None
+
+    def send_raw(self, data: bytes) -> None:
+        """Queue ``data`` as it is: e.g. a frame a hook held back (``frame_out``) and now lets go."""
+        self._out.append(data)
+
+    def local_session(self, channel: int) -> Session | None:
+        """The session we write on ``channel`` (our own channel number, as in frames we send)."""
+        return self._sessions_local.get(channel)
 
     def take_events(self) -> list[ev.Event]:
         """Events raised by calls other than :meth:`receive_data` (e.g. a timeout)."""
@@ -264,8 +272,8 @@ class Connection:
                         conditions.DECODE_ERROR,
                         f"frame body is not a performative: {type(performative).__name__}",
                     )
-                if self.trace is not None:
-                    self.trace("in", channel, performative)
+                if self.hook is not None:
+                    self.hook.frame_in(channel, performative)
                 if self.state is ConnectionState.CLOSE_SENT and not isinstance(performative, Close):
                     continue  # discarding until the peer's close (§2.4.3)
                 if self.state is ConnectionState.HDR_EXCH and not isinstance(performative, (Open, Close)):
@@ -328,17 +336,18 @@ class Connection:
     def _send_sasl(self, body: Composite) -> None:
         out = bytearray()
         body.encode_into(out)
-        if self.trace is not None:
-            self.trace("out", 0, body)
-        self._out.append(frame(0, out, FRAME_SASL))
+        data = frame(0, out, FRAME_SASL)
+        if self.hook is not None:
+            data = self.hook.frame_out(0, body, data)
+        self._out.append(data)
 
     def _on_sasl_frame(self, data: bytes) -> None:
         try:
             init = codec.decode(data)
         except AMQPDecodeError as exc:
             raise ConnectionError_(conditions.DECODE_ERROR, f"undecodable SASL frame: {exc}") from None
-        if self.trace is not None:
-            self.trace("in", 0, init)
+        if self.hook is not None:
+            self.hook.frame_in(0, init)
         if not isinstance(init, SaslInit):
             raise framing_error(f"expected sasl-init, got {type(init).__name__}")
         passed, self.user = sasl.authenticate(init, self.config.users, self.config.allow_anonymous)
@@ -364,13 +373,14 @@ class Connection:
         self._write(channel, performative, payload)
 
     def _write(self, channel: int, performative: Composite, payload: bytes = b"") -> None:
-        if self.trace is not None:
-            self.trace("out", channel, performative)
         out = bytearray()
         performative.encode_into(out)
         if payload:
             out += payload
-        self._out.append(frame(channel, out))
+        data = frame(channel, out)
+        if self.hook is not None:
+            data = self.hook.frame_out(channel, performative, data)
+        self._out.append(data)
 
     # ---------------------------------------------------------- connection
 
@@ -882,11 +892,16 @@ class Connection:
         session.next_delivery_id = (delivery_id + 1) % SERIAL_MOD
         delivery = Delivery(delivery_id, tag, link, settled)
         room = self.remote_max_frame_size - 8 - 64 - len(tag)
-        if len(payload) <= room and state is None and self.trace is None and len(tag) <= 32:
+        if len(payload) <= room and state is None and len(tag) <= 32:
             head = _transfer_head(link.handle, delivery_id, tag, settled)
-            self._out.append(
-                FRAME_HEADER.pack(8 + len(head) + len(payload), 2, FRAME_AMQP, session.channel) + head + payload
-            )
+            data = FRAME_HEADER.pack(8 + len(head) + len(payload), 2, FRAME_AMQP, session.channel) + head + payload
+            if self.hook is not None:
+                # The hook sees what the bytes encode; the bytes stay those of the fast path.
+                transfer = Transfer(
+                    handle=link.handle, delivery_id=delivery_id, delivery_tag=tag, message_format=0, settled=settled
+                )
+                data = self.hook.frame_out(session.channel, transfer, data)
+            self._out.append(data)
             session.next_outgoing_id = (session.next_outgoing_id + 1) % SERIAL_MOD
             session.remote_incoming_window -= 1
         else:

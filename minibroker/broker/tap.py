@@ -1,0 +1,207 @@
+"""The broker's one observation point: every inbound event and every frame, in and out.
+
+Theory of operation.  Each client connection has a protocol engine
+(:class:`~minibroker.protocol.connection.Connection`) that turns bytes into
+frames and events, and frames into bytes.  Everything the broker sees of a
+client and everything it says to one passes three places, and the
+:class:`Tap` owned by the broker (``broker.tap``) is the only thing that
+watches them:
+
+``frame_in(connection, channel, performative)``
+    a frame was decoded (before the engine acts on it): an AMQP performative
+    (Part 2 §2.7) or a SASL frame body (Part 5 §5.3).  Observe only.
+``event_in(connection, event) -> event | None``
+    a protocol event (:mod:`minibroker.protocol.events`: an attach, a message,
+    a disposition, a flow, a detach, ...) is about to be handled by the
+    broker.  Return it to let it through, another event to replace it, or
+    None to swallow it; an observer that swallows an event acts on it
+    itself through ``connection.engine`` (e.g. ``refuse_link``, ``settle``,
+    ``detach_link``).  ``event.link.address`` names the node for link events.
+``frame_out(connection, channel, performative, frame) -> bytes``
+    a frame is about to be queued for the client: ``frame`` is its encoded
+    bytes (header included), ``performative`` what they encode (None for an
+    empty keep-alive frame).  Return ``frame`` to send it, other bytes to
+    replace it, or ``b""`` to withhold it; a withheld frame can be sent
+    later with ``connection.write(frame)`` (a delay).
+    ``Tap.address_of(connection, channel, performative)`` names the node of
+    the link an ``attach``, ``detach``, ``flow`` or ``transfer`` belongs to.
+
+Observers are called in installation order; each sees what the one before
+returned.  Install with ``broker.tap.install(observer)`` (it returns the
+observer) and remove with ``broker.tap.remove(observer)``; subclass
+:class:`Observer` and override only what you need.  The frame log
+(``BrokerConfig.frame_log``) is such an observer.
+
+Cost: with no observer installed the engines have no hook, so a frame costs
+one ``hook is None`` test and a batch of events one test of
+:attr:`Tap.active`.  Installing an observer never changes how a frame is
+encoded: the bytes a client receives are the same with and without one.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+from ..amqp.performatives import Attach, Detach, Flow, Transfer
+from ..protocol import events as ev
+from ..protocol.connection import Connection
+from .statistics import FrameRecord
+
+__all__ = ["Tap", "Observer", "TapConnection", "FrameLog", "TraceObserver", "FrameTrace"]
+
+
+class TapConnection(Protocol):
+    """A client connection as observers see it."""
+
+    @property
+    def peer(self) -> str:
+        """The client's transport address (``host:port``)."""
+
+    @property
+    def container_id(self) -> str | None:
+        """The container-id of the client's ``open`` (None before it)."""
+
+    @property
+    def engine(self) -> Connection:
+        """The protocol engine: sessions, links and the calls that send frames."""
+
+    def write(self, data: bytes) -> None:
+        """Send ``data`` as it is (e.g. a frame an observer withheld earlier) and wake the writer."""
+
+
+class Observer:
+    """Base class of what a :class:`Tap` calls; every method passes things through unchanged."""
+
+    def frame_in(self, connection: TapConnection, channel: int, performative: Any) -> None:
+        """A frame arrived from the client (decoded, not yet acted on)."""
+
+    def event_in(self, connection: TapConnection, event: ev.Event) -> ev.Event | None:
+        """An event is about to be handled: return it, a replacement, or None to swallow it."""
+        return event
+
+    def frame_out(self, connection: TapConnection, channel: int, performative: Any, frame: bytes) -> bytes:
+        """A frame is about to be sent: return it, replacement bytes, or ``b""`` to withhold it."""
+        return frame
+
+
+AnyObserver = TypeVar("AnyObserver", bound=Observer)
+
+
+class Tap:
+    """The ordered observers of every connection of one broker."""
+
+    def __init__(self, on_change: Callable[[bool], None]) -> None:
+        self._observers: tuple[Observer, ...] = ()
+        self._on_change = on_change  # told whether any observer is installed, to set the engines' hooks
+        #: Whether an observer is installed (the one test paid when none is).
+        self.active = False
+
+    @property
+    def observers(self) -> tuple[Observer, ...]:
+        return self._observers
+
+    def install(self, observer: AnyObserver) -> AnyObserver:
+        """Add ``observer`` after those installed before it; return it."""
+        if observer in self._observers:
+            raise ValueError(f"{observer!r} is already installed; remove it before installing it again")
+        self._observers += (observer,)
+        self._changed()
+        return observer
+
+    def remove(self, observer: Observer) -> None:
+        """Remove an installed observer."""
+        if observer not in self._observers:
+            raise ValueError(f"{observer!r} is not installed (install it with tap.install first)")
+        self._observers = tuple(o for o in self._observers if o is not observer)
+        self._changed()
+
+    def _changed(self) -> None:
+        active = bool(self._observers)
+        if active != self.active:
+            self.active = active
+            self._on_change(active)
+
+    # ------------------------------------------------------ the three places
+
+    def frame_in(self, connection: TapConnection, channel: int, performative: Any) -> None:
+        for observer in self._observers:
+            observer.frame_in(connection, channel, performative)
+
+    def events_in(self, connection: TapConnection, events: list[ev.Event]) -> list[ev.Event]:
+        passed = []
+        for event in events:
+            current: ev.Event | None = event
+            for observer in self._observers:
+                current = observer.event_in(connection, event)
+                if current is None:
+                    break
+                event = current
+            if current is not None:
+                passed.append(current)
+        return passed
+
+    def frame_out(self, connection: TapConnection, channel: int, performative: Any, frame: bytes) -> bytes:
+        for observer in self._observers:
+            frame = observer.frame_out(connection, channel, performative, frame)
+            if not frame:
+                break
+        return frame
+
+    # ------------------------------------------------------------ helpers
+
+    @staticmethod
+    def address_of(connection: TapConnection, channel: int, performative: Any) -> str | None:
+        """The address of the link an outgoing frame on our ``channel`` belongs to, if any.
+
+        ``attach``, ``detach``, ``flow`` and ``transfer`` name a link by its
+        handle (§2.6.2); other frames (``open``, ``begin``, a session ``flow``,
+        a ``disposition``, which names deliveries, ...) give None.
+        """
+        session = connection.engine.local_session(channel)
+        handle = getattr(performative, "handle", None)
+        if session is None or handle is None or not isinstance(performative, (Attach, Detach, Flow, Transfer)):
+            return None
+        link = session.links_by_handle.get(handle)
+        address = link.address if link is not None else None
+        return address if isinstance(address, str) else None
+
+
+class FrameLog(Observer):
+    """Keeps the last ``size`` frames of every connection (``BrokerConfig.frame_log``)."""
+
+    def __init__(self, size: int, now: Callable[[], float]) -> None:
+        self.records: deque[FrameRecord] = deque(maxlen=size)
+        self._now = now
+
+    def frame_in(self, connection: TapConnection, channel: int, performative: Any) -> None:
+        self._record(connection, "in", channel, performative)
+
+    def frame_out(self, connection: TapConnection, channel: int, performative: Any, frame: bytes) -> bytes:
+        if performative is not None:  # keep-alives are not logged
+            self._record(connection, "out", channel, performative)
+        return frame
+
+    def _record(self, connection: TapConnection, direction: str, channel: int, performative: Any) -> None:
+        name = f"{connection.peer} {connection.container_id or ''}".strip()
+        self.records.append(FrameRecord(self._now(), name, direction, channel, performative))
+
+
+#: A plain function told of every frame: (connection, "in" or "out", channel, performative).
+FrameTrace = Callable[[Any, str, int, Any], None]
+
+
+class TraceObserver(Observer):
+    """Calls a plain function for every frame (``Broker(trace=...)``)."""
+
+    def __init__(self, trace: FrameTrace) -> None:
+        self.trace = trace
+
+    def frame_in(self, connection: TapConnection, channel: int, performative: Any) -> None:
+        self.trace(connection, "in", channel, performative)
+
+    def frame_out(self, connection: TapConnection, channel: int, performative: Any, frame: bytes) -> bytes:
+        if performative is not None:
+            self.trace(connection, "out", channel, performative)
+        return frame
