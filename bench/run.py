@@ -51,6 +51,12 @@ What is measured (``--only`` takes these group names):
     (20,000 quick) are queued with ``Broker.publish`` in a fresh process
     (``bench/engine_bench.py``), and the broker process's RSS growth while the same
     number arrive over proton.
+``fixture``
+    The pytest plugin: one pytest run of 300 generated tests (60 quick) taking the
+    ``amqp_broker`` fixture interleaved with as many that do not; each test's setup + call
+    + teardown is timed by a hook, the overhead is the difference of the medians (target
+    < 2 ms; ``bench/fixture_bench.py``).  The same with ``--minibroker-fresh`` (a broker
+    started and stopped per test) for comparison.
 ``depth``
     The engine in-process, no sockets: cost of one publish plus one dispatch-and-accept
     at depth 1,000 and at depth 1,000,000 (50,000 quick), 10,000 rounds each; CPU time is
@@ -100,7 +106,7 @@ from minibroker.amqp import Open, decode, encode  # noqa: E402
 from minibroker.protocol.framing import AMQP_HEADER, FRAME_HEADER, frame  # noqa: E402
 
 T = TypeVar("T")
-GROUPS = ("startup", "api", "throughput", "workloads", "memory", "depth")
+GROUPS = ("startup", "api", "fixture", "throughput", "workloads", "memory", "depth")
 DEFAULT_JSON = HERE / "results.jsonl"
 
 
@@ -127,6 +133,7 @@ class Settings:
     api_messages: int = 100_000
     api_polls: int = 200
     rounds: int = 3
+    fixture_tests: int = 300
 
     @classmethod
     def for_mode(cls, quick: bool) -> Settings:
@@ -135,6 +142,7 @@ class Settings:
                 mode="quick", startup_reps=20, startup_limit_s=5.0, messages=2_000, round_trips=200,
                 job_limit_s=5.0, selector_limit_s=4.0, memory_messages=20_000, proton_memory_messages=5_000,
                 depth_large=50_000, depth_ops=2_000, engine_limit_s=5.0, api_messages=10_000, api_polls=50, rounds=1,
+                fixture_tests=60,
             )  # fmt: skip
         return cls(mode="full", startup_reps=200, messages=20_000, round_trips=2_000)
 
@@ -574,6 +582,37 @@ def bench_api(report: Report, s: Settings) -> None:
     report.row("api", "publish() one message, median", mb=fmt(single_ms, "ms"), note="one thread hop per call")
     report.row("api", f"first read of .messages at depth {n:,}", mb=fmt(first_ms, "ms"),
                note="copies the queue's entries once; each message is decoded when read")  # fmt: skip
+
+
+# --------------------------------------------------------------------------- fixture
+
+
+def bench_fixture(report: Report, s: Settings) -> None:
+    from bench.fixture_bench import measure
+
+    n = s.fixture_tests
+    progress(f"fixture: {n} tests with amqp_broker and {n} without, interleaved in one pytest run; then --minibroker-fresh")
+    reused = measure(n)
+    fresh = measure(n, "--minibroker-fresh")
+    ok = reused["overhead_ms"] < 2.0
+    report.record("fixture", "overhead_per_test", "minibroker", reused["overhead_ms"], "ms", count=n,
+                  with_ms=reused["with_ms"], without_ms=reused["without_ms"], target="< 2 ms",
+                  status=verdict(ok))  # fmt: skip
+    report.record("fixture", "overhead_per_test_cpu", "minibroker", reused["overhead_cpu_ms"], "ms", count=n)
+    report.record("fixture", "test_with_fixture_median", "minibroker", reused["with_ms"], "ms", count=n)
+    report.record("fixture", "test_without_fixture_median", "baseline", reused["without_ms"], "ms", count=n)
+    report.record("fixture", "first_test_with_fixture", "minibroker", reused["first_ms"], "ms")
+    report.record("fixture", "overhead_per_test_fresh", "minibroker", fresh["overhead_ms"], "ms", count=n,
+                  with_ms=fresh["with_ms"], without_ms=fresh["without_ms"])  # fmt: skip
+    report.row("fixture", "amqp_broker per test (kept broker, reset), median", mb=fmt(reused["with_ms"], "ms"),
+               base=fmt(reused["without_ms"], "ms"), note="baseline: the same test without the fixture")  # fmt: skip
+    report.row("fixture", "fixture overhead per test (with - without)", mb=fmt(reused["overhead_ms"], "ms"),
+               target="< 2 ms", status=verdict(ok))  # fmt: skip
+    report.row("fixture", "fixture overhead per test, CPU time (all threads)", mb=fmt(reused["overhead_cpu_ms"], "ms"),
+               note="what the machine's load does not inflate")  # fmt: skip
+    report.row("fixture", "first test (starts the broker)", mb=fmt(reused["first_ms"], "ms"))
+    report.row("fixture", "overhead per test with --minibroker-fresh", mb=fmt(fresh["overhead_ms"], "ms"),
+               note="a new broker started and stopped per test")  # fmt: skip
 
 
 # ------------------------------------------------------------------------ client jobs
@@ -1031,6 +1070,8 @@ def main(argv: list[str] | None = None) -> int:
             timed("startup", bench_startup, report, s)
         if "api" in groups:
             timed("api", bench_api, report, s)
+        if "fixture" in groups:
+            timed("fixture", bench_fixture, report, s)
         env: Env | None = None
         if {"throughput", "workloads", "memory"} & set(groups) or args.profile is not None:
             # Spawn every process first (they import in parallel), then wait for each.

@@ -43,7 +43,7 @@ class _ThreadedClock:
         """Back to the manual clock's start time (``reset()`` leaves no expiry times behind)."""
         if not isinstance(self._clock, ManualClock):
             raise TypeError("rewind() needs a manual clock: ThreadedBroker(clock=minibroker.ManualClock())")
-        self._owner._call(self._clock.rewind)
+        self._clock.rewind()  # one float written; no timer runs, so no trip to the broker's thread
 
 
 class ThreadedBroker(BrokerAPI):
@@ -149,12 +149,35 @@ class ThreadedBroker(BrokerAPI):
         Nodes, counters and durable subscriptions stay; unsettled deliveries went back to their
         queues first (see :mod:`minibroker.restartable`).
         """
+        server, nursery, token = self._serving("restart()")
+        trio.from_thread.run(server.restart, nursery, trio_token=token)
+
+    def _serving(self, what: str) -> tuple[RestartableServer, trio.Nursery, trio.lowlevel.TrioToken]:
         if self._thread is None or self._token is None or self._server is None or self._nursery is None:
             raise RuntimeError("the broker is not running: call start() or use `with ThreadedBroker() as broker:`")
         if threading.current_thread() is self._thread:
-            raise RuntimeError("restart() waits for the broker's thread: call it from the test, not from a hook")
-        server, nursery = self._server, self._nursery
-        trio.from_thread.run(server.restart, nursery, trio_token=self._token)
+            raise RuntimeError(f"{what} waits for the broker's thread: call it from the test, not from a hook")
+        return self._server, self._nursery, self._token
+
+    def reset(self, *, drop_connections: bool = False) -> None:
+        """Back to empty: connections closed, nodes, messages, transactions, counters, errors and
+        frame log gone.  ``drop_connections=True`` drops them as :meth:`restart` does (sockets
+        closed at once) instead of closing them with ``amqp:connection:forced``, so nothing of
+        the old connections outlives the reset (how the pytest plugin reuses a broker)."""
+        if not drop_connections:
+            super().reset()
+            return
+        server, nursery, token = self._serving("reset(drop_connections=True)")
+        if not self._broker.connections:  # the usual case: one synchronous call, no task to spawn
+            trio.from_thread.run_sync(self._locked, self._broker.reset, (), trio_token=token)
+            return
+
+        async def renew() -> None:
+            await server.stop()  # a connection accepted meanwhile is dropped too
+            await server.start(nursery)
+            self._locked(self._broker.reset, ())
+
+        trio.from_thread.run(renew, trio_token=token)
 
     def __enter__(self) -> ThreadedBroker:
         return self.start()

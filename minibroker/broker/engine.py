@@ -218,6 +218,7 @@ class Broker:
         connection = BrokerConnection(self, notify, peer)
         self.connections.add(connection)
         self.connections_total += 1
+        self.flush()  # waiters on statistics().connections see it
         return connection
 
     def forget_connection(self, connection: BrokerConnection) -> None:
@@ -225,6 +226,7 @@ class Broker:
         connection.open = False
         self.connections.discard(connection)
         self._dirty.discard(connection)
+        self.flush()  # waiters on statistics().connections see it go
 
     def internalerror(self, connection: BrokerConnection, exc: Exception) -> None:
         """Close the connection whose handling raised, with ``amqp:internal-error``; keep the error.

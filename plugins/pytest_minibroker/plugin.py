@@ -185,8 +185,8 @@ class _Session:
         observed = bool(hooks.pytest_minibroker_frame.get_hookimpls() or hooks.pytest_minibroker_message.get_hookimpls())
         if not observed and not self.html:
             return None
-        recorder = Recorder(broker._broker, max(self.frame_log, 1), hooks if observed else None, broker)
-        recorder.install()
+        recorder = Recorder(broker._broker.clock, max(self.frame_log, 1), hooks if observed else None, broker)
+        _observe(broker, recorder)
         return recorder
 
     def checkout(self, settings: BrokerSettings) -> ThreadedBroker:
@@ -194,6 +194,7 @@ class _Session:
         key = settings.key()
         broker = None if self.fresh else self.pool.pop(key, None)
         if broker is not None and broker.running:
+            _observe(broker, None)  # the previous test's recorder, if any, stops here
             _reset(broker, settings)
         else:
             broker = settings.start()
@@ -225,14 +226,21 @@ def _as_list(value: Any) -> list[Any]:
 
 def _reset(broker: ThreadedBroker, settings: BrokerSettings) -> None:
     """Make a used broker indistinguishable from a new one with the same configuration."""
-    if broker.statistics().connections:
-        broker.restart()  # sockets go at once; a closing handshake could linger into the next test
-    broker.reset()
+    # Sockets go at once: a closing handshake could linger into the next test.  One trip to the
+    # broker's thread, the fixture's whole per-test cost when nothing went wrong.
+    broker.reset(drop_connections=True)
     if settings.clock == "manual":
         broker.clock.rewind()
     faults = getattr(broker, "faults", None)
     if faults is not None:
         faults.clear()
+
+
+def _observe(broker: Any, recorder: Recorder | None) -> None:
+    """Point the engine's observation points at ``recorder`` (or nothing)."""
+    engine = broker._broker
+    engine.trace = recorder.frame if recorder is not None else None
+    engine.router.on_route = recorder.routed if recorder is not None else None
 
 
 def _watch(node: pytest.Item, label: str, broker: Any, recorder: Recorder | None) -> None:
@@ -243,7 +251,8 @@ def _watch(node: pytest.Item, label: str, broker: Any, recorder: Recorder | None
 def _raise_broker_errors(broker: Any, label: str) -> None:
     """Re-raise what went wrong inside the broker during the test, with the broker's traceback;
     then fail for faults declared ``must_fire=True`` that never fired."""
-    errors = broker.errors()
+    # Reading the list's length needs no trip to the broker's thread; errors() copies it there.
+    errors = broker.errors() if broker._broker.errors else []
     if errors:
         note = (
             f"raised inside the {label} broker ({broker.url}) during this test; "

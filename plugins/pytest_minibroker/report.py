@@ -106,31 +106,21 @@ class Recorder:
     when a picture is asked for or a hook observes them, so tests pay nothing otherwise.
     """
 
-    def __init__(self, engine: Any, limit: int, hook: Any | None, handle: Any) -> None:
-        self.engine = engine
+    def __init__(self, clock: Any, limit: int, hook: Any | None, handle: Any) -> None:
+        self.clock = clock
         self.events: deque[FrameRecord | Routed] = deque(maxlen=limit)
         self.hook = hook
         self.handle = handle
 
-    def install(self) -> None:
-        self.engine.trace = self.frame
-        self.engine.router.on_route = self.routed
-
-    def uninstall(self) -> None:
-        if self.engine.trace == self.frame:
-            self.engine.trace = None
-        if self.engine.router.on_route == self.routed:
-            self.engine.router.on_route = None
-
     def frame(self, connection: Any, direction: str, channel: int, performative: Any) -> None:
         name = f"{connection.peer} {connection.container_id or ''}".strip()
-        record = FrameRecord(self.engine.clock.now(), name, direction, channel, performative)
+        record = FrameRecord(self.clock.now(), name, direction, channel, performative)
         self.events.append(record)
         if self.hook is not None:
             self.hook.pytest_minibroker_frame(broker=self.handle, record=record)
 
     def routed(self, address: str, message: Any) -> None:
-        self.events.append(Routed(self.engine.clock.now(), address, message))
+        self.events.append(Routed(self.clock.now(), address, message))
         if self.hook is not None:
             self.hook.pytest_minibroker_message(broker=self.handle, address=address, message=message.decode())
 
