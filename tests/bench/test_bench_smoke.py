@@ -53,3 +53,20 @@ def test_quick_startup_and_throughput_write_positive_measurements(tmp_path: Path
         assert expected in names, f"missing {expected}; got {sorted(names)}"
     counts = {(rec["name"], rec["subject"]): rec.get("count") for rec in records if rec["group"] == "throughput"}
     assert counts[("send", "minibroker")] == 200 and counts[("concurrent", "minibroker")] == 200, counts
+
+
+def test_quick_fixture_group_measures_with_and_without_the_fixture(tmp_path: Path) -> None:
+    out = tmp_path / "bench.jsonl"
+    proc = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--only", "fixture", "--json", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, f"bench failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr[-4000:]}"
+    assert "fixture overhead per test (with - without)" in proc.stdout
+    records = {rec["name"]: rec for rec in map(json.loads, out.read_text().splitlines())}
+    assert records["test_with_fixture_median"]["value"] > 0
+    assert records["test_without_fixture_median"]["subject"] == "baseline"
+    overhead = records["overhead_per_test"]
+    assert overhead["target"] == "< 2 ms" and overhead["status"] in ("PASS", "MISS")
+    assert overhead["value"] == overhead["with_ms"] - overhead["without_ms"]
+    assert {"overhead_per_test_cpu", "overhead_per_test_fresh", "first_test_with_fixture"} <= records.keys()
