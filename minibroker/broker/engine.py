@@ -365,7 +365,7 @@ class Broker:
         self.errors.clear()
         self.connections_total = 0
         if self.frame_log is not None:
-            self.frame_log.clear()
+            self.frame_log.records.clear()
         self.flush()
 
     def drop_transient(self) -> int:

@@ -12,9 +12,7 @@ import re
 from html import escape
 from pathlib import Path
 
-from minibroker import FrameRecord
-
-from .report import Routed, State, format_section, summarize
+from .report import Frame, Routed, State, format_section, summarize
 
 __all__ = ["page_path", "render", "write"]
 
@@ -47,22 +45,22 @@ def page_path(directory: str, nodeid: str) -> Path:
     return Path(directory) / f"{name[:180]}.html"
 
 
-def _peer(record: FrameRecord) -> str:
+def _peer(frame: Frame) -> str:
     """A connection's lane key: its peer address (the container-id joins the name after ``open``)."""
-    return record.connection.split(" ", 1)[0]
+    return frame.record.connection.split(" ", 1)[0]
 
 
-def _lanes(events: tuple[FrameRecord | Routed, ...]) -> tuple[list[str], list[str]]:
+def _lanes(events: tuple[Frame | Routed, ...]) -> tuple[list[str], list[str]]:
     """Lane keys in order of first appearance, and their labels (peer plus container-id)."""
     keys: list[str] = []
     labels: dict[str, str] = {}
     for event in events:
-        if isinstance(event, FrameRecord):
+        if isinstance(event, Frame):
             key = _peer(event)
             if key not in labels:
                 keys.append(key)
-            if len(event.connection) > len(labels.get(key, "")):
-                labels[key] = event.connection
+            if len(event.record.connection) > len(labels.get(key, "")):
+                labels[key] = event.record.connection
     return keys, [labels[key] for key in keys]
 
 
@@ -73,6 +71,10 @@ def _lane_of(labels: list[str], connection: str | None) -> int | None:
             if connection in label.split(" "):
                 return index
     return None
+
+
+def _inline(text: str) -> str:
+    return text if len(text) <= INLINE else text[: INLINE - 3] + "..."
 
 
 def render(nodeid: str, state: State, failure: str) -> str:
@@ -105,19 +107,25 @@ def render(nodeid: str, state: State, failure: str) -> str:
     for event in events:
         fault_rows(event.time)
         rows.append(f'<text class="time" x="4" y="{y + 4}">{event.time - start:+.3f}s</text>')
-        if isinstance(event, FrameRecord):
+        if isinstance(event, Frame):
+            record = event.record
             x = x_of[keys.index(_peer(event))]
-            x1, x2 = (x, x_broker) if event.direction == "in" else (x_broker, x)
-            label = f"[{event.channel}] {summarize(event.performative)}"
+            x1, x2 = (x, x_broker) if record.direction == "in" else (x_broker, x)
+            label = f"[{record.channel}] {summarize(record.performative)}"
+            hover = repr(record.performative)
+            if event.payload is not None:
+                body = repr(event.body())
+                label += f": {_inline(body)}"
+                hover += f"\nmessage body: {body}"
             mid = min(x1, x2) + 8
             rows.append(
-                f'<g><title>{escape(repr(event.performative))}</title>'
-                f'<line class="{event.direction}" x1="{x1}" y1="{y}" x2="{x2}" y2="{y}" marker-end="url(#arrow-{event.direction})"/>'
+                f'<g><title>{escape(hover)}</title>'
+                f'<line class="{record.direction}" x1="{x1}" y1="{y}" x2="{x2}" y2="{y}" marker-end="url(#arrow-{record.direction})"/>'
                 f'<text x="{mid}" y="{y - 4}">{escape(label)}</text></g>'
             )
         else:
             body = repr(event.body())
-            inline = body if len(body) <= INLINE else body[: INLINE - 3] + "..."
+            inline = _inline(body)
             rows.append(
                 f'<g><title>{escape(event.address)}: {escape(body)}</title>'
                 f'<rect class="msg" x="{x_broker - 60}" y="{y - 12}" width="{LANE - 10 + 60}" height="18" rx="3"/>'

@@ -121,6 +121,8 @@ class _Session:
 
     config: pytest.Config
     pool: OrderedDict[str, ThreadedBroker] = field(default_factory=OrderedDict)
+    #: Brokers with a test's recorder on their observation points.
+    recording: set[Any] = field(default_factory=set)
 
     def _value(self, option: str, ini: str) -> Any:
         value = self.config.getoption(option)
@@ -187,6 +189,7 @@ class _Session:
             return None
         recorder = Recorder(broker._broker.clock, max(self.frame_log, 1), hooks if observed else None, broker)
         _observe(broker, recorder)
+        self.recording.add(broker)
         return recorder
 
     def checkout(self, settings: BrokerSettings) -> ThreadedBroker:
@@ -194,7 +197,9 @@ class _Session:
         key = settings.key()
         broker = None if self.fresh else self.pool.pop(key, None)
         if broker is not None and broker.running:
-            _observe(broker, None)  # the previous test's recorder, if any, stops here
+            if broker in self.recording:  # the previous test's recorder stops here
+                self.recording.discard(broker)
+                _observe(broker, None)
             _reset(broker, settings)
         else:
             broker = settings.start()
@@ -237,10 +242,22 @@ def _reset(broker: ThreadedBroker, settings: BrokerSettings) -> None:
 
 
 def _observe(broker: Any, recorder: Recorder | None) -> None:
-    """Point the engine's observation points at ``recorder`` (or nothing)."""
-    engine = broker._broker
-    engine.trace = recorder.frame if recorder is not None else None
-    engine.router.on_route = recorder.routed if recorder is not None else None
+    """Put ``recorder`` (or nothing) on the broker's observation points, instead of any before it.
+
+    Runs in the broker's thread (the tap is the broker's state).
+    """
+    from .report import Recorder
+
+    def swap() -> None:
+        engine = broker._broker
+        for observer in engine.tap.observers:
+            if isinstance(observer, Recorder):
+                engine.tap.remove(observer)
+        if recorder is not None:
+            engine.tap.install(recorder)
+        engine.router.on_route = recorder.routed if recorder is not None else None
+
+    broker._read(swap)
 
 
 def _watch(node: pytest.Item, label: str, broker: Any, recorder: Recorder | None) -> None:

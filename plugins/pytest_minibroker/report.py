@@ -8,8 +8,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from minibroker import FrameRecord, NodeError
+from minibroker.amqp import codec
+from minibroker.amqp.message import decode_message
+from minibroker.amqp.performatives import Transfer
+from minibroker.broker.tap import Observer, TapConnection
+from minibroker.protocol import events as ev
 
-__all__ = ["Recorder", "Routed", "State", "capture", "format_section", "summarize"]
+__all__ = ["Frame", "Recorder", "Routed", "State", "capture", "format_section", "summarize"]
 
 #: Longest rendering of one body or field in the text report.
 SHORT = 120
@@ -84,6 +89,14 @@ def summarize(performative: Any) -> str:
     return _short(performative, 80)
 
 
+def _body(payload: bytes) -> Any:
+    """A message's body for display; an undecodable one is shown, not fatal to the report."""
+    try:
+        return decode_message(payload).body
+    except Exception as exc:
+        return f"<undecodable: {exc}>"
+
+
 @dataclass(frozen=True, slots=True)
 class Routed:
     """A message the broker routed to a node, as the recorder saw it."""
@@ -93,31 +106,67 @@ class Routed:
     message: Any  # the stored message; decoded only when a picture is drawn
 
     def body(self) -> Any:
-        try:
-            return self.message.decode().body
-        except Exception as exc:  # an undecodable body is shown, not fatal to the report
-            return f"<undecodable: {exc}>"
+        return _body(self.message.payload)
 
 
-class Recorder:
-    """Frames and routed messages of one test in the order the broker handled them (broker thread).
+@dataclass(slots=True)
+class Frame:
+    """A frame as the recorder saw it, with the message bytes a transfer carried (if any)."""
 
-    Installed on the engine's observation points (``Broker.trace``, ``Router.on_route``) only
+    record: FrameRecord
+    payload: bytes | None = None
+
+    @property
+    def time(self) -> float:
+        return self.record.time
+
+    def body(self) -> Any:
+        return None if self.payload is None else _body(self.payload)
+
+
+class Recorder(Observer):
+    """Frames, the messages transfers carry, and routed messages of one test, in the order the
+    broker handled them (called in the broker's thread).
+
+    Installed on the broker's observation points (``broker.tap`` and ``Router.on_route``) only
     when a picture is asked for or a hook observes them, so tests pay nothing otherwise.
     """
 
     def __init__(self, clock: Any, limit: int, hook: Any | None, handle: Any) -> None:
         self.clock = clock
-        self.events: deque[FrameRecord | Routed] = deque(maxlen=limit)
+        self.events: deque[Frame | Routed] = deque(maxlen=limit)
         self.hook = hook
         self.handle = handle
+        self._last_in: dict[Any, Frame] = {}  # the last inbound transfer of each connection
 
-    def frame(self, connection: Any, direction: str, channel: int, performative: Any) -> None:
+    def _record(self, connection: TapConnection, direction: str, channel: int, performative: Any) -> Frame:
         name = f"{connection.peer} {connection.container_id or ''}".strip()
-        record = FrameRecord(self.clock.now(), name, direction, channel, performative)
-        self.events.append(record)
+        frame = Frame(FrameRecord(self.clock.now(), name, direction, channel, performative))
+        self.events.append(frame)
         if self.hook is not None:
-            self.hook.pytest_minibroker_frame(broker=self.handle, record=record)
+            self.hook.pytest_minibroker_frame(broker=self.handle, record=frame.record)
+        return frame
+
+    def frame_in(self, connection: TapConnection, channel: int, performative: Any) -> None:
+        frame = self._record(connection, "in", channel, performative)
+        if isinstance(performative, Transfer):
+            self._last_in[connection] = frame
+
+    def event_in(self, connection: TapConnection, event: ev.Event) -> ev.Event | None:
+        if isinstance(event, ev.MessageReceived):  # the whole message of the last transfer(s) in
+            frame = self._last_in.pop(connection, None)
+            if frame is not None:
+                frame.payload = event.delivery.payload
+        return event
+
+    def frame_out(self, connection: TapConnection, channel: int, performative: Any, frame: bytes) -> bytes:
+        if performative is not None:  # keep-alives are not shown
+            recorded = self._record(connection, "out", channel, performative)
+            if isinstance(performative, Transfer) and not performative.more:
+                # header (8 bytes, doff 2) + performative + the message's bytes (single-frame transfers)
+                _value, end = codec.decode_at(frame, 8)
+                recorded.payload = bytes(frame[end:]) or None
+        return frame
 
     def routed(self, address: str, message: Any) -> None:
         self.events.append(Routed(self.clock.now(), address, message))
@@ -143,7 +192,7 @@ class State:
     frames_total: int
     firings: tuple[Any, ...]
     errors: tuple[Exception, ...]
-    events: tuple[FrameRecord | Routed, ...]
+    events: tuple[Frame | Routed, ...]
 
 
 def capture(broker: Any, recorder: Recorder | None, frames_shown: int) -> State:

@@ -99,6 +99,14 @@ def test_html_writes_one_well_formed_page_per_failing_test(pytester: pytest.Pyte
     assert len(arrows) >= 15
     assert any(label and "attach" in label for label in labels)
     assert any(label and label.startswith("routed to invoices: {'order': 7, 'total': 10.5}") for label in labels)
+    # Transfers carry their message's body inline, both ways (client -> broker, broker -> client).
+    transfers = [g for g in svg.iterfind("s:g", ns) if (g.find("s:text", ns).text or "").startswith("[0] transfer")]
+    carried = [(g.find("s:line", ns).get("class"), g.find("s:text", ns).text.split(": ", 1)[1]) for g in transfers]
+    assert carried == [
+        ("in", "{'id': 7, 'item': 'lamp'}"),
+        ("out", "{'id': 7, 'item': 'lamp'}"),
+        ("in", "{'order': 7, 'total': 10.5}"),
+    ]
     titles = [t.text or "" for t in svg.iter(f"{{{ns['s']}}}title")]
     assert any("invoices: {'order': 7, 'total': 10.5}" in t for t in titles)  # full body on hover
     # Arrows into the broker point at its lane, arrows out of it start there.
