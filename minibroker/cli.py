@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import signal
+import ssl
 import sys
 
 import trio
@@ -12,6 +14,7 @@ from . import __version__
 from .broker.config import BrokerConfig
 from .broker.engine import Broker
 from .server import DEFAULT_HOST, serve
+from .tls import server_context
 
 __all__ = ["main"]
 
@@ -35,15 +38,19 @@ def _parser() -> argparse.ArgumentParser:
     serve_cmd.add_argument("--no-auto-create", action="store_true", help="refuse links to unknown addresses")
     serve_cmd.add_argument("--queue", action="append", default=[], help="declare a queue at start-up")
     serve_cmd.add_argument("--topic", action="append", default=[], help="declare a topic at start-up")
+    serve_cmd.add_argument("--ssl-certfile", help="serve amqps (TLS) with this PEM certificate (chain)")
+    serve_cmd.add_argument("--ssl-keyfile", help="the certificate's PEM private key (if not in --ssl-certfile)")
+    serve_cmd.add_argument("--ssl-keyfile-password", help="password of an encrypted --ssl-keyfile")
     return parser
 
 
-async def _serve(broker: Broker, host: str, port: int) -> None:
+async def _serve(broker: Broker, host: str, port: int, context: ssl.SSLContext | None) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
-            bound = await nursery.start(serve, broker, host, port)
+            bound = await nursery.start(functools.partial(serve, ssl_context=context), broker, host, port)
             shown = f"[{host}]" if ":" in host else host
-            print(f"minibroker listening on amqp://{shown}:{bound}", flush=True)
+            scheme = "amqp" if context is None else "amqps"
+            print(f"minibroker listening on {scheme}://{shown}:{bound}", flush=True)
             if host not in ("127.0.0.1", "localhost", "::1"):
                 print(f"warning: bound to {host}, reachable from other machines", file=sys.stderr, flush=True)
             async for _ in signals:
@@ -54,7 +61,16 @@ async def _serve(broker: Broker, host: str, port: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    context = None
+    if args.ssl_certfile:
+        try:
+            context = server_context(args.ssl_certfile, args.ssl_keyfile, args.ssl_keyfile_password)
+        except ValueError as exc:
+            parser.error(str(exc))
+    elif args.ssl_keyfile:
+        parser.error("--ssl-keyfile needs --ssl-certfile")
     config = BrokerConfig(
         users=dict(args.user),
         allow_anonymous=not args.no_anonymous,
@@ -67,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         broker.declare_topic(name)
     failure: OSError | None = None
     try:
-        trio.run(_serve, broker, args.host, args.port)
+        trio.run(_serve, broker, args.host, args.port, context)
     except* OSError as group:  # the listener could not be opened (e.g. the port is in use)
         failure = group.exceptions[0]  # type: ignore[assignment]
     if failure is not None:

@@ -13,6 +13,8 @@ dynamic nodes ended with their links; open transactions were rolled back.
 
 from __future__ import annotations
 
+import ssl
+
 import trio
 
 from .broker.engine import Broker
@@ -24,10 +26,11 @@ __all__ = ["RestartableServer"]
 class RestartableServer:
     """One ``serve()`` task at a time for ``broker``, started in a nursery the owner keeps."""
 
-    def __init__(self, broker: Broker, host: str, port: int) -> None:
+    def __init__(self, broker: Broker, host: str, port: int, ssl_context: ssl.SSLContext | None = None) -> None:
         self.broker = broker
         self.host = host
         self.port = port
+        self.ssl_context = ssl_context
         self._scope: trio.CancelScope | None = None
         self._done = trio.Event()
 
@@ -40,7 +43,7 @@ class RestartableServer:
         done = self._done = trio.Event()
         try:
             with trio.CancelScope() as self._scope:
-                await serve(self.broker, self.host, self.port, task_status=task_status)
+                await serve(self.broker, self.host, self.port, ssl_context=self.ssl_context, task_status=task_status)
         finally:
             done.set()
 
@@ -50,6 +53,11 @@ class RestartableServer:
             self._scope.cancel()
             await self._done.wait()
             self._scope = None
+
+    @property
+    def url(self) -> str:
+        """``amqp://HOST:PORT``, or ``amqps://`` when serving TLS."""
+        return f"{'amqp' if self.ssl_context is None else 'amqps'}://{self.host}:{self.port}"
 
     async def restart(self, nursery: trio.Nursery) -> None:
         """Stop, lose non-durable messages, serve again on the same port."""

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import math
 import socket
+import ssl
 from typing import Any
 
 import trio
 
 from .broker.clock import ManualClock
 from .broker.engine import Broker, BrokerConnection
+from .tls import close_notify, handshake, wrap
 
 __all__ = ["serve", "DEFAULT_HOST"]
 
@@ -33,6 +35,9 @@ FAIRNESS_BATCH = 16
 CLOSE_GRACE = 5.0
 #: Seconds to wait for the peer to close its side after we closed ours (avoids a reset).
 LINGER = 0.5
+#: A read that would block: plain sockets raise BlockingIOError, TLS ones SSLWantReadError.
+WOULD_BLOCK_READ = (BlockingIOError, ssl.SSLWantReadError)
+WOULD_BLOCK_WRITE = (BlockingIOError, ssl.SSLWantWriteError)
 
 
 class _Waker:
@@ -81,7 +86,7 @@ class _Sender:
             while self._pending:
                 try:
                     sent = self._sock.send(self._pending)
-                except BlockingIOError:
+                except WOULD_BLOCK_WRITE:
                     sent = 0
                 del self._pending[:sent]
                 if self._pending:
@@ -102,9 +107,13 @@ async def serve(
     host: str = DEFAULT_HOST,
     port: int = 0,
     *,
+    ssl_context: ssl.SSLContext | None = None,
     task_status: Any = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve AMQP on ``host:port`` until cancelled; reports the bound port through ``task_status``."""
+    """Serve AMQP on ``host:port`` until cancelled; reports the bound port through ``task_status``.
+
+    With ``ssl_context`` every connection is TLS (``amqps``, see :mod:`.tls`).
+    """
     family, kind, proto, _name, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     listener = socket.socket(family, kind, proto)
     try:
@@ -129,7 +138,10 @@ async def serve(
                 sock.setblocking(False)
                 if family in (socket.AF_INET, socket.AF_INET6):
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                nursery.start_soon(_serve_connection, broker, sock, f"{peer[0]}:{peer[1]}")
+                if ssl_context is not None:
+                    nursery.start_soon(_serve_tls, broker, ssl_context, sock, f"{peer[0]}:{peer[1]}")
+                else:
+                    nursery.start_soon(_serve_connection, broker, sock, f"{peer[0]}:{peer[1]}")
     finally:
         listener.close()
 
@@ -151,6 +163,19 @@ async def _run_timers(broker: Broker) -> None:
                 broker.run_timers()
     finally:
         broker.on_timers_changed = previous
+
+
+async def _serve_tls(broker: Broker, context: ssl.SSLContext, raw: socket.socket, peer: str) -> None:
+    """Handshake, then serve as plain; a failed handshake only closes the socket (no broker state yet)."""
+    try:
+        sock = wrap(context, raw)
+    except OSError:
+        raw.close()
+        return
+    if await handshake(sock):
+        await _serve_connection(broker, sock, peer)
+    else:
+        sock.close()
 
 
 async def _serve_connection(broker: Broker, sock: socket.socket, peer: str) -> None:
@@ -193,12 +218,14 @@ async def _linger(sock: socket.socket) -> None:
     """Half-close and drain what the peer still sends, so it reads our close rather than a reset."""
     with trio.CancelScope(shield=True), trio.move_on_after(LINGER):
         try:
+            if isinstance(sock, ssl.SSLSocket):
+                close_notify(sock)
             sock.shutdown(socket.SHUT_WR)
             while True:
                 try:
                     if not sock.recv(READ_SIZE):
                         return
-                except BlockingIOError:
+                except WOULD_BLOCK_READ:
                     await trio.lowlevel.wait_readable(sock)
         except OSError:
             return
@@ -210,9 +237,12 @@ async def _read(connection: BrokerConnection, sock: socket.socket, sender: _Send
     while not connection.finished:
         try:
             data = sock.recv(READ_SIZE)
-        except BlockingIOError:
+        except WOULD_BLOCK_READ:
             handled = 0
             await trio.lowlevel.wait_readable(sock)
+            continue
+        except ssl.SSLWantWriteError:  # TLS wants to write first (e.g. a key update): rare, never plain
+            await trio.sleep(0.001)
             continue
         if not data:
             return True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 import sys
 import threading
 import time
@@ -63,6 +64,7 @@ class ThreadedBroker(BrokerAPI):
         port: int = 0,
         config: BrokerConfig | None = None,
         clock: Clock | None = None,
+        ssl_context: ssl.SSLContext | None = None,
         **config_fields: Any,
     ) -> None:
         if config is not None and config_fields:
@@ -70,6 +72,7 @@ class ThreadedBroker(BrokerAPI):
         self._config = config or BrokerConfig(**config_fields)
         self._host = host
         self._requested_port = port
+        self._ssl_context = ssl_context
         self._given_clock = clock
         self._thread: threading.Thread | None = None
         self._token: trio.lowlevel.TrioToken | None = None
@@ -111,7 +114,7 @@ class ThreadedBroker(BrokerAPI):
             async with trio.open_nursery() as nursery:
                 self._cancel = nursery.cancel_scope
                 self._nursery = nursery
-                self._server = RestartableServer(self._broker, self._host, self._requested_port)
+                self._server = RestartableServer(self._broker, self._host, self._requested_port, self._ssl_context)
                 self._port = await self._server.start(nursery)
                 ready.set()
                 await trio.sleep_forever()  # keeps the nursery open for restart(); stop() cancels it
@@ -206,8 +209,8 @@ class ThreadedBroker(BrokerAPI):
 
     @property
     def url(self) -> str:
-        """``amqp://127.0.0.1:PORT``."""
-        return f"amqp://{self._host}:{self.port}"
+        """``amqp://127.0.0.1:PORT``, or ``amqps://`` when serving TLS."""
+        return f"{'amqp' if self._ssl_context is None else 'amqps'}://{self._host}:{self.port}"
 
     # -------------------------------------------------------- marshalling
 

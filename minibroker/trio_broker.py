@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -54,7 +55,7 @@ class TrioBroker(BrokerAPI):
 
     @property
     def url(self) -> str:
-        return f"amqp://{self.host}:{self.port}"
+        return self._server.url
 
     def _call(self, fn: Callable[..., T], *args: Any) -> T:
         result = fn(*args)
@@ -97,6 +98,7 @@ async def open_broker(
     port: int = 0,
     config: BrokerConfig | None = None,
     clock: Clock | None = None,
+    ssl_context: ssl.SSLContext | None = None,
     **config_fields: Any,
 ) -> AsyncIterator[TrioBroker]:
     """Serve a broker in the current trio run for the duration of the block."""
@@ -104,7 +106,7 @@ async def open_broker(
         raise TypeError("pass either config=BrokerConfig(...) or its fields as keywords, not both")
     broker = Broker(config or BrokerConfig(**config_fields), clock)
     async with trio.open_nursery() as nursery:
-        server = RestartableServer(broker, host, port)
+        server = RestartableServer(broker, host, port, ssl_context)
         await server.start(nursery)
         try:
             yield TrioBroker(broker, server, nursery)

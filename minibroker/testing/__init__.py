@@ -24,8 +24,10 @@ from .peer import auto_accept as auto_accept
 from .peer import connect as connect
 from .peer import exchange as exchange
 from .peer import parse_frames as parse_frames
+from .tls import ThrowawayTLS as ThrowawayTLS
+from .tls import throwaway_tls as throwaway_tls
 
 __all__ = [
     "Frame", "FrameReader", "QueueMismatch", "assert_queue", "Frames", "Peer", "PeerLink", "PeerSession", "ProtocolHeader", "Pump",
-    "Transport", "auto_accept", "connect", "exchange", "parse_frames",
+    "ThrowawayTLS", "Transport", "auto_accept", "connect", "exchange", "parse_frames", "throwaway_tls",
 ]  # fmt: skip

@@ -61,6 +61,10 @@ function connectOptions(a) {
     if (a.password !== undefined) options.password = a.password;
     if (a.max_frame_size !== undefined) options.max_frame_size = a.max_frame_size;
     if (a.container_id !== undefined) options.container_id = a.container_id;
+    if (a.ca_file !== undefined) {  // amqps: TLS, trusting only this CA
+        options.transport = 'tls';
+        options.ca = [require('fs').readFileSync(a.ca_file)];
+    }
     return options;
 }
 

@@ -1,0 +1,72 @@
+"""TLS for the server (``amqps``, Part 5 §5.2.1: TLS first, then the AMQP or SASL header).
+
+The server keeps its non-blocking stdlib sockets: an accepted socket is
+wrapped with :meth:`ssl.SSLContext.wrap_socket` and its handshake is driven
+here under ``trio.lowlevel``.  After that the server's read and write loops
+are the same as for plain TCP; they also treat ``ssl.SSLWantReadError`` /
+``SSLWantWriteError`` as "would block".  A plain connection never touches
+this module.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+
+import trio
+
+__all__ = ["HANDSHAKE_TIMEOUT", "close_notify", "handshake", "server_context", "wrap"]
+
+#: Seconds a client may take to complete the TLS handshake before its socket is closed;
+#: bounds the slot a silent or plain-TCP client holds on a TLS port.
+HANDSHAKE_TIMEOUT = 10.0
+
+
+def server_context(certfile: str, keyfile: str | None = None, password: str | None = None) -> ssl.SSLContext:
+    """A server-side context from a PEM certificate (chain) and key, TLS 1.2 or later.
+
+    ``keyfile`` may be omitted when ``certfile`` holds the key too, as with
+    uvicorn's ``--ssl-certfile`` / ``--ssl-keyfile`` / ``--ssl-keyfile-password``.
+    """
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.options |= ssl.OP_NO_RENEGOTIATION  # the write loop never has to read (and vice versa)
+    try:
+        context.load_cert_chain(certfile, keyfile, password)
+    except (OSError, ssl.SSLError) as exc:
+        raise ValueError(
+            f"cannot load the TLS certificate {certfile!r} / key {keyfile!r}: {exc} "
+            "(expected PEM files; give the key's password if it is encrypted)"
+        ) from exc
+    return context
+
+
+def wrap(context: ssl.SSLContext, sock: socket.socket) -> ssl.SSLSocket:
+    """The server side of TLS on an accepted non-blocking socket; the handshake is not yet done."""
+    return context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+
+
+async def handshake(sock: ssl.SSLSocket, timeout: float = HANDSHAKE_TIMEOUT) -> bool:
+    """Complete the TLS handshake; False if it failed or took longer than ``timeout`` seconds."""
+    with trio.move_on_after(timeout):
+        while True:
+            try:
+                sock.do_handshake()
+                return True
+            except ssl.SSLWantReadError:
+                await trio.lowlevel.wait_readable(sock)
+            except ssl.SSLWantWriteError:
+                await trio.lowlevel.wait_writable(sock)
+            except OSError:  # ssl.SSLError included: not TLS, a certificate the client refused, a reset
+                return False
+    return False
+
+
+def close_notify(sock: ssl.SSLSocket) -> None:
+    """Send TLS close_notify so the client sees a clean end of the stream, not a truncation."""
+    try:
+        sock.unwrap()
+    except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+        pass  # ours is sent; the peer's reply is drained by the caller as plain bytes
+    except OSError:
+        pass
