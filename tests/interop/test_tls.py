@@ -174,3 +174,15 @@ def test_server_context_from_a_combined_pem(tls: ThrowawayTLS, tmp_path: Any) ->
     context = minibroker.tls.server_context(str(combined))
     assert isinstance(context, ssl.SSLContext)
     assert context.minimum_version == ssl.TLSVersion.TLSv1_2
+
+
+def test_restart_keeps_serving_tls_on_the_same_port(tls: ThrowawayTLS, tls_broker: minibroker.ThreadedBroker) -> None:
+    url = tls_broker.url
+    tls_broker.publish("kept", "durable", durable=True)
+    tls_broker.restart()
+    assert tls_broker.url == url
+    conn = _connect(url, tls.ca_file)
+    receiver = conn.create_receiver("kept")
+    assert receiver.receive(timeout=10).body == "durable"
+    receiver.accept()
+    conn.close()
