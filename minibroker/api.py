@@ -6,11 +6,13 @@ snapshots, never live objects.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
+from . import message_fields
 from .amqp.message import BodyKind, Message, encode_bodies
-from .amqp.messaging import Header, Properties
+from .amqp.messaging import Properties
 from .amqp.types import symbol
 from .broker.config import QueueOptions
 from .broker.engine import Broker, NodeError
@@ -41,30 +43,47 @@ def build_message(
     annotations: dict[str, Any] | None = None,
     **properties: Any,
 ) -> Message:
-    """A message from keyword fields: ``ttl`` in seconds; other keywords are properties fields
-    (``message_id``, ``subject``, ``to``, ``reply_to``, ``correlation_id``, ``content_type``,
-    ``absolute_expiry_time``, ``creation_time``, ``group_id`` ...)."""
+    """A message from keyword fields; each is checked, and a bad one raises ``TypeError`` or
+    ``ValueError`` naming it and what is valid.
+
+    ``priority`` 0-255 (no header: 4); ``ttl`` in seconds, up to about 49.7 days, where ``0``
+    or ``None`` means no TTL (as in python-qpid-proton); ``application_properties`` (what
+    proton calls ``Message.properties``) and ``annotations`` (message-annotations) are dicts
+    with string keys.  Other keywords are AMQP properties fields (``message_id``, ``subject``,
+    ``to``, ``reply_to``, ``correlation_id``, ``content_type``, ``group_id`` ...);
+    ``absolute_expiry_time`` and ``creation_time`` take an aware ``datetime`` or seconds since
+    the epoch (int or float).
+    """
     unknown = set(properties) - _PROPERTY_FIELDS
     if unknown:
         raise TypeError(
             f"unknown message field(s) {sorted(unknown)}; use body, body_kind, priority, ttl, durable, "
             f"application_properties, annotations or a properties field: {sorted(_PROPERTY_FIELDS)}"
         )
-    header = None
-    if priority is not None or ttl is not None or durable:
-        header = Header(
-            durable=durable,
-            priority=4 if priority is None else priority,
-            ttl=None if ttl is None else round(ttl * 1000),
-        )
+    message_header = message_fields.header(priority, ttl, durable)
+    message_fields.check_map("application_properties", application_properties)
+    message_fields.check_map("annotations", annotations)
     return Message(
         body=body,
         body_kind=body_kind,
-        header=header,
-        properties=Properties(**properties) if properties else None,
+        header=message_header,
+        properties=message_fields.properties(properties),
         application_properties=application_properties,
         message_annotations={symbol(k): v for k, v in annotations.items()} if annotations else None,
     )
+
+
+def _check_address(address: object) -> None:
+    if not isinstance(address, str) or not address:
+        raise TypeError(f"address must be a queue or topic name (or queue://NAME, topic://NAME), got {address!r}")
+
+
+def _encoded(encode: Callable[[], T]) -> T:
+    """Encode messages before the broker sees them, so a body AMQP cannot carry changes nothing."""
+    try:
+        return encode()
+    except (TypeError, AttributeError, struct.error) as exc:
+        raise TypeError(f"the message cannot be encoded as AMQP: {exc}") from exc
 
 
 class BrokerAPI:
@@ -128,12 +147,18 @@ class BrokerAPI:
         self._call(self._broker.delete_node, name)
 
     def publish(self, address: str, body: Any = None, *, message: Message | None = None, **fields: Any) -> None:
-        """Put a message on ``address`` without a client: ``publish("orders", {"id": 1}, priority=7)``."""
+        """Put a message on ``address`` without a client: ``publish("orders", {"id": 1}, priority=7)``.
+
+        The fields are those of :func:`build_message`; a bad one raises before the broker
+        changes (no queue is created).
+        """
+        _check_address(address)
         if message is None:
             message = build_message(body, **fields)
         elif body is not None or fields:
             raise TypeError("pass either message=Message(...) or a body with fields, not both")
-        self._call(self._broker.publish, address, message)
+        payload = _encoded(lambda: message.encode())
+        self._call(self._broker.publish, address, payload)
 
     def publish_many(
         self,
@@ -148,18 +173,21 @@ class BrokerAPI:
         ``publish_many("orders", range(100_000), priority=7)``: one message per body, every one
         with the same ``fields`` (as :meth:`publish` takes them), encoded here and queued in one
         call into the broker.  Or ``messages=[Message(...), ...]`` for prepared messages.
+        A bad field or body raises before the broker changes.
         """
+        _check_address(address)
         if messages is not None:
             if bodies != () or fields:
                 raise TypeError("pass either messages=[...] or bodies with fields, not both")
-            payloads = [m if isinstance(m, bytes) else m.encode() for m in messages]
+            payloads = _encoded(lambda: [m if isinstance(m, bytes) else m.encode() for m in messages])
         else:
             if isinstance(bodies, (str, bytes, dict)):
                 raise TypeError(
                     f"bodies must be an iterable of message bodies, got one {type(bodies).__name__}; "
                     "wrap a single body in a list, or use publish()"
                 )
-            payloads = encode_bodies(build_message(None, **fields), bodies)
+            template = build_message(None, **fields)
+            payloads = _encoded(lambda: encode_bodies(template, bodies))
         return self._call(self._broker.publish_many, address, payloads)
 
     def purge(self, name: str | None = None) -> int:

@@ -339,7 +339,7 @@ class Broker:
         """Put encoded messages on a node in one go, in order; returns how many."""
         node = self.router.resolve(address)
         if node is None:
-            raise NodeError(f"no node {address!r} and auto_create is off; declare it first")
+            raise NodeError(self.router.unresolved(address))
         now = self.clock.now()
         count = 0
         for payload in payloads:
@@ -465,7 +465,7 @@ class Broker:
             address = source.address
             node = self.router.resolve(address, _capabilities(source))
             if node is None:
-                raise _Refusal(conditions.NOT_FOUND, f"no node {address!r} (auto-create is off; declare it first)")
+                raise _Refusal(conditions.NOT_FOUND, self.router.unresolved(address, _capabilities(source)))
         browse = source.distribution_mode == "copy" and isinstance(node, Queue)
         subscription = None
         topic = None
@@ -530,7 +530,7 @@ class Broker:
                 raise _Refusal(conditions.INVALID_FIELD, f"target address must be a string, got {target.address!r}")
             address = target.address
             if self.router.resolve(address, _capabilities(target)) is None:
-                raise _Refusal(conditions.NOT_FOUND, f"no node {address!r} (auto-create is off; declare it first)")
+                raise _Refusal(conditions.NOT_FOUND, self.router.unresolved(address, _capabilities(target)))
         link.context = ProducerLink(connection, link, address, dynamic)
         reply = Target(
             address=address,

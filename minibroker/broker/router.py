@@ -20,6 +20,7 @@ from typing import Any
 from ..amqp import errors as conditions
 from ..amqp.performatives import Error, amqp_error
 from ..amqp.types import symbol
+from .addresses import QUEUE_PREFIX, TOPIC_CAPABILITIES, TOPIC_PREFIX, parse_address, unresolved_reason
 from .capture import Run
 from .config import DEFAULT_DEAD_LETTER_SUFFIX, BrokerConfig, QueueOptions
 from .filters import selector_matches
@@ -31,10 +32,6 @@ from .topic import Subscription, Topic
 
 __all__ = ["Router", "NodeError", "Node", "QUEUE_PREFIX", "TOPIC_PREFIX", "TOPIC_CAPABILITIES", "DYNAMIC_PREFIX"]
 
-QUEUE_PREFIX = "queue://"
-TOPIC_PREFIX = "topic://"
-#: A terminus with one of these capabilities names a topic when its plain address is unknown.
-TOPIC_CAPABILITIES = frozenset({"topic", "temporary-topic"})
 #: Addresses the broker makes up for dynamic nodes (broker paper 2.3.13) start with this.
 DYNAMIC_PREFIX = "$dynamic/"
 
@@ -140,13 +137,8 @@ class Router:
         whichever exists, else a queue, or a topic when the terminus carries
         the ``topic`` capability.
         """
-        if address.startswith(QUEUE_PREFIX):
-            name, kind = address[len(QUEUE_PREFIX) :], "queue"
-        elif address.startswith(TOPIC_PREFIX):
-            name, kind = address[len(TOPIC_PREFIX) :], "topic"
-        else:
-            name = address
-            kind = "topic" if capabilities & TOPIC_CAPABILITIES else "queue"
+        name, kind, explicit = parse_address(address, capabilities)
+        if not explicit:
             if name in self.queues:
                 return self.queues[name]
             if name in self.topics:
@@ -159,6 +151,10 @@ class Router:
             return None
         return self.declare_queue(name) if kind == "queue" else self.declare_topic(name)
 
+    def unresolved(self, address: str, capabilities: frozenset[str] = frozenset()) -> str:
+        """Why :meth:`resolve` found no node for ``address`` (a name clash, or auto-create off)."""
+        return unresolved_reason(address, self.queues, self.topics, capabilities)
+
     def node_for_publish(self, address: str | None, message: StoredMessage) -> Node | Error:
         """The node a message sent to ``address`` goes to (None: by its ``to``), or the error to reject it with."""
         if address is None:
@@ -169,7 +165,7 @@ class Router:
             address = to
         node = self.resolve(address)
         if node is None:
-            return amqp_error(conditions.NOT_FOUND, f"no node {address!r} (auto-create is off)")
+            return amqp_error(conditions.NOT_FOUND, self.unresolved(address))
         return node
 
     def all_queues(self) -> Iterator[Queue]:

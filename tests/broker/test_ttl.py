@@ -15,7 +15,7 @@ from fake_consumer import FakeConsumer
 
 from minibroker.amqp.message import decode_message
 from minibroker.amqp.messaging import Released
-from minibroker.amqp.types import symbol
+from minibroker.amqp.types import symbol, timestamp
 from minibroker.api import build_message
 from minibroker.broker import queue as queue_module
 from minibroker.broker.clock import ManualClock
@@ -57,8 +57,9 @@ def consume(broker: Broker, count: int = 1, name: str = "q") -> list[Entry]:
     return consumer.delivered
 
 
-def ms(seconds: float) -> int:
-    return round(seconds * 1000)
+def ms(seconds: float) -> timestamp:
+    """An AMQP timestamp: milliseconds since the epoch, passed to the wire unchanged."""
+    return timestamp(round(seconds * 1000))
 
 
 # --------------------------------------------------------------- when it expires

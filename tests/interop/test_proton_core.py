@@ -491,3 +491,18 @@ def test_snapshot_shows_acquired_flags_for_unsettled_deliveries(broker: minibrok
         ("h-2", False, 0),
         ("h-3", False, 0),
     ]
+
+
+def test_topic_address_on_a_queue_name_is_refused_naming_the_clash() -> None:
+    with minibroker.ThreadedBroker() as broker:
+        broker.publish("events", "x")
+        with connect(broker) as connection:
+            with pytest.raises(LinkDetached) as receiving:
+                connection.create_receiver("topic://events")
+            assert receiving.value.condition == "amqp:not-found"
+            assert "'events' is a queue; a queue and a topic cannot share a name" in str(receiving.value)
+            assert "auto-create" not in str(receiving.value)
+            with pytest.raises(LinkDetached) as sending:
+                connection.create_sender("topic://events")
+            assert "'events' is a queue" in str(sending.value)
+        assert broker.topics() == [] and broker.queue("events").depth == 1
