@@ -24,6 +24,7 @@ from .broker.statistics import QueueSnapshot as QueueSnapshot
 from .broker.statistics import TopicSnapshot as TopicSnapshot
 from .broker.statistics import TransactionSnapshot as TransactionSnapshot
 from .client import Client as Client
+from .server import ExposedBrokerWarning as ExposedBrokerWarning
 from .server import serve as serve
 from .threaded import ThreadedBroker as ThreadedBroker
 from .trio_broker import TrioBroker as TrioBroker
@@ -31,7 +32,7 @@ from .trio_broker import TrioClock as TrioClock
 from .trio_broker import open_broker as open_broker
 
 __all__ = [
-    "Broker", "BrokerConfig", "BrokerStatistics", "Client", "Clock", "FrameRecord", "ManualClock", "Message", "NodeError",
+    "Broker", "BrokerConfig", "ExposedBrokerWarning", "BrokerStatistics", "Client", "Clock", "FrameRecord", "ManualClock", "Message", "NodeError",
     "NodeStatistics", "QueueOptions", "QueueSnapshot", "QueuedMessage", "SystemClock", "ThreadedBroker",
     "TopicSnapshot", "TransactionSnapshot", "TrioBroker", "TrioClock", "build_message", "open_broker", "serve",
 ]  # fmt: skip

@@ -7,13 +7,14 @@ import functools
 import signal
 import ssl
 import sys
+import warnings
 
 import trio
 
 from . import __version__
 from .broker.config import BrokerConfig
 from .broker.engine import Broker
-from .server import DEFAULT_HOST, serve
+from .server import DEFAULT_HOST, ExposedBrokerWarning, serve
 from .tls import server_context
 
 __all__ = ["main"]
@@ -63,6 +64,7 @@ async def _serve(broker: Broker, host: str, port: int, context: ssl.SSLContext |
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    warnings.simplefilter("ignore", ExposedBrokerWarning)  # said on stderr below, in the CLI's words
     context = None
     if args.ssl_certfile:
         try:

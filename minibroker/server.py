@@ -12,9 +12,11 @@ protocol work, were most of the broker's CPU (see ``bench/``).
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import socket
 import ssl
+import warnings
 from typing import Any
 
 import trio
@@ -23,7 +25,7 @@ from .broker.clock import ManualClock
 from .broker.engine import Broker, BrokerConnection
 from .tls import close_notify, handshake, wrap
 
-__all__ = ["serve", "DEFAULT_HOST"]
+__all__ = ["serve", "DEFAULT_HOST", "ExposedBrokerWarning"]
 
 DEFAULT_HOST = "127.0.0.1"
 READ_SIZE = 256 * 1024
@@ -38,6 +40,19 @@ LINGER = 0.5
 #: A read that would block: plain sockets raise BlockingIOError, TLS ones SSLWantReadError.
 WOULD_BLOCK_READ = (BlockingIOError, ssl.SSLWantReadError)
 WOULD_BLOCK_WRITE = (BlockingIOError, ssl.SSLWantWriteError)
+
+
+class ExposedBrokerWarning(UserWarning):
+    """The broker listens on an address other machines can reach (it binds 127.0.0.1 by default)."""
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class _Waker:
@@ -122,6 +137,13 @@ async def serve(
         listener.listen(128)
         listener.setblocking(False)
         bound = listener.getsockname()[1]
+        if not _is_loopback(host):
+            warnings.warn(
+                f"minibroker is bound to {host!r}, reachable from other machines"
+                f"{'' if ssl_context is not None else ' without TLS'}; bind 127.0.0.1 unless you mean it",
+                ExposedBrokerWarning,
+                stacklevel=2,
+            )
         async with trio.open_nursery() as nursery:
             if not isinstance(broker.clock, ManualClock):
                 nursery.start_soon(_run_timers, broker)

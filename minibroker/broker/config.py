@@ -49,8 +49,11 @@ class BrokerConfig:
     queue_defaults: QueueOptions = field(default_factory=QueueOptions)
     #: Credit the broker keeps granted to each sending client (Part 2 §2.6.7).
     link_credit: int = 1000
-    #: SASL PLAIN users (name -> password); anonymous access may stay allowed.
-    users: dict[str, str] = field(default_factory=dict)
+    #: SASL PLAIN users (name -> password); anonymous access may stay allowed.  Never shown in repr.
+    users: dict[str, str] = field(default_factory=dict, repr=False)
+    #: Per-user rights by address pattern, ``{user: {pattern: "send receive manage"}}``
+    #: (see :mod:`minibroker.broker.permissions`); None: everyone may do everything.
+    permissions: dict[str, dict[str, str]] | None = None
     allow_anonymous: bool = True
     max_frame_size: int = 256 * 1024
     #: Largest message accepted from a client, advertised in attach; None: no limit.

@@ -45,6 +45,7 @@ from .links import (
     ProducerLink,
     apply_outcome,
 )
+from .permissions import Permissions
 from .queue import Queue
 from .router import NodeError, Router
 from .statistics import (
@@ -191,6 +192,12 @@ class Broker:
         if trace is not None:  # called with (connection, "in" or "out", channel, performative) for every frame
             self.tap.install(TraceObserver(trace))
         self.router = Router(self.config, self.now, self._timers_changed, self._node_deleted)
+        #: Per-user rights by address (``BrokerConfig.permissions``); None checks nothing.
+        self.permissions = (
+            Permissions(self.config.permissions, self.router.queues, self.router.topics)
+            if self.config.permissions is not None
+            else None
+        )
         self.connections_total = 0
         self.transactions = TransactionManager(
             self.config,
@@ -428,6 +435,11 @@ class Broker:
         link = event.link
         if link.state is not LinkState.ATTACH_RCVD:
             return  # the peer detached it, or ended its session, in the same bytes
+        if self.permissions is not None:  # hook: per-user permissions (permissions.py)
+            denied = self.permissions.link_refusal(connection.engine.user, link)
+            if denied is not None:
+                connection.engine.refuse_link(link, denied)
+                return
         try:
             if link.is_sender:
                 self._attach_consumer(connection, link)
@@ -590,7 +602,16 @@ class Broker:
                     engine.end_session(link.session, amqp_error(conditions.DECODE_ERROR, f"malformed message: {exc}"))
                     return
                 state = delivery.state
-                if isinstance(state, TransactionalState):
+                denied = None
+                if producer.address is None and self.permissions is not None:  # hook: the relay's permissions
+                    denied = self._relay_refusal(connection, messages)
+                if denied is not None:
+                    if not delivery.remote_settled:
+                        rejected: Any = Rejected(error=denied)
+                        if isinstance(state, TransactionalState):
+                            rejected = TransactionalState(txn_id=state.txn_id, outcome=rejected)
+                        engine.settle(delivery, rejected)
+                elif isinstance(state, TransactionalState):
                     for message in messages:
                         self.transactions.stage_publish(producer, delivery, message, state.txn_id)
                 else:
@@ -601,6 +622,16 @@ class Broker:
                         engine.settle(delivery, outcome, settled=link.rcv_settle_mode != RCV_SECOND)
         if link.credit <= self.config.link_credit // 2 and link.state is LinkState.ATTACHED:
             engine.grant_credit(link, self.config.link_credit)
+
+    def _relay_refusal(self, connection: BrokerConnection, messages: list[StoredMessage]) -> Error | None:
+        """The first anonymous-relay message its user may not send to its ``to``, as an error."""
+        assert self.permissions is not None
+        for message in messages:
+            to = message.properties.to if message.properties is not None else None
+            denied = self.permissions.relay_refusal(connection.engine.user, to)
+            if denied is not None:
+                return denied
+        return None
 
     def _accept_publish(self, producer: ProducerLink, message: StoredMessage, now: float) -> Any:
         node = self.router.node_for_publish(producer.address, message)

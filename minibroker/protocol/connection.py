@@ -91,8 +91,8 @@ class ConnectionConfig:
     #: Seconds of silence from the peer after which the connection is closed
     #: (advertised as idle-time-out, §2.4.5); None disables it.
     idle_timeout: float | None = 60.0
-    #: SASL PLAIN users, name -> password.
-    users: dict[str, str] = field(default_factory=dict)
+    #: SASL PLAIN users, name -> password (never shown in repr).
+    users: dict[str, str] = field(default_factory=dict, repr=False)
     allow_anonymous: bool = True
     #: Largest message accepted from the peer, advertised in attach (§2.7.3); None: no limit.
     max_message_size: int | None = None
@@ -347,7 +347,7 @@ class Connection:
         except AMQPDecodeError as exc:
             raise ConnectionError_(conditions.DECODE_ERROR, f"undecodable SASL frame: {exc}") from None
         if self.hook is not None:
-            self.hook.frame_in(0, init)
+            self.hook.frame_in(0, sasl.redacted(init))  # observers and the frame log never see a password
         if not isinstance(init, SaslInit):
             raise framing_error(f"expected sasl-init, got {type(init).__name__}")
         passed, self.user = sasl.authenticate(init, self.config.users, self.config.allow_anonymous)

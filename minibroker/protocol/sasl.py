@@ -11,8 +11,10 @@ import hmac
 from ..amqp.sasl_frames import SaslInit
 from ..amqp.types import symbol
 
-__all__ = ["authenticate", "mechanisms"]
+__all__ = ["authenticate", "mechanisms", "redacted", "REDACTED"]
 
+#: What stands for a password in anything shown (frame log, traces, reports).
+REDACTED = b"<redacted>"
 ANONYMOUS = symbol("ANONYMOUS")
 PLAIN = symbol("PLAIN")
 
@@ -43,3 +45,16 @@ def authenticate(init: SaslInit, users: dict[str, str], allow_anonymous: bool) -
             if expected is not None and hmac.compare_digest(expected.encode("utf-8"), parts[2]):
                 return True, user
     return False, None
+
+
+def redacted(frame: object) -> object:
+    """A sasl-init fit to be logged: PLAIN's password replaced by ``<redacted>``; other frames unchanged.
+
+    Only the password is hidden; the user names (authzid, authcid) stay, so a
+    frame log still says who tried to log in.
+    """
+    if not isinstance(frame, SaslInit) or not frame.initial_response or frame.mechanism == ANONYMOUS:
+        return frame
+    parts = frame.initial_response.split(b"\x00")
+    shown = b"\x00".join([*parts[:2], REDACTED]) if len(parts) == 3 else REDACTED
+    return SaslInit(mechanism=frame.mechanism, initial_response=shown, hostname=frame.hostname)
