@@ -90,6 +90,9 @@ class ThreadedBroker(BrokerAPI):
             clock.unsubscribe(self._broker.run_timers)
             clock.subscribe(self._run_timers)
         self.clock = _ThreadedClock(self, self._broker.clock)
+        #: Faults to inject: ``broker.faults.detach_link(address="jobs")`` (see ``minibroker.broker.faults``).
+        self.faults = self._broker.faults
+        self.faults.marshal = self._marshal
 
     # ----------------------------------------------------------- lifecycle
 
@@ -220,6 +223,12 @@ class ThreadedBroker(BrokerAPI):
         if threading.current_thread() is self._thread:
             return fn(*args)
         return trio.from_thread.run_sync(self._locked, fn, args, trio_token=self._token)
+
+    def _marshal(self, fn: Callable[..., T], *args: Any) -> T:
+        """Like ``_call``, and before ``start()`` (no broker thread yet) directly."""
+        if self._thread is None:
+            return fn(*args)
+        return self._call(fn, *args)
 
     def _run_timers(self, now: float) -> None:
         thread, token = self._thread, self._token

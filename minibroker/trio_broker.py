@@ -52,6 +52,9 @@ class TrioBroker(BrokerAPI):
         self.clock = broker.clock
         self._changed = trio.Event()
         broker.on_change = self._notify
+        #: Faults to inject: ``broker.faults.detach_link(address="jobs")`` (see ``minibroker.broker.faults``).
+        self.faults = broker.faults
+        self.faults.marshal = self._call
 
     @property
     def url(self) -> str:

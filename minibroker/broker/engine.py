@@ -36,7 +36,9 @@ from ..protocol.endpoints import Delivery, Link
 from .capture import Run
 from .clock import Clock, ManualClock, SystemClock
 from .config import BrokerConfig, QueueOptions
+from .faults import FaultSet
 from .filters import FilterError, parse_filter_set
+from .injection import FaultInjector
 from .links import (
     DELIVERY_FAILED,
     SUPPORTED_OUTCOMES,
@@ -215,6 +217,11 @@ class Broker:
         self.on_change: Callable[[], None] | None = None
         #: Called when a new expiry may come before the timer's deadline (the server's timer task).
         self.on_timers_changed: Callable[[], None] | None = None
+        #: Faults to inject (``broker.faults.detach_link(...)``, faults.py), applied by an observer
+        #: on the tap that is installed, and set as ``injector``, only while one is live.
+        self.faults = FaultSet()
+        self.injector: FaultInjector | None = None
+        FaultInjector(self, self.faults, self._timers_changed)
         if isinstance(self.clock, ManualClock):
             self.clock.subscribe(self.run_timers)
 
@@ -261,6 +268,8 @@ class Broker:
 
     def flush(self) -> None:
         """Wake every connection with output queued by work done for another one."""
+        if self.injector is not None:  # faults fired by this batch act now (injection.py)
+            self.injector.run_pending()
         dirty, self._dirty = self._dirty, set()
         for connection in dirty:
             connection.notify()
@@ -277,6 +286,8 @@ class Broker:
         """The clock time at which something expires next (TTL, transaction timeout)."""
         deadlines = [q.next_expiry() for q in self.router.all_queues()]
         deadlines.append(self.transactions.next_deadline())
+        if self.injector is not None:
+            deadlines.append(self.injector.next_deadline())
         present = [d for d in deadlines if d is not None]
         return min(present) if present else None
 
@@ -287,6 +298,8 @@ class Broker:
             queue.expire(now)
             queue.dispatch(now)
         self.transactions.expire(now)
+        if self.injector is not None:
+            self.injector.run_timers(now)
         self.flush()
 
     def _timers_changed(self) -> None:
@@ -362,7 +375,7 @@ class Broker:
         return sum(q.purge() for q in self.router.all_queues())
 
     def reset(self) -> None:
-        """Back to empty: every connection closed; nodes, transactions, counters, errors and frame log gone."""
+        """Back to empty: every connection closed; nodes, transactions, counters, errors, frame log and faults gone."""
         error = amqp_error(conditions.CONNECTION_FORCED, "broker reset")
         for connection in list(self.connections):
             connection.close(error)
@@ -373,6 +386,7 @@ class Broker:
         self.connections_total = 0
         if self.frame_log is not None:
             self.frame_log.records.clear()
+        self.faults.clear()
         self.flush()
 
     def drop_transient(self) -> int:
@@ -680,6 +694,11 @@ class Broker:
                 self.router.drop_temporary(owner.address)
         elif isinstance(owner, CoordinatorLink):
             self.transactions.coordinator_gone(owner)
+
+    def detach_link(self, connection: BrokerConnection, link: Link, error: Error) -> None:
+        """Detach any link from the broker's side with ``error``, closing it, and end it (Part 2 §2.6.5)."""
+        connection.engine.detach_link(link, error)
+        self._on_detached(connection, ev.LinkDetached(link, True, error))
 
     def _detach_consumer(self, consumer: ConsumerLink, error: Error) -> None:
         """Detach a consumer's link with ``error`` (closing it) and end it."""

@@ -188,10 +188,17 @@ class TransactionManager:
             return Accepted()
         problem = self._cannot_commit(txn)
         if problem is not None:
-            self._rollback(txn)
-            return Rejected(error=amqp_error(conditions.TRANSACTION_ROLLBACK, problem))
+            return self.roll_back(txn_id, problem)
         self._commit(txn)
         return Accepted()
+
+    def roll_back(self, txn_id: bytes, description: str) -> Any:
+        """Answer a commit with ``amqp:transaction:rollback``: nothing of the transaction happens (Part 4 §4.4)."""
+        txn = self.open.get(txn_id)
+        if txn is None:
+            return Rejected(error=self._unknown(txn_id))
+        self._rollback(txn)
+        return Rejected(error=amqp_error(conditions.TRANSACTION_ROLLBACK, description))
 
     def _unknown(self, txn_id: bytes) -> Error:
         if txn_id in self._timed_out:

@@ -9,6 +9,10 @@ See :mod:`minibroker.testing.peer`::
     frames = pump.send(peer.start())  # header + open + begin
 """
 
+from typing import Any
+
+from ..broker.faults import FaultBuilder
+from ..broker.faults import FaultPlan as FaultPlan
 from .assertions import QueueMismatch as QueueMismatch
 from .assertions import assert_queue as assert_queue
 from .peer import Frame as Frame
@@ -27,7 +31,21 @@ from .peer import parse_frames as parse_frames
 from .tls import ThrowawayTLS as ThrowawayTLS
 from .tls import throwaway_tls as throwaway_tls
 
+#: Builds faults to declare later: ``@pytest.mark.amqp_broker(faults=[faults.release(address="jobs")])``.
+faults = FaultBuilder()
+
+
+def __getattr__(name: str) -> Any:
+    """``fault_plans`` is imported on first use: it needs Hypothesis, an optional dependency."""
+    if name == "fault_plans":
+        from .plans import fault_plans
+
+        return fault_plans
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
-    "Frame", "FrameReader", "QueueMismatch", "assert_queue", "Frames", "Peer", "PeerLink", "PeerSession", "ProtocolHeader", "Pump",
-    "ThrowawayTLS", "Transport", "auto_accept", "connect", "exchange", "parse_frames", "throwaway_tls",
+    "FaultPlan", "Frame", "FrameReader", "Frames", "Peer", "PeerLink", "PeerSession", "ProtocolHeader", "Pump",
+    "QueueMismatch", "ThrowawayTLS", "Transport", "assert_queue", "auto_accept", "connect", "exchange", "fault_plans",
+    "faults", "parse_frames", "throwaway_tls",
 ]  # fmt: skip

@@ -1,7 +1,7 @@
 """What a test asks of its broker: ``amqp_broker_config``, the marker and ini defaults, checked.
 
 One vocabulary everywhere (the ``amqp_broker_config`` fixture, ``@pytest.mark.amqp_broker(...)``
-and ``amqp_broker_factory(...)``): ``queues``, ``topics``, ``clock`` and every
+and ``amqp_broker_factory(...)``): ``queues``, ``topics``, ``clock``, ``faults`` and every
 :class:`minibroker.BrokerConfig` field.
 """
 
@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from minibroker import BrokerConfig, ManualClock, QueueOptions, ThreadedBroker
+from minibroker.broker.faults import Fault, FaultPlan
 
 __all__ = ["BrokerSettings", "VALID_KEYWORDS", "QueueSpec"]
 
 CONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(BrokerConfig))
 #: Every keyword the marker, the config fixture and the factory accept.
-VALID_KEYWORDS = ("clock", "queues", "topics", *CONFIG_FIELDS)
+VALID_KEYWORDS = ("clock", "queues", "topics", "faults", *CONFIG_FIELDS)
 CLOCKS = ("system", "manual")
 QUEUE_OPTIONS = tuple(f.name for f in dataclasses.fields(QueueOptions))
 
@@ -34,6 +35,8 @@ class BrokerSettings:
     clock: str = "system"
     queues: dict[str, dict[str, Any]] = field(default_factory=dict)
     topics: list[str] = field(default_factory=list)
+    #: Faults each test starts with (``faults=[faults.release(address="jobs")]``), installed as copies.
+    faults: list[Fault] = field(default_factory=list)
 
     @classmethod
     def build(cls, *layers: Mapping[str, Any], where: Iterable[str] = ()) -> BrokerSettings:
@@ -56,6 +59,8 @@ class BrokerSettings:
                     settings.queues.update(_queues(value, source))
                 elif key == "topics":
                     settings.topics.extend(t for t in _names(value, source, "topics") if t not in settings.topics)
+                elif key == "faults":
+                    settings.faults.extend(_faults(value, source))
                 elif key == "clock":
                     if value not in CLOCKS:
                         raise ValueError(f"{source}: clock={value!r}; use one of {', '.join(map(repr, CLOCKS))}")
@@ -82,6 +87,18 @@ class BrokerSettings:
             broker.declare_queue(name, **options)
         for name in self.topics:
             broker.declare_topic(name)
+        FaultPlan(tuple(self.faults)).install(broker.faults)
+
+
+def _faults(value: Any, source: str) -> list[Fault]:
+    faults = list(value.faults if isinstance(value, FaultPlan) else value)
+    for fault in faults:
+        if not isinstance(fault, Fault):
+            raise TypeError(
+                f"{source}: faults must be Fault objects, e.g. faults=[faults.release(address='jobs')] "
+                f"with `from minibroker.testing import faults`; got {fault!r}"
+            )
+    return faults
 
 
 def _names(value: Any, source: str, key: str) -> list[str]:

@@ -1,0 +1,463 @@
+"""Faults as data: what goes wrong, where, and when.
+
+A test declares how the broker should misbehave, the way a real broker or a real
+network does, and later asserts that it did::
+
+    fault = broker.faults.detach_link(address="jobs", after=1)
+    ...                                   # the client's second job: its link is detached
+    assert fault.fired == 1
+
+A :class:`Fault` has
+
+* a **kind**: what the broker does instead of behaving (see :data:`KINDS`);
+* a **target**: ``address`` (the node a link or message is for; ``None`` for any),
+  and optionally ``link`` and ``connection``: a link name / container-id, or a
+  predicate on it;
+* a **trigger**: ``after=N`` lets the first N matching events pass, ``times=N``
+  limits how often it fires (default 1; ``None`` for always), ``when=`` a
+  predicate on the message (or, for ``delay``, the performative), and
+  ``probability=p`` with ``seed=`` for reproducible chaos; ``must_fire=True``
+  makes :meth:`FaultSet.check` fail when the fault never fired.
+
+A matching event is offered to the faults in the order they were added; the first
+that fires acts on it and the event goes no further. Every firing is kept in
+:attr:`FaultSet.history` (what, where, when on the broker's clock, which frame).
+
+This module is pure data: :mod:`.injection` applies a fired fault with engine
+methods. The registry runs every change through ``marshal`` so that
+``ThreadedBroker.faults`` can be used from the test's thread.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypedDict, Unpack
+
+from ..amqp import errors as conditions
+
+__all__ = ["Fault", "FaultBuilder", "FaultNotFired", "FaultPlan", "FaultSet", "Firing", "KINDS", "Site", "Trigger"]
+
+#: Each kind and the events it is offered: ``attach`` (a client's attach), ``transfer`` (a message
+#: in either direction), ``delivery`` (a message the broker sends), ``publish`` (a message a
+#: client sends), ``frame`` (any frame the broker sends), ``credit`` (credit the broker grants a
+#: producer), ``discharge`` (a commit).
+KINDS: dict[str, str] = {
+    "detach_link": "transfer",
+    "close_connection": "transfer",
+    "drop_connection": "transfer",
+    "release": "delivery",
+    "modify": "delivery",
+    "refuse_attach": "attach",
+    "reject_publish": "publish",
+    "delay": "frame",
+    "stall_credit": "credit",
+    "fail_discharge": "discharge",
+}
+
+#: Parameters of each kind that have a default (``repr`` leaves them out when unchanged).
+DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
+    "detach_link": {"error": str(conditions.DETACH_FORCED)},
+    "close_connection": {"error": str(conditions.CONNECTION_FORCED)},
+    "refuse_attach": {"error": str(conditions.UNAUTHORIZED_ACCESS)},
+    "reject_publish": {"error": str(conditions.RESOURCE_LIMIT_EXCEEDED)},
+    "modify": {"delivery_failed": True, "undeliverable_here": False},
+    "delay": {"frames": None},
+}
+
+#: Frame names ``delay(frames=...)`` accepts (the performatives the broker sends).
+FRAME_NAMES = frozenset({"open", "begin", "attach", "flow", "transfer", "disposition", "detach", "end", "close"})
+
+Match = str | Callable[[str], Any] | None
+
+
+class Trigger(TypedDict, total=False):
+    """Target refinements and trigger of a fault (keyword arguments of every :class:`FaultSet` method)."""
+
+    link: Match
+    connection: Match
+    after: int
+    times: int | None
+    when: Callable[[Any], Any] | None
+    probability: float | None
+    seed: int | None
+    must_fire: bool
+
+
+class FaultNotFired(AssertionError):
+    """Faults declared ``must_fire=True`` never fired: the scenario did not reach them."""
+
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    """Where an event happens: the client's container-id, the link's name and the node's address."""
+
+    connection: str
+    link: str | None
+    address: str | None
+    #: The frame the event is about, e.g. ``transfer delivery-id=3`` or ``attach 'orders-receiver'``.
+    frame: str
+
+
+@dataclass(frozen=True, slots=True)
+class Firing:
+    """One time a fault acted: which fault, on the broker's clock, where, and on which frame."""
+
+    fault: str
+    kind: str
+    at: float
+    connection: str
+    link: str | None
+    address: str | None
+    frame: str
+
+
+def _matches(match: Match, value: str | None) -> bool:
+    if match is None:
+        return True
+    if value is None:
+        return False
+    if isinstance(match, str):
+        return match == value
+    return bool(match(value))
+
+
+class Fault:
+    """One declared fault; ``fired`` counts its firings, ``cancel()`` retires it.
+
+    Safe to read from any thread; ``cancel()`` runs in the broker's thread.
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        address: str | None = None,
+        *,
+        params: dict[str, Any] | None = None,
+        link: Match = None,
+        connection: Match = None,
+        after: int = 0,
+        times: int | None = 1,
+        when: Callable[[Any], Any] | None = None,
+        probability: float | None = None,
+        seed: int | None = None,
+        must_fire: bool = False,
+    ) -> None:
+        if kind not in KINDS:
+            raise ValueError(f"unknown fault kind {kind!r}; use one of {sorted(KINDS)}")
+        if address is not None and not isinstance(address, str):
+            raise TypeError(f"address must be a node address (str) or None for any, got {address!r}")
+        if not isinstance(after, int) or after < 0:
+            raise ValueError(f"after={after!r}: give the number of matching events to let pass (0 or more)")
+        if times is not None and (not isinstance(times, int) or times < 1):
+            raise ValueError(f"times={times!r}: give how often the fault fires (1 or more), or None for always")
+        if probability is not None and not 0 < probability <= 1:
+            raise ValueError(f"probability={probability!r}: give a chance in (0, 1]")
+        if seed is not None and probability is None:
+            raise ValueError("seed= only makes sense with probability=; add probability=p, or drop seed")
+        self.kind = kind
+        self.address = address
+        self.params: dict[str, Any] = {**DEFAULT_PARAMS.get(kind, {}), **(params or {})}
+        self.link = link
+        self.connection = connection
+        self.after = after
+        self.times = times
+        self.when = when
+        self.probability = probability
+        self.seed = seed
+        self.must_fire = must_fire
+        #: Events that matched target and ``when`` (including those ``after`` let pass).
+        self.seen = 0
+        #: How many times the fault acted.
+        self.fired = 0
+        self.cancelled = False
+        self._random = random.Random(seed)
+        self._registry: FaultSet | None = None
+
+    @property
+    def point(self) -> str:
+        """The events this fault is offered (see :data:`KINDS`)."""
+        return KINDS[self.kind]
+
+    @property
+    def done(self) -> bool:
+        """Cancelled, or fired as often as ``times`` allows."""
+        return self.cancelled or (self.times is not None and self.fired >= self.times)
+
+    def targets(self, site: Site) -> bool:
+        """Whether ``site`` is among this fault's targets (address, link, connection)."""
+        if self.address is not None and site.address != self.address:
+            return False
+        return _matches(self.link, site.link) and _matches(self.connection, site.connection)
+
+    def consider(self, site: Site, subject: Callable[[], Any]) -> bool:
+        """Offer one event at ``site``; ``subject()`` gives what ``when`` receives. True when it fires."""
+        if self.done or not self.targets(site):
+            return False
+        if self.when is not None and not self.when(subject()):
+            return False
+        self.seen += 1
+        if self.seen <= self.after:
+            return False
+        if self.probability is not None and self._random.random() >= self.probability:
+            return False
+        self.fired += 1
+        return True
+
+    def copy(self) -> Fault:
+        """A fresh fault with the same kind, target and trigger (nothing fired, not installed)."""
+        return Fault(
+            self.kind,
+            self.address,
+            params=self.params,
+            link=self.link,
+            connection=self.connection,
+            after=self.after,
+            times=self.times,
+            when=self.when,
+            probability=self.probability,
+            seed=self.seed,
+            must_fire=self.must_fire,
+        )
+
+    def cancel(self) -> None:
+        """Retire the fault: it fires no more (a stalled producer gets its credit)."""
+        if self._registry is None:
+            self.cancelled = True
+        else:
+            self._registry.cancel(self)
+
+    def __repr__(self) -> str:
+        """Code that declares this fault again: ``faults.detach_link(address='jobs', after=1)``."""
+        args = [repr(self.params["seconds"])] if self.kind == "delay" else []
+        if self.address is not None:
+            args.append(f"address={self.address!r}")
+        defaults = DEFAULT_PARAMS.get(self.kind, {})
+        args += [f"{k}={v!r}" for k, v in self.params.items() if k != "seconds" and (k not in defaults or v != defaults[k])]
+        for name, default in _TRIGGER_DEFAULTS.items():
+            if name == "times" and self.kind == "stall_credit":
+                default = None
+            value = getattr(self, name)
+            if value != default:
+                shown = getattr(value, "__name__", None) if callable(value) else None
+                args.append(f"{name}={shown or repr(value)}")
+        return f"faults.{self.kind}({', '.join(args)})"
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    """Faults to install together, e.g. one drawn by ``minibroker.testing.fault_plans``.
+
+    Its ``repr`` is code: ``[faults.release(address='jobs'), faults.drop_connection(address='out')]``
+    pastes into a test as ``faults = broker.faults`` followed by those calls.
+    """
+
+    faults: tuple[Fault, ...] = ()
+
+    def install(self, faults: FaultSet) -> list[Fault]:
+        """Declare a fresh copy of each fault on ``faults`` (e.g. ``broker.faults``); returns them."""
+        return [faults.add(fault.copy()) for fault in self.faults]
+
+    def __repr__(self) -> str:
+        return repr(list(self.faults))
+
+
+_TRIGGER_DEFAULTS: dict[str, Any] = {
+    "link": None, "connection": None, "after": 0, "times": 1, "when": None,
+    "probability": None, "seed": None, "must_fire": False,
+}  # fmt: skip
+
+
+def _direct(fn: Callable[..., Any], *args: Any) -> Any:
+    return fn(*args)
+
+
+class FaultSet:
+    """The faults declared on one broker, and the history of their firings.
+
+    ``marshal(fn, *args)`` runs ``fn`` in the broker's thread; ``on_change(live)`` is
+    told whether any fault is still live, so that the broker checks for faults only
+    while there are some.
+    """
+
+    def __init__(self) -> None:
+        self.marshal: Callable[..., Any] = _direct
+        self.on_change: Callable[[bool], None] | None = None
+        self.on_cancel: Callable[[Fault], None] | None = None
+        self._faults: list[Fault] = []
+        self._history: list[Firing] = []
+
+    # ------------------------------------------------------------ declaring
+
+    def detach_link(
+        self, address: str | None = None, *, error: str = conditions.DETACH_FORCED, **trigger: Unpack[Trigger]
+    ) -> Fault:
+        """On a message to or from ``address``, detach its link with ``error`` (Part 2 §2.6.5).
+
+        A message the client sends is not taken (its delivery stays unsettled); one the
+        broker sends goes back to the queue as modified(delivery-failed).
+        """
+        return self._add(Fault("detach_link", address, params={"error": str(error)}, **trigger))
+
+    def close_connection(
+        self, address: str | None = None, *, error: str = conditions.CONNECTION_FORCED, **trigger: Unpack[Trigger]
+    ) -> Fault:
+        """On a message to or from ``address``, close its connection with ``error`` (Part 2 §2.4.3)."""
+        return self._add(Fault("close_connection", address, params={"error": str(error)}, **trigger))
+
+    def drop_connection(self, address: str | None = None, **trigger: Unpack[Trigger]) -> Fault:
+        """On a message to or from ``address``, drop the socket with no close frame (a crash, a cut cable)."""
+        return self._add(Fault("drop_connection", address, **trigger))
+
+    def release(self, address: str | None = None, **trigger: Unpack[Trigger]) -> Fault:
+        """After sending a message from ``address``, settle it ``released`` on the broker's own (Part 3 §3.4.4)."""
+        return self._add(Fault("release", address, **trigger))
+
+    def modify(
+        self,
+        address: str | None = None,
+        *,
+        delivery_failed: bool = True,
+        undeliverable_here: bool = False,
+        **trigger: Unpack[Trigger],
+    ) -> Fault:
+        """After sending a message from ``address``, settle it ``modified`` on the broker's own (Part 3 §3.4.5)."""
+        params = {"delivery_failed": delivery_failed, "undeliverable_here": undeliverable_here}
+        return self._add(Fault("modify", address, params=params, **trigger))
+
+    def refuse_attach(
+        self, address: str | None = None, *, error: str = conditions.UNAUTHORIZED_ACCESS, **trigger: Unpack[Trigger]
+    ) -> Fault:
+        """Refuse a client's attach to ``address`` with ``error`` (Part 2 §2.6.3: null terminus, then detach)."""
+        return self._add(Fault("refuse_attach", address, params={"error": str(error)}, **trigger))
+
+    def reject_publish(
+        self,
+        address: str | None = None,
+        *,
+        error: str = conditions.RESOURCE_LIMIT_EXCEEDED,
+        **trigger: Unpack[Trigger],
+    ) -> Fault:
+        """Answer a message sent to ``address`` with ``rejected`` and ``error``; it is not stored (Part 3 §3.4.2)."""
+        return self._add(Fault("reject_publish", address, params={"error": str(error)}, **trigger))
+
+    def delay(
+        self, seconds: float, address: str | None = None, *, frames: str | None = None, **trigger: Unpack[Trigger]
+    ) -> Fault:
+        """Hold a connection's output for ``seconds`` of broker-clock time from a frame of kind ``frames``.
+
+        ``frames`` is a performative name (``"disposition"``, ``"flow"``, ``"transfer"`` ...) or
+        ``None`` for any. Everything the connection sends meanwhile waits too, in order, as
+        on a slow network. With a ``ManualClock`` the output goes when the test advances it.
+        """
+        if not seconds > 0:
+            raise ValueError(f"delay({seconds!r}): give a positive number of seconds")
+        if frames is not None and frames not in FRAME_NAMES:
+            raise ValueError(f"frames={frames!r}: use one of {sorted(FRAME_NAMES)} or None for any")
+        return self._add(Fault("delay", address, params={"seconds": seconds, "frames": frames}, **trigger))
+
+    def stall_credit(self, address: str | None = None, **trigger: Unpack[Trigger]) -> Fault:
+        """Grant producers on ``address`` no credit until the fault is cancelled (Part 2 §2.6.7)."""
+        trigger.setdefault("times", None)  # every producer that attaches, until cancelled
+        return self._add(Fault("stall_credit", address, **trigger))
+
+    def fail_discharge(self, **trigger: Unpack[Trigger]) -> Fault:
+        """Answer a commit with ``amqp:transaction:rollback``; nothing of the transaction happens (Part 4 §4.4)."""
+        return self._add(Fault("fail_discharge", **trigger))
+
+    def add(self, fault: Fault) -> Fault:
+        """Install a :class:`Fault` built elsewhere (e.g. one drawn by ``minibroker.testing.fault_plans``)."""
+        if fault._registry is not None:
+            raise ValueError(f"{fault!r} is already installed; build a new Fault to install it again")
+        return self._add(fault)
+
+    # ------------------------------------------------------------ inspecting
+
+    @property
+    def history(self) -> tuple[Firing, ...]:
+        """Every firing so far, oldest first."""
+        return tuple(self.marshal(list, self._history))
+
+    def __iter__(self) -> Any:
+        return iter(self.marshal(list, self._faults))
+
+    def __len__(self) -> int:
+        return len(self._faults)
+
+    def check(self) -> None:
+        """Raise :class:`FaultNotFired` naming every ``must_fire`` fault that never fired."""
+        silent = [f for f in self.marshal(list, self._faults) if f.must_fire and not f.fired]
+        if silent:
+            lines = "\n".join(
+                f"  {f!r}: {f.seen} matching event(s)" + (f", all let pass by after={f.after}" if f.seen else "")
+                for f in silent
+            )
+            raise FaultNotFired(
+                f"{len(silent)} fault(s) declared must_fire=True never fired:\n{lines}\n"
+                "the scenario never reached them: check the address, the trigger, or what the test does"
+            )
+
+    def clear(self) -> None:
+        """Cancel every fault and forget the history (between two test cases)."""
+        self.marshal(self._clear)
+
+    def cancel(self, fault: Fault) -> None:
+        """Retire ``fault`` (same as ``fault.cancel()``)."""
+        self.marshal(self._cancel, fault)
+
+    # ------------------------------------------------ broker-thread side
+
+    def live(self, point: str) -> list[Fault]:
+        """The faults not yet done that are offered events of ``point``, in declaration order."""
+        return [f for f in self._faults if f.point == point and not f.done]
+
+    def record(self, fault: Fault, site: Site, now: float) -> None:
+        """Note a firing (the injector, once it has acted, asks :meth:`has_live` whether to stay on)."""
+        self._history.append(Firing(repr(fault), fault.kind, now, site.connection, site.link, site.address, site.frame))
+
+    def _add(self, fault: Fault) -> Fault:
+        fault._registry = self
+        self.marshal(self._install, fault)
+        return fault
+
+    def _install(self, fault: Fault) -> None:
+        self._faults.append(fault)
+        self._changed()
+
+    def _cancel(self, fault: Fault) -> None:
+        if fault.cancelled:
+            return
+        fault.cancelled = True
+        if self.on_cancel is not None:
+            self.on_cancel(fault)
+        self._changed()
+
+    def _clear(self) -> None:
+        for fault in self._faults:
+            self._cancel(fault)
+        self._faults.clear()
+        self._history.clear()
+        self._changed()
+
+    def has_live(self) -> bool:
+        """Whether a fault may still fire (broker thread)."""
+        return any(not f.done for f in self._faults)
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change(self.has_live())
+
+
+class FaultBuilder(FaultSet):
+    """Builds faults without a broker, to install later (``FaultPlan``, the pytest marker)::
+
+        from minibroker.testing import faults
+
+        @pytest.mark.amqp_broker(faults=[faults.release(address="jobs")])
+
+    The same calls as ``broker.faults``; the faults it returns are installed as fresh copies.
+    """
+
+    def _add(self, fault: Fault) -> Fault:
+        return fault

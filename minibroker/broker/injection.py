@@ -1,0 +1,349 @@
+"""Applying faults: an observer on the broker's tap (:mod:`.tap`) that makes :mod:`.faults` happen.
+
+While a fault is live the :class:`FaultInjector` is installed on ``broker.tap``
+(and ``broker.injector`` is set); otherwise neither exists and the broker pays
+only the tap's own ``is None`` tests. Through the tap it sees:
+
+* every inbound event (``event_in``): an attach to refuse, a message to reject,
+  a message whose link or connection should go, a commit to fail. The event is
+  swallowed, and so is what follows it on a link or connection that is going;
+  the action itself runs after the batch (:meth:`FaultInjector.run_pending`,
+  from ``Broker.flush``), so that what the client sent before it is handled
+  first, in order;
+* every outgoing frame (``frame_out``): a ``delay`` withholds the connection's
+  frames from the matching one on and lets them go, in order, when the
+  broker's clock reaches the end of the delay; a ``stall_credit`` withholds the
+  flows granting a producer credit; a transfer is noted so that, once the
+  broker has recorded the delivery, :meth:`FaultInjector.run_pending` may
+  release, modify, detach or disconnect it.
+
+Each action uses the engine's own operations: ``refuse_link`` and
+``detach_link`` (Part 2 §2.6.3, §2.6.5), ``close`` (§2.4.3), ``settle`` with
+released / modified (Part 3 §3.4.4-5) or rejected (§3.4.2), ``send_link_flow``
+(§2.6.7), and the transaction coordinator's rollback (Part 4 §4.4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
+
+from ..amqp import errors as conditions
+from ..amqp.message import decode_message
+from ..amqp.messaging import Modified, Rejected, Released
+from ..amqp.performatives import Error, Flow, Transfer, amqp_error
+from ..amqp.transactions import Discharge
+from ..protocol import events as ev
+from ..protocol._state import LinkState
+from ..protocol.endpoints import Link
+from .faults import Fault, FaultSet, Site
+from .links import ConsumerLink, CoordinatorLink, ProducerLink
+from .tap import Observer, TapConnection
+
+if TYPE_CHECKING:
+    from .engine import Broker, BrokerConnection
+
+__all__ = ["FaultInjector"]
+
+
+class _Hold:
+    """Frames of one connection withheld until ``until`` (broker clock), in order."""
+
+    __slots__ = ("until", "frames")
+
+    def __init__(self, until: float) -> None:
+        self.until = until
+        self.frames: list[bytes] = []
+
+
+class FaultInjector(Observer):
+    """Applies a broker's :class:`FaultSet` to its connections, installed on the tap while needed."""
+
+    def __init__(self, broker: Broker, faults: FaultSet, timers_changed: Callable[[], None]) -> None:
+        self.broker = broker
+        self.faults = faults
+        self._timers_changed = timers_changed
+        self._actions: list[Callable[[], None]] = []  # run after the batch that fired them
+        self._sent: list[tuple[BrokerConnection, int, int, int]] = []  # (connection, channel, handle, delivery-id)
+        self._going: set[Any] = set()  # connections and links whose remaining events this batch are dropped
+        self._silenced: set[BrokerConnection] = set()  # dropped: not even a close frame goes out
+        self._holds: dict[BrokerConnection, _Hold] = {}
+        self._stalled: dict[Fault, dict[Link, BrokerConnection]] = {}
+        faults.on_change = self._update
+        faults.on_cancel = self._cancelled
+
+    # ------------------------------------------------------- on and off
+
+    def _update(self, live: bool) -> None:
+        """Stay on the tap while a fault is live or work is left (held frames, pending actions)."""
+        broker = self.broker
+        wanted = live or bool(self._holds or self._actions or self._sent)
+        if wanted and broker.injector is None:
+            broker.injector = broker.tap.install(self)
+        elif not wanted and broker.injector is self:
+            broker.tap.remove(self)
+            broker.injector = None
+
+    def _cancelled(self, fault: Fault) -> None:
+        for link, connection in self._stalled.pop(fault, {}).items():
+            if connection.open and link.state is LinkState.ATTACHED:
+                connection.engine.send_link_flow(link)  # the credit the broker granted all along
+                connection.mark_dirty()
+
+    def _fire(self, point: str, site: Site, subject: Callable[[], Any]) -> Fault | None:
+        for fault in self.faults.live(point):
+            if fault.consider(site, subject):
+                self.faults.record(fault, site, self.broker.clock.now())
+                return fault
+        return None
+
+    def _site(self, connection: TapConnection, link: Link | None, address: Any, frame: str) -> Site:
+        return Site(
+            connection.container_id or connection.peer,
+            link.name if link is not None else None,
+            address if isinstance(address, str) else None,
+            frame,
+        )
+
+    # -------------------------------------------------------- inbound
+
+    def event_in(self, connection: TapConnection, event: ev.Event) -> ev.Event | None:
+        if connection in self._going:
+            return None  # closed or dropped by a fault: the rest of what it sent is never read
+        kind = type(event)
+        if kind is ev.LinkAttached:
+            assert isinstance(event, ev.LinkAttached)
+            return None if self._attach(self._own(connection), event.link) else event
+        if kind is ev.MessageReceived:
+            assert isinstance(event, ev.MessageReceived)
+            if event.link in self._going:
+                return None  # a transfer behind a detach is dropped, as the engine drops late ones
+            return None if self._message(self._own(connection), event) else event
+        return event
+
+    def _own(self, connection: TapConnection) -> BrokerConnection:
+        return cast("BrokerConnection", connection)  # the tap reports this broker's connections
+
+    def _attach(self, connection: BrokerConnection, link: Link) -> bool:
+        if link.state is not LinkState.ATTACH_RCVD:
+            return False
+        site = self._site(connection, link, link.address, f"attach {link.name!r}")
+        fault = self._fire("attach", site, lambda: link.attach)
+        if fault is None:
+            return False
+        error = self._error(fault, f"refused by {fault!r}")
+        self._actions.append(lambda: connection.engine.refuse_link(link, error))
+        return True
+
+    def _message(self, connection: BrokerConnection, event: ev.MessageReceived) -> bool:
+        link, delivery = event.link, event.delivery
+        owner = link.context
+        if isinstance(owner, CoordinatorLink):
+            return self._discharge(connection, event)
+        if not isinstance(owner, ProducerLink):
+            return False
+        decoded: list[Any] = []
+
+        def subject() -> Any:
+            if not decoded:
+                decoded.append(decode_message(delivery.payload))
+            return decoded[0]
+
+        address = owner.address
+        if address is None:  # anonymous relay: the message's ``to`` names the node
+            address = getattr(subject().properties, "to", None)
+        site = self._site(connection, link, address, f"transfer delivery-id={int(delivery.delivery_id)}")
+        fault = self._fire("publish", site, subject) or self._fire("transfer", site, subject)
+        if fault is None:
+            return False
+        if fault.kind == "reject_publish":
+            error = self._error(fault, f"rejected by {fault!r}")
+
+            def reject() -> None:
+                if not delivery.remote_settled and link.state is LinkState.ATTACHED:
+                    connection.engine.settle(delivery, Rejected(error=error))
+                    credit = self.broker.config.link_credit
+                    if link.credit <= credit // 2:  # as the broker tops up a producer's credit
+                        connection.engine.grant_credit(link, credit)
+                connection.mark_dirty()
+
+            self._actions.append(reject)
+        else:
+            self._going.add(connection if fault.kind != "detach_link" else link)
+            self._actions.append(lambda: self._disconnect(fault, connection, link))
+        return True
+
+    def _discharge(self, connection: BrokerConnection, event: ev.MessageReceived) -> bool:
+        if not self.faults.live("discharge"):
+            return False
+        delivery = event.delivery
+        try:
+            body = decode_message(delivery.payload).body
+        except Exception:  # malformed: the coordinator answers it
+            return False
+        if not isinstance(body, Discharge) or body.fail:
+            return False
+        frame = f"transfer delivery-id={int(delivery.delivery_id)} (discharge)"
+        fault = self._fire("discharge", self._site(connection, event.link, None, frame), lambda: body)
+        if fault is None:
+            return False
+
+        def fail() -> None:
+            outcome = self.broker.transactions.roll_back(body.txn_id, f"commit failed: {fault!r}")
+            connection.engine.settle(delivery, outcome)
+            connection.mark_dirty()
+
+        self._actions.append(fail)
+        return True
+
+    # -------------------------------------------------------- outbound
+
+    def frame_out(self, connection: TapConnection, channel: int, performative: Any, frame: bytes) -> bytes:
+        if connection in self._silenced:
+            return b""
+        hold = self._holds.get(self._own(connection))
+        if hold is not None:
+            hold.frames.append(frame)
+            return b""
+        if performative is None:
+            return frame
+        if self.faults.live("frame") and self._delay(self._own(connection), channel, performative, frame):
+            return b""
+        if isinstance(performative, Transfer):
+            if performative.delivery_id is not None:
+                owned = self._own(connection)
+                self._sent.append((owned, channel, performative.handle, performative.delivery_id))
+        elif isinstance(performative, Flow) and performative.handle is not None and self.faults.live("credit"):
+            if self._stall(self._own(connection), channel, performative):
+                return b""
+        return frame
+
+    def _link(self, connection: BrokerConnection, channel: int, performative: Any) -> Link | None:
+        session = connection.engine.local_session(channel)
+        handle = getattr(performative, "handle", None)
+        return session.links_by_handle.get(handle) if session is not None and handle is not None else None
+
+    def _delay(self, connection: BrokerConnection, channel: int, performative: Any, frame: bytes) -> bool:
+        name = type(performative).__name__.lower()
+        link = self._link(connection, channel, performative)
+        for fault in self.faults.live("frame"):
+            if fault.params["frames"] not in (None, name):
+                continue
+            if link is not None:
+                address = link.address
+            else:  # a frame of no one link (disposition, end ...): on a connection that uses the address
+                address = fault.address if self._uses(connection, fault.address) else None
+            site = self._site(connection, link, address, name)
+            if fault.consider(site, lambda: performative):
+                now = self.broker.clock.now()
+                hold = self._holds[connection] = _Hold(now + fault.params["seconds"])
+                hold.frames.append(frame)
+                self.faults.record(fault, site, now)
+                self._timers_changed()
+                return True
+        return False
+
+    def _uses(self, connection: BrokerConnection, address: str | None) -> bool:
+        return any(
+            link.address == address
+            for session in connection.engine.sessions.values()
+            for link in session.links_by_handle.values()
+        )
+
+    def _stall(self, connection: BrokerConnection, channel: int, flow: Flow) -> bool:
+        link = self._link(connection, channel, flow)
+        if link is None or not isinstance(link.context, ProducerLink) or not flow.link_credit:
+            return False  # only credit for producers; the transaction coordinator keeps its own
+        site = self._site(connection, link, link.address, f"flow {link.name!r}")
+        fault = self._fire("credit", site, lambda: flow)
+        if fault is None:
+            return False
+        self._stalled.setdefault(fault, {})[link] = connection
+        return True
+
+    # ------------------------------------------------ after each batch
+
+    def run_pending(self) -> None:
+        """Run the actions inbound events fired, then offer the deliveries just sent to the faults."""
+        while self._actions or self._sent:
+            self._going.clear()
+            actions, self._actions = self._actions, []
+            for action in actions:
+                action()
+            sent, self._sent = self._sent, []
+            for connection, channel, handle, delivery_id in sent:
+                link = self._link(connection, channel, Transfer(handle=handle))
+                if link is not None and isinstance(link.context, ConsumerLink):
+                    self._delivered(connection, link.context, delivery_id)
+        self._update(self.faults.has_live())
+
+    def _delivered(self, connection: BrokerConnection, consumer: ConsumerLink, delivery_id: int) -> None:
+        link = consumer.link
+        if not connection.open or link.state is not LinkState.ATTACHED:
+            return
+        entry = consumer.unsettled.get(delivery_id)
+        site = self._site(connection, link, consumer.queue.name, f"transfer delivery-id={int(delivery_id)}")
+
+        def subject() -> Any:
+            return entry.message.decode() if entry is not None else None
+
+        fault = self._fire("delivery", site, subject) if entry is not None else None
+        fault = fault or self._fire("transfer", site, subject)
+        if fault is None:
+            return
+        if fault.kind not in ("release", "modify"):
+            self._disconnect(fault, connection, link)
+            return
+        assert entry is not None
+        delivery = link.unsettled.get(delivery_id)
+        del consumer.unsettled[delivery_id]
+        outcome: Released | Modified = (
+            Released()
+            if fault.kind == "release"
+            else Modified(
+                delivery_failed=fault.params["delivery_failed"], undeliverable_here=fault.params["undeliverable_here"]
+            )
+        )
+        self.broker.apply_outcome(consumer.queue, entry, outcome, consumer.link_id)
+        if delivery is not None:
+            connection.engine.settle(delivery, outcome)
+        connection.mark_dirty()
+        consumer.queue.dispatch(self.broker.clock.now())
+
+    # ------------------------------------------------------------ actions
+
+    def _error(self, fault: Fault, description: str) -> Error:
+        return amqp_error(fault.params.get("error", conditions.INTERNAL_ERROR), description)
+
+    def _disconnect(self, fault: Fault, connection: BrokerConnection, link: Link) -> None:
+        """detach_link, close_connection or drop_connection."""
+        if not connection.open:
+            return
+        if fault.kind == "detach_link":
+            if link.state is LinkState.ATTACHED:
+                self.broker.detach_link(connection, link, self._error(fault, f"link detached by {fault!r}"))
+                connection.mark_dirty()
+        elif fault.kind == "close_connection":
+            connection.close(self._error(fault, f"connection closed by {fault!r}"))
+        else:
+            # What was queued before still goes out (it was on the wire); then nothing, not even a close.
+            self._silenced.add(connection)
+            try:
+                connection.connection_lost()
+            finally:
+                self._silenced.discard(connection)
+            connection.mark_dirty()  # its writer wakes, finds it finished and closes the socket
+
+    # ------------------------------------------------------------- timers
+
+    def next_deadline(self) -> float | None:
+        return min((hold.until for hold in self._holds.values()), default=None)
+
+    def run_timers(self, now: float) -> None:
+        """Let held frames go, in order, once their time has come."""
+        for connection, hold in list(self._holds.items()):
+            if hold.until <= now or not connection.open:
+                del self._holds[connection]
+                if connection.open:
+                    connection.write(b"".join(hold.frames))
+        self._update(self.faults.has_live())

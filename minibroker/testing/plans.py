@@ -1,0 +1,82 @@
+"""A Hypothesis strategy over fault plans: search for the faults that break a scenario, then shrink them.
+
+::
+
+    from hypothesis import given, settings
+    from minibroker.testing import fault_plans
+
+    @settings(max_examples=100, deadline=None)
+    @given(plan=fault_plans(addresses=["jobs", "results"]))
+    def test_worker_survives(plan):
+        broker.reset()                  # one broker for the whole search: reset between examples
+        plan.install(broker.faults)
+        run_the_scenario_and_assert_its_invariants()
+
+When the scenario breaks, Hypothesis shrinks the plan (fewer faults, earlier kinds and
+addresses, smaller ``after``/``times``) and prints the smallest one as code, e.g.
+``plan=[faults.release(address='jobs')]``, to paste into a plain test.
+
+Needs Hypothesis (``pip install hypothesis``; it is in minibroker's ``test`` extra).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hypothesis import strategies as st
+
+from ..broker.faults import KINDS, Fault, FaultPlan
+
+__all__ = ["PLAN_KINDS", "fault_plans"]
+
+#: Kinds a plan draws by default: those that need nothing from the test once declared.
+#: ``delay`` (wants a time scale) and ``stall_credit`` (wants a ``cancel()``) are left out.
+PLAN_KINDS: tuple[str, ...] = (
+    "release",
+    "modify",
+    "reject_publish",
+    "detach_link",
+    "close_connection",
+    "drop_connection",
+    "refuse_attach",
+)
+
+
+def _fault(kind: str, address: str, after: int, times: int) -> Fault:
+    return Fault(kind, None if kind == "fail_discharge" else address, after=after, times=times)
+
+
+def fault_plans(
+    addresses: Sequence[str],
+    kinds: Sequence[str] = PLAN_KINDS,
+    max_faults: int = 3,
+    max_after: int = 3,
+    max_times: int = 2,
+) -> st.SearchStrategy[FaultPlan]:
+    """Plans of up to ``max_faults`` faults, each of one of ``kinds`` on one of ``addresses``.
+
+    Each fault lets ``0..max_after`` matching events pass and then fires ``1..max_times``
+    times. Shrinking goes towards fewer faults, the first kind and address listed, and
+    ``after=0, times=1``: list the likeliest culprits first.
+    """
+    if not addresses or not all(isinstance(a, str) and a for a in addresses):
+        raise ValueError(f"addresses={addresses!r}: give the node addresses the scenario uses, e.g. ['jobs']")
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown or not kinds:
+        raise ValueError(f"kinds={list(kinds)!r}: use some of {sorted(KINDS)}")
+    excluded = [k for k in kinds if k in ("delay", "stall_credit")]
+    if excluded:
+        raise ValueError(
+            f"kinds {excluded} cannot be drawn: a delay needs a time scale and a stall a cancel() from the "
+            "test; declare them in the scenario itself"
+        )
+    if max_faults < 1 or max_after < 0 or max_times < 1:
+        raise ValueError("need max_faults >= 1, max_after >= 0 and max_times >= 1")
+    fault = st.builds(
+        _fault,
+        kind=st.sampled_from(list(kinds)),
+        address=st.sampled_from(list(addresses)),
+        after=st.integers(0, max_after),
+        times=st.integers(1, max_times),
+    )
+    return st.lists(fault, max_size=max_faults).map(lambda faults: FaultPlan(tuple(faults)))
