@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..servicebus.options import ServiceBusOptions
 
 __all__ = ["BrokerConfig", "QueueOptions", "DEFAULT_DEAD_LETTER_SUFFIX"]
 
@@ -64,3 +68,5 @@ class BrokerConfig:
     transaction_timeout: float | None = None
     #: Keep the last N frames of every connection for ``broker.frames()``; 0 keeps none and costs nothing.
     frame_log: int = 0
+    #: The Azure Service Bus layer's options; it also turns on (with defaults) when a client attaches ``$cbs``.
+    servicebus: ServiceBusOptions | None = None

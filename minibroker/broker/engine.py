@@ -36,6 +36,7 @@ from ..protocol.endpoints import Delivery, Link
 from .capture import Run
 from .clock import Clock, ManualClock, SystemClock
 from .config import BrokerConfig, QueueOptions
+from .extension import Extension, ExtensionConsumer, ExtensionLink
 from .faults import FaultSet
 from .filters import FilterError, parse_filter_set
 from .injection import FaultInjector
@@ -224,6 +225,10 @@ class Broker:
         FaultInjector(self, self.faults, self._timers_changed)
         if isinstance(self.clock, ManualClock):
             self.clock.subscribe(self.run_timers)
+        #: A protocol layer on top (the Service Bus layer), or None: plain AMQP 1.0.
+        self.extension: Extension | None = None
+        if self.config.servicebus is not None:
+            self.enable_servicebus()
 
     # ------------------------------------------------------------ connections
 
@@ -288,6 +293,8 @@ class Broker:
         deadlines.append(self.transactions.next_deadline())
         if self.injector is not None:
             deadlines.append(self.injector.next_deadline())
+        if self.extension is not None:
+            deadlines.append(self.extension.next_deadline())
         present = [d for d in deadlines if d is not None]
         return min(present) if present else None
 
@@ -300,12 +307,29 @@ class Broker:
         self.transactions.expire(now)
         if self.injector is not None:
             self.injector.run_timers(now)
+        if self.extension is not None:
+            self.extension.run_timers(now)
         self.flush()
 
     def _timers_changed(self) -> None:
         """A new deadline (an expiry, a transaction timeout) may come before the timer's."""
         if self.on_timers_changed is not None:
             self.on_timers_changed()
+
+    # --------------------------------------- extension points (minibroker.servicebus)
+
+    def enable_servicebus(self) -> Extension:
+        """Turn the Service Bus layer on (``BrokerConfig.servicebus``, or a client attaching ``$cbs``)."""
+        if self.extension is None:
+            from ..servicebus.layer import ServiceBusLayer  # the layer sits above the broker
+
+            self.extension = ServiceBusLayer(self, self.config.servicebus)
+        return self.extension
+
+    def add_consumer(self, consumer: ConsumerLink) -> None:
+        """Dispatch to a consumer an extension attached (and end it with its link)."""
+        consumer.queue.add_consumer(consumer)
+        self._consumers.add(consumer)
 
     # ------------------------------------------------------------------- nodes
 
@@ -387,6 +411,8 @@ class Broker:
         if self.frame_log is not None:
             self.frame_log.records.clear()
         self.faults.clear()
+        if self.extension is not None:
+            self.extension.reset()
         self.flush()
 
     def drop_transient(self) -> int:
@@ -455,6 +481,11 @@ class Broker:
                 connection.engine.refuse_link(link, denied)
                 return
         try:
+            extension = self.extension
+            if extension is None and link.address == "$cbs":  # an Azure Service Bus client
+                extension = self.enable_servicebus()
+            if extension is not None and extension.attach(connection, link):
+                return
             if link.is_sender:
                 self._attach_consumer(connection, link)
             else:
@@ -575,6 +606,8 @@ class Broker:
     def _on_credit(self, connection: BrokerConnection, event: ev.CreditChanged) -> None:
         consumer = event.link.context
         if not isinstance(consumer, ConsumerLink):
+            if isinstance(consumer, ExtensionLink):
+                consumer.on_credit()
             return
         self.transactions.on_flow(consumer, event.properties)
         if consumer not in self._consumers:
@@ -634,6 +667,8 @@ class Broker:
                     if not delivery.remote_settled:
                         outcome = rejected[0] if rejected else outcomes[0]
                         engine.settle(delivery, outcome, settled=link.rcv_settle_mode != RCV_SECOND)
+        elif isinstance(producer, ExtensionLink):
+            producer.on_message(delivery)
         if link.credit <= self.config.link_credit // 2 and link.state is LinkState.ATTACHED:
             engine.grant_credit(link, self.config.link_credit)
 
@@ -657,6 +692,9 @@ class Broker:
     def _on_delivery_updated(self, connection: BrokerConnection, event: ev.DeliveryUpdated) -> None:
         owner = event.link.context
         if isinstance(owner, ConsumerLink):
+            if isinstance(owner, ExtensionConsumer):
+                owner.on_outcome(event.delivery, event.state, event.settled)
+                return
             self._consumer_outcome(owner, event.delivery, event.state, event.settled)
 
     def _consumer_outcome(self, consumer: ConsumerLink, delivery: Delivery, state: Any, settled: bool) -> None:

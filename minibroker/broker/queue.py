@@ -146,14 +146,19 @@ class Queue:
         if pending is not None:
             pending.fill()
 
-    def enqueue(self, message: StoredMessage, now: float) -> Entry | None:
-        """Add a message (§3.3: it becomes AVAILABLE); None if it had already expired."""
+    def enqueue(self, message: StoredMessage, now: float, seq: int | None = None) -> Entry | None:
+        """Add a message (§3.3: it becomes AVAILABLE); None if it had already expired.
+
+        ``seq`` places it by a number :meth:`reserve_seq` gave out earlier (a scheduled message).
+        """
         if self._capture is not None:
             self._changing()
         options = self.options
         expires_at = None if self.keeps_expired else message.expiry(options.default_ttl, options.max_ttl)
-        self._seq += 1
-        entry = Entry(self._seq, message, priority_level(message.priority, options.priorities), expires_at)
+        if seq is None:
+            self._seq += 1
+            seq = self._seq
+        entry = Entry(seq, message, priority_level(message.priority, options.priorities), expires_at)
         self.counters.enqueued += 1
         if expires_at is not None:
             if expires_at <= now:
@@ -164,6 +169,11 @@ class Queue:
             self._levels.extend([] for _ in range(entry.level + 1 - len(self._levels)))
         self._push(entry)
         return entry
+
+    def reserve_seq(self) -> int:
+        """The next arrival number, for a message that will be enqueued later with it."""
+        self._seq += 1
+        return self._seq
 
     def _push(self, entry: Entry) -> None:
         if self._capture is not None:

@@ -1,0 +1,53 @@
+"""Extension points for a protocol layer on top of the broker (the Service Bus layer uses them).
+
+An :class:`Extension` sees every link attach first and may take the link
+itself; it owns its own timers.  Links it takes are :class:`ExtensionLink`
+(request/response nodes such as ``$cbs``) or :class:`ExtensionConsumer` (a
+consumer that delivers and settles in its own way).  Plain AMQP never meets
+any of them: the broker has no extension until one is enabled.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from .links import ConsumerLink
+
+if TYPE_CHECKING:
+    from ..protocol.endpoints import Delivery, Link
+    from .engine import BrokerConnection
+
+__all__ = ["Extension", "ExtensionConsumer", "ExtensionLink"]
+
+
+class Extension(Protocol):
+    """A layer the broker consults on attach and on its timers."""
+
+    def attach(self, connection: BrokerConnection, link: Link) -> bool:
+        """Take (accept or refuse) a link the peer attached; False leaves it to the broker."""
+
+    def next_deadline(self) -> float | None:
+        """The clock time of the layer's next timer (a lock expiring, a scheduled message)."""
+
+    def run_timers(self, now: float) -> None:
+        """Do what is due at ``now``."""
+
+    def reset(self) -> None:
+        """Forget everything (the broker was reset)."""
+
+
+class ExtensionLink:
+    """A link an extension owns: the broker hands it the messages and credit that arrive on it."""
+
+    def on_message(self, delivery: Delivery) -> None:
+        raise NotImplementedError
+
+    def on_credit(self) -> None:
+        """The peer granted credit on this (sending) link."""
+
+
+class ExtensionConsumer(ConsumerLink):
+    """A consumer that settles deliveries its own way (the broker still dispatches to it)."""
+
+    def on_outcome(self, delivery: Delivery, state: Any, settled: bool) -> None:
+        raise NotImplementedError
