@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+import minibroker
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
@@ -24,4 +27,8 @@ def test_readme_example_runs(block: str) -> None:
     exec(compile(block, str(README), "exec"), namespace)
     for name, value in namespace.items():
         if name.startswith("test_") and callable(value):
-            value()
+            if "amqp_broker" in inspect.signature(value).parameters:  # the pytest plugin's fixture
+                with minibroker.ThreadedBroker() as broker:
+                    value(amqp_broker=broker)
+            else:
+                value()

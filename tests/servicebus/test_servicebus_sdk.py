@@ -213,3 +213,9 @@ def test_plain_amqp_clients_of_the_same_broker_are_unaffected(broker: minibroker
         receiver.accept()
     finally:
         connection.close()
+
+
+def test_a_session_receiver_is_refused_as_not_emulated(client: ServiceBusClient) -> None:
+    with pytest.raises(ServiceBusError, match="sessions are not emulated"):
+        with client.get_queue_receiver("orders", session_id="s1", prefetch_count=10) as receiver:
+            receiver.receive_messages(max_wait_time=1)
