@@ -219,3 +219,18 @@ def test_a_session_receiver_is_refused_as_not_emulated(client: ServiceBusClient)
     with pytest.raises(ServiceBusError, match="sessions are not emulated"):
         with client.get_queue_receiver("orders", session_id="s1", prefetch_count=10) as receiver:
             receiver.receive_messages(max_wait_time=1)
+
+
+def test_the_sdk_recovers_from_a_dropped_connection(broker: minibroker.ThreadedBroker) -> None:
+    fault = broker.faults.drop_connection(address="orders", times=1)
+    options = {**CLIENT_OPTIONS, "retry_total": 3, "retry_backoff_factor": 0.01, "retry_mode": "fixed"}
+    with ServiceBusClient.from_connection_string(connection_string(broker.port), **options) as sb:
+        with sb.get_queue_sender("orders") as sender:
+            sender.send_messages(ServiceBusMessage("survives"))  # dropped on the first try, sent again
+        assert fault.fired
+        with sb.get_queue_receiver("orders", prefetch_count=10) as receiver:
+            (message,) = receiver.receive_messages(max_wait_time=5)
+            assert str(message) == "survives"
+            receiver.complete_message(message)
+    assert broker.queue("orders").depth == 0
+    assert broker.statistics().connections_total >= 2
