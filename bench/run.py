@@ -381,7 +381,7 @@ class Child:
 
 def spawn_broker(profile_to: str | None = None) -> Child:
     if profile_to:
-        return Child("broker", [sys.executable, str(HERE / "profiled_broker.py"), profile_to])
+        return Child("broker", [sys.executable, os.environ.get("MB_PROFILER", str(HERE / "profiled_broker.py")), profile_to])
     return Child("broker", [sys.executable, "-m", "minibroker", "serve", "--port", "0"])
 
 

@@ -8,6 +8,13 @@ a read or write is tried first and the task parks on readiness only when it
 would block.  Trio's high-level streams add a scheduler pass around every
 successful call; for a request/reply exchange those passes, not the
 protocol work, were most of the broker's CPU (see ``bench/``).
+
+Latency: a message read on one connection and routed to a consumer on
+another is written to the consumer's socket by the reading task itself,
+before the reader answers its own peer (disposition, flow), through the
+:class:`_Outbox`.  Waking the consumer's writer task instead costs a
+scheduler pass, and answering the producer first lets the producer's
+process take the CPU before the message has left.
 """
 
 from __future__ import annotations
@@ -91,10 +98,24 @@ class _Sender:
     def backlog(self) -> int:
         return len(self._pending)
 
+    def write_nowait(self, data: bytes) -> bool:
+        """Queue ``data`` and write what the socket takes now; False if some is left for a task to write."""
+        self._pending += data
+        if self._busy:
+            return True  # the task waiting to write writes this too
+        try:
+            sent = self._sock.send(self._pending)
+        except WOULD_BLOCK_WRITE:
+            sent = 0
+        except OSError:
+            return False  # the writer task meets the error and ends the connection
+        del self._pending[:sent]
+        return not self._pending
+
     async def send(self, data: bytes) -> None:
         """Queue ``data``; write it now unless another task is already waiting to write."""
         self._pending += data
-        if self._busy:
+        if self._busy or not self._pending:
             return
         self._busy = True
         try:
@@ -115,6 +136,56 @@ class _Sender:
         """Park until what is queued has been written (back-pressure for a peer that does not read)."""
         while len(self._pending) > HIGH_WATER:
             await self._drained.wait()
+
+
+class _Outbox:
+    """Connections given output by the connection being read, written before the reader answers its own peer.
+
+    While a reader hands bytes to the broker (``reading``), a connection the broker wakes
+    is queued here instead of waking its writer task; the reader then writes each one
+    without blocking.  A wake-up from anywhere else (the API, timers) goes to the writer task.
+    """
+
+    __slots__ = ("reading", "ready")
+
+    def __init__(self) -> None:
+        self.reading = False
+        self.ready: list[_Channel] = []
+
+    def flush(self, reader: BrokerConnection) -> None:
+        """Write what the other queued connections have (their writers finish what a full socket leaves);
+        the ``reader`` writes its own output itself, after these."""
+        ready, self.ready = self.ready, []
+        for channel in ready:
+            if channel.connection is not reader:
+                channel.write_now()
+
+
+class _Channel:
+    """One connection as the server writes it: its protocol state, its ordered sender and its writer's waker."""
+
+    __slots__ = ("connection", "sender", "waker", "outbox")
+
+    def __init__(self, sender: _Sender, waker: _Waker, outbox: _Outbox) -> None:
+        self.sender = sender
+        self.waker = waker
+        self.outbox = outbox
+        self.connection: BrokerConnection | None = None
+
+    def notify(self) -> None:
+        """The broker queued output here: write it with the reader's pass, else wake the writer."""
+        if self.outbox.reading:
+            self.outbox.ready.append(self)
+        else:
+            self.waker.set()
+
+    def write_now(self) -> None:
+        connection = self.connection
+        if connection is None or not connection.open:
+            return
+        output = connection.output()
+        if output and not self.sender.write_nowait(output):
+            self.waker.set()  # the socket is full (or failed): the writer task takes it from here
 
 
 async def serve(
@@ -144,6 +215,7 @@ async def serve(
                 ExposedBrokerWarning,
                 stacklevel=2,
             )
+        outbox = _Outbox()
         async with trio.open_nursery() as nursery:
             if not isinstance(broker.clock, ManualClock):
                 nursery.start_soon(_run_timers, broker)
@@ -161,9 +233,9 @@ async def serve(
                 if family in (socket.AF_INET, socket.AF_INET6):
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 if ssl_context is not None:
-                    nursery.start_soon(_serve_tls, broker, ssl_context, sock, f"{peer[0]}:{peer[1]}")
+                    nursery.start_soon(_serve_tls, broker, ssl_context, sock, f"{peer[0]}:{peer[1]}", outbox)
                 else:
-                    nursery.start_soon(_serve_connection, broker, sock, f"{peer[0]}:{peer[1]}")
+                    nursery.start_soon(_serve_connection, broker, sock, f"{peer[0]}:{peer[1]}", outbox)
     finally:
         listener.close()
 
@@ -187,7 +259,7 @@ async def _run_timers(broker: Broker) -> None:
         broker.on_timers_changed = previous
 
 
-async def _serve_tls(broker: Broker, context: ssl.SSLContext, raw: socket.socket, peer: str) -> None:
+async def _serve_tls(broker: Broker, context: ssl.SSLContext, raw: socket.socket, peer: str, outbox: _Outbox) -> None:
     """Handshake, then serve as plain; a failed handshake only closes the socket (no broker state yet)."""
     try:
         sock = wrap(context, raw)
@@ -195,12 +267,12 @@ async def _serve_tls(broker: Broker, context: ssl.SSLContext, raw: socket.socket
         raw.close()
         return
     if await handshake(sock):
-        await _serve_connection(broker, sock, peer)
+        await _serve_connection(broker, sock, peer, outbox)
     else:
         sock.close()
 
 
-async def _serve_connection(broker: Broker, sock: socket.socket, peer: str) -> None:
+async def _serve_connection(broker: Broker, sock: socket.socket, peer: str, outbox: _Outbox) -> None:
     """Read and write one connection.
 
     The reader sends the replies to what it just read itself, so a request
@@ -209,14 +281,15 @@ async def _serve_connection(broker: Broker, sock: socket.socket, peer: str) -> N
     runs the idle-timeout ticks.
     """
     waker = _Waker()
-    connection = broker.connect(waker.set, peer)
     sender = _Sender(sock)
+    channel = _Channel(sender, waker, outbox)
+    connection = channel.connection = broker.connect(channel.notify, peer)
     peer_closed = False
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_write, connection, sender, waker, nursery.cancel_scope)
             try:
-                peer_closed = await _read(connection, sock, sender, waker)
+                peer_closed = await _read(connection, sock, sender, waker, outbox)
             except OSError:
                 peer_closed = True  # reset by the peer: handled as a lost connection below
             # The peer is gone (or we closed): end its links now, so what it held goes back at
@@ -253,22 +326,40 @@ async def _linger(sock: socket.socket) -> None:
             return
 
 
-async def _read(connection: BrokerConnection, sock: socket.socket, sender: _Sender, waker: _Waker) -> bool:
-    """Feed the connection until it is finished (False) or the peer closes its side (True)."""
+async def _read(
+    connection: BrokerConnection, sock: socket.socket, sender: _Sender, waker: _Waker, outbox: _Outbox
+) -> bool:
+    """Feed the connection until it is finished (False) or the peer closes its side (True).
+
+    Output the bytes produced for other connections goes out first (:class:`_Outbox`),
+    then this connection's own.
+    """
     handled = 0
+    drained = False
+    # A short plain read took all the kernel had; TLS may still hold decrypted bytes, so it always reads on.
+    plain = not isinstance(sock, ssl.SSLSocket)
     while not connection.finished:
+        if drained:  # the last read took all there was: wait rather than try a read that fails
+            handled = 0
+            await trio.lowlevel.wait_readable(sock)
         try:
             data = sock.recv(READ_SIZE)
         except WOULD_BLOCK_READ:
-            handled = 0
-            await trio.lowlevel.wait_readable(sock)
+            drained = True
             continue
         except ssl.SSLWantWriteError:  # TLS wants to write first (e.g. a key update): rare, never plain
             await trio.sleep(0.001)
             continue
         if not data:
             return True
-        connection.receive_data(data)
+        drained = plain and len(data) < READ_SIZE
+        outbox.reading = True
+        try:
+            connection.receive_data(data)
+        finally:
+            outbox.reading = False
+        if outbox.ready:
+            outbox.flush(connection)
         output = connection.output()
         if output:
             await sender.send(output)
@@ -288,7 +379,7 @@ async def _write(connection: BrokerConnection, sender: _Sender, waker: _Waker, s
         while True:
             deadline = connection.tick(trio.current_time())
             output = connection.output()
-            if output:
+            if output or sender.backlog:
                 await sender.send(output)
             if connection.finished:
                 if not sender.backlog:
