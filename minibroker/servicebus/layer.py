@@ -47,13 +47,15 @@ from .sections import (
     with_annotations,
     with_application_properties,
 )
+from .sessions import LOCKED_UNTIL_UTC, SESSION_FILTER, SessionConsumer, Sessions, ticks
 
 if TYPE_CHECKING:
     from ..broker.engine import Broker, BrokerConnection
 
 __all__ = ["ServiceBusLayer"]
 
-SESSION_FILTER = "com.microsoft:session-filter"
+TIMEOUT = "com.microsoft:timeout"
+SESSION_CANNOT_BE_LOCKED = "com.microsoft:session-cannot-be-locked"
 
 
 class ServiceBusLayer:
@@ -63,6 +65,7 @@ class ServiceBusLayer:
         self.broker = broker
         self.options = options or ServiceBusOptions()
         self.locks = LockTable()
+        self.sessions = Sessions()
         #: Deferred messages by (node, sequence number): acquired, owned by DEFERRED.
         self.deferred: dict[tuple[str, int], tuple[Queue, Entry]] = {}
         self._scheduled: dict[tuple[str, int], tuple[Queue | Topic, bytes]] = {}
@@ -125,19 +128,37 @@ class ServiceBusLayer:
 
     def _attach_receiver(self, connection: BrokerConnection, link: Link, entity: Entity) -> None:
         engine = connection.engine
-        filters = getattr(link.source, "filter", None) or {}
-        if any(str(key) == SESSION_FILTER for key in filters):
-            engine.refuse_link(
-                link, amqp_error(conditions.NOT_IMPLEMENTED, "Service Bus sessions are not emulated by minibroker")
-            )
-            return
         queue = self.queue_for(entity)
         if isinstance(queue, str):
             engine.refuse_link(link, amqp_error(conditions.NOT_FOUND, queue))
             return
+        filters = getattr(link.source, "filter", None) or {}
+        if SESSION_FILTER in filters:
+            self._attach_session_receiver(connection, link, queue, filters[SESSION_FILTER])
+            return
         consumer = ServiceBusConsumer(self, connection, link, queue, next(self._link_ids))
         link.context = consumer
         engine.accept_link(link, source=link.source, target=link.target)
+        self.broker.add_consumer(consumer)
+
+    def _attach_session_receiver(self, connection: BrokerConnection, link: Link, queue: Queue, wanted: Any) -> None:
+        """Lock a session (the one asked for, or any free one with messages) to this receiver."""
+        engine = connection.engine
+        session = wanted if isinstance(wanted, str) else self.sessions.free_session(queue)
+        if session is None:
+            engine.refuse_link(link, amqp_error(TIMEOUT, f"no free session with messages in {queue.name!r}"))
+            return
+        if self.sessions.holder(queue, session) is not None:
+            engine.refuse_link(
+                link, amqp_error(SESSION_CANNOT_BE_LOCKED, f"session {session!r} of {queue.name!r} is locked by another receiver")
+            )
+            return
+        consumer = SessionConsumer(self, connection, link, queue, next(self._link_ids), session)
+        link.context = consumer
+        self.sessions.lock(consumer)
+        source = dataclasses.replace(link.source, filter={**link.source.filter, SESSION_FILTER: session})
+        until = self.broker.clock.now() + self.options.lock_duration
+        engine.accept_link(link, source=source, target=link.target, properties={LOCKED_UNTIL_UTC: ticks(until)})
         self.broker.add_consumer(consumer)
 
     # ----------------------------------------------------------- entities
@@ -319,6 +340,7 @@ class ServiceBusLayer:
 
     def reset(self) -> None:
         self.locks.clear()
+        self.sessions.clear()
         self.deferred.clear()
         self._scheduled.clear()
         self._due.clear()

@@ -11,6 +11,7 @@ on failure), with 200 and a map body on success.  Operations:
   abandoned, suspended = dead-letter, defered);
 * ``com.microsoft:schedule-message`` / ``cancel-scheduled-message``;
 * ``com.microsoft:receive-by-sequence-number``: deferred messages, locked anew;
+* ``renew-session-lock``, ``get-session-state``, ``set-session-state``;
 * anything else: 501 ``amqp:not-implemented``.
 """
 
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["Management", "put_token"]
 
 MESSAGE_NOT_FOUND = "com.microsoft:message-not-found"
+SESSION_LOCK_LOST = "com.microsoft:session-lock-lost"
 _RECEIVE_AND_DELETE = 0  # receiver-settle-mode first
 
 
@@ -75,6 +77,9 @@ class Management:
             "com.microsoft:schedule-message": self.schedule,
             "com.microsoft:cancel-scheduled-message": self.cancel,
             "com.microsoft:receive-by-sequence-number": self.receive_by_sequence_number,
+            "com.microsoft:renew-session-lock": self.renew_session_lock,
+            "com.microsoft:get-session-state": self.get_session_state,
+            "com.microsoft:set-session-state": self.set_session_state,
         }
 
     def handle(self, request: Message) -> Response:
@@ -166,6 +171,21 @@ class Management:
             else:
                 layer.defer(queue, entry)
             queue.dispatch(now)
+        return Response(200, "OK", {})
+
+    # ------------------------------------------------------------- sessions
+
+    def renew_session_lock(self, node: Queue | Topic, body: dict[str, Any]) -> Response:
+        layer = self.layer
+        if layer.sessions.holder(self._queue(node), str(body["session-id"])) is None:
+            return _error(410, SESSION_LOCK_LOST, f"session {body['session-id']!r} is not locked by a receiver")
+        return Response(200, "OK", {"expiration": millis(layer.broker.clock.now() + layer.options.lock_duration)})
+
+    def get_session_state(self, node: Queue | Topic, body: dict[str, Any]) -> Response:
+        return Response(200, "OK", {"session-state": self.layer.sessions.state(self._queue(node), str(body["session-id"]))})
+
+    def set_session_state(self, node: Queue | Topic, body: dict[str, Any]) -> Response:
+        self.layer.sessions.set_state(self._queue(node), str(body["session-id"]), body.get("session-state"))
         return Response(200, "OK", {})
 
     # ----------------------------------------------------------- scheduling

@@ -5,8 +5,19 @@ from __future__ import annotations
 import datetime
 
 import pytest
-from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode, ServiceBusSubQueue
-from azure.servicebus.exceptions import MessageLockLostError, ServiceBusError
+from azure.servicebus import (
+    NEXT_AVAILABLE_SESSION,
+    ServiceBusClient,
+    ServiceBusMessage,
+    ServiceBusReceiveMode,
+    ServiceBusSubQueue,
+)
+from azure.servicebus.exceptions import (
+    MessageLockLostError,
+    OperationTimeoutError,
+    ServiceBusError,
+    SessionCannotBeLockedError,
+)
 from servicebus_helpers import CLIENT_OPTIONS, LOCK_DURATION
 
 import minibroker
@@ -215,9 +226,36 @@ def test_plain_amqp_clients_of_the_same_broker_are_unaffected(broker: minibroker
         connection.close()
 
 
-def test_a_session_receiver_is_refused_as_not_emulated(client: ServiceBusClient) -> None:
-    with pytest.raises(ServiceBusError, match="sessions are not emulated"):
-        with client.get_queue_receiver("orders", session_id="s1", prefetch_count=10) as receiver:
+def test_sessions_lock_to_one_receiver_and_keep_state(
+    broker: minibroker.ThreadedBroker, client: ServiceBusClient, clock: minibroker.ManualClock
+) -> None:
+    with client.get_queue_sender("orders") as sender:
+        sender.send_messages([
+            ServiceBusMessage("a1", session_id="a"), ServiceBusMessage("b1", session_id="b"),
+            ServiceBusMessage("a2", session_id="a"),
+        ])  # fmt: skip
+    with client.get_queue_receiver("orders", session_id="a", prefetch_count=10) as receiver:
+        messages = receiver.receive_messages(max_message_count=3, max_wait_time=2)
+        assert [(str(m), m.session_id) for m in messages] == [("a1", "a"), ("a2", "a")]
+        with pytest.raises(SessionCannotBeLockedError):
+            with client.get_queue_receiver("orders", session_id="a", prefetch_count=10) as rival:
+                rival.receive_messages(max_wait_time=1)
+        session = receiver.session
+        session.set_state(b"step 2")
+        assert session.get_state() == b"step 2"
+        assert session.renew_lock() == _utc(clock.now() + LOCK_DURATION)
+        for message in messages:
+            receiver.complete_message(message)
+    with client.get_queue_receiver("orders", session_id=NEXT_AVAILABLE_SESSION, prefetch_count=10) as receiver:
+        assert receiver.session.session_id == "b"
+        (message,) = receiver.receive_messages(max_wait_time=2)
+        assert str(message) == "b1"
+        receiver.complete_message(message)
+    with client.get_queue_receiver("orders", session_id="a", prefetch_count=10) as receiver:
+        assert receiver.session.get_state() == b"step 2"  # kept after the first receiver let go
+    assert broker.queue("orders").depth == 0
+    with pytest.raises(OperationTimeoutError):  # no session has messages
+        with client.get_queue_receiver("orders", session_id=NEXT_AVAILABLE_SESSION, prefetch_count=10) as receiver:
             receiver.receive_messages(max_wait_time=1)
 
 
