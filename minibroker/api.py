@@ -14,6 +14,7 @@ from . import message_fields
 from .amqp.message import BodyKind, Message, encode_bodies
 from .amqp.messaging import Properties
 from .amqp.types import symbol
+from .broker.addresses import node_name, parse_address
 from .broker.config import QueueOptions
 from .broker.engine import Broker, NodeError
 from .broker.statistics import (
@@ -103,22 +104,49 @@ class BrokerAPI:
         """Run a snapshot's deferred copy in the broker's thread (or here, once the broker has stopped)."""
         self._read(fn)
 
-    def queue(self, name: str) -> QueueSnapshot:
+    def queue(self, name: str, *, missing_ok: bool = False) -> QueueSnapshot:
         """A frozen snapshot of a queue: ``.depth`` and counters at once, at any depth;
-        ``.messages`` (in delivery order) are copied when first read and decoded one by one."""
-        return self._read(self._broker.queue_snapshot, name, self._inspect)
+        ``.messages`` (in delivery order) are copied when first read and decoded one by one.
+
+        ``name`` may be written ``queue://name``.  A queue nobody has used yet raises
+        :class:`NodeError`, or with ``missing_ok=True`` gives an empty snapshot (depth 0, every
+        counter 0) without creating it: ``assert broker.queue("audit", missing_ok=True).depth == 0``.
+        """
+        return self._read(self._queue_snapshot, node_name(name, "queue"), missing_ok)
+
+    def _queue_snapshot(self, name: str, missing_ok: bool) -> QueueSnapshot:
+        if name in self._broker.topics:
+            raise NodeError(f"{name!r} is a topic, not a queue: use broker.topic({name!r})")
+        try:
+            return self._broker.queue_snapshot(name, self._inspect)
+        except NodeError:
+            if missing_ok:
+                return QueueSnapshot.missing(name)
+            raise
 
     def assert_queue(
-        self, name: str, bodies: Sequence[Any] | None = None, *, depth: int | None = None, ordered: bool = True
+        self,
+        name: str,
+        bodies: Sequence[Any] | None = None,
+        *,
+        depth: int | None = None,
+        ordered: bool = True,
+        missing_ok: bool = False,
     ) -> QueueSnapshot:
         """Assert a queue's bodies (in delivery order, or any order with ``ordered=False``) and/or
-        depth; fails with expected vs actual and a diff. Returns the snapshot it checked."""
+        depth; fails with expected vs actual and a diff. Returns the snapshot it checked.
+        ``missing_ok=True``: a queue nobody has used yet counts as empty."""
         __tracebackhide__ = True
-        return assert_queue(self, name, bodies, depth=depth, ordered=ordered)
+        return assert_queue(self, name, bodies, depth=depth, ordered=ordered, missing_ok=missing_ok)
 
     def topic(self, name: str) -> TopicSnapshot:
-        """A frozen snapshot of a topic and its subscriptions."""
-        return self._read(self._broker.topic_snapshot, name)
+        """A frozen snapshot of a topic and its subscriptions; ``name`` may be written ``topic://name``."""
+        return self._read(self._topic_snapshot, node_name(name, "topic"))
+
+    def _topic_snapshot(self, name: str) -> TopicSnapshot:
+        if name in self._broker.queues:
+            raise NodeError(f"{name!r} is a queue, not a topic: use broker.queue({name!r})")
+        return self._broker.topic_snapshot(name)
 
     def queues(self) -> list[str]:
         """Names of all queues, sorted."""
@@ -136,15 +164,22 @@ class BrokerAPI:
         if unknown:
             raise TypeError(f"unknown queue option(s) {sorted(unknown)}; use any of {sorted(known)}")
         queue_options = QueueOptions(**options) if options else None
-        self._call(self._broker.declare_queue, name, queue_options)
+        self._call(self._broker.declare_queue, node_name(name, "queue"), queue_options)
 
     def declare_topic(self, name: str) -> None:
-        """Create a topic."""
-        self._call(self._broker.declare_topic, name)
+        """Create a topic (``name`` or ``topic://name``)."""
+        self._call(self._broker.declare_topic, node_name(name, "topic"))
 
     def delete(self, name: str) -> None:
-        """Delete a queue or topic; its links are detached with ``amqp:resource-deleted``."""
-        self._call(self._broker.delete_node, name)
+        """Delete a queue or topic (``name``, ``queue://name`` or ``topic://name``); its links are
+        detached with ``amqp:resource-deleted``."""
+        self._call(self._delete, *parse_address(name))
+
+    def _delete(self, name: str, kind: str, explicit: bool) -> None:
+        nodes = self._broker.queues if kind == "queue" else self._broker.topics
+        if explicit and name not in nodes:
+            raise NodeError(f"no {kind} named {name!r}")
+        self._broker.delete_node(name)
 
     def publish(self, address: str, body: Any = None, *, message: Message | None = None, **fields: Any) -> None:
         """Put a message on ``address`` without a client: ``publish("orders", {"id": 1}, priority=7)``.
@@ -191,8 +226,9 @@ class BrokerAPI:
         return self._call(self._broker.publish_many, address, payloads)
 
     def purge(self, name: str | None = None) -> int:
-        """Remove available messages from one queue, or from all; returns how many."""
-        return self._call(self._broker.purge, name)
+        """Remove available messages from one queue (``name`` or ``queue://name``), or from all;
+        returns how many."""
+        return self._call(self._broker.purge, None if name is None else node_name(name, "queue"))
 
     def reset(self) -> None:
         """Back to empty: all connections closed, all nodes, messages and transactions gone."""

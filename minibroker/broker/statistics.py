@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, overload
 
 from ..amqp.message import Message, decode_message
+from .capture import Capture
 
 if TYPE_CHECKING:
-    from .capture import Capture
     from .stored import Entry
 
 __all__ = [
@@ -46,8 +46,10 @@ class NodeStatistics:
     consumers (redeliveries included); ``acknowledged`` accepted by consumers;
     ``released``/``modified``/``rejected`` outcomes received; ``dropped``
     published to a topic with no subscriber; ``expired`` passed their TTL;
-    ``dead_lettered`` moved to the dead-letter address; ``filtered_out``
-    skipped by a subscription's selector.
+    ``dead_lettered`` moved to the dead-letter address; ``filtered_out`` (topics
+    only) one per subscription whose selector did not match a message, so it got
+    no copy.  A queue never counts ``filtered_out``: a consumer's selector leaves a
+    message it does not match in the queue for other consumers.
     """
 
     enqueued: int = 0
@@ -95,10 +97,15 @@ class QueuedMessage:
 
     @property
     def properties(self) -> Any:
+        """The AMQP **properties section** (§3.2.4): ``message_id``, ``to``, ``subject``,
+        ``reply_to``, ``correlation_id`` ... (or None).  Not what python-qpid-proton calls
+        ``Message.properties``: that is :attr:`application_properties` here."""
         return self.message.properties
 
     @property
     def application_properties(self) -> dict[str, Any] | None:
+        """The application-properties section (§3.2.5), a dict: what python-qpid-proton calls
+        ``Message.properties`` and what selectors filter on."""
         return self.message.application_properties
 
     @property
@@ -186,6 +193,18 @@ class QueueSnapshot:
     @property
     def bodies(self) -> list[Any]:
         return [m.body for m in self.messages]
+
+    @classmethod
+    def missing(cls, name: str) -> QueueSnapshot:
+        """The snapshot of a queue nobody has used yet: empty, every counter 0."""
+        return cls(name, 0, 0, 0, 0, QueuedMessages(Capture(_NoEntries()), 0.0), NodeStatistics())
+
+
+class _NoEntries:
+    """The contents of a queue that does not exist."""
+
+    def entries(self) -> Iterator[Entry]:
+        return iter(())
 
 
 @dataclass(frozen=True, slots=True)

@@ -46,18 +46,22 @@ def assert_queue(
     *,
     depth: int | None = None,
     ordered: bool = True,
+    missing_ok: bool = False,
 ) -> QueueSnapshot:
     """Check a queue's message bodies (in delivery order unless ``ordered=False``) and/or depth.
 
+    ``missing_ok=True``: a queue nobody has used yet counts as empty (and is not created).
     Returns the snapshot it checked, for further assertions.
     """
     __tracebackhide__ = True  # pytest shows the test's line, not this helper
     if bodies is None and depth is None:
         raise TypeError("assert_queue needs what to check: bodies=[...] and/or depth=N")
     try:
-        snapshot: QueueSnapshot = broker.queue(name)
+        snapshot: QueueSnapshot = broker.queue(name, missing_ok=missing_ok)
     except NodeError as missing:
-        raise QueueMismatch(f"queue {name!r} does not exist: {missing}") from None
+        raise QueueMismatch(
+            f"queue {name!r} does not exist: {missing} (missing_ok=True counts a queue nobody used as empty)"
+        ) from None
     held = f"{snapshot.depth} message(s)" + (f", {snapshot.acquired} acquired by a consumer" if snapshot.acquired else "")
     if depth is not None and snapshot.depth != depth:
         raise QueueMismatch(

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from minibroker import ManualClock, NodeError, ThreadedBroker
+from minibroker import Client, ManualClock, NodeError, ThreadedBroker
 from minibroker.amqp.types import timestamp
 from minibroker.message_fields import MAX_TTL_SECONDS
 
@@ -169,3 +169,99 @@ def test_publish_many_checks_fields_and_bodies_before_anything_changes(broker: T
     with pytest.raises(TypeError, match="cannot be encoded as AMQP"):
         broker.publish_many("orders", ["a", object()])
     assert broker.queues() == []
+
+
+# ------------------------------------------------------------ ttl=0
+
+
+def test_ttl_zero_means_no_ttl_as_in_proton(manual: ThreadedBroker) -> None:
+    manual.publish("q", "kept", ttl=0)
+    [message] = manual.queue("q").messages
+    assert message.header is None and message.expires_at is None
+    manual.clock.advance(10**6)
+    assert manual.queue("q").bodies == ["kept"]
+
+
+def test_ttl_zero_keeps_the_other_header_fields_and_sends_no_ttl(broker: ThreadedBroker) -> None:
+    broker.publish("q", "m", ttl=0, priority=7, durable=True)
+    [message] = broker.queue("q").messages
+    assert message.header.ttl is None and message.header.priority == 7 and message.header.durable
+
+
+# ---------------------------------------------------- address forms in the API
+
+
+def test_the_inspection_api_takes_queue_and_topic_addresses(broker: ThreadedBroker) -> None:
+    broker.declare_queue("queue://jobs", max_delivery_count=3)
+    broker.declare_topic("topic://news")
+    assert broker.queues() == ["jobs"] and broker.topics() == ["news"]
+    broker.publish("queue://jobs", "a")
+    broker.publish("jobs", "b")
+    assert broker.queue("queue://jobs").bodies == broker.queue("jobs").bodies == ["a", "b"]
+    assert broker.wait_for(lambda b: b.queue("queue://jobs").depth == 2)
+    assert broker.topic("topic://news").name == "news"
+    assert broker.assert_queue("queue://jobs", depth=2).depth == 2
+    assert broker.purge("queue://jobs") == 2
+    broker.delete("queue://jobs")
+    broker.delete("topic://news")
+    assert broker.queues() == [] and broker.topics() == []
+
+
+def test_an_address_of_the_other_kind_says_which_call_to_use(broker: ThreadedBroker) -> None:
+    broker.declare_topic("news")
+    broker.declare_queue("jobs")
+    with pytest.raises(ValueError, match=r"'topic://news' is a topic address; use broker.topic\('news'\)"):
+        broker.queue("topic://news")
+    with pytest.raises(ValueError, match=r"'queue://jobs' is a queue address; use broker.queue\('jobs'\)"):
+        broker.topic("queue://jobs")
+    with pytest.raises(NodeError, match=r"'news' is a topic, not a queue: use broker.topic\('news'\)"):
+        broker.queue("news")
+    with pytest.raises(NodeError, match=r"'jobs' is a queue, not a topic: use broker.queue\('jobs'\)"):
+        broker.topic("jobs")
+    with pytest.raises(NodeError, match="no queue named 'news'"):
+        broker.delete("queue://news")
+    with pytest.raises(ValueError, match="names no queue"):
+        broker.queue("queue://")
+    assert broker.queues() == ["jobs"] and broker.topics() == ["news"]
+
+
+# -------------------------------------------------- a queue nobody has used yet
+
+
+def test_missing_ok_gives_an_empty_snapshot_and_creates_nothing(broker: ThreadedBroker) -> None:
+    with pytest.raises(NodeError, match="no queue named 'audit'"):
+        broker.queue("audit")
+    snapshot = broker.queue("audit", missing_ok=True)
+    assert (snapshot.name, snapshot.depth, snapshot.bodies, len(snapshot.messages)) == ("audit", 0, [], 0)
+    assert snapshot.statistics.enqueued == 0
+    assert broker.queue("queue://audit", missing_ok=True).depth == 0
+    assert broker.queues() == []
+    broker.assert_queue("audit", bodies=[], missing_ok=True)
+    broker.publish("audit", "x")
+    assert broker.queue("audit", missing_ok=True).bodies == ["x"]
+
+
+def test_missing_ok_does_not_hide_a_topic_of_that_name(broker: ThreadedBroker) -> None:
+    broker.declare_topic("news")
+    with pytest.raises(NodeError, match="is a topic"):
+        broker.queue("news", missing_ok=True)
+
+
+def test_assert_queue_on_a_missing_queue_points_at_missing_ok(broker: ThreadedBroker) -> None:
+    with pytest.raises(AssertionError, match=r"queue 'audit' does not exist.*missing_ok=True"):
+        broker.assert_queue("audit", bodies=[])
+
+
+# ------------------------------------------------------------- stop and start
+
+
+def test_stop_then_start_keeps_the_nodes_and_serves_on_the_new_url() -> None:
+    broker = ThreadedBroker()
+    with broker:
+        broker.publish("jobs", "kept")
+    with pytest.raises(RuntimeError, match="not running"):
+        broker.queue("jobs")
+    with broker:
+        assert broker.queue("jobs").bodies == ["kept"]
+        with Client(broker.url, timeout=10) as client, client.receiver("jobs") as receiver:
+            assert receiver.receive().message.body == "kept"
