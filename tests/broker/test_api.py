@@ -341,8 +341,10 @@ def test_unknown_queue_names_the_known_ones(broker: ThreadedBroker) -> None:
         broker.queue("ordrs")
     with pytest.raises(NodeError, match="no queue named 'ordrs'"):
         broker.purge("ordrs")
-    with pytest.raises(NodeError, match="no topic named 'orders'"):
+    with pytest.raises(NodeError, match=r"'orders' is a queue, not a topic: use broker.queue\('orders'\)"):
         broker.topic("orders")
+    with pytest.raises(NodeError, match=r"no topic named 'ordrs'; known topics: \[\]"):
+        broker.topic("ordrs")
     with pytest.raises(NodeError, match="no queue or topic named 'nothing'"):
         broker.delete("nothing")
 
