@@ -1,0 +1,134 @@
+"""Messages as rows and rows as messages (no pyspark import; Spark passes plain tuples and Rows)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from minibroker.amqp.message import Message, split_sections
+from minibroker.amqp.messaging import Header, Properties
+from minibroker.client import Delivery
+
+__all__ = ["READ_SCHEMA", "WRITE_COLUMNS", "fingerprint", "message_from_row", "redelivered", "row_from_delivery"]
+
+#: One row per message (documented in the README's "Spark connector" section).
+READ_SCHEMA = (
+    "body binary, message_id string, correlation_id string, subject string, to string, "
+    "reply_to string, content_type string, group_id string, priority int, durable boolean, "
+    "delivery_count int, creation_time timestamp, application_properties map<string,string>"
+)
+
+#: Columns a written DataFrame may have; ``body`` is required.  Every read column is accepted, so
+#: a read DataFrame can be written as it is (``delivery_count`` is the broker's and is ignored).
+WRITE_COLUMNS = (
+    "body", "message_id", "correlation_id", "subject", "to", "reply_to", "content_type", "group_id",
+    "priority", "durable", "delivery_count", "creation_time", "application_properties",
+)  # fmt: skip
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value.hex()
+    return str(value)
+
+
+def _body_bytes(message: Message) -> bytes | None:
+    body = message.body
+    if body is None:
+        return None
+    if message.body_kind == "data":
+        return body if isinstance(body, bytes) else b"".join(body)
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, str):
+        return body.encode()
+    return json.dumps(body, default=str, sort_keys=True).encode()
+
+
+def row_from_delivery(delivery: Delivery) -> tuple[Any, ...]:
+    """The row of :data:`READ_SCHEMA` for a received message.
+
+    ``body`` is the data section's bytes, a string value's UTF-8, or any other
+    value as JSON; ids are strings (binary ids in hex).
+    """
+    message = delivery.message
+    props = message.properties or Properties()
+    header = message.header or Header()
+    created = None
+    if props.creation_time is not None:
+        created = _EPOCH + dt.timedelta(milliseconds=int(props.creation_time))
+    app = message.application_properties
+    return (
+        _body_bytes(message),
+        _text(props.message_id),
+        _text(props.correlation_id),
+        props.subject,
+        _text(props.to),
+        _text(props.reply_to),
+        _text(props.content_type),
+        props.group_id,
+        int(header.priority),
+        bool(header.durable),
+        int(header.delivery_count),
+        created,
+        {str(k): _text(v) for k, v in app.items()} if app else None,
+    )
+
+
+def fingerprint(delivery: Delivery) -> str:
+    """A short hash of the bare message (§3.2: what the broker never changes), to recognise a redelivery."""
+    start, end = split_sections(delivery.payload).bare
+    return hashlib.sha256(delivery.payload[start:end]).hexdigest()[:20]
+
+
+def redelivered(delivery: Delivery) -> bool:
+    """Whether the broker counted an earlier failed delivery of this message (header delivery-count)."""
+    header = delivery.message.header
+    return header is not None and header.delivery_count > 0
+
+
+def message_from_row(row: Mapping[str, Any], default_id: str) -> Message:
+    """The message for one written row: a string body becomes an amqp-value, bytes a data section.
+
+    ``default_id`` is the message-id when the row has no ``message_id``.
+    """
+    body = row.get("body")
+    if isinstance(body, bytearray):
+        body = bytes(body)
+    if not isinstance(body, (str, bytes)):
+        raise ValueError(f"the 'body' column must be a string or binary, got {type(body).__name__}")
+    priority = row.get("priority")
+    durable = row.get("durable")
+    header = None
+    if priority is not None or durable:
+        header = Header(durable=bool(durable), priority=4 if priority is None else int(priority))
+    app = row.get("application_properties")
+    message_id = row.get("message_id")
+    created = row.get("creation_time")
+    if isinstance(created, dt.datetime):
+        if created.tzinfo is None:
+            created = created.astimezone()  # Spark hands out local wall-clock times
+        created = round((created - _EPOCH).total_seconds() * 1000)
+    return Message(
+        body=body,
+        body_kind="data" if isinstance(body, bytes) else "value",
+        header=header,
+        properties=Properties(
+            message_id=str(message_id) if message_id is not None else default_id,
+            correlation_id=row.get("correlation_id"),
+            subject=row.get("subject"),
+            to=row.get("to"),
+            reply_to=row.get("reply_to"),
+            content_type=row.get("content_type"),
+            group_id=row.get("group_id"),
+            creation_time=created,
+        ),
+        application_properties={str(k): v for k, v in app.items()} if app else None,
+    )

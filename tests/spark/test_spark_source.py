@@ -1,0 +1,195 @@
+"""The ``amqp`` data source on real PySpark (local[2]) against a broker on loopback."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from minibroker import BrokerConfig, Client, ThreadedBroker
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+
+WAIT = 120  # seconds a streaming query may take on a busy machine
+
+
+@pytest.fixture
+def broker() -> Iterator[ThreadedBroker]:
+    with ThreadedBroker() as b:
+        yield b
+
+
+def amqp(reader: Any, broker: ThreadedBroker, address: str, **options: str) -> Any:
+    reader = reader.format("amqp").option("url", broker.url).option("address", address)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader
+
+
+def bodies(broker: ThreadedBroker, address: str) -> list[Any]:
+    return [m.message.body for m in broker.queue(address).messages]
+
+
+def run_available_now(query_builder: Any, checkpoint: Path) -> None:
+    query = query_builder.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+    try:
+        assert query.awaitTermination(WAIT), "the availableNow query did not finish"
+    finally:
+        query.stop()
+    assert query.exception() is None
+
+
+def test_batch_read_browses_by_default_with_the_documented_schema(spark: Any, broker: ThreadedBroker) -> None:
+    created = 1_700_000_000_000
+    broker.publish(
+        "in", "hello", message_id="m-1", correlation_id="c-1", subject="greeting", priority=7,
+        creation_time=created, application_properties={"region": "eu", "n": 3},
+    )  # fmt: skip
+    broker.publish("in", b"\x01\x02", message_id="m-2")
+    broker.publish("in", {"k": [1, 2]})
+    df = amqp(spark.read, broker, "in").load()
+    assert df.count() == 3 and df.count() == 3  # lazily re-evaluated: browsing counts the same twice
+    assert broker.queue("in").depth == 3
+    rows = df.selectExpr("cast(body as string) as text", "*").collect()
+    first = rows[0]
+    assert first.text == "hello"
+    assert (first.message_id, first.correlation_id, first.subject, first.priority) == ("m-1", "c-1", "greeting", 7)
+    assert first.application_properties == {"region": "eu", "n": "3"}
+    assert first.delivery_count == 0 and first.durable is False
+    assert first.creation_time.astimezone(dt.UTC) == dt.datetime.fromtimestamp(created / 1000, dt.UTC)
+    assert bytes(rows[1].body) == b"\x01\x02"
+    assert rows[2].text == '{"k": [1, 2]}'
+    assert [f.name for f in df.schema.fields][:3] == ["body", "message_id", "correlation_id"]
+
+
+def test_consume_mode_removes_what_it_returns(spark: Any, broker: ThreadedBroker) -> None:
+    for i in range(25):
+        broker.publish("in", f"m{i}")
+    df = amqp(spark.read, broker, "in", mode="consume", maxBatch="10").load().persist()
+    try:
+        assert df.count() == 25
+        assert broker.queue("in").depth == 0
+        assert sorted(r.text for r in df.selectExpr("cast(body as string) as text").collect()) == sorted(
+            f"m{i}" for i in range(25)
+        )
+    finally:
+        df.unpersist()
+
+
+def test_batch_write_waits_for_acceptance_with_deterministic_ids(spark: Any, broker: ThreadedBroker) -> None:
+    rows = [(f"order-{i}", f"s{i % 3}", {"i": str(i)}) for i in range(40)]
+    df = spark.createDataFrame(rows, "body string, subject string, application_properties map<string,string>")
+    amqp(df.repartition(2).write, broker, "out").mode("append").save()
+    # save() returned: every message is already on the queue (the writer waited for acceptance)
+    queued = broker.queue("out").messages
+    assert sorted(m.message.body for m in queued) == sorted(r[0] for r in rows)
+    ids = [m.message.properties.message_id for m in queued]
+    assert len(set(ids)) == 40
+    prefixes = {i.rsplit("-", 2)[0] for i in ids}
+    assert len(prefixes) == 1  # one write job; then -partition-row
+    assert {m.message.application_properties["i"] for m in queued} == {str(i) for i in range(40)}
+    explicit = spark.createDataFrame([("x", "my-id", b"\x00")], "body string, message_id string, b binary")
+    amqp(explicit.select("body", "message_id").write, broker, "out2").mode("append").save()
+    assert broker.queue("out2").messages[0].message.properties.message_id == "my-id"
+    amqp(explicit.selectExpr("b as body").write, broker, "out3").mode("append").save()
+    assert broker.queue("out3").messages[0].message.body == b"\x00"
+
+
+def test_write_rejects_unknown_columns_naming_them(spark: Any, broker: ThreadedBroker) -> None:
+    df = spark.createDataFrame([("x", 1)], "body string, amount int")
+    with pytest.raises(Exception, match="amount"):
+        amqp(df.write, broker, "out").mode("append").save()
+
+
+def test_missing_option_and_unreachable_broker_are_named(spark: Any, broker: ThreadedBroker) -> None:
+    with pytest.raises(Exception, match="needs option 'address'"):
+        spark.read.format("amqp").option("url", broker.url).load().count()
+    with pytest.raises(Exception, match="needs option 'url'"):
+        spark.read.format("amqp").option("address", "q").load().count()
+    with pytest.raises(Exception, match="option 'mode'"):
+        amqp(spark.read, broker, "q", mode="steal").load().count()
+    with Client(broker.url) as probe:
+        port = probe.port
+    broker.stop()
+    with pytest.raises(Exception, match=f"option url='amqp://127.0.0.1:{port}'"):
+        spark.read.format("amqp").option("url", f"amqp://127.0.0.1:{port}").option("address", "q").load().count()
+
+
+def test_write_to_a_refused_address_fails_the_job_naming_it(spark: Any) -> None:
+    with ThreadedBroker(config=BrokerConfig(auto_create=False)) as broker:
+        df = spark.createDataFrame([("x",)], "body string")
+        with pytest.raises(Exception, match="not-found.*'nowhere'|'nowhere'.*not-found"):
+            amqp(df.write, broker, "nowhere").mode("append").save()
+
+
+def test_stream_moves_every_message_once_and_restarts_from_the_checkpoint(
+    spark: Any, broker: ThreadedBroker, tmp_path: Path
+) -> None:
+    for i in range(23):
+        broker.publish("in", f"a{i}")
+
+    def query() -> Any:
+        source = amqp(spark.readStream, broker, "in", maxBatch="5").load()
+        return amqp(source.select("body", "message_id").writeStream, broker, "out")
+
+    run_available_now(query(), tmp_path / "ck")
+    assert sorted(bodies(broker, "out")) == sorted(f"a{i}".encode() for i in range(23))
+    assert broker.queue("in").depth == 0  # every batch settled, the last one included
+    ids = [m.message.properties.message_id for m in broker.queue("out").messages]
+    assert len(set(ids)) == 23
+
+    for i in range(7):
+        broker.publish("in", f"b{i}")
+    run_available_now(query(), tmp_path / "ck")  # restarted from the checkpoint: only what is new
+    expected = sorted([f"a{i}".encode() for i in range(23)] + [f"b{i}".encode() for i in range(7)])
+    assert sorted(bodies(broker, "out")) == expected
+    assert broker.queue("in").depth == 0
+
+
+def test_a_query_stopped_mid_batch_loses_nothing_and_repeats_only_with_the_same_ids(
+    spark: Any, broker: ThreadedBroker, tmp_path: Path
+) -> None:
+    for i in range(12):
+        broker.publish("in", f"m{i}")
+    source = amqp(spark.readStream, broker, "in", maxBatch="4").load()
+    sink = amqp(source.select("body").writeStream, broker, "out")
+    query = sink.option("checkpointLocation", str(tmp_path / "ck")).trigger(processingTime="200 milliseconds").start()
+    try:
+        broker.wait_for(lambda b: b.queue("out").depth >= 12, timeout=WAIT)
+    finally:
+        query.stop()  # may cancel a batch whose rows were sent but which Spark did not commit
+    for i in range(3):
+        broker.publish("in", f"late{i}")
+    run_available_now(sink, tmp_path / "ck")  # replays an uncommitted batch, then reads what is new
+    expected = sorted([f"m{i}".encode() for i in range(12)] + [f"late{i}".encode() for i in range(3)])
+    by_id: dict[str, set[bytes]] = {}
+    for m in broker.queue("out").messages:
+        by_id.setdefault(m.message.properties.message_id, set()).add(m.message.body)
+    assert all(len(b) == 1 for b in by_id.values())  # a repeat carries the same message-id
+    assert sorted(b for bs in by_id.values() for b in bs) == expected  # deduplicated: exactly the input
+    broker.wait_for(lambda b: b.queue("in").depth == 0, timeout=10)
+
+
+def test_stream_write_ids_come_from_query_and_batch(spark: Any, broker: ThreadedBroker, tmp_path: Path) -> None:
+    for i in range(4):
+        broker.publish("in", f"m{i}")
+    source = amqp(spark.readStream, broker, "in", maxBatch="2").load()
+    query = amqp(source.select("body").writeStream, broker, "out").option("checkpointLocation", str(tmp_path))
+    run_available_now(query, tmp_path)
+    ids = sorted(m.message.properties.message_id for m in broker.queue("out").messages)
+    query_id = ids[0].rsplit("-", 3)[0]
+    uuid.UUID(query_id)  # the streaming query's id, kept in the checkpoint
+    assert {i.rsplit("-", 3)[1] for i in ids} == {"0", "1"}  # two micro-batches
+
+
+def test_body_written_as_string_reads_back_castable(spark: Any, broker: ThreadedBroker) -> None:
+    df = spark.createDataFrame([("é ✓",)], "body string")
+    amqp(df.write, broker, "q").mode("append").save()
+    back = amqp(spark.read, broker, "q").load().selectExpr("cast(body as string) as text").collect()
+    assert [r.text for r in back] == ["é ✓"]
+    with Client(broker.url) as client, client.receiver("q") as receiver:
+        assert receiver.receive().message.body == "é ✓"  # an amqp-value string for other clients
