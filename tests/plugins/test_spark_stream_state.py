@@ -1,0 +1,113 @@
+"""The streaming reader's settlement logic against a real broker, without Spark (pyspark_minibroker.stream)."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+
+import pytest
+
+from minibroker import ThreadedBroker
+from pyspark_minibroker.options import Options, parse_options
+from pyspark_minibroker.stream import StreamState
+
+TIMEOUT = 5.0
+START = {"n": 0, "ids": []}
+
+
+@pytest.fixture
+def broker() -> Iterator[ThreadedBroker]:
+    with ThreadedBroker() as b:
+        for i in range(10):
+            b.publish("in", f"m{i}")
+        yield b
+
+
+def options(broker: ThreadedBroker) -> Options:
+    return Options(url=broker.url, address="in", max_batch=4, timeout=TIMEOUT)
+
+
+def texts(batch: list) -> list[str]:
+    return [d.message.body for d in batch]
+
+
+def test_batches_are_settled_when_the_next_read_starts_after_them(broker: ThreadedBroker) -> None:
+    state = StreamState(options(broker))
+    first, end1 = state.next_batch(START)
+    assert texts(first) == ["m0", "m1", "m2", "m3"] and end1["n"] == 4 and len(end1["ids"]) == 4
+    assert broker.queue("in").depth == 10  # acquired, not settled: Spark has not committed
+    second, end2 = state.next_batch(end1)
+    assert texts(second) == ["m4", "m5", "m6", "m7"]
+    broker.wait_for(lambda b: b.queue("in").depth == 6, timeout=TIMEOUT)
+    state.settle_through(end2["n"])
+    broker.wait_for(lambda b: b.queue("in").depth == 2, timeout=TIMEOUT)
+    third, end3 = state.next_batch(end2)
+    assert texts(third) == ["m8", "m9"]
+    empty, same = state.next_batch(end3)
+    assert empty == [] and same == end3  # nothing new: the same offset, as Spark expects
+
+
+def test_a_new_reader_recognises_the_uncommitted_last_batch_of_the_previous_one(broker: ThreadedBroker) -> None:
+    old = StreamState(options(broker))
+    _, end1 = old.next_batch(START)
+    assert old.client is not None
+    old.client.close()  # the query ended before committing its last batch: the broker takes them back
+    broker.wait_for(lambda b: b.queue("in").available == 10, timeout=TIMEOUT)
+    new = StreamState(options(broker))
+    batch, end2 = new.next_batch(end1)
+    assert texts(batch) == ["m4", "m5", "m6", "m7"]  # m0-m3 are not handed out again...
+    broker.wait_for(lambda b: b.queue("in").depth == 6, timeout=TIMEOUT)  # ...they are accepted
+    assert end2["n"] == 8
+
+
+def test_a_dropped_connection_repeats_nothing(broker: ThreadedBroker) -> None:
+    state = StreamState(options(broker))
+    first, end1 = state.next_batch(START)
+    second, end2 = state.next_batch(end1)  # m4-m7 held for Spark's commit
+    assert state.client is not None
+    state.client._sock.shutdown(socket.SHUT_RDWR)  # the network drops the connection
+    third, end3 = state.next_batch(end2)
+    assert texts(third) == ["m8", "m9"]  # m4-m7 came back redelivered and were recognised
+    state.settle_through(end3["n"])
+    broker.wait_for(lambda b: b.queue("in").depth == 0, timeout=TIMEOUT)
+    assert texts(first) + texts(second) + texts(third) == [f"m{i}" for i in range(10)]
+
+
+def test_replay_browses_the_batch_by_fingerprint(broker: ThreadedBroker) -> None:
+    state = StreamState(options(broker))
+    batch, end = state.next_batch(START)
+    assert state.client is not None
+    state.client.close()
+    broker.wait_for(lambda b: b.queue("in").available == 10, timeout=TIMEOUT)
+    again = StreamState.replay(options(broker), end)
+    assert texts(again) == texts(batch)
+    assert broker.queue("in").available == 10  # browsing acquires nothing
+
+
+def test_frozen_reader_stops_at_what_was_there(broker: ThreadedBroker) -> None:
+    state = StreamState(options(broker))
+    state.freeze()
+    broker.publish("in", "later")
+    seen: list[str] = []
+    start: dict = START
+    while True:
+        batch, end = state.next_batch(start)
+        if not batch:
+            break
+        seen += texts(batch)
+        start = end
+    assert seen == [f"m{i}" for i in range(10)]
+
+
+def test_options_name_what_is_missing_or_wrong() -> None:
+    with pytest.raises(ValueError, match="needs option 'url'"):
+        parse_options({"address": "q"})
+    with pytest.raises(ValueError, match="needs option 'address'"):
+        parse_options({"url": "amqp://127.0.0.1:1"})
+    with pytest.raises(ValueError, match="'maxBatch' must be at least 1"):
+        parse_options({"url": "amqp://127.0.0.1:1", "address": "q", "maxBatch": "0"})
+    with pytest.raises(ValueError, match="option 'url'"):
+        parse_options({"url": "http://x", "address": "q"})
+    parsed = parse_options({"url": "amqp://u:p@127.0.0.1:1", "address": "q", "mode": "CONSUME", "timeout": "2.5"})
+    assert (parsed.mode, parsed.timeout, parsed.user, parsed.max_batch) == ("consume", 2.5, "u", 1000)
+    assert "p@" not in parsed.safe_url
