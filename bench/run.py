@@ -57,6 +57,10 @@ What is measured (``--only`` takes these group names):
     + teardown is timed by a hook, the overhead is the difference of the medians (target
     < 2 ms; ``bench/fixture_bench.py``).  The same with ``--minibroker-fresh`` (a broker
     started and stopped per test) for comparison.
+``spark``
+    Rows per second through the PySpark ``amqp`` data source (``bench/spark_bench.py``): a
+    batch write of 20,000 rows (2,000 quick) and an ``availableNow`` streaming read of them, in
+    a local Spark session; skipped with a line saying why when pyspark is not installed.
 ``depth``
     The engine in-process, no sockets: cost of one publish plus one dispatch-and-accept
     at depth 1,000 and at depth 1,000,000 (50,000 quick), 10,000 rounds each; CPU time is
@@ -106,7 +110,7 @@ from minibroker.amqp import Open, decode, encode  # noqa: E402
 from minibroker.protocol.framing import AMQP_HEADER, FRAME_HEADER, frame  # noqa: E402
 
 T = TypeVar("T")
-GROUPS = ("startup", "api", "fixture", "throughput", "workloads", "memory", "depth")
+GROUPS = ("startup", "api", "fixture", "throughput", "workloads", "memory", "depth", "spark")
 DEFAULT_JSON = HERE / "results.jsonl"
 
 
@@ -263,8 +267,8 @@ def timed(name: str, fn: Callable[..., T], *args: Any) -> T:
 def fmt(value: float | None, unit: str) -> str:
     if value is None:
         return "n/a"
-    if unit == "msg/s":
-        return f"{value:,.0f} msg/s"
+    if unit in ("msg/s", "rows/s"):
+        return f"{value:,.0f} {unit}"
     if unit in ("ms", "us"):
         return f"{value:.3g} {unit}" if value < 100 else f"{value:,.0f} {unit}"
     if unit == "B":
@@ -1023,6 +1027,25 @@ def bench_profile(report: Report, s: Settings, worker: Child, out: str) -> str:
     return header + "\n" + body.rstrip()
 
 
+def bench_spark(report: Report, s: Settings) -> None:
+    from bench import spark_bench
+
+    why = spark_bench.available()
+    if why is not None:
+        report.notes.append(f"spark: skipped ({why})")
+        progress(f"spark: skipped ({why})")
+        return
+    progress(f"spark: amqp data source, batch write and availableNow streaming read of {s.messages:,} rows")
+    results = spark_bench.measure(s.messages, s.job_limit_s * 6)
+    for name, label in (("spark_batch_write", "Spark batch write (waits for acceptance)"),
+                        ("spark_stream_read", "Spark streaming read (availableNow, noop sink)")):  # fmt: skip
+        r = results[name]
+        report.record("spark", name, "minibroker", r["rate"], "rows/s", count=r["rows"],
+                      elapsed_s=round(r["elapsed_s"], 3), complete=r["complete"])  # fmt: skip
+        report.row("spark", label + ("" if r["complete"] else " (partial)"), mb=fmt(r["rate"], "rows/s"),
+                   note=f"{r['rows']:,} rows in {r['elapsed_s']:.2f} s, local[2]")  # fmt: skip
+
+
 # -------------------------------------------------------------------------------- main
 
 
@@ -1110,6 +1133,8 @@ def main(argv: list[str] | None = None) -> int:
                     other.close(signal.SIGTERM)
         if "depth" in groups:
             timed("depth", bench_depth, report, s)
+        if "spark" in groups:
+            timed("spark", bench_spark, report, s)
         if args.profile is not None and env is not None:
             out = args.profile or os.path.join(tempfile.gettempdir(), f"minibroker-bench-{report.run_id}.prof")
             profile_text = timed("profile", bench_profile, report, s, env.worker, out)

@@ -21,6 +21,7 @@ class Options:
     mode: str = "browse"
     max_batch: int = 1000
     timeout: float = 10.0
+    retries: int = 3
     user: str | None = None
     password: str | None = None
 
@@ -60,7 +61,7 @@ def _number(options: Mapping[str, str], name: str, default: float, minimum: floa
 
 def parse_options(options: Mapping[str, str]) -> Options:
     """Check the options Spark passes (``url``, ``address``, ``mode``, ``maxBatch``, ``timeout``,
-    ``user``, ``password``); each problem raises ``ValueError`` naming the option."""
+    ``retries``, ``user``, ``password``); each problem raises ``ValueError`` naming the option."""
     url = _required(options, "url", "amqp://127.0.0.1:5672")
     try:
         _, _, url_user, _ = parse_url(url)
@@ -76,6 +77,7 @@ def parse_options(options: Mapping[str, str]) -> Options:
         mode=mode,
         max_batch=int(_number(options, "maxBatch", 1000, 1)),
         timeout=_number(options, "timeout", 10.0, 0.001),
+        retries=int(_number(options, "retries", 3, 0)),
         user=options.get("user") or url_user,
         password=options.get("password"),
     )

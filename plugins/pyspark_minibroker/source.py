@@ -24,7 +24,8 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from minibroker.client import Delivery
+from minibroker.amqp.message import Message
+from minibroker.client import Client, ClientTimeout, ConnectionClosed, Delivery, LinkDetached, Sender
 
 from .options import Options, parse_options
 from .rows import READ_SCHEMA, WRITE_COLUMNS, message_from_row, row_from_delivery
@@ -46,8 +47,8 @@ class AmqpDataSource(DataSource):
 
     Options: ``url`` (``amqp://[user:password@]host:port``) and ``address`` (required),
     ``mode`` (``browse`` default, or ``consume``; batch reads), ``maxBatch`` (messages per
-    fetch and per micro-batch, default 1000), ``timeout`` (seconds, default 10), ``user``,
-    ``password``.
+    fetch and per micro-batch, default 1000), ``timeout`` (seconds, default 10), ``retries``
+    (writes: resends after a lost link or connection, default 3), ``user``, ``password``.
     """
 
     def __init__(self, options: dict[str, str]) -> None:
@@ -126,23 +127,60 @@ class SentCount(WriterCommitMessage):
 
 
 def _send_rows(options: Options, columns: list[str], rows: Iterator[Any], id_prefix: str) -> SentCount:
-    """Send every row and wait for acceptance; a rejection fails the task (Spark may retry it,
-    which resends: message-ids ``{id_prefix}-{partition}-{row}`` are the same on a retry)."""
+    """Send every row and wait for acceptance (message-ids ``{id_prefix}-{partition}-{row}``).
+
+    A lost link or connection resends the unconfirmed chunk on a new connection (up to
+    ``retries`` times: at-least-once, same message-ids); a rejection fails the task, and Spark's
+    retry resends the partition with the same ids.
+    """
     context = TaskContext.get()
     partition = context.partitionId() if context is not None else 0
     count = 0
-    with options.connect() as client, client.sender(options.address) as sender:
+    with _Outbox(options) as outbox:
         chunk = []
         for row in rows:
             values = dict(zip(columns, row, strict=True))
             chunk.append(message_from_row(values, f"{id_prefix}-{partition}-{count}"))
             count += 1
             if len(chunk) >= SEND_CHUNK:
-                sender.send_many(chunk)
+                outbox.send(chunk)
                 chunk = []
         if chunk:
-            sender.send_many(chunk)
+            outbox.send(chunk)
     return SentCount(partition, count)
+
+
+class _Outbox:
+    """A sender that reconnects when its link or connection is lost."""
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self.client: Client | None = None
+        self.sender: Sender | None = None
+
+    def send(self, messages: list[Message]) -> None:
+        for attempt in range(self.options.retries + 1):
+            try:
+                if self.sender is None:
+                    self.client = self.options.connect()
+                    self.sender = self.client.sender(self.options.address)
+                self.sender.send_many(messages)
+                return
+            except (LinkDetached, ConnectionClosed, ClientTimeout):
+                self.close()
+                if attempt == self.options.retries:
+                    raise
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close(timeout=1)
+        self.client = self.sender = None
+
+    def __enter__(self) -> _Outbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class _BatchWriter(DataSourceWriter):

@@ -6,10 +6,10 @@ import socket
 from collections.abc import Iterator
 
 import pytest
-
-from minibroker import ThreadedBroker
 from pyspark_minibroker.options import Options, parse_options
 from pyspark_minibroker.stream import StreamState
+
+from minibroker import ThreadedBroker
 
 TIMEOUT = 5.0
 START = {"n": 0, "ids": []}
