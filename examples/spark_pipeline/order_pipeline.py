@@ -38,13 +38,16 @@ class Addresses:
 def _validated(raw: DataFrame) -> DataFrame:
     """Each source message with its parsed order and, when it is invalid, the reason."""
     text = raw.select(F.col("body").cast("string").alias("text"), "message_id")
-    parsed = text.withColumn("order", F.from_json("text", ORDER_SCHEMA))
+    # from_json turns malformed text into a row of nulls; try_parse_json tells it apart (NULL).
+    parsed = text.withColumn("order", F.from_json("text", ORDER_SCHEMA)).withColumn(
+        "json_ok", F.expr("try_parse_json(text)").isNotNull()
+    )
     bad_line = F.exists(
         F.coalesce(F.col("order.lines"), F.array()),
         lambda line: line.qty.isNull() | (line.qty <= 0) | line.price.isNull() | (line.price < 0),
     )
     reason = (
-        F.when(F.col("order").isNull(), F.lit("not a JSON order"))
+        F.when(~F.col("json_ok") | F.col("order").isNull(), F.lit("not a JSON order"))
         .when(F.col("order.order_id").isNull(), F.lit("missing order_id"))
         .when(F.col("order.customer").isNull(), F.lit("missing customer"))
         .when(F.coalesce(F.size("order.lines"), F.lit(0)) <= 0, F.lit("no lines"))

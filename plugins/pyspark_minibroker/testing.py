@@ -56,7 +56,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if os.environ.get("PYTEST_XDIST_WORKER"):
         skip = pytest.mark.skip(reason="Spark tests run serially, not under xdist: pytest -m spark")
         for item in items:
-            if "spark" in item.keywords:
+            if item.get_closest_marker("spark") is not None:
                 item.add_marker(skip)
 
 
