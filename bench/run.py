@@ -42,6 +42,11 @@ What is measured (``--only`` takes these group names):
     round, so nobody has to trust an absolute number from a shared machine.  Server CPU
     per message is the server process's CPU time (``/proc/PID/task/*/schedstat``, all
     threads, else ``/proc/PID/stat``) over the run divided by the messages moved.
+``features``
+    What a feature costs while on but idle: broker CPU per message of the concurrent
+    workload against three broker processes (``bench/variant_broker.py``) interleaved in
+    rounds: nothing extra, the frame log on, one fault installed that never fires; ratios
+    to the first.  (The pytest fixture's cost per test is the ``fixture`` group.)
 ``workloads``
     Broker only: priority (random priorities 0-9), TTL (60 s ttl), selector (receiver with
     ``color = 'red'`` over a queue where half match), transaction (sends in local
@@ -110,7 +115,7 @@ from minibroker.amqp import Open, decode, encode  # noqa: E402
 from minibroker.protocol.framing import AMQP_HEADER, FRAME_HEADER, frame  # noqa: E402
 
 T = TypeVar("T")
-GROUPS = ("startup", "api", "fixture", "throughput", "workloads", "memory", "depth", "spark")
+GROUPS = ("startup", "api", "fixture", "throughput", "features", "workloads", "memory", "depth", "spark")
 DEFAULT_JSON = HERE / "results.jsonl"
 
 
@@ -895,6 +900,49 @@ def run_round_trips(report: Report, s: Settings, env: Env, server: Server) -> Ou
     return outcome
 
 
+# ---------------------------------------------------------------------------- features
+
+
+def bench_features(report: Report, s: Settings, worker: Child) -> None:
+    """What a feature costs while it is on but idle: broker CPU per message, concurrent send+receive."""
+    n, limit = s.messages, s.job_limit_s
+    variants = ("plain", "trace", "fault")
+    progress(f"features: concurrent send+receive of {n} messages against brokers with the frame log on, "
+             f"a fault installed (not firing), neither; {s.rounds} round(s)")  # fmt: skip
+    children = {v: Child(f"broker ({v})", [sys.executable, str(HERE / "variant_broker.py"), v]) for v in variants}
+    try:
+        urls = {v: broker_url(c) for v, c in children.items()}
+        cpu: dict[str, list[float]] = {v: [] for v in variants}
+        for r in range(s.rounds):
+            order = variants[r % 3 :] + variants[: r % 3]
+            for v in order:
+                o = run_job(worker, children[v], {"op": "concurrent", "url": urls[v], "count": n, "limit_s": limit,
+                                                  "send_address": f"bench.features.{r}",
+                                                  "receive_address": f"bench.features.{r}"}, s)  # fmt: skip
+                us = o.cpu_per_message_us()
+                if us is not None:
+                    cpu[v].append(us)
+    finally:
+        for c in children.values():
+            c.close(signal.SIGTERM)
+    plain = median(cpu["plain"])
+    report.record("features", "server_cpu_per_message_plain", "minibroker", plain or 0, "us", rounds=len(cpu["plain"]))
+    report.row("features", "broker CPU per message, concurrent: no feature on", mb=fmt(plain, "us"))
+    for v, label, target, bound in (
+        ("trace", "frame log on (10,000 frames kept)", "< 1.15x", 1.15),
+        ("fault", "a fault installed, never firing", "<= 1.05x", 1.05),
+    ):
+        ratios = [a / b for a, b in zip(cpu[v], cpu["plain"], strict=False) if b]
+        ratio = median(ratios)
+        ok = ratio < bound if ratio is not None else None
+        if ratio is not None:
+            report.record("features", f"server_cpu_per_message_{v}", "ratio", ratio, "x", target=target,
+                          status=verdict(ok), rounds=len(ratios))  # fmt: skip
+        report.row("features", f"broker CPU per message, concurrent: {label}", mb=fmt(median(cpu[v]), "us"),
+                   ratio=fmt(ratio, "x") if ratio else "", target=target, status=verdict(ok),
+                   note="ratio: to no feature on, per round")  # fmt: skip
+
+
 # --------------------------------------------------------------------------- workloads
 
 
@@ -1096,7 +1144,7 @@ def main(argv: list[str] | None = None) -> int:
         if "fixture" in groups:
             timed("fixture", bench_fixture, report, s)
         env: Env | None = None
-        if {"throughput", "workloads", "memory"} & set(groups) or args.profile is not None:
+        if {"throughput", "features", "workloads", "memory"} & set(groups) or args.profile is not None:
             # Spawn every process first (they import in parallel), then wait for each.
             broker = spawn_broker()
             worker = start_worker("client worker")
@@ -1122,6 +1170,8 @@ def main(argv: list[str] | None = None) -> int:
             wait_ready(*(c for c in (worker, responder) if c is not None))
         if "throughput" in groups and env is not None:
             timed("throughput", bench_throughput, report, s, env)
+        if "features" in groups and env is not None:
+            timed("features", bench_features, report, s, env.worker)
         if "workloads" in groups and env is not None:
             timed("workloads", bench_workloads, report, s, env)
         if "memory" in groups:

@@ -409,7 +409,7 @@ class Broker:
         self.errors.clear()
         self.connections_total = 0
         if self.frame_log is not None:
-            self.frame_log.records.clear()
+            self.frame_log.clear()
         self.faults.clear()
         if self.extension is not None:
             self.extension.reset()
@@ -445,8 +445,7 @@ class Broker:
         """The frame log (``BrokerConfig.frame_log``), oldest first; the ``last`` N if given."""
         if self.frame_log is None:
             raise RuntimeError("the frame log is off: start the broker with frame_log=N to keep the last N frames")
-        records = list(self.frame_log.records)
-        return records[-last:] if last else records
+        return self.frame_log.records(last)
 
     def transaction_snapshots(self) -> list[TransactionSnapshot]:
         return self.transactions.snapshots(self.clock.now())

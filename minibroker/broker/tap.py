@@ -168,12 +168,28 @@ class Tap:
         return address if isinstance(address, str) else None
 
 
+#: A frame as the log keeps it: the fields of a :class:`FrameRecord`, built only when read.
+_Row = tuple[float, str, str, int, Any]
+
+
 class FrameLog(Observer):
-    """Keeps the last ``size`` frames of every connection (``BrokerConfig.frame_log``)."""
+    """Keeps the last ``size`` frames of every connection (``BrokerConfig.frame_log``).
+
+    Rows are plain tuples (a frozen dataclass costs several times more to build, on every
+    frame); :meth:`records` turns the ones asked for into :class:`FrameRecord` objects.
+    """
 
     def __init__(self, size: int, now: Callable[[], float]) -> None:
-        self.records: deque[FrameRecord] = deque(maxlen=size)
+        self._rows: deque[_Row] = deque(maxlen=size)
         self._now = now
+
+    def records(self, last: int | None = None) -> list[FrameRecord]:
+        """The kept frames, oldest first; the ``last`` N if given."""
+        rows = list(self._rows)
+        return [FrameRecord(*row) for row in (rows[-last:] if last else rows)]
+
+    def clear(self) -> None:
+        self._rows.clear()
 
     def frame_in(self, connection: TapConnection, channel: int, performative: Any) -> None:
         self._record(connection, "in", channel, performative)
@@ -185,7 +201,7 @@ class FrameLog(Observer):
 
     def _record(self, connection: TapConnection, direction: str, channel: int, performative: Any) -> None:
         name = f"{connection.peer} {connection.container_id or ''}".strip()
-        self.records.append(FrameRecord(self._now(), name, direction, channel, performative))
+        self._rows.append((self._now(), name, direction, channel, performative))
 
 
 #: A plain function told of every frame: (connection, "in" or "out", channel, performative).

@@ -1,7 +1,8 @@
 """Smoke test of the benchmark suite: its cheapest parts run and write well-formed JSON lines.
 
-Start-up x5, the test-facing API at 10,000 deep, and a 200-message throughput run against the no-broker baseline
-(``python -m bench --quick --only startup,api,throughput``).  No timing thresholds: the
+Start-up x5, the test-facing API at 10,000 deep, a 200-message throughput run and the
+idle cost of the frame log and of a fault that never fires (broker.cpp too when installed)
+(``python -m bench --quick --only startup,api,throughput,features``).  No timing thresholds: the
 numbers only have to exist and be positive.
 """
 
@@ -19,7 +20,7 @@ KEYS = {"run_id", "mode", "group", "name", "subject", "value", "unit", "loadavg"
 def test_quick_startup_and_throughput_write_positive_measurements(tmp_path: Path) -> None:
     out = tmp_path / "bench.jsonl"
     proc = subprocess.run(
-        [sys.executable, "-m", "bench", "--quick", "--only", "startup,api,throughput", "--startup-reps", "5",
+        [sys.executable, "-m", "bench", "--quick", "--only", "startup,api,throughput,features", "--startup-reps", "5",
          "--messages", "200", "--round-trips", "20", "--json", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=180,
     )  # fmt: skip
@@ -49,6 +50,9 @@ def test_quick_startup_and_throughput_write_positive_measurements(tmp_path: Path
         ("throughput", "concurrent", "ratio"),
         ("throughput", "round_trip_median", "ratio"),
         ("cpu", "server_cpu_per_message_concurrent", "minibroker"),
+        ("features", "server_cpu_per_message_plain", "minibroker"),
+        ("features", "server_cpu_per_message_trace", "ratio"),
+        ("features", "server_cpu_per_message_fault", "ratio"),
     ]:
         assert expected in names, f"missing {expected}; got {sorted(names)}"
     counts = {(rec["name"], rec["subject"]): rec.get("count") for rec in records if rec["group"] == "throughput"}
