@@ -5,7 +5,12 @@
 and offer the same inspection API.
 """
 
-__version__ = "0.1.0"
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("minibroker")
+except PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0+unknown"
 
 from .amqp.message import Message as Message
 from .api import build_message as build_message
@@ -32,7 +37,8 @@ from .trio_broker import TrioClock as TrioClock
 from .trio_broker import open_broker as open_broker
 
 __all__ = [
-    "Broker", "BrokerConfig", "ExposedBrokerWarning", "BrokerStatistics", "Client", "Clock", "FrameRecord", "ManualClock", "Message", "NodeError",
+    "__version__", "Broker", "BrokerConfig", "ExposedBrokerWarning", "BrokerStatistics", "Client", "Clock", "FrameRecord",
+    "ManualClock", "Message", "NodeError",
     "NodeStatistics", "QueueOptions", "QueueSnapshot", "QueuedMessage", "SystemClock", "ThreadedBroker",
     "TopicSnapshot", "TransactionSnapshot", "TrioBroker", "TrioClock", "build_message", "open_broker", "serve",
 ]  # fmt: skip

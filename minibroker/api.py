@@ -30,7 +30,7 @@ __all__ = ["BrokerAPI", "build_message", "check", "timed_out"]
 
 T = TypeVar("T")
 
-_PROPERTY_FIELDS = frozenset(Properties.__dataclass_fields__)  # type: ignore[attr-defined]
+_PROPERTY_FIELDS = frozenset(Properties.__dataclass_fields__)
 
 
 def build_message(

@@ -158,3 +158,13 @@ from .types import (
 from .types import (
     ushort as ushort,
 )
+
+__all__ = [
+    "Accepted", "AMQPDecodeError", "AmqpSequence", "AmqpValue", "ApplicationProperties", "Array", "Attach",
+    "Begin", "byte", "char", "Close", "Coordinator", "Data", "decimal128", "decimal32", "decimal64",
+    "Declare", "Declared", "decode", "decode_at", "decode_message", "DeleteOnClose", "DeliveryAnnotations",
+    "Described", "Detach", "Discharge", "Disposition", "encode", "encode_into", "encode_message", "End",
+    "Error", "float32", "Flow", "Footer", "Header", "int32", "Message", "MessageAnnotations", "Modified",
+    "Open", "Properties", "Received", "Rejected", "Released", "sasl_frames", "short", "Source", "symbol",
+    "Target", "timestamp", "TransactionalState", "Transfer", "ubyte", "uint", "ulong", "ushort",
+]  # fmt: skip

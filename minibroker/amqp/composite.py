@@ -104,7 +104,7 @@ class DescribedValue:
         return self.value
 
     def __eq__(self, other: object) -> bool:
-        return type(other) is type(self) and other.value == self.value  # type: ignore[attr-defined]
+        return type(other) is type(self) and other.value == self.value
 
     def __hash__(self) -> int:
         return hash((type(self), repr(self.value)))
@@ -224,7 +224,7 @@ def described_value(code: int, name: str, wire_type: str) -> Callable[[type[D]],
         cls.DESCRIPTOR = ulong(code)
         cls.DESCRIPTOR_NAME = symbol(name)
         cls._PREFIX = _prefix(code)
-        cls._ENCODE = staticmethod(encode_value)  # type: ignore[assignment]
+        cls._ENCODE = staticmethod(encode_value)
         _register(cls, code, name, cls)
         return cls
 

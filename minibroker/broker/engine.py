@@ -29,8 +29,8 @@ from ..amqp.messaging import (
 from ..amqp.performatives import RCV_SECOND, SND_SETTLED, Error, amqp_error
 from ..amqp.transactions import Coordinator, TransactionalState
 from ..amqp.types import symbol
+from ..protocol import LinkState
 from ..protocol import events as ev
-from ..protocol._state import LinkState
 from ..protocol.connection import Connection, ConnectionConfig
 from ..protocol.endpoints import Delivery, Link
 from .capture import Run

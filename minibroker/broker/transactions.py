@@ -41,7 +41,7 @@ from ..amqp.transactions import (
     TransactionalState,
 )
 from ..amqp.types import symbol
-from ..protocol._state import LinkState
+from ..protocol import LinkState
 from ..protocol.endpoints import Delivery, Link
 from .config import BrokerConfig
 from .links import Client, ConsumerLink, CoordinatorLink, ProducerLink, apply_outcome

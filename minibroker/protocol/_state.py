@@ -1,26 +1,55 @@
-"""Every connection, session and link transition in one place.
+"""Every state an accepted connection, its sessions and its links pass through, in one place.
 
-Theory of operation: the engine is a server, so it reacts to what the peer
-opens.  Each endpoint keeps a state named as in the specification (Part 2
-§2.4.6 connection states, §2.5.5 session states, §2.6.2-§2.6.3 link
-attach/detach) and changes it only through :func:`advance`, with an input
-that is either a frame received (``RECV_*``) or a frame sent (``SEND_*``).  A
-pair missing from a table is a protocol violation: :func:`advance` raises the
-error the specification prescribes for that scope, naming the endpoint, the
-state it was in and the input it could not take.
+Theory of operation.  The engine is a server: it reacts to what the peer
+sends, and every endpoint it keeps is in a state named as in the
+specification.  A state changes only through :func:`advance`, with an
+:class:`Input` that is either something received (``RECV_*``) or something
+sent (``SEND_*``), or the end of what the endpoint lives in (its session or
+connection going away).  Four tables say which inputs each state takes:
+
+* :data:`PHASE_TRANSITIONS`: before any AMQP frame, the protocol headers and
+  the SASL exchange (Part 2 §2.2, Part 5 §5.1-§5.3).  A connection waits for
+  a header; the SASL header leads to the SASL frames, and a successful
+  ``sasl-outcome`` back to waiting for the AMQP header; the AMQP header (taken
+  as anonymous when that is allowed) leads to AMQP frames.
+* :data:`CONNECTION_TRANSITIONS`: Part 2 §2.4.6, for the states a listening
+  endpoint passes (it answers a header and an ``open`` at once, so the
+  ``HDR_RCVD``/``OPEN_RCVD`` states last no longer than one call).
+* :data:`SESSION_TRANSITIONS`: Part 2 §2.5.5; a session also ends with its
+  connection.
+* :data:`LINK_TRANSITIONS`: attach and detach, Part 2 §2.6.3-§2.6.5; a link
+  is also detached when its session ends.
+
+A pair missing from a table is a protocol violation: :func:`advance` raises
+:class:`IllegalTransition`, a connection error ``amqp:illegal-state`` naming
+the endpoint, the state it was in and the input it could not take.  The
+engine narrows the scope where the specification allows (a session or link
+error) before it gets here.  :func:`advance` is typed per table, so a state
+only ever holds a state of its own kind.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
+from typing import Any, overload
 
 from ..amqp import errors as conditions
 from .errors import ConnectionError_
 
 __all__ = [
-    "ConnectionState", "SessionState", "LinkState", "Input", "CONNECTION_TRANSITIONS",
-    "SESSION_TRANSITIONS", "LINK_TRANSITIONS", "advance",
+    "Phase", "ConnectionState", "SessionState", "LinkState", "Input", "PHASE_TRANSITIONS",
+    "CONNECTION_TRANSITIONS", "SESSION_TRANSITIONS", "LINK_TRANSITIONS", "advance", "IllegalTransition",
 ]  # fmt: skip
+
+
+class Phase(enum.Enum):
+    """Where a connection is before and around its AMQP frames (Part 2 §2.2, Part 5 §5.1)."""
+
+    AWAIT_HEADER = "AWAIT_HEADER"  # no protocol header yet
+    SASL = "SASL"  # SASL header exchanged: SASL frames (Part 5 §5.3)
+    AUTHENTICATED = "AUTHENTICATED"  # sasl-outcome ok sent: the AMQP header comes next
+    FRAMES = "FRAMES"  # AMQP header exchanged: AMQP frames
 
 
 class ConnectionState(enum.Enum):
@@ -57,6 +86,8 @@ class LinkState(enum.Enum):
 class Input(enum.Enum):
     """Frames received or sent that move an endpoint between states."""
 
+    RECV_SASL_HEADER = "recv SASL protocol header"
+    SEND_SASL_OK = "send sasl-outcome ok"
     RECV_HEADER = "recv protocol header"
     RECV_OPEN = "recv open"
     SEND_OPEN = "send open"
@@ -70,9 +101,18 @@ class Input(enum.Enum):
     SEND_ATTACH = "send attach"
     RECV_DETACH = "recv detach"
     SEND_DETACH = "send detach"
+    CONNECTION_ENDED = "end with its connection"
+    SESSION_ENDED = "end with its session"
 
 
-C, S, L, In = ConnectionState, SessionState, LinkState, Input
+P, C, S, L, In = Phase, ConnectionState, SessionState, LinkState, Input
+
+PHASE_TRANSITIONS: dict[tuple[Phase, Input], Phase] = {
+    (P.AWAIT_HEADER, In.RECV_SASL_HEADER): P.SASL,
+    (P.SASL, In.SEND_SASL_OK): P.AUTHENTICATED,
+    (P.AWAIT_HEADER, In.RECV_HEADER): P.FRAMES,  # anonymous, when allowed
+    (P.AUTHENTICATED, In.RECV_HEADER): P.FRAMES,
+}
 
 CONNECTION_TRANSITIONS: dict[tuple[ConnectionState, Input], ConnectionState] = {
     (C.START, In.RECV_HEADER): C.HDR_EXCH,  # we answer a header with ours at once
@@ -92,6 +132,8 @@ SESSION_TRANSITIONS: dict[tuple[SessionState, Input], SessionState] = {
     (S.MAPPED, In.SEND_END): S.END_SENT,
     (S.END_RCVD, In.SEND_END): S.UNMAPPED,
     (S.END_SENT, In.RECV_END): S.UNMAPPED,
+    # The connection ended (closed, failed or lost): every session goes with it.
+    **{(state, In.CONNECTION_ENDED): S.UNMAPPED for state in S},
 }
 
 LINK_TRANSITIONS: dict[tuple[LinkState, Input], LinkState] = {
@@ -101,17 +143,30 @@ LINK_TRANSITIONS: dict[tuple[LinkState, Input], LinkState] = {
     (L.ATTACHED, In.SEND_DETACH): L.DETACH_SENT,
     (L.DETACH_RCVD, In.SEND_DETACH): L.DETACHED,
     (L.DETACH_SENT, In.RECV_DETACH): L.DETACHED,
+    # The session ended: its links are detached without being closed (§2.6.5).
+    **{(state, In.SESSION_ENDED): L.DETACHED for state in L},
 }
 
-_TABLES = {
+_TABLES: dict[type[enum.Enum], tuple[str, Mapping[tuple[Any, Input], Any]]] = {
+    Phase: ("connection", PHASE_TRANSITIONS),
     ConnectionState: ("connection", CONNECTION_TRANSITIONS),
     SessionState: ("session", SESSION_TRANSITIONS),
     LinkState: ("link", LINK_TRANSITIONS),
 }
 
 
-def advance(state: enum.Enum, event: Input, endpoint: str) -> enum.Enum:
-    """The state after ``event``; a missing pair raises the error for that scope.
+@overload
+def advance(state: Phase, event: Input, endpoint: str) -> Phase: ...
+@overload
+def advance(state: ConnectionState, event: Input, endpoint: str) -> ConnectionState: ...
+@overload
+def advance(state: SessionState, event: Input, endpoint: str) -> SessionState: ...
+@overload
+def advance(state: LinkState, event: Input, endpoint: str) -> LinkState: ...
+
+
+def advance(state: Any, event: Input, endpoint: str) -> Any:
+    """The state after ``event``; a missing pair raises :class:`IllegalTransition`.
 
     Every violation found while reading frames is a connection-level
     ``amqp:illegal-state`` unless the caller narrows it (a session or link
@@ -119,8 +174,7 @@ def advance(state: enum.Enum, event: Input, endpoint: str) -> enum.Enum:
     """
     kind, table = _TABLES[type(state)]
     try:
-        new_state: enum.Enum = table[(state, event)]  # type: ignore[index]
-        return new_state
+        return table[(state, event)]
     except KeyError:
         raise IllegalTransition(kind, endpoint, state, event) from None
 

@@ -39,7 +39,7 @@ from ..amqp.sasl_frames import SASL_AUTH, SASL_OK, SaslInit, SaslMechanisms, Sas
 from ..amqp.types import symbol
 from . import events as ev
 from . import sasl
-from ._state import ConnectionState, Input, LinkState, SessionState, advance
+from ._state import ConnectionState, Input, LinkState, Phase, SessionState, advance
 from .endpoints import SERIAL_MOD, Delivery, Link, Session
 from .errors import AMQPProtocolError, ConnectionError_, LinkError, SessionError, framing_error
 from .framing import (
@@ -117,8 +117,8 @@ class Connection:
         self.finished = False
         self.sessions: dict[int, Session] = {}  # by the peer's channel
         self._sessions_local: dict[int, Session] = {}
-        self._phase = "header"  # header -> sasl -> header -> frames
-        self._sasl_done = False
+        #: Protocol headers and SASL before the AMQP frames (``_state.PHASE_TRANSITIONS``).
+        self.phase = Phase.AWAIT_HEADER
         self._in = b""
         self._out: list[bytes] = []
         self._events: list[ev.Event] = []
@@ -226,7 +226,8 @@ class Connection:
         end = len(buf)
         try:
             while not self.finished:
-                if self._phase == "header":
+                phase = self.phase
+                if phase is Phase.AWAIT_HEADER or phase is Phase.AUTHENTICATED:
                     if end - pos < 8:
                         if not b"AMQP".startswith(buf[pos : pos + 4]):
                             self._bad_header(buf[pos:])
@@ -253,7 +254,7 @@ class Connection:
                 pos = frame_end
                 if body == frame_end:
                     continue  # an empty frame: keep-alive (§2.4.5)
-                if self._phase == "sasl":
+                if phase is Phase.SASL:
                     if frame_type != FRAME_SASL:
                         raise framing_error(f"expected a SASL frame, got frame type {frame_type}")
                     self._on_sasl_frame(buf[body:frame_end])
@@ -309,16 +310,16 @@ class Connection:
         self._events.append(ev.ConnectionClosed(error, by_peer=False))
 
     def _on_header(self, header: bytes) -> None:
-        if header == SASL_HEADER and not self._sasl_done:
+        if header == SASL_HEADER and self.phase is Phase.AWAIT_HEADER:
+            self.phase = advance(self.phase, Input.RECV_SASL_HEADER, "endpoint")
             self._out.append(SASL_HEADER)
             offered = sasl.mechanisms(self.config.users, self.config.allow_anonymous)
             self._send_sasl(SaslMechanisms(sasl_server_mechanisms=offered))
-            self._phase = "sasl"
             return
-        if header == AMQP_HEADER and (self._sasl_done or self.config.allow_anonymous):
+        if header == AMQP_HEADER and (self.phase is Phase.AUTHENTICATED or self.config.allow_anonymous):
+            self.phase = advance(self.phase, Input.RECV_HEADER, "endpoint")
             self._out.append(AMQP_HEADER)
-            self.state = advance(self.state, Input.RECV_HEADER, "endpoint")  # type: ignore[assignment]
-            self._phase = "frames"
+            self.state = advance(self.state, Input.RECV_HEADER, "endpoint")
             return
         if header == AMQP_HEADER:
             # Anonymous access is off: say we need SASL, then close (Part 5 §5.1).
@@ -354,8 +355,7 @@ class Connection:
         code = SASL_OK if passed else SASL_AUTH
         self._send_sasl(SaslOutcome(code=code))
         if code == SASL_OK:
-            self._sasl_done = True
-            self._phase = "header"
+            self.phase = advance(self.phase, Input.SEND_SASL_OK, "endpoint")
         else:
             self.finished = True
             self._events.append(
@@ -385,7 +385,7 @@ class Connection:
     # ---------------------------------------------------------- connection
 
     def _on_open(self, channel: int, open_: Open, payload: bytes) -> None:
-        self.state = advance(self.state, Input.RECV_OPEN, "endpoint")  # type: ignore[assignment]
+        self.state = advance(self.state, Input.RECV_OPEN, "endpoint")
         self.remote_container_id = open_.container_id
         self.remote_max_frame_size = max(MIN_MAX_FRAME_SIZE, min(open_.max_frame_size, self.config.max_frame_size))
         self.remote_channel_max = open_.channel_max
@@ -402,15 +402,15 @@ class Connection:
                 properties={symbol(k): v for k, v in self.config.properties.items()} or None,
             ),
         )
-        self.state = advance(self.state, Input.SEND_OPEN, "endpoint")  # type: ignore[assignment]
+        self.state = advance(self.state, Input.SEND_OPEN, "endpoint")
         self._events.append(ev.ConnectionOpened(open_.container_id, open_.hostname, self.user))
 
     def _on_close(self, channel: int, close: Close, payload: bytes) -> None:
-        self.state = advance(self.state, Input.RECV_CLOSE, "endpoint")  # type: ignore[assignment]
+        self.state = advance(self.state, Input.RECV_CLOSE, "endpoint")
         self._teardown(None)
         if self.state is ConnectionState.CLOSE_RCVD:
             self._send(0, Close())
-            self.state = advance(self.state, Input.SEND_CLOSE, "endpoint")  # type: ignore[assignment]
+            self.state = advance(self.state, Input.SEND_CLOSE, "endpoint")
             self._events.append(ev.ConnectionClosed(close.error, by_peer=True))
         self.finished = True
 
@@ -427,7 +427,7 @@ class Connection:
             self._send(0, Open(container_id=self.config.container_id))
         self._teardown(error)
         self._send(0, Close(error=error))
-        self.state = ConnectionState.CLOSE_SENT
+        self.state = advance(self.state, Input.SEND_CLOSE, "endpoint")
         self.finished = True
         self._events.append(ev.ConnectionClosed(error, by_peer=False))
 
@@ -473,7 +473,7 @@ class Connection:
             raise ConnectionError_(conditions.ILLEGAL_STATE, f"channel {channel} already has a session")
         local = next(c for c in range(len(self._sessions_local) + 1) if c not in self._sessions_local)
         session = Session(local, channel, min(begin.handle_max, self.config.handle_max))
-        session.state = advance(session.state, Input.RECV_BEGIN, f"on channel {channel}")  # type: ignore[assignment]
+        session.state = advance(session.state, Input.RECV_BEGIN, f"on channel {channel}")
         session.next_incoming_id = begin.next_outgoing_id
         session.remote_incoming_window = begin.incoming_window
         session.remote_outgoing_window = begin.outgoing_window
@@ -490,47 +490,48 @@ class Connection:
                 handle_max=session.handle_max,
             ),
         )
-        session.state = advance(session.state, Input.SEND_BEGIN, f"on channel {channel}")  # type: ignore[assignment]
+        session.state = advance(session.state, Input.SEND_BEGIN, f"on channel {channel}")
         self._events.append(ev.SessionBegun(session))
 
     def _on_end(self, channel: int, end: End, payload: bytes) -> None:
         session = self._session(channel)
-        session.state = advance(session.state, Input.RECV_END, f"on channel {channel}")  # type: ignore[assignment]
+        session.state = advance(session.state, Input.RECV_END, f"on channel {channel}")
         if session.state is SessionState.END_RCVD:
             self._send(session.channel, End())
-            self._drop_session(session, end.error)
-        else:
-            self._unmap(session)
+            self._session_gone(session, end.error)
+            session.state = advance(session.state, Input.SEND_END, f"on channel {channel}")
+        self._unmap(session)
 
     def end_session(self, session: Session, error: Error | None = None) -> None:
         """End a session (§2.5.7); its links are reported detached."""
         if session.state is not SessionState.MAPPED:
             return
         self._send(session.channel, End(error=error))
-        session.state = advance(session.state, Input.SEND_END, "")  # type: ignore[assignment]
-        self._report_links_gone(session, error)
-        self._events.append(ev.SessionEnded(session, error))
+        session.state = advance(session.state, Input.SEND_END, f"on channel {session.remote_channel}")
+        self._session_gone(session, error)
 
     def _drop_session(self, session: Session, error: Error | None) -> None:
+        """The connection ended: the session goes with it."""
         if session.state is SessionState.MAPPED or session.state is SessionState.END_RCVD:
-            self._report_links_gone(session, error)
-            self._events.append(ev.SessionEnded(session, error))
+            self._session_gone(session, error)
+        session.state = advance(session.state, Input.CONNECTION_ENDED, f"on channel {session.remote_channel}")
         self._unmap(session)
 
-    def _report_links_gone(self, session: Session, error: Error | None) -> None:
+    def _session_gone(self, session: Session, error: Error | None) -> None:
+        """Report the session ended, after its links; they are detached without being closed (§2.6.5)."""
         for link in list(session.links_by_handle.values()):
             if link.state is not LinkState.DETACHED:
-                # Ending a session detaches its links without closing them (§2.6.5).
                 self._events.append(ev.LinkDetached(link, False, error))
-            link.state = LinkState.DETACHED
+            link.state = advance(link.state, Input.SESSION_ENDED, repr(link.name))
             link.credit = 0
         session.links_by_handle.clear()
         session.links_by_remote.clear()
         session.outgoing_unsettled.clear()
         session.incoming_unsettled.clear()
+        self._events.append(ev.SessionEnded(session, error))
 
     def _unmap(self, session: Session) -> None:
-        session.state = SessionState.UNMAPPED
+        """Forget an ended session's channels (its state is already UNMAPPED)."""
         self.sessions.pop(session.remote_channel, None)
         self._sessions_local.pop(session.channel, None)
 
@@ -606,7 +607,7 @@ class Connection:
                 properties=properties,
             ),
         )
-        link.state = advance(link.state, Input.SEND_ATTACH, repr(link.name))  # type: ignore[assignment]
+        link.state = advance(link.state, Input.SEND_ATTACH, repr(link.name))
 
     def refuse_link(self, link: Link, error: Error) -> None:
         """Refuse a link: attach with a null source or target, then detach (§2.6.3)."""
@@ -623,7 +624,7 @@ class Connection:
                 initial_delivery_count=0 if link.is_sender else None,
             ),
         )
-        link.state = advance(link.state, Input.SEND_ATTACH, repr(link.name))  # type: ignore[assignment]
+        link.state = advance(link.state, Input.SEND_ATTACH, repr(link.name))
         self.detach_link(link, error)
 
     def detach_link(self, link: Link, error: Error | None = None, closed: bool = True) -> None:
@@ -631,7 +632,7 @@ class Connection:
         if link.state is not LinkState.ATTACHED:
             return
         self._send(link.session.channel, Detach(handle=link.handle, closed=closed, error=error))
-        link.state = advance(link.state, Input.SEND_DETACH, repr(link.name))  # type: ignore[assignment]
+        link.state = advance(link.state, Input.SEND_DETACH, repr(link.name))
         self._forget_deliveries(link)
 
     def _forget_deliveries(self, link: Link) -> None:
@@ -662,11 +663,11 @@ class Connection:
                     initial_delivery_count=0 if link.is_sender else None,
                 ),
             )
-            link.state = advance(link.state, Input.SEND_ATTACH, repr(link.name))  # type: ignore[assignment]
-        link.state = advance(link.state, Input.RECV_DETACH, repr(link.name))  # type: ignore[assignment]
+            link.state = advance(link.state, Input.SEND_ATTACH, repr(link.name))
+        link.state = advance(link.state, Input.RECV_DETACH, repr(link.name))
         if link.state is LinkState.DETACH_RCVD:
             self._send(session.channel, Detach(handle=link.handle, closed=detach.closed))
-            link.state = advance(link.state, Input.SEND_DETACH, repr(link.name))  # type: ignore[assignment]
+            link.state = advance(link.state, Input.SEND_DETACH, repr(link.name))
             self._events.append(ev.LinkDetached(link, detach.closed, detach.error))
         self._forget_deliveries(link)
         del session.links_by_remote[detach.handle]

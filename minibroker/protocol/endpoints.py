@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..amqp.performatives import Attach
-from ._state import LinkState, SessionState
+from ._state import Input, LinkState, SessionState, advance
 
 __all__ = ["Delivery", "Link", "Session", "SERIAL_MOD"]
 
@@ -60,7 +60,7 @@ class Link:
         self.handle = handle
         # The peer's role is given; ours is the opposite (§2.6.3).
         self.is_sender: bool = bool(attach.role)
-        self.state = LinkState.ATTACH_RCVD
+        self.state = advance(LinkState.DETACHED, Input.RECV_ATTACH, repr(self.name))
         self.source: Any = attach.source
         self.target: Any = attach.target
         self.snd_settle_mode: int = attach.snd_settle_mode

@@ -12,22 +12,26 @@ from minibroker.protocol import _state
 from minibroker.protocol._state import (
     CONNECTION_TRANSITIONS,
     LINK_TRANSITIONS,
+    PHASE_TRANSITIONS,
     SESSION_TRANSITIONS,
     ConnectionState,
     IllegalTransition,
     Input,
     LinkState,
+    Phase,
     SessionState,
     advance,
 )
 from minibroker.protocol.errors import AMQPProtocolError, ConnectionError_
 
 TABLES: list[tuple[str, type[enum.Enum], dict[tuple[enum.Enum, Input], enum.Enum]]] = [
+    ("connection", Phase, PHASE_TRANSITIONS),  # type: ignore[list-item]
     ("connection", ConnectionState, CONNECTION_TRANSITIONS),  # type: ignore[list-item]
     ("session", SessionState, SESSION_TRANSITIONS),  # type: ignore[list-item]
     ("link", LinkState, LINK_TRANSITIONS),  # type: ignore[list-item]
 ]
 INITIAL = {
+    Phase: Phase.AWAIT_HEADER,
     ConnectionState: ConnectionState.START,
     SessionState: SessionState.UNMAPPED,
     LinkState: LinkState.DETACHED,
@@ -36,7 +40,7 @@ INITIAL = {
 
 def test_every_table_in_the_module_is_covered() -> None:
     tables = {name for name in vars(_state) if name.endswith("_TRANSITIONS")}
-    assert tables == {"CONNECTION_TRANSITIONS", "SESSION_TRANSITIONS", "LINK_TRANSITIONS"}
+    assert tables == {"PHASE_TRANSITIONS", "CONNECTION_TRANSITIONS", "SESSION_TRANSITIONS", "LINK_TRANSITIONS"}
 
 
 PAIRS = [
@@ -88,7 +92,7 @@ def test_table_is_well_formed(
                     seen.add(target)
                     frontier.append(target)
     assert seen == set(states), f"unreachable {kind} states: {set(states) - seen}"
-    if states is not ConnectionState:
+    if states is not ConnectionState and states is not Phase:  # a connection is never reused
         assert returns, f"a {kind} endpoint can never be reused"
 
 
@@ -107,6 +111,10 @@ def test_table_is_well_formed(
         ([Input.RECV_BEGIN, Input.SEND_BEGIN, Input.SEND_END, Input.RECV_END], SessionState.UNMAPPED),
         ([Input.RECV_ATTACH, Input.SEND_ATTACH, Input.RECV_DETACH, Input.SEND_DETACH], LinkState.DETACHED),
         ([Input.RECV_ATTACH, Input.SEND_ATTACH, Input.SEND_DETACH, Input.RECV_DETACH], LinkState.DETACHED),
+        ([Input.RECV_ATTACH, Input.SEND_ATTACH, Input.SESSION_ENDED], LinkState.DETACHED),
+        ([Input.RECV_BEGIN, Input.SEND_BEGIN, Input.CONNECTION_ENDED], SessionState.UNMAPPED),
+        ([Input.RECV_SASL_HEADER, Input.SEND_SASL_OK, Input.RECV_HEADER], Phase.FRAMES),
+        ([Input.RECV_HEADER], Phase.FRAMES),
     ],
 )
 def test_lifecycles(path: list[Input], end: enum.Enum) -> None:
