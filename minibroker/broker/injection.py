@@ -33,8 +33,8 @@ from ..amqp.message import decode_message
 from ..amqp.messaging import Modified, Rejected, Released
 from ..amqp.performatives import Error, Flow, Transfer, amqp_error
 from ..amqp.transactions import Discharge
+from ..protocol import LinkState
 from ..protocol import events as ev
-from ..protocol._state import LinkState
 from ..protocol.endpoints import Link
 from .faults import Fault, FaultSet, Site
 from .links import ConsumerLink, CoordinatorLink, ProducerLink
