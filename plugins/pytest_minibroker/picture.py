@@ -22,6 +22,8 @@ LEFT = 70
 TOP = 56
 #: Characters of a body shown inline; the whole body is in the hover title.
 INLINE = 60
+#: Characters of a lane's container-id shown under its peer address (all of it on hover).
+HEAD = 30
 
 STYLE = """
 body { font: 13px/1.4 system-ui, sans-serif; margin: 16px; color: #222; }
@@ -73,8 +75,8 @@ def _lane_of(labels: list[str], connection: str | None) -> int | None:
     return None
 
 
-def _inline(text: str) -> str:
-    return text if len(text) <= INLINE else text[: INLINE - 3] + "..."
+def _inline(text: str, limit: int = INLINE) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def render(nodeid: str, state: State, failure: str) -> str:
@@ -135,10 +137,14 @@ def render(nodeid: str, state: State, failure: str) -> str:
     fault_rows(None)
     height = y + 10
     width = LEFT + LANE * (len(lanes) + 1) + 200
-    heads = [f'<text class="head" x="{x_broker - 20}" y="{TOP - 30}">broker</text>']
+    heads = [f'<text class="head" x="{x_broker - 20}" y="{TOP - 38}">broker</text>']
     lines = [f'<line class="lane" x1="{x_broker}" y1="{TOP - 20}" x2="{x_broker}" y2="{height}"/>']
     for index, name in enumerate(lanes):
-        heads.append(f'<text class="head" x="{x_of[index] - 60}" y="{TOP - 30}">{escape(name)}</text>')
+        peer, _, container = name.partition(" ")
+        heads.append(
+            f'<g><title>{escape(name)}</title><text class="head" x="{x_of[index] - 60}" y="{TOP - 38}">{escape(peer)}</text>'
+            f'<text x="{x_of[index] - 60}" y="{TOP - 24}">{escape(_inline(container, HEAD))}</text></g>'
+        )
         lines.append(f'<line class="lane" x1="{x_of[index]}" y1="{TOP - 20}" x2="{x_of[index]}" y2="{height}"/>')
     markers = "".join(
         f'<marker id="arrow-{d}" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto">'

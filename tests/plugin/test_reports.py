@@ -92,8 +92,9 @@ def test_html_writes_one_well_formed_page_per_failing_test(pytester: pytest.Pyte
     ns = {"h": "http://www.w3.org/1999/xhtml", "s": "http://www.w3.org/2000/svg"}
     svg = root.find(".//s:svg", ns)
     assert svg is not None
-    heads = [t.text for t in svg.iterfind("s:text[@class='head']", ns)]
+    heads = [t.text or "" for t in svg.iter(f"{{{ns['s']}}}text") if t.get("class") == "head"]
     assert heads[0] == "broker" and len(heads) == 2  # the broker and the one connection
+    assert re.fullmatch(r"127\.0\.0\.1:\d+", heads[1])
     arrows = [line for line in svg.iter(f"{{{ns['s']}}}line") if line.get("class") in ("in", "out")]
     labels = [g.find("s:text", ns).text for g in svg.iterfind("s:g", ns)]
     assert len(arrows) >= 15
