@@ -73,8 +73,12 @@ class BrokerSettings:
         return settings
 
     def key(self) -> str:
-        """Brokers with equal keys are interchangeable once reset (nodes are declared per test)."""
-        return f"{self.clock}:{self.config!r}"
+        """Brokers with equal keys are interchangeable once reset (nodes are declared per test).
+
+        Every field counts, also those a repr leaves out (``users``).
+        """
+        fields = {f.name: getattr(self.config, f.name) for f in dataclasses.fields(self.config)}
+        return f"{self.clock}:{fields!r}"
 
     def start(self) -> ThreadedBroker:
         """A started broker with these settings (nodes not declared yet: see :meth:`declare`)."""

@@ -90,9 +90,18 @@ def test_a_differing_configuration_gets_its_own_broker_and_the_default_one_is_ke
         @pytest.mark.amqp_broker("only-queues-differ")
         def test_default_again(amqp_broker):
             assert amqp_broker.port == PORTS["default"]  # nodes are declared per test: same broker
+
+        @pytest.mark.amqp_broker(users={"alice": "one"})
+        def test_users(amqp_broker):
+            PORTS["alice-one"] = amqp_broker.port
+            assert amqp_broker.port != PORTS["default"]
+
+        @pytest.mark.amqp_broker(users={"alice": "two"})
+        def test_other_password(amqp_broker):
+            assert amqp_broker.port != PORTS["alice-one"]  # passwords count, though no repr shows them
         """
     )
-    pytester.runpytest("-p", "no:randomly").assert_outcomes(passed=3)
+    pytester.runpytest("-p", "no:randomly").assert_outcomes(passed=5)
 
 
 def test_fresh_starts_a_broker_per_test(pytester: pytest.Pytester) -> None:
