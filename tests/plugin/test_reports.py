@@ -137,3 +137,42 @@ def test_factory_brokers_get_their_own_sections(pytester: pytest.Pytester) -> No
     result.stdout.fnmatch_lines(
         ["*- minibroker: amqp_broker (call) -*", "every queue is empty", "*- minibroker: amqp_broker_factory #1 (call) -*", "*elsewhere: 1 message(s)*"]
     )
+
+
+def test_fault_firings_are_in_the_section_and_marked_in_the_picture(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+        from proton import Message
+        from proton.utils import BlockingConnection, SendException
+
+        def test_rejected(amqp_broker):
+            amqp_broker.faults.reject_publish(address="orders")
+            conn = BlockingConnection(amqp_broker.url, timeout=5)
+            with pytest.raises(SendException):
+                conn.create_sender("orders").send(Message(body="refused"))
+            conn.close()
+            amqp_broker.assert_queue("orders", bodies=["refused"])
+        """
+    )
+    out_dir = tmp_path / "pictures"
+    result = pytester.runpytest(f"--minibroker-html={out_dir}")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    section = out[out.index("minibroker: amqp_broker (call)") :]
+    assert "faults fired:" in section
+    fired = section.split("faults fired:\n", 1)[1].splitlines()[0]
+    assert "reject_publish(address='orders')" in fired and "address=orders" in fired and "transfer" in fired
+
+    [page] = out_dir.iterdir()
+    svg = ET.fromstring(page.read_text().split("\n", 1)[1]).find(".//{http://www.w3.org/2000/svg}svg")
+    assert svg is not None
+    marks = [c for c in svg.iter("{http://www.w3.org/2000/svg}circle") if c.get("class") == "fault"]
+    assert len(marks) == 1
+    lanes = [float(line.get("x1", 0)) for line in svg.iter("{http://www.w3.org/2000/svg}line") if line.get("class") == "lane"]
+    assert float(marks[0].get("cx", 0)) == lanes[1]  # on the connection's lane, not the broker's
+    texts = [t.text or "" for t in svg.iter("{http://www.w3.org/2000/svg}text")]
+    assert any(t.startswith("fault: reject_publish") for t in texts)
+    # Marked after the transfer it acted on.
+    order = [t for t in texts if t.startswith("fault:") or "transfer" in t]
+    assert order.index(next(t for t in order if t.startswith("fault:"))) > 0
