@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -112,13 +111,13 @@ def run(spark: SparkSession, url: str, checkpoint: str, addresses: Addresses = A
         .trigger(availableNow=True).start()
     )  # fmt: skip
     try:
-        if not query.awaitTermination(timeout):
-            raise TimeoutError(f"the order pipeline did not finish within {timeout} s")
+        finished = query.awaitTermination(timeout)
+    except Exception as exc:  # the query failed: awaitTermination re-raises its exception
+        raise RuntimeError(f"the order pipeline failed: {exc}") from exc
     finally:
         query.stop()
-    error: Any = query.exception()
-    if error is not None:
-        raise RuntimeError(f"the order pipeline failed: {error}")
+    if not finished:
+        raise TimeoutError(f"the order pipeline did not finish within {timeout} s")
 
 
 def run_until_done(spark: SparkSession, url: str, checkpoint: str, addresses: Addresses = Addresses(),

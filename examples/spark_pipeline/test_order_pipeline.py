@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from order_pipeline import Addresses, run
+from order_pipeline import Addresses, run, run_until_done
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
@@ -96,3 +96,42 @@ def test_a_second_run_takes_only_new_orders(spark: Any, amqp_broker: Any, tmp_pa
     assert amqp_broker.queue(ADDRESSES.results).depth == len(expected)
     assert len(dead_letters(amqp_broker)) == amqp_broker.queue(ADDRESSES.dead_letter).depth == len(INVALID)
     assert amqp_broker.queue(ADDRESSES.orders).depth == 0
+
+
+# ----------------------------------------------------------------------------- with faults
+
+
+def assert_exact_output(broker: Any, expected: dict[str, dict[str, Any]]) -> None:
+    """The results hold exactly the expected ones (a repeat, if any, has the same message-id and
+    content: a consumer deduplicating by message-id sees exactly ``expected``), likewise the dead
+    letters, and no order is left behind."""
+    assert results(broker) == expected
+    assert dead_letters(broker) == expected_dead_letters()
+    assert broker.queue(ADDRESSES.orders).depth == 0
+
+
+def test_a_dropped_output_link_is_reattached_and_nothing_is_lost(spark: Any, amqp_broker: Any, tmp_path: Path) -> None:
+    expected = publish_orders(amqp_broker, count=6)
+    fault = amqp_broker.faults.detach_link(ADDRESSES.results, after=2, times=1, must_fire=True)
+    assert run_until_done(spark, amqp_broker.url, str(tmp_path / "ck"), max_batch=5) == 1  # the writer re-attached
+    assert fault.fired == 1
+    assert_exact_output(amqp_broker, expected)
+
+
+def test_a_rejected_publish_fails_the_run_and_the_rerun_completes_it(spark: Any, amqp_broker: Any, tmp_path: Path) -> None:
+    expected = publish_orders(amqp_broker, count=6)
+    fault = amqp_broker.faults.reject_publish(ADDRESSES.results, after=1, times=1, must_fire=True)
+    # The rejection fails the write task, the micro-batch and the run; the second run replays the
+    # batch from the checkpoint (same message-ids) and goes on.
+    assert run_until_done(spark, amqp_broker.url, str(tmp_path / "ck"), max_batch=5) == 2
+    assert fault.fired == 1
+    assert_exact_output(amqp_broker, expected)
+
+
+def test_the_source_connection_dropped_mid_stream_repeats_nothing(spark: Any, amqp_broker: Any, tmp_path: Path) -> None:
+    expected = publish_orders(amqp_broker, count=10)
+    fault = amqp_broker.faults.drop_connection(ADDRESSES.orders, after=7, times=1, must_fire=True)
+    assert run_until_done(spark, amqp_broker.url, str(tmp_path / "ck"), max_batch=4) == 1
+    assert fault.fired == 1
+    assert_exact_output(amqp_broker, expected)
+    assert amqp_broker.queue(ADDRESSES.results).depth == len(expected)  # not even a repeat
