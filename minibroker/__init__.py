@@ -31,13 +31,14 @@ from .broker.statistics import TransactionSnapshot as TransactionSnapshot
 from .client import Client as Client
 from .server import ExposedBrokerWarning as ExposedBrokerWarning
 from .server import serve as serve
+from .servicebus.options import ServiceBusOptions as ServiceBusOptions
 from .threaded import ThreadedBroker as ThreadedBroker
 from .trio_broker import TrioBroker as TrioBroker
 from .trio_broker import TrioClock as TrioClock
 from .trio_broker import open_broker as open_broker
 
 __all__ = [
-    "__version__", "Broker", "BrokerConfig", "ExposedBrokerWarning", "BrokerStatistics", "Client", "Clock", "FrameRecord",
+    "__version__", "Broker", "BrokerConfig", "ServiceBusOptions", "ExposedBrokerWarning", "BrokerStatistics", "Client", "Clock", "FrameRecord",
     "ManualClock", "Message", "NodeError",
     "NodeStatistics", "QueueOptions", "QueueSnapshot", "QueuedMessage", "SystemClock", "ThreadedBroker",
     "TopicSnapshot", "TransactionSnapshot", "TrioBroker", "TrioClock", "build_message", "open_broker", "serve",

@@ -29,6 +29,7 @@ from sortedcontainers import SortedList
 from ..amqp import errors as conditions
 from ..amqp.performatives import RCV_FIRST, amqp_error
 from ..broker.queue import Queue
+from ..broker.router import NodeError
 from ..broker.stored import Entry, StoredMessage
 from ..broker.topic import Topic
 from ..protocol.endpoints import Delivery, Link
@@ -167,7 +168,10 @@ class ServiceBusLayer:
         """The queue an entity's messages are received from, or why there is none."""
         auto_create = self.broker.config.auto_create
         if entity.subscription is not None and not entity.dead_letter:
-            queue = self.subscription_queue(entity.name, entity.subscription, create=auto_create)
+            try:
+                queue = self.subscription_queue(entity.name, entity.subscription, create=auto_create)
+            except NodeError as exc:  # e.g. a queue of the topic's name, auto-created by an earlier sender
+                return f"{exc}; declare the topic in ServiceBusOptions.topics before anything is sent to it"
             if queue is None:
                 return f"no subscription {entity.node!r} (auto-create is off; declare it in ServiceBusOptions.topics)"
             return queue

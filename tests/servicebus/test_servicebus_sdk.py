@@ -272,3 +272,14 @@ def test_the_sdk_recovers_from_a_dropped_connection(broker: minibroker.ThreadedB
             receiver.complete_message(message)
     assert broker.queue("orders").depth == 0
     assert broker.statistics().connections_total >= 2
+
+
+def test_a_subscription_of_a_name_already_used_by_a_queue_is_refused_with_the_reason(
+    broker: minibroker.ThreadedBroker, client: ServiceBusClient
+) -> None:
+    with client.get_queue_sender("jobs") as sender:  # auto-creates the queue "jobs"
+        sender.send_messages(ServiceBusMessage("x"))
+    with pytest.raises(ServiceBusError, match="declare the topic"):
+        with client.get_subscription_receiver("jobs", "audit", prefetch_count=10) as receiver:
+            receiver.receive_messages(max_wait_time=1)
+    assert broker.errors() == []
