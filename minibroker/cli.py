@@ -14,7 +14,7 @@ import trio
 from . import __version__
 from .broker.config import BrokerConfig
 from .broker.engine import Broker
-from .server import DEFAULT_HOST, ExposedBrokerWarning, serve
+from .server import DEFAULT_HOST, ExposedBrokerWarning, serve, stop
 from .tls import server_context
 
 __all__ = ["main"]
@@ -55,9 +55,7 @@ async def _serve(broker: Broker, host: str, port: int, context: ssl.SSLContext |
             if host not in ("127.0.0.1", "localhost", "::1"):
                 print(f"warning: bound to {host}, reachable from other machines", file=sys.stderr, flush=True)
             async for _ in signals:
-                for connection in list(broker.connections):
-                    connection.close(None)
-                nursery.cancel_scope.cancel()
+                stop(broker, nursery.cancel_scope)
                 break
 
 

@@ -32,7 +32,7 @@ from .broker.clock import ManualClock
 from .broker.engine import Broker, BrokerConnection
 from .tls import close_notify, handshake, wrap
 
-__all__ = ["serve", "DEFAULT_HOST", "ExposedBrokerWarning"]
+__all__ = ["serve", "stop", "DEFAULT_HOST", "ExposedBrokerWarning"]
 
 DEFAULT_HOST = "127.0.0.1"
 READ_SIZE = 256 * 1024
@@ -183,9 +183,15 @@ class _Channel:
         connection = self.connection
         if connection is None or not connection.open:
             return
-        output = connection.output()
+        output = connection.data_to_send()
         if output and not self.sender.write_nowait(output):
             self.waker.set()  # the socket is full (or failed): the writer task takes it from here
+
+
+def stop(broker: Broker, scope: trio.CancelScope) -> None:
+    """Stop serving: every connection gets a ``close`` (flushed while the tasks wind down), then ``scope`` is cancelled."""
+    broker.close_connections()
+    scope.cancel()
 
 
 async def serve(
@@ -360,7 +366,7 @@ async def _read(
             outbox.reading = False
         if outbox.ready:
             outbox.flush(connection)
-        output = connection.output()
+        output = connection.data_to_send()
         if output:
             await sender.send(output)
         waker.clear()  # everything queued for this connection has been handed to the sender
@@ -378,7 +384,7 @@ async def _write(connection: BrokerConnection, sender: _Sender, waker: _Waker, s
     try:
         while True:
             deadline = connection.tick(trio.current_time())
-            output = connection.output()
+            output = connection.data_to_send()
             if output or sender.backlog:
                 await sender.send(output)
             if connection.finished:

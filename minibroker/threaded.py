@@ -17,7 +17,7 @@ from .broker.clock import Clock, ManualClock
 from .broker.config import BrokerConfig
 from .broker.engine import Broker
 from .restartable import RestartableServer
-from .server import DEFAULT_HOST
+from .server import DEFAULT_HOST, stop
 
 __all__ = ["ThreadedBroker"]
 
@@ -144,9 +144,7 @@ class ThreadedBroker(BrokerAPI):
         self._token = None
 
     def _shutdown(self, cancel: trio.CancelScope) -> None:
-        for connection in list(self._broker.connections):
-            connection.close(None)
-        cancel.cancel()
+        stop(self._broker, cancel)
 
     def restart(self) -> None:
         """Restart as a real broker would: every connection dropped (sockets closed, no ``close``

@@ -15,7 +15,7 @@ from .broker.clock import Clock
 from .broker.config import BrokerConfig
 from .broker.engine import Broker
 from .restartable import RestartableServer
-from .server import DEFAULT_HOST
+from .server import DEFAULT_HOST, stop
 
 __all__ = ["TrioBroker", "TrioClock", "open_broker"]
 
@@ -114,8 +114,6 @@ async def open_broker(
         try:
             yield TrioBroker(broker, server, nursery)
         finally:
-            for connection in list(broker.connections):
-                connection.close(None)
-            nursery.cancel_scope.cancel()
+            stop(broker, nursery.cancel_scope)
 
 

@@ -10,45 +10,39 @@ nodes 2.3.13).
 
 from __future__ import annotations
 
-import itertools
-import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..amqp import errors as conditions
 from ..amqp.errors import AMQPDecodeError
-from ..amqp.message import Message, decode_message
+from ..amqp.message import Message
 from ..amqp.messaging import (
     Accepted,
-    DeleteOnClose,
     Received,
     Rejected,
-    Source,
-    Target,
 )
-from ..amqp.performatives import RCV_SECOND, SND_SETTLED, Error, amqp_error
+from ..amqp.performatives import RCV_SECOND, Error, amqp_error
 from ..amqp.transactions import Coordinator, TransactionalState
-from ..amqp.types import symbol
 from ..protocol import LinkState
 from ..protocol import events as ev
 from ..protocol.connection import Connection, ConnectionConfig
 from ..protocol.endpoints import Delivery, Link
+from .attach import Attacher, Refusal
 from .capture import Run
 from .clock import Clock, ManualClock, SystemClock
 from .config import BrokerConfig, QueueOptions
 from .extension import Extension, ExtensionConsumer, ExtensionLink
 from .faults import FaultSet
-from .filters import FilterError, parse_filter_set
 from .injection import FaultInjector
 from .links import (
     DELIVERY_FAILED,
-    SUPPORTED_OUTCOMES,
     ConsumerLink,
     CoordinatorLink,
     ProducerLink,
     apply_outcome,
 )
 from .permissions import Permissions
+from .publish import format_refusal, messages_of, relay_refusal, route_all
 from .queue import Queue
 from .router import NodeError, Router
 from .statistics import (
@@ -66,20 +60,8 @@ from .transactions import TransactionManager
 
 __all__ = ["Broker", "BrokerConnection", "NodeError", "ANONYMOUS_RELAY"]
 
-#: Message format of a batch: the body's data sections each hold one encoded message
-#: (the format Azure Service Bus and Event Hubs clients send batches in).
-BATCH_FORMAT = 0x80013700
 #: Offered in ``open`` so clients may send with a null target address (routing by ``to``).
 ANONYMOUS_RELAY = "ANONYMOUS-RELAY"
-
-
-def _capabilities(terminus: Any) -> frozenset[str]:
-    caps = getattr(terminus, "capabilities", None)
-    if not caps:
-        return frozenset()
-    if isinstance(caps, str):
-        return frozenset({str(caps)})
-    return frozenset(str(c) for c in caps)
 
 
 
@@ -129,7 +111,12 @@ class BrokerConnection:
             self.broker.internalerror(self, exc)
 
     def data_to_send(self) -> bytes:
-        return self.engine.data_to_send()
+        """Bytes to write; a failure to produce them closes this connection (amqp:internal-error)."""
+        try:
+            return self.engine.data_to_send()
+        except Exception as exc:
+            self.broker.internalerror(self, exc)
+            return self.engine.data_to_send()
 
     def tick(self, now: float) -> float | None:
         """Idle-timeout rules at server time ``now`` (monotonic); returns the next deadline."""
@@ -156,14 +143,6 @@ class BrokerConnection:
                 self.broker.errors.append(exc)
             self.broker.forget_connection(self)
 
-    def output(self) -> bytes:
-        """Bytes to write; a failure to produce them closes this connection (amqp:internal-error)."""
-        try:
-            return self.engine.data_to_send()
-        except Exception as exc:
-            self.broker.internalerror(self, exc)
-            return self.engine.data_to_send()
-
     def mark_dirty(self) -> None:
         """Output was queued here by work done for another connection: have it written."""
         self.broker.mark_dirty(self)
@@ -185,8 +164,8 @@ class Broker:
     def __init__(self, config: BrokerConfig | None = None, clock: Clock | None = None, trace: FrameTrace | None = None):
         self.config = config or BrokerConfig()
         self.clock: Clock = clock or SystemClock()
-        #: The one point every inbound event and every frame in or out passes (see :mod:`.tap`).
         self.connections: set[BrokerConnection] = set()
+        #: The one point every inbound event and every frame in or out passes (see :mod:`.tap`).
         self.tap = Tap(self._tap_changed)
         self.frame_log: FrameLog | None = None
         if self.config.frame_log > 0:
@@ -209,7 +188,7 @@ class Broker:
             detach_consumer=self._detach_consumer,
             timers_changed=self._timers_changed,
         )
-        self._link_ids = itertools.count(1)
+        self.attacher = Attacher(self.router, self.now, self.config.link_credit)
         self._dirty: set[BrokerConnection] = set()
         self._consumers: set[ConsumerLink] = set()
         #: Exceptions raised while handling a connection (each closed it with amqp:internal-error).
@@ -267,6 +246,11 @@ class Broker:
     def _tap_changed(self, active: bool) -> None:
         for connection in self.connections:
             connection.engine.hook = connection if active else None
+
+    def close_connections(self, error: Error | None = None) -> None:
+        """Close every connection with ``close`` (carrying ``error``), as when the broker stops."""
+        for connection in list(self.connections):
+            connection.close(error)
 
     def mark_dirty(self, connection: BrokerConnection) -> None:
         self._dirty.add(connection)
@@ -400,9 +384,7 @@ class Broker:
 
     def reset(self) -> None:
         """Back to empty: every connection closed; nodes, transactions, counters, errors, frame log and faults gone."""
-        error = amqp_error(conditions.CONNECTION_FORCED, "broker reset")
-        for connection in list(self.connections):
-            connection.close(error)
+        self.close_connections(amqp_error(conditions.CONNECTION_FORCED, "broker reset"))
         self.router.clear()
         self._consumers.clear()
         self.transactions.reset()
@@ -489,118 +471,18 @@ class Broker:
                 self._attach_consumer(connection, link)
             else:
                 self._attach_producer(connection, link)
-        except _Refusal as refusal:
+        except Refusal as refusal:
             connection.engine.refuse_link(link, refusal.error)
 
     def _attach_consumer(self, connection: BrokerConnection, link: Link) -> None:
-        source = link.source
-        if not isinstance(source, Source):
-            raise _Refusal(conditions.INVALID_FIELD, "a receiving link needs a source naming the address to receive from")
-        if link.rcv_settle_mode == RCV_SECOND and link.snd_settle_mode == SND_SETTLED:
-            raise _Refusal(conditions.INVALID_FIELD, "rcv-settle-mode second makes no sense with pre-settled sending")
-        outcomes = None
-        if source.outcomes:
-            outcomes = frozenset(str(o) for o in source.outcomes)
-            unknown = outcomes - SUPPORTED_OUTCOMES
-            if unknown:
-                raise _Refusal(
-                    conditions.NOT_IMPLEMENTED,
-                    f"outcomes {sorted(unknown)} are not supported; supported: {sorted(SUPPORTED_OUTCOMES)}",
-                )
-        try:
-            selector, filters = parse_filter_set(source.filter)
-        except FilterError as exc:
-            raise _Refusal(conditions.INVALID_FIELD, str(exc)) from None
-        dynamic = bool(source.dynamic)
-        node: Queue | Topic | None
-        if dynamic:
-            address, node = self.router.declare_dynamic()
-        else:
-            if not isinstance(source.address, str) or not source.address:
-                raise _Refusal(conditions.INVALID_FIELD, "the source has no address (set one, or dynamic=true)")
-            address = source.address
-            node = self.router.resolve(address, _capabilities(source))
-            if node is None:
-                raise _Refusal(conditions.NOT_FOUND, self.router.unresolved(address, _capabilities(source)))
-        browse = source.distribution_mode == "copy" and isinstance(node, Queue)
-        subscription = None
-        topic = None
-        if isinstance(node, Topic):
-            topic = node
-            durable = bool(source.durable) and source.expiry_policy == "never"
-            key = f"{topic.name}::{connection.container_id}:{link.name}" if durable else f"{topic.name}::{uuid.uuid4().hex}"
-            subscription = self.router.subscribe(topic, key, durable, selector)
-            queue = subscription.queue
-        else:
-            assert node is not None
-            queue = node
-        consumer = ConsumerLink(
-            connection,
-            link,
-            queue,
-            next(self._link_ids),
-            self.now,
-            browse=browse,
-            selector=selector,
-            default_outcome=source.default_outcome,
-            outcomes=outcomes,
-            subscription=subscription,
-            topic=topic,
-            dynamic=dynamic,
-        )
-        link.context = consumer
-        reply = Source(
-            address=address,
-            durable=source.durable,
-            expiry_policy=source.expiry_policy,
-            timeout=source.timeout,
-            dynamic=source.dynamic,
-            dynamic_node_properties=(
-                {symbol("lifetime-policy"): DeleteOnClose()} if dynamic else source.dynamic_node_properties
-            ),
-            distribution_mode=symbol("copy") if browse else source.distribution_mode,
-            filter=filters,
-            default_outcome=source.default_outcome,
-            outcomes=list(source.outcomes) if source.outcomes else [symbol(o) for o in sorted(SUPPORTED_OUTCOMES)],
-            capabilities=source.capabilities,
-        )
-        connection.engine.accept_link(link, source=reply, target=link.target)
-        queue.add_consumer(consumer)
-        self._consumers.add(consumer)
+        self.add_consumer(self.attacher.consumer(connection, link, connection.container_id))
 
     def _attach_producer(self, connection: BrokerConnection, link: Link) -> None:
         target = link.target
         if isinstance(target, Coordinator):
             self.transactions.attach_coordinator(connection, link, target)
-            return
-        if not isinstance(target, Target):
-            raise _Refusal(conditions.INVALID_FIELD, "a sending link needs a target (null address for anonymous relay)")
-        dynamic = bool(target.dynamic)
-        address: str | None
-        if dynamic:
-            address, _queue = self.router.declare_dynamic()
-        elif target.address is None:
-            address = None  # anonymous relay: route every message by its ``to``
         else:
-            if not isinstance(target.address, str) or not target.address:
-                raise _Refusal(conditions.INVALID_FIELD, f"target address must be a string, got {target.address!r}")
-            address = target.address
-            if self.router.resolve(address, _capabilities(target)) is None:
-                raise _Refusal(conditions.NOT_FOUND, self.router.unresolved(address, _capabilities(target)))
-        link.context = ProducerLink(connection, link, address, dynamic)
-        reply = Target(
-            address=address,
-            durable=target.durable,
-            expiry_policy=target.expiry_policy,
-            timeout=target.timeout,
-            dynamic=target.dynamic,
-            dynamic_node_properties=(
-                {symbol("lifetime-policy"): DeleteOnClose()} if dynamic else target.dynamic_node_properties
-            ),
-            capabilities=target.capabilities,
-        )
-        connection.engine.accept_link(link, source=link.source, target=reply)
-        connection.engine.grant_credit(link, self.config.link_credit)
+            self.attacher.producer(connection, link)
 
     def _on_credit(self, connection: BrokerConnection, event: ev.CreditChanged) -> None:
         consumer = event.link.context
@@ -630,19 +512,13 @@ class Broker:
             self.transactions.on_control_message(producer, delivery)
         elif isinstance(producer, ProducerLink):
             now = self.clock.now()
-            if delivery.message_format not in (0, BATCH_FORMAT):
-                outcome: Any = Rejected(
-                    error=amqp_error(
-                        conditions.NOT_IMPLEMENTED,
-                        f"message-format {delivery.message_format:#x} is not supported; this broker takes "
-                        f"0 (AMQP, Part 3 §3.2) and {BATCH_FORMAT:#x} (a batch of AMQP messages)",
-                    )
-                )
+            refused = format_refusal(delivery)
+            if refused is not None:
                 if not delivery.remote_settled:
-                    engine.settle(delivery, outcome)
+                    engine.settle(delivery, refused)
             else:
                 try:
-                    messages = [StoredMessage(payload, now) for payload in _payloads(delivery)]
+                    messages = messages_of(delivery, now)
                 except (AMQPDecodeError, IndexError) as exc:
                     # The broker paper 2.2.1: misrepresented sections are a session error.
                     engine.end_session(link.session, amqp_error(conditions.DECODE_ERROR, f"malformed message: {exc}"))
@@ -650,7 +526,7 @@ class Broker:
                 state = delivery.state
                 denied = None
                 if producer.address is None and self.permissions is not None:  # hook: the relay's permissions
-                    denied = self._relay_refusal(connection, messages)
+                    denied = relay_refusal(self.permissions, connection.engine.user, messages)
                 if denied is not None:
                     if not delivery.remote_settled:
                         rejected: Any = Rejected(error=denied)
@@ -661,32 +537,13 @@ class Broker:
                     for message in messages:
                         self.transactions.stage_publish(producer, delivery, message, state.txn_id)
                 else:
-                    outcomes = [self._accept_publish(producer, message, now) for message in messages]
-                    rejected = [o for o in outcomes if isinstance(o, Rejected)]
+                    outcome = route_all(self.router, producer.address, messages, now)
                     if not delivery.remote_settled:
-                        outcome = rejected[0] if rejected else outcomes[0]
                         engine.settle(delivery, outcome, settled=link.rcv_settle_mode != RCV_SECOND)
         elif isinstance(producer, ExtensionLink):
             producer.on_message(delivery)
         if link.credit <= self.config.link_credit // 2 and link.state is LinkState.ATTACHED:
             engine.grant_credit(link, self.config.link_credit)
-
-    def _relay_refusal(self, connection: BrokerConnection, messages: list[StoredMessage]) -> Error | None:
-        """The first anonymous-relay message its user may not send to its ``to``, as an error."""
-        assert self.permissions is not None
-        for message in messages:
-            to = message.properties.to if message.properties is not None else None
-            denied = self.permissions.relay_refusal(connection.engine.user, to)
-            if denied is not None:
-                return denied
-        return None
-
-    def _accept_publish(self, producer: ProducerLink, message: StoredMessage, now: float) -> Any:
-        node = self.router.node_for_publish(producer.address, message)
-        if isinstance(node, Error):
-            return Rejected(error=node)
-        self.router.route(node, message, now)
-        return Accepted()
 
     def _on_delivery_updated(self, connection: BrokerConnection, event: ev.DeliveryUpdated) -> None:
         owner = event.link.context
@@ -753,26 +610,6 @@ class Broker:
         if consumer.subscription is None and consumer.dynamic:
             self.router.drop_temporary(queue.name)
         queue.dispatch(now)
-
-
-def _payloads(delivery: Delivery) -> list[bytes]:
-    """The messages a delivery carries: itself, or for a batch each of its data sections."""
-    if delivery.message_format != BATCH_FORMAT:
-        return [delivery.payload]
-    outer = decode_message(delivery.payload)
-    if outer.body_kind != "data":
-        raise AMQPDecodeError(
-            f"a batch (message-format {BATCH_FORMAT:#x}) carries each message in a data section, "
-            f"got a body of kind {outer.body_kind!r}"
-        )
-    body = outer.body
-    return list(body) if isinstance(body, list) else [body]
-
-
-class _Refusal(Exception):
-    def __init__(self, condition: str, description: str) -> None:
-        super().__init__(description)
-        self.error = amqp_error(condition, description)
 
 
 _HANDLERS: dict[type, Callable[[Broker, BrokerConnection, Any], None]] = {

@@ -1,0 +1,172 @@
+"""Attaching links: what a client's attach asks for, checked, resolved and answered.
+
+A client attaches a link naming a terminus (Part 2 §2.6.3; Part 3 §3.5):
+a receiving client's source names the node it consumes from, with its
+distribution mode (``copy``: browse, broker paper 2.3.12), filters (2.3.10),
+outcomes (Part 3 §3.4) and durability (a durable topic subscription,
+2.3.11); a sending client's target names the node it publishes to, or none
+for the anonymous relay (routing by each message's ``to``).  Either may ask
+for a dynamic node (2.3.13).  What cannot be honoured raises
+:class:`Refusal` with the error to refuse the link with.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from ..amqp import errors as conditions
+from ..amqp.messaging import DeleteOnClose, Source, Target
+from ..amqp.performatives import RCV_SECOND, SND_SETTLED, amqp_error
+from ..amqp.types import symbol
+from ..protocol.endpoints import Link
+from .filters import FilterError, parse_filter_set
+from .links import SUPPORTED_OUTCOMES, Client, ConsumerLink, ProducerLink
+from .queue import Queue
+from .router import Router
+from .topic import Topic
+
+__all__ = ["Attacher", "Refusal", "capabilities"]
+
+
+class Refusal(Exception):
+    """A link cannot be attached as asked: ``error`` says why (sent in the refusing detach)."""
+
+    def __init__(self, condition: str, description: str) -> None:
+        super().__init__(description)
+        self.error = amqp_error(condition, description)
+
+
+def capabilities(terminus: Any) -> frozenset[str]:
+    """The capabilities a source or target lists (a single symbol or a list)."""
+    caps = getattr(terminus, "capabilities", None)
+    if not caps:
+        return frozenset()
+    if isinstance(caps, str):
+        return frozenset({str(caps)})
+    return frozenset(str(c) for c in caps)
+
+
+class Attacher:
+    """Builds the broker's side of a link from the client's attach."""
+
+    def __init__(self, router: Router, now: Callable[[], float], link_credit: int) -> None:
+        self.router = router
+        self.now = now
+        self.link_credit = link_credit
+        self._link_ids = itertools.count(1)  # distinct per consumer: undeliverable-here names them
+
+    def consumer(self, connection: Client, link: Link, container_id: str | None) -> ConsumerLink:
+        """Accept a link on which the client receives (source: a queue, topic or dynamic node), or raise :class:`Refusal`.
+
+        The link is answered (attach) but not yet registered with its queue: the caller does that.
+        """
+        source = link.source
+        if not isinstance(source, Source):
+            raise Refusal(conditions.INVALID_FIELD, "a receiving link needs a source naming the address to receive from")
+        if link.rcv_settle_mode == RCV_SECOND and link.snd_settle_mode == SND_SETTLED:
+            raise Refusal(conditions.INVALID_FIELD, "rcv-settle-mode second makes no sense with pre-settled sending")
+        outcomes = None
+        if source.outcomes:
+            outcomes = frozenset(str(o) for o in source.outcomes)
+            unknown = outcomes - SUPPORTED_OUTCOMES
+            if unknown:
+                raise Refusal(
+                    conditions.NOT_IMPLEMENTED,
+                    f"outcomes {sorted(unknown)} are not supported; supported: {sorted(SUPPORTED_OUTCOMES)}",
+                )
+        try:
+            selector, filters = parse_filter_set(source.filter)
+        except FilterError as exc:
+            raise Refusal(conditions.INVALID_FIELD, str(exc)) from None
+        dynamic = bool(source.dynamic)
+        node: Queue | Topic | None
+        if dynamic:
+            address, node = self.router.declare_dynamic()
+        else:
+            if not isinstance(source.address, str) or not source.address:
+                raise Refusal(conditions.INVALID_FIELD, "the source has no address (set one, or dynamic=true)")
+            address = source.address
+            node = self.router.resolve(address, capabilities(source))
+            if node is None:
+                raise Refusal(conditions.NOT_FOUND, self.router.unresolved(address, capabilities(source)))
+        browse = source.distribution_mode == "copy" and isinstance(node, Queue)
+        subscription = None
+        topic = None
+        if isinstance(node, Topic):
+            topic = node
+            durable = bool(source.durable) and source.expiry_policy == "never"
+            key = f"{topic.name}::{container_id}:{link.name}" if durable else f"{topic.name}::{uuid.uuid4().hex}"
+            subscription = self.router.subscribe(topic, key, durable, selector)
+            queue = subscription.queue
+        else:
+            assert node is not None
+            queue = node
+        consumer = ConsumerLink(
+            connection,
+            link,
+            queue,
+            next(self._link_ids),
+            self.now,
+            browse=browse,
+            selector=selector,
+            default_outcome=source.default_outcome,
+            outcomes=outcomes,
+            subscription=subscription,
+            topic=topic,
+            dynamic=dynamic,
+        )
+        link.context = consumer
+        reply = Source(
+            address=address,
+            durable=source.durable,
+            expiry_policy=source.expiry_policy,
+            timeout=source.timeout,
+            dynamic=source.dynamic,
+            dynamic_node_properties=(
+                {symbol("lifetime-policy"): DeleteOnClose()} if dynamic else source.dynamic_node_properties
+            ),
+            distribution_mode=symbol("copy") if browse else source.distribution_mode,
+            filter=filters,
+            default_outcome=source.default_outcome,
+            outcomes=list(source.outcomes) if source.outcomes else [symbol(o) for o in sorted(SUPPORTED_OUTCOMES)],
+            capabilities=source.capabilities,
+        )
+        connection.engine.accept_link(link, source=reply, target=link.target)
+        return consumer
+
+    def producer(self, connection: Client, link: Link) -> ProducerLink:
+        """Accept a link on which the client sends (target: a node, a dynamic node or none for anonymous relay)."""
+        target = link.target
+        if not isinstance(target, Target):
+            raise Refusal(conditions.INVALID_FIELD, "a sending link needs a target (null address for anonymous relay)")
+        dynamic = bool(target.dynamic)
+        address: str | None
+        if dynamic:
+            address, _queue = self.router.declare_dynamic()
+        elif target.address is None:
+            address = None  # anonymous relay: route every message by its ``to``
+        else:
+            if not isinstance(target.address, str) or not target.address:
+                raise Refusal(conditions.INVALID_FIELD, f"target address must be a string, got {target.address!r}")
+            address = target.address
+            if self.router.resolve(address, capabilities(target)) is None:
+                raise Refusal(conditions.NOT_FOUND, self.router.unresolved(address, capabilities(target)))
+        producer = ProducerLink(connection, link, address, dynamic)
+        link.context = producer
+        reply = Target(
+            address=address,
+            durable=target.durable,
+            expiry_policy=target.expiry_policy,
+            timeout=target.timeout,
+            dynamic=target.dynamic,
+            dynamic_node_properties=(
+                {symbol("lifetime-policy"): DeleteOnClose()} if dynamic else target.dynamic_node_properties
+            ),
+            capabilities=target.capabilities,
+        )
+        connection.engine.accept_link(link, source=link.source, target=reply)
+        connection.engine.grant_credit(link, self.link_credit)
+        return producer
