@@ -143,10 +143,11 @@ def composite(code: int, name: str) -> Callable[[type[T]], type[T]]:
         encoders = tuple(FIELD_ENCODERS[f.metadata["amqp"]] for f in fields)
         multiple = tuple(f.metadata["amqp"] == "symbol*" for f in fields)
         mandatory = tuple(i for i, f in enumerate(fields) if f.metadata["mandatory"])
+        # Per checked field: index, Python type(s), wire type, unsigned bound, whether symbols only.
         checked = tuple(
-            (i, FIELD_TYPES[f.metadata["amqp"]], f.metadata["amqp"])
+            (i, FIELD_TYPES[wire], wire, UNSIGNED_MAX.get(wire), wire == "symbol*")
             for i, f in enumerate(fields)
-            if f.metadata["amqp"] != "*"
+            if (wire := f.metadata["amqp"]) != "*"
         )
         prefix = _prefix(code)
         count = len(names)
@@ -189,16 +190,17 @@ def composite(code: int, name: str) -> Callable[[type[T]], type[T]]:
             for i in mandatory:
                 if values[i] is None:
                     raise AMQPDecodeError(f"{name}: mandatory field {names[i]!r} is null or missing")
-            for i, expected, wire in checked:
+            for i, expected, wire, limit, symbols in checked:
                 value = values[i]
-                if value is not None and not isinstance(value, expected):
+                if value is None:
+                    continue
+                if not isinstance(value, expected):
                     raise AMQPDecodeError(
                         f"{name}: field {names[i]!r} must be a {wire}, got {type(value).__name__} {value!r:.40}"
                     )
-                limit = UNSIGNED_MAX.get(wire)
                 if limit is not None and isinstance(value, int) and not 0 <= value <= limit:
                     raise AMQPDecodeError(f"{name}: field {names[i]!r} must be a {wire}, got {value}")
-                if wire == "symbol*" and isinstance(value, list) and not all(isinstance(i, str) for i in value):
+                if symbols and isinstance(value, list) and not all(isinstance(i, str) for i in value):
                     raise AMQPDecodeError(f"{name}: field {names[i]!r} must hold symbols, got {value!r:.60}")
             return data_cls(*values)
 
