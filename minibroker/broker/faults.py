@@ -287,6 +287,8 @@ class FaultSet:
         self.on_cancel: Callable[[Fault], None] | None = None
         self._faults: list[Fault] = []
         self._history: list[Firing] = []
+        #: The points (see :data:`KINDS`) some live fault is offered: the injector asks this first.
+        self.points: frozenset[str] = frozenset()
 
     # ------------------------------------------------------------ declaring
 
@@ -418,6 +420,8 @@ class FaultSet:
     def record(self, fault: Fault, site: Site, now: float) -> None:
         """Note a firing (the injector, once it has acted, asks :meth:`has_live` whether to stay on)."""
         self._history.append(Firing(repr(fault), fault.kind, now, site.connection, site.link, site.address, site.frame))
+        if fault.done:
+            self._refresh_points()
 
     def _add(self, fault: Fault) -> Fault:
         fault._registry = self
@@ -447,7 +451,11 @@ class FaultSet:
         """Whether a fault may still fire (broker thread)."""
         return any(not f.done for f in self._faults)
 
+    def _refresh_points(self) -> None:
+        self.points = frozenset(f.point for f in self._faults if not f.done)
+
     def _changed(self) -> None:
+        self._refresh_points()
         if self.on_change is not None:
             self.on_change(self.has_live())
 

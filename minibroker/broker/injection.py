@@ -46,6 +46,11 @@ if TYPE_CHECKING:
 __all__ = ["FaultInjector"]
 
 
+#: Points offered a message a client sends, and a message the broker sends.
+_INBOUND_MESSAGE = frozenset({"publish", "transfer", "discharge"})
+_OUTBOUND_MESSAGE = frozenset({"delivery", "transfer"})
+
+
 class _Hold:
     """Frames of one connection withheld until ``until`` (broker clock), in order."""
 
@@ -111,14 +116,18 @@ class FaultInjector(Observer):
         if connection in self._going:
             return None  # closed or dropped by a fault: the rest of what it sent is never read
         kind = type(event)
+        points = self.faults.points
         if kind is ev.LinkAttached:
             assert isinstance(event, ev.LinkAttached)
+            if "attach" not in points:
+                return event
             return None if self._attach(self._own(connection), event.link) else event
         if kind is ev.MessageReceived:
             assert isinstance(event, ev.MessageReceived)
-            if event.link in self._going:
+            if self._going and event.link in self._going:
                 return None  # a transfer behind a detach is dropped, as the engine drops late ones
-            return None if self._message(self._own(connection), event) else event
+            if not points.isdisjoint(_INBOUND_MESSAGE) and self._message(self._own(connection), event):
+                return None
         return event
 
     def _own(self, connection: TapConnection) -> BrokerConnection:
@@ -174,7 +183,7 @@ class FaultInjector(Observer):
         return True
 
     def _discharge(self, connection: BrokerConnection, event: ev.MessageReceived) -> bool:
-        if not self.faults.live("discharge"):
+        if "discharge" not in self.faults.points:
             return False
         delivery = event.delivery
         try:
@@ -207,13 +216,14 @@ class FaultInjector(Observer):
             return b""
         if performative is None:
             return frame
-        if self.faults.live("frame") and self._delay(self._own(connection), channel, performative, frame):
+        points = self.faults.points
+        if "frame" in points and self._delay(self._own(connection), channel, performative, frame):
             return b""
         if isinstance(performative, Transfer):
-            if performative.delivery_id is not None:
+            if performative.delivery_id is not None and not points.isdisjoint(_OUTBOUND_MESSAGE):
                 owned = self._own(connection)
                 self._sent.append((owned, channel, performative.handle, performative.delivery_id))
-        elif isinstance(performative, Flow) and performative.handle is not None and self.faults.live("credit"):
+        elif isinstance(performative, Flow) and performative.handle is not None and "credit" in points:
             if self._stall(self._own(connection), channel, performative):
                 return b""
         return frame
