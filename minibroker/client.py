@@ -469,10 +469,11 @@ class Client:
     # ------------------------------------------------------------------ I/O
 
     def _check(self) -> None:
-        if self._close_error is not None:
-            raise self._close_error
+        # A client closed by its caller says so, whatever ended the connection before.
         if self.closed:
             raise ClientError("the client is closed; create a new Client")
+        if self._close_error is not None:
+            raise self._close_error
 
     def _deadline(self, timeout: float | None) -> float:
         return time.monotonic() + (self.timeout if timeout is None else timeout)
