@@ -210,13 +210,16 @@ def test_asyncio_tests_wait_without_blocking_their_loop(pytester: pytest.Pyteste
 
         def test_wait_for_async(amqp_broker):
             async def main():
+                seen = asyncio.Event()
+
                 async def connect():
                     reader, writer = await asyncio.open_connection("127.0.0.1", amqp_broker.port)
-                    await asyncio.sleep(0.5)
+                    await seen.wait()  # connected until the broker has been seen counting it
                     writer.close()
                 client = asyncio.create_task(connect())
                 # The client task only runs if this wait leaves the loop free.
                 await amqp_broker.wait_for_async(lambda b: b.statistics().connections == 1, timeout=5)
+                seen.set()
                 await client
 
             asyncio.run(main())
