@@ -23,6 +23,7 @@ from ..amqp.performatives import RCV_SECOND, SND_SETTLED, amqp_error
 from ..amqp.types import symbol
 from ..protocol.endpoints import Link
 from .filters import FilterError, parse_filter_set
+from .limits import CreditGate
 from .links import SUPPORTED_OUTCOMES, Client, ConsumerLink, ProducerLink
 from .queue import Queue
 from .router import Router
@@ -52,10 +53,13 @@ def capabilities(terminus: Any) -> frozenset[str]:
 class Attacher:
     """Builds the broker's side of a link from the client's attach."""
 
-    def __init__(self, router: Router, now: Callable[[], float], link_credit: int) -> None:
+    def __init__(
+        self, router: Router, now: Callable[[], float], link_credit: int, credit_gate: CreditGate | None = None
+    ) -> None:
         self.router = router
         self.now = now
         self.link_credit = link_credit
+        self.credit_gate = credit_gate  # producers of withhold-credit queues get only the room (limits.py)
         self._link_ids = itertools.count(1)  # distinct per consumer: undeliverable-here names them
 
     def consumer(self, connection: Client, link: Link, container_id: str | None) -> ConsumerLink:
@@ -168,5 +172,10 @@ class Attacher:
             capabilities=target.capabilities,
         )
         connection.engine.accept_link(link, source=link.source, target=reply)
-        connection.engine.grant_credit(link, self.link_credit)
+        node = self.router.resolve(address, capabilities(target)) if address is not None else None
+        if self.credit_gate is not None and self.credit_gate.gates(node):  # withhold-credit (limits.py)
+            assert isinstance(node, Queue)
+            self.credit_gate.attach(node, producer)
+        else:
+            connection.engine.grant_credit(link, self.link_credit)
         return producer

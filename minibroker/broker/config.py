@@ -29,12 +29,26 @@ class QueueOptions:
     dead_letter_address: str | None = None
     dead_letter_on_expiry: bool = False
     max_delivery_count: int = 10
+    #: Most messages held (acquired ones included); None: no bound.  See ``minibroker.broker.limits``.
+    max_depth: int | None = None
+    #: Most encoded message bytes held; None: no bound.
+    max_bytes: int | None = None
+    #: What a full queue does: ``reject-publish``, ``drop-head`` or ``withhold-credit``.
+    overflow: str = "reject-publish"
 
     def __post_init__(self) -> None:
         if not 1 <= self.priorities <= 256:
             raise ValueError(f"priorities must be 1..256 distinct levels, got {self.priorities}")
         if self.max_delivery_count < 1:
             raise ValueError(f"max_delivery_count must be >= 1, got {self.max_delivery_count}")
+        if self.overflow not in ("reject-publish", "drop-head", "withhold-credit"):
+            raise ValueError(
+                f"overflow must be 'reject-publish', 'drop-head' or 'withhold-credit', got {self.overflow!r}"
+            )
+        for name in ("max_depth", "max_bytes"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be a positive number or None (no bound), got {value}")
         for name in ("default_ttl", "max_ttl"):
             value = getattr(self, name)
             if value is not None and value <= 0:
@@ -61,7 +75,14 @@ class BrokerConfig:
     allow_anonymous: bool = True
     max_frame_size: int = 256 * 1024
     #: Largest message accepted from a client, advertised in attach; None: no limit.
-    max_message_size: int | None = None
+    #: 128 MiB (RabbitMQ's default) bounds what one delivery in progress can hold.
+    max_message_size: int | None = 128 * 1024 * 1024
+    #: Client connections served at once; one more is refused with amqp:resource-limit-exceeded.
+    max_connections: int = 1024
+    #: Sessions per connection, offered as channel-max + 1 in ``open`` (Part 2 §2.7.1).
+    max_sessions: int = 256
+    #: Links per connection, over all its sessions; one more is refused with amqp:resource-limit-exceeded.
+    max_links: int = 1024
     #: Seconds of peer silence before a connection is closed; None: never.
     idle_timeout: float | None = 60.0
     #: Seconds a transaction may stay open before it is rolled back; None: forever.

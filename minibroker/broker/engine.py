@@ -34,6 +34,7 @@ from .config import BrokerConfig, QueueOptions
 from .extension import Extension, ExtensionConsumer, ExtensionLink
 from .faults import FaultSet
 from .injection import FaultInjector
+from .limits import CreditGate, connection_refusal, link_refusal
 from .links import (
     DELIVERY_FAILED,
     ConsumerLink,
@@ -81,6 +82,7 @@ class BrokerConnection:
                 users=dict(config.users),
                 allow_anonymous=config.allow_anonymous,
                 max_message_size=config.max_message_size,
+                channel_max=config.max_sessions - 1,
                 offered_capabilities=(ANONYMOUS_RELAY,),
                 properties={"product": "minibroker"},
             ),
@@ -88,6 +90,7 @@ class BrokerConnection:
         )
         self.container_id: str | None = None
         self.open = True
+        self.refusal: Error | None = None
 
     # The engine's frame hook (protocol.hooks.FrameHook), set while the broker's tap has observers.
 
@@ -174,6 +177,8 @@ class Broker:
         if trace is not None:  # called with (connection, "in" or "out", channel, performative) for every frame
             self.tap.install(TraceObserver(trace))
         self.router = Router(self.config, self.now, self._timers_changed, self._node_deleted)
+        #: Grants producers of withhold-credit queues only as much credit as there is room (limits.py).
+        self.credit_gate = CreditGate(self.config.link_credit)
         #: Per-user rights by address (``BrokerConfig.permissions``); None checks nothing.
         self.permissions = (
             Permissions(self.config.permissions, self.router.queues, self.router.topics)
@@ -188,7 +193,7 @@ class Broker:
             detach_consumer=self._detach_consumer,
             timers_changed=self._timers_changed,
         )
-        self.attacher = Attacher(self.router, self.now, self.config.link_credit)
+        self.attacher = Attacher(self.router, self.now, self.config.link_credit, self.credit_gate)
         self._dirty: set[BrokerConnection] = set()
         self._consumers: set[ConsumerLink] = set()
         #: Exceptions raised while handling a connection (each closed it with amqp:internal-error).
@@ -214,6 +219,8 @@ class Broker:
     def connect(self, notify: Callable[[], None], peer: str = "") -> BrokerConnection:
         """A new transport: returns the object the server feeds bytes to."""
         connection = BrokerConnection(self, notify, peer)
+        #: Set when the broker already serves max_connections: sent with ``close`` after ``open``.
+        connection.refusal = connection_refusal(len(self.connections), self.config.max_connections)
         self.connections.add(connection)
         self.connections_total += 1
         self.flush()  # waiters on statistics().connections see it
@@ -445,6 +452,8 @@ class Broker:
 
     def _on_opened(self, connection: BrokerConnection, event: ev.ConnectionOpened) -> None:
         connection.container_id = event.container_id
+        if connection.refusal is not None:  # hook: max_connections (limits.py)
+            connection.close(connection.refusal)
 
     def _on_closed(self, connection: BrokerConnection, event: ev.ConnectionClosed) -> None:
         self.forget_connection(connection)
@@ -456,11 +465,12 @@ class Broker:
         link = event.link
         if link.state is not LinkState.ATTACH_RCVD:
             return  # the peer detached it, or ended its session, in the same bytes
-        if self.permissions is not None:  # hook: per-user permissions (permissions.py)
+        denied = link_refusal(connection.engine, self.config.max_links)  # hook: max_links (limits.py)
+        if denied is None and self.permissions is not None:  # hook: per-user permissions (permissions.py)
             denied = self.permissions.link_refusal(connection.engine.user, link)
-            if denied is not None:
-                connection.engine.refuse_link(link, denied)
-                return
+        if denied is not None:
+            connection.engine.refuse_link(link, denied)
+            return
         try:
             extension = self.extension
             if extension is None and link.address == "$cbs":  # an Azure Service Bus client
@@ -543,7 +553,11 @@ class Broker:
         elif isinstance(producer, ExtensionLink):
             producer.on_message(delivery)
         if link.credit <= self.config.link_credit // 2 and link.state is LinkState.ATTACHED:
-            engine.grant_credit(link, self.config.link_credit)
+            gated = self.credit_gate.queue_of(producer) if isinstance(producer, ProducerLink) else None
+            if gated is not None:  # hook: withhold-credit (limits.py)
+                self.credit_gate.top_up(gated, [producer])
+            else:
+                engine.grant_credit(link, self.config.link_credit)
 
     def _on_delivery_updated(self, connection: BrokerConnection, event: ev.DeliveryUpdated) -> None:
         owner = event.link.context
@@ -584,6 +598,7 @@ class Broker:
         if isinstance(owner, ConsumerLink):
             self._end_consumer(owner, event.closed)
         elif isinstance(owner, ProducerLink):
+            self.credit_gate.detach(owner)
             if owner.dynamic and owner.address is not None:
                 self.router.drop_temporary(owner.address)
         elif isinstance(owner, CoordinatorLink):

@@ -18,6 +18,7 @@ from ..amqp.message import decode_message
 from ..amqp.messaging import Accepted, Rejected
 from ..amqp.performatives import Error, amqp_error
 from ..protocol.endpoints import Delivery
+from .limits import admit
 from .permissions import Permissions
 from .router import Router
 from .stored import StoredMessage
@@ -64,8 +65,11 @@ def route_all(router: Router, address: str | None, messages: list[StoredMessage]
     outcomes: list[Any] = []
     for message in messages:
         node = router.node_for_publish(address, message)
+        full = admit(node, message) if not isinstance(node, Error) else None  # max_depth, max_bytes (limits.py)
         if isinstance(node, Error):
             outcomes.append(Rejected(error=node))
+        elif full is not None:
+            outcomes.append(Rejected(error=full))
         else:
             router.route(node, message, now)
             outcomes.append(Accepted())

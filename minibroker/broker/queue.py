@@ -104,6 +104,15 @@ class Queue:
         self._browsers: dict[Consumer, int] = {}  # browser -> last seq it saw
         self._turn = 0
         self._capture: weakref.ref[Capture] | None = None  # contents promised to a snapshot
+        #: Encoded bytes of the messages held (``max_bytes``, see limits.py).
+        self.bytes = 0
+        #: Told when a message leaves, while producers wait for room (limits.py, withhold-credit).
+        self.on_removed: Callable[[Queue], None] | None = None
+
+    @property
+    def limited(self) -> bool:
+        """Whether ``max_depth`` or ``max_bytes`` bounds this queue (limits.py)."""
+        return self.options.max_depth is not None or self.options.max_bytes is not None
 
     # ----------------------------------------------------------- contents
 
@@ -165,6 +174,7 @@ class Queue:
                 self._expired(entry)
                 return None
         self._entries[entry.seq] = entry
+        self.bytes += len(message.payload)
         if entry.level >= len(self._levels):  # re-declared with more priority levels since created
             self._levels.extend([] for _ in range(entry.level + 1 - len(self._levels)))
         self._push(entry)
@@ -404,9 +414,23 @@ class Queue:
             self._take(entry, ARCHIVED)
         entry.state = ARCHIVED
         entry.owner = None
-        self._entries.pop(entry.seq, None)
+        if self._entries.pop(entry.seq, None) is not None:
+            self.bytes -= len(entry.message.payload)
         if entry.expires_at is not None:
             self._expiry.discard((entry.expires_at, entry.seq))
+        if self.on_removed is not None:
+            self.on_removed(self)
+
+    def drop_head(self, reason: str, description: str) -> bool:
+        """Drop the next available message to make room (overflow ``drop-head``); False if none is available."""
+        entry = self._first_available()
+        if entry is None:
+            return False
+        self.counters.dropped += 1
+        self._archive(entry)
+        if self.dead_letter is not None:
+            self.dead_letter(self, entry, reason, description)
+        return True
 
     # -------------------------------------------------------------- expiry
 

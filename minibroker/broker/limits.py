@@ -1,0 +1,177 @@
+"""Limits: connections, links, and queue bounds with ``reject-publish``, ``drop-head``, ``withhold-credit``.
+
+``max_connections`` and ``max_links`` (per connection) refuse the one too
+many with ``amqp:resource-limit-exceeded`` (Part 2 §2.8.15): a connection
+gets ``open`` then ``close`` with that error, a link is refused (§2.6.3).
+Sessions are bounded by the channel-max offered in ``open`` (§2.7.1).
+
+A queue with ``max_depth`` (messages, acquired ones included) or
+``max_bytes`` (encoded message bytes) set is full when one more message
+would pass either bound.  Its ``overflow`` policy, named as RabbitMQ users
+know it, says what happens then:
+
+``reject-publish``
+    the transfer is settled ``rejected`` with ``amqp:resource-limit-exceeded``
+    (Part 3 §3.4.2; §2.8.15: "the peer exceeded its resource allocation");
+``drop-head``
+    the oldest available message is dropped to make room, and dead-lettered
+    (reason ``MaxLengthExceeded``) when the queue dead-letters (its default
+    ``<queue>/$DeadLetterQueue``, or ``dead_letter_address=""`` for none);
+``withhold-credit``
+    AMQP's own back-pressure (Part 2 §2.6.7): producers attached to the queue
+    are granted only as much credit, all of them together, as there is room;
+    at zero they wait, and get credit again as consumers take messages.  A
+    message that arrives anyway (through the anonymous relay, which cannot be
+    held back per address) is rejected as for ``reject-publish``.
+
+A topic is full when any of its subscription queues is (``drop-head`` makes
+room in each).  Limits apply to what clients send; the Python API's
+``publish`` and dead-lettering are not limited.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from ..amqp import errors as conditions
+from ..amqp.performatives import Error, amqp_error
+from ..protocol.connection import Connection
+from .links import ProducerLink
+from .queue import Queue
+from .stored import StoredMessage
+from .topic import Topic
+
+__all__ = ["OVERFLOW_POLICIES", "admit", "CreditGate", "connection_refusal", "link_refusal"]
+
+OVERFLOW_POLICIES = ("reject-publish", "drop-head", "withhold-credit")
+
+
+def connection_refusal(open_connections: int, max_connections: int) -> Error | None:
+    """The error to close a new connection with when ``max_connections`` are already open."""
+    if open_connections < max_connections:
+        return None
+    return amqp_error(
+        conditions.RESOURCE_LIMIT_EXCEEDED,
+        f"the broker serves at most {max_connections} connections at once (max_connections); close one first",
+    )
+
+
+def link_refusal(engine: Connection, max_links: int) -> Error | None:
+    """The error to refuse a newly attached link with when its connection has more than ``max_links``."""
+    links = sum(len(session.links_by_handle) for session in engine.sessions.values())
+    if links <= max_links:
+        return None
+    return amqp_error(
+        conditions.RESOURCE_LIMIT_EXCEEDED,
+        f"a connection may have at most {max_links} links (max_links); detach one first",
+    )
+
+
+def _full(queue: Queue, size: int) -> bool:
+    options = queue.options
+    return (options.max_depth is not None and queue.depth + 1 > options.max_depth) or (
+        options.max_bytes is not None and queue.bytes + size > options.max_bytes
+    )
+
+
+def _queues(node: Queue | Topic) -> Iterator[Queue]:
+    if isinstance(node, Queue):
+        yield node
+    else:
+        for subscription in node.subscriptions.values():
+            yield subscription.queue
+
+
+def admit(node: Queue | Topic, message: StoredMessage) -> Error | None:
+    """Make room for ``message`` by the node's policy; the error to reject it with if there is none."""
+    if isinstance(node, Queue) and not node.limited:
+        return None  # the common case, on every message: one test
+    size = len(message.payload)
+    for queue in _queues(node):
+        if not queue.limited:
+            continue
+        if queue.options.overflow == "drop-head":
+            while _full(queue, size) and queue.drop_head("MaxLengthExceeded", "the queue was full"):
+                pass
+        if _full(queue, size):
+            options = queue.options
+            return amqp_error(
+                conditions.RESOURCE_LIMIT_EXCEEDED,
+                f"queue {queue.name!r} is full (max_depth={options.max_depth}, max_bytes={options.max_bytes}, "
+                f"holding {queue.depth} messages / {queue.bytes} bytes; overflow={options.overflow})",
+            )
+    return None
+
+
+def _room(queue: Queue) -> int:
+    """How many more messages fit: by depth, and one at a time by bytes (sizes are not known ahead)."""
+    options = queue.options
+    room = options.max_depth - queue.depth if options.max_depth is not None else 2**31
+    if options.max_bytes is not None and queue.bytes >= options.max_bytes:
+        room = 0
+    elif options.max_bytes is not None:
+        room = min(room, 1)
+    return max(0, room)
+
+
+class CreditGate:
+    """Grants producers of ``withhold-credit`` queues credit only as far as there is room."""
+
+    def __init__(self, link_credit: int) -> None:
+        self.link_credit = link_credit
+        self._producers: dict[Queue, dict[ProducerLink, None]] = {}  # insertion-ordered sets
+        self._queue_of: dict[ProducerLink, Queue] = {}
+
+    @staticmethod
+    def gates(node: Queue | Topic | None) -> bool:
+        return isinstance(node, Queue) and node.limited and node.options.overflow == "withhold-credit"
+
+    def attach(self, queue: Queue, producer: ProducerLink) -> None:
+        """A producer now sends to a gated queue: grant it what room allows."""
+        self._producers.setdefault(queue, {})[producer] = None
+        self._queue_of[producer] = queue
+        queue.on_removed = self.room_made
+        self.top_up(queue, [producer])
+
+    def queue_of(self, producer: ProducerLink) -> Queue | None:
+        """The gated queue a producer sends to, if it is gated."""
+        return self._queue_of.get(producer)
+
+    def detach(self, producer: ProducerLink) -> None:
+        """The producer's link ended: it no longer holds or waits for credit."""
+        queue = self._queue_of.pop(producer, None)
+        if queue is None:
+            return
+        producers = self._producers[queue]
+        del producers[producer]
+        if not producers:
+            del self._producers[queue]
+            queue.on_removed = None
+
+    def top_up(self, queue: Queue, producers: Iterable[ProducerLink]) -> None:
+        """Give each producer (in turn) credit up to half of ``link_credit``, within the room left.
+
+        The credit outstanding over all producers never exceeds the room, so
+        the queue passes ``max_depth`` only if a client ignores its credit.
+        """
+        attached = self._producers.get(queue, {})
+        free = _room(queue) - sum(p.link.credit for p in attached)
+        for producer in producers:
+            link = producer.link
+            if free <= 0:
+                return
+            if link.credit > self.link_credit // 2 or not producer.connection.open:
+                continue
+            grant = min(self.link_credit - link.credit, free)
+            producer.connection.engine.grant_credit(link, link.credit + grant)
+            producer.connection.mark_dirty()
+            free -= grant
+            if producer in attached:  # the next room goes to the others first
+                del attached[producer]
+                attached[producer] = None
+
+    def room_made(self, queue: Queue) -> None:
+        """A message left ``queue``: producers waiting for room may send again."""
+        producers = self._producers.get(queue)
+        if producers:
+            self.top_up(queue, list(producers))
