@@ -90,6 +90,7 @@ def admit(node: Queue | Topic, message: StoredMessage) -> Error | None:
     for queue in _queues(node):
         if not queue.limited:
             continue
+        queue.largest = max(queue.largest, size)
         if queue.options.overflow == "drop-head":
             while _full(queue, size) and queue.drop_head("MaxLengthExceeded", "the queue was full"):
                 pass
@@ -104,13 +105,13 @@ def admit(node: Queue | Topic, message: StoredMessage) -> Error | None:
 
 
 def _room(queue: Queue) -> int:
-    """How many more messages fit: by depth, and one at a time by bytes (sizes are not known ahead)."""
+    """How many more messages fit: by depth, and by bytes counting each as the largest seen so far
+    (one at a time before any is seen: sizes are not known ahead)."""
     options = queue.options
     room = options.max_depth - queue.depth if options.max_depth is not None else 2**31
-    if options.max_bytes is not None and queue.bytes >= options.max_bytes:
-        room = 0
-    elif options.max_bytes is not None:
-        room = min(room, 1)
+    if options.max_bytes is not None:
+        free = options.max_bytes - queue.bytes
+        room = min(room, free // queue.largest if queue.largest else (1 if free > 0 else 0))
     return max(0, room)
 
 

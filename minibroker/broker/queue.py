@@ -106,6 +106,8 @@ class Queue:
         self._capture: weakref.ref[Capture] | None = None  # contents promised to a snapshot
         #: Encoded bytes of the messages held (``max_bytes``, see limits.py).
         self.bytes = 0
+        #: The largest message offered to a bounded queue so far (limits.py sizes credit by it).
+        self.largest = 0
         #: Told when a message leaves, while producers wait for room (limits.py, withhold-credit).
         self.on_removed: Callable[[Queue], None] | None = None
 
