@@ -112,7 +112,7 @@ if __package__ in (None, ""):  # `python bench/run.py`: make `minibroker` import
 import minibroker  # noqa: E402
 from bench import cpp_broker  # noqa: E402
 from minibroker.amqp import Open, decode, encode  # noqa: E402
-from minibroker.protocol.framing import AMQP_HEADER, FRAME_HEADER, frame  # noqa: E402
+from minibroker.protocol.framing import AMQP_HEADER, frame, frame_header  # noqa: E402
 
 T = TypeVar("T")
 GROUPS = ("startup", "api", "fixture", "throughput", "features", "workloads", "memory", "depth", "spark")
@@ -486,7 +486,7 @@ def read_open(sock: socket.socket, deadline: float) -> Open:
     pos = 8
     while True:
         need(pos + 8)
-        size, doff, _type, _channel = FRAME_HEADER.unpack_from(buf, pos)
+        size, doff, _type, _channel = frame_header(buf, pos)
         need(pos + size)
         if size > doff * 4:  # not an empty (heartbeat) frame
             performative = decode(bytes(buf[pos + doff * 4 : pos + size]))

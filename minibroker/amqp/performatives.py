@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import codec
 from .composite import Composite, composite, field
 from .types import symbol
 
 __all__ = [
     "Attach", "Begin", "Close", "Detach", "Disposition", "End", "Error", "Flow", "Open", "amqp_error",
     "Performative", "Transfer", "ROLE_SENDER", "ROLE_RECEIVER", "SND_UNSETTLED", "SND_SETTLED",
-    "SND_MIXED", "RCV_FIRST", "RCV_SECOND",
+    "SND_MIXED", "RCV_FIRST", "RCV_SECOND", "encode_transfer_head",
 ]  # fmt: skip
 
 # role (§2.8.1): false is the sender, true the receiver
@@ -107,7 +108,33 @@ class Flow(Composite):
     properties: dict[Any, Any] | None = field("fields", default=None)
 
 
-@composite(0x14, "amqp:transfer:list")
+#: Part 1 §1.2 / §1.3: a described type (0x00) whose descriptor is a smallulong (0x53) code.
+_DESCRIBED_SMALLULONG = b"\x00\x53"
+#: Part 1 §1.6.22: list8, a one-byte size and a one-byte count.
+_LIST8 = 0xC0
+#: Transfer's descriptor code (§2.7.5) and the fields its head carries: handle .. settled.
+_TRANSFER_CODE = 0x14
+_TRANSFER_HEAD_FIELDS = 5
+
+
+def encode_transfer_head(handle: int, delivery_id: int, tag: bytes, settled: bool) -> bytes:
+    """The encoded ``transfer`` of a single-frame delivery of message-format 0 (§2.7.5), built directly.
+
+    The same bytes as encoding ``Transfer(handle=, delivery_id=, delivery_tag=tag,
+    message_format=0, settled=)`` (trailing default fields omitted, Part 1 §1.4);
+    this is the broker's hottest encoding, so it skips the generic path.  ``tag``
+    is at most 32 bytes (§2.8.7), so the fields always fit a list8.
+    """
+    body = bytearray()
+    codec.enc_uint(handle, body)
+    codec.enc_uint(delivery_id, body)
+    codec.enc_binary(tag, body)
+    codec.enc_uint(0, body)  # message-format 0: an AMQP message (Part 3 §3.2)
+    body.append(0x41 if settled else 0x42)  # boolean true / false (Part 1 §1.6.2)
+    return _DESCRIBED_SMALLULONG + bytes((_TRANSFER_CODE, _LIST8, len(body) + 1, _TRANSFER_HEAD_FIELDS)) + body
+
+
+@composite(_TRANSFER_CODE, "amqp:transfer:list")
 class Transfer(Composite):
     """Transfer a message, or a part of one (§2.7.5)."""
 

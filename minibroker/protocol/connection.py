@@ -1,13 +1,32 @@
 """The sans-I/O AMQP 1.0 engine for one accepted connection (Part 2, Part 5).
 
-Bytes go in through :meth:`Connection.receive_data`, which returns the
-:mod:`events <minibroker.protocol.events>` they caused; method calls queue
-frames; :meth:`Connection.data_to_send` drains them.  Time comes in only
-through :meth:`Connection.tick`.  The engine never touches a socket or a clock.
+Theory of operation.  A :class:`Connection` is bytes in, events out, bytes
+queued, and nothing else: it never touches a socket or a clock.
 
-Both the SASL header and the bare AMQP header are accepted on the same port
-(§2.2, Part 5 §5.1): SASL ANONYMOUS and PLAIN are offered; a bare AMQP header
-is taken as anonymous when anonymous access is allowed.
+* :meth:`Connection.receive_data` appends bytes to a buffer and reads as
+  many whole units as it holds.  Before AMQP frames flow, a unit is a
+  protocol header or a SASL frame (``_state.Phase``: the SASL header and the
+  bare AMQP header are both accepted on one port, §2.2 and Part 5 §5.1;
+  SASL ANONYMOUS and PLAIN are offered; a bare AMQP header is anonymous when
+  that is allowed).  Then each unit is a frame: its header is read by
+  :func:`~.framing.frame_header`, its performative decoded, and a handler
+  per performative (``_dispatch``) updates the session and link endpoints
+  (:mod:`.endpoints`) and appends events (:mod:`.events`) for the broker.
+  An incomplete frame stays buffered for the next call.
+* Every state change of the connection, a session or a link goes through
+  :func:`~._state.advance`; a frame the state does not allow is a protocol
+  error.  Errors carry their scope (:mod:`.errors`): a link error detaches
+  that link, a session error ends that session, anything else closes the
+  connection, always with the condition the specification names.
+* The broker answers through method calls (``accept_link``, ``refuse_link``,
+  ``grant_credit``, ``send_transfer``, ``settle``, ``detach_link``,
+  ``end_session``, ``close``), which queue frames.  Dispositions are
+  coalesced into ranges and written before the next non-transfer frame.
+  :meth:`Connection.data_to_send` drains what is queued.
+* Time comes in only through :meth:`Connection.tick` (idle time-out, §2.4.5).
+* A ``hook`` (:mod:`.hooks`) sees every frame read and written; with none
+  set the cost is one ``is None`` test per frame, and a hook never changes
+  the bytes (the single-frame transfer fast path stays the fast path).
 """
 
 from __future__ import annotations
@@ -34,6 +53,7 @@ from ..amqp.performatives import (
     Open,
     Transfer,
     amqp_error,
+    encode_transfer_head,
 )
 from ..amqp.sasl_frames import SASL_AUTH, SASL_OK, SaslInit, SaslMechanisms, SaslOutcome
 from ..amqp.types import symbol
@@ -50,34 +70,27 @@ from .framing import (
     FRAME_SASL,
     MIN_MAX_FRAME_SIZE,
     SASL_HEADER,
+    FrameHeaderError,
     frame,
+    frame_header,
 )
 from .hooks import FrameHook
 
 __all__ = ["Connection", "ConnectionConfig"]
 
-_TRANSFER_PREFIX = b"\x00\x53\x14"
-
-
-def _transfer_head(handle: int, delivery_id: int, tag: bytes, settled: bool) -> bytes:
-    """The encoded transfer performative of a single-frame delivery (§2.7.5), built directly.
-
-    Equivalent to encoding ``Transfer(handle, delivery_id, tag, message_format=0,
-    settled)``; this is the broker's hottest encoding, so it skips the generic path.
-    """
-    body = bytearray()
-    codec.enc_uint(handle, body)
-    codec.enc_uint(delivery_id, body)
-    body.append(0xA0)
-    body.append(len(tag))
-    body += tag
-    body.append(0x43)  # message-format 0
-    body.append(0x41 if settled else 0x42)
-    return _TRANSFER_PREFIX + bytes((0xC0, len(body) + 1, 5)) + body
-
 #: The session incoming window we advertise; replenished when half is used (§2.5.6).
+#: The largest a serial number allows (RFC-1982, §2.8.9): flow control is link credit's job.
 INCOMING_WINDOW = 2**31 - 1
-UINT_MAX = 2**32 - 1
+#: Serial-number distances at or beyond half the space are "behind", not "ahead" (RFC-1982, §2.8.9).
+SERIAL_HALF = 2**31
+#: Bytes a transfer frame spends before its payload: the 8-byte frame header (§2.3.1) plus a
+#: bound on the transfer's own fields (handle, delivery-id, message-format, settled, more:
+#: at most 5 bytes each, and the list and descriptor headers) besides its delivery-tag.
+TRANSFER_OVERHEAD = 8 + 64
+#: §2.8.7: a delivery-tag is at most 32 bytes; the fast path's list8 relies on it.
+MAX_TAG = 32
+#: A disposition range wider than this names more deliveries than any window holds at once here.
+MAX_DISPOSITION_RANGE = 2**20
 
 
 @dataclass(slots=True)
@@ -85,7 +98,10 @@ class ConnectionConfig:
     """What the engine offers in ``open``/``begin`` and how it authenticates."""
 
     container_id: str = "minibroker"
+    #: Largest frame we take (§2.7.1): room for a 256 KiB message in one transfer.
     max_frame_size: int = 256 * 1024
+    #: Sessions per connection and links per session we allow (§2.7.1, §2.7.2): a test's
+    #: clients use a handful; the bound keeps a misbehaving peer's tables small.
     channel_max: int = 255
     handle_max: int = 1023
     #: Seconds of silence from the peer after which the connection is closed
@@ -112,7 +128,7 @@ class Connection:
         self.remote_container_id: str | None = None
         self.remote_max_frame_size = MIN_MAX_FRAME_SIZE
         self.remote_idle_timeout: float | None = None
-        self.remote_channel_max = 65535
+        self.remote_channel_max = 65535  # §2.7.1 default: the whole ushort range
         #: True once the transport should be closed after flushing what is queued.
         self.finished = False
         self.sessions: dict[int, Session] = {}  # by the peer's channel
@@ -237,16 +253,10 @@ class Connection:
                     continue
                 if end - pos < 8:
                     break
-                size, doff, frame_type, channel = FRAME_HEADER.unpack_from(buf, pos)
-                if size < 8:
-                    raise framing_error(f"frame size {size} is below the 8-byte frame header")
-                if size > self.config.max_frame_size:
-                    raise framing_error(
-                        f"frame of {size} bytes exceeds the negotiated max-frame-size "
-                        f"{self.config.max_frame_size}"
-                    )
-                if doff < 2 or doff * 4 > size:
-                    raise framing_error(f"frame data offset {doff} is invalid for a {size}-byte frame")
+                try:
+                    size, doff, frame_type, channel = frame_header(buf, pos, self.config.max_frame_size)
+                except FrameHeaderError as exc:
+                    raise framing_error(str(exc)) from None
                 if end - pos < size:
                     break
                 frame_end = pos + size
@@ -684,7 +694,7 @@ class Connection:
         session.remote_incoming_window = (
             next_incoming + flow.incoming_window - session.next_outgoing_id
         ) % SERIAL_MOD
-        if session.remote_incoming_window > 2**31:
+        if session.remote_incoming_window > SERIAL_HALF:
             session.remote_incoming_window = 0  # the peer has not seen all we sent yet
         session.remote_outgoing_window = flow.outgoing_window
         if was_blocked and session.remote_incoming_window > 0:
@@ -705,7 +715,7 @@ class Connection:
             peer_count = flow.delivery_count if flow.delivery_count is not None else 0
             credit = flow.link_credit or 0
             link.credit = max(0, (peer_count + credit - link.delivery_count) % SERIAL_MOD)
-            if link.credit > 2**31:
+            if link.credit > SERIAL_HALF:
                 link.credit = 0
             link.drain = flow.drain
             link.flow_properties = flow.properties
@@ -716,7 +726,7 @@ class Connection:
                 # The sender's delivery-count is authoritative (§2.6.7): transfers it says it
                 # made (e.g. consuming credit on drain) use up the credit we granted.
                 advanced = (flow.delivery_count - link.delivery_count) % SERIAL_MOD
-                if 0 < advanced < 2**31:
+                if 0 < advanced < SERIAL_HALF:
                     link.credit = max(0, link.credit - advanced)
                     link.delivery_count = flow.delivery_count
         if flow.echo:
@@ -892,9 +902,9 @@ class Connection:
         delivery_id = session.next_delivery_id
         session.next_delivery_id = (delivery_id + 1) % SERIAL_MOD
         delivery = Delivery(delivery_id, tag, link, settled)
-        room = self.remote_max_frame_size - 8 - 64 - len(tag)
-        if len(payload) <= room and state is None and len(tag) <= 32:
-            head = _transfer_head(link.handle, delivery_id, tag, settled)
+        room = self.remote_max_frame_size - TRANSFER_OVERHEAD - len(tag)
+        if len(payload) <= room and state is None and len(tag) <= MAX_TAG:
+            head = encode_transfer_head(link.handle, delivery_id, tag, settled)
             data = FRAME_HEADER.pack(8 + len(head) + len(payload), 2, FRAME_AMQP, session.channel) + head + payload
             if self.hook is not None:
                 # The hook sees what the bytes encode; the bytes stay those of the fast path.
@@ -925,7 +935,7 @@ class Connection:
             return
         session = link.session
         payload = delivery.payload
-        room = self.remote_max_frame_size - 8 - 64 - len(delivery.tag)
+        room = self.remote_max_frame_size - TRANSFER_OVERHEAD - len(delivery.tag)
         while session.remote_incoming_window > 0 and link.state is LinkState.ATTACHED:
             offset = delivery.sent
             if offset == 0:
@@ -957,7 +967,7 @@ class Connection:
             return
         first = disposition.first
         last = disposition.last if disposition.last is not None else first
-        if (last - first) % SERIAL_MOD > 2**20:
+        if (last - first) % SERIAL_MOD > MAX_DISPOSITION_RANGE:
             raise SessionError(
                 conditions.INVALID_FIELD, f"disposition range {first}..{last} is implausibly large", channel
             )

@@ -1,4 +1,8 @@
-"""Events the engine reports to its user (the broker) after reading bytes."""
+"""Events the engine reports to its user (the broker) after reading bytes.
+
+Each is a frozen record: an observer on the broker's tap may replace one, never change it.
+The session, link and delivery they name are the engine's live endpoints.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ __all__ = [
 ]  # fmt: skip
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class ConnectionOpened:
     """The peer's ``open`` arrived and ours was sent (§2.4.1)."""
 
@@ -25,7 +29,7 @@ class ConnectionOpened:
     user: str | None
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class ConnectionClosed:
     """The connection is over: the peer closed it, or we did (``error`` says why)."""
 
@@ -33,14 +37,14 @@ class ConnectionClosed:
     by_peer: bool
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class SessionBegun:
     """A session was begun by the peer and confirmed (§2.5.1)."""
 
     session: Session
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class SessionEnded:
     """A session ended; its links are gone with it (§2.5.7)."""
 
@@ -48,14 +52,14 @@ class SessionEnded:
     error: Error | None
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class LinkAttached:
     """The peer attached a link; answer with ``accept_link`` or ``refuse_link`` (§2.6.3)."""
 
     link: Link
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class LinkDetached:
     """The peer detached a link (``closed`` false: it may come back, §2.6.5)."""
 
@@ -64,7 +68,7 @@ class LinkDetached:
     error: Error | None
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class MessageReceived:
     """A whole, non-aborted message arrived on a receiving link (§2.6.12)."""
 
@@ -72,7 +76,7 @@ class MessageReceived:
     delivery: Delivery
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class DeliveryUpdated:
     """The peer changed the state of, or settled, a delivery (``disposition``, §2.7.6)."""
 
@@ -82,7 +86,7 @@ class DeliveryUpdated:
     settled: bool
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class CreditChanged:
     """The peer's ``flow`` changed a sending link's credit or asked to drain (§2.6.7)."""
 
@@ -91,7 +95,7 @@ class CreditChanged:
     properties: dict[Any, Any] | None
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class SessionWindowOpened:
     """The peer's incoming window grew, so blocked transfers may go on (§2.5.6)."""
 

@@ -12,7 +12,7 @@ from typing import Final
 
 __all__ = [
     "AMQP_HEADER", "SASL_HEADER", "TLS_HEADER", "FRAME_AMQP", "FRAME_SASL",
-    "MIN_MAX_FRAME_SIZE", "EMPTY_FRAME", "frame", "FRAME_HEADER",
+    "MIN_MAX_FRAME_SIZE", "EMPTY_FRAME", "frame", "FRAME_HEADER", "FrameHeaderError", "frame_header",
 ]  # fmt: skip
 
 #: Protocol headers (§2.2): "AMQP", protocol id, major, minor, revision.
@@ -30,6 +30,28 @@ FRAME_HEADER: Final = struct.Struct(">IBBH")
 
 #: An empty frame (no body) keeps an idle connection alive (§2.4.5).
 EMPTY_FRAME: Final = FRAME_HEADER.pack(8, 2, FRAME_AMQP, 0)
+
+
+class FrameHeaderError(ValueError):
+    """A frame header that no frame can have (§2.3.1); the engine closes with amqp:framing-error."""
+
+
+def frame_header(buf: bytes | bytearray, pos: int, max_frame_size: int | None = None) -> tuple[int, int, int, int]:
+    """SIZE, DOFF, TYPE and channel of the frame header at ``buf[pos:pos + 8]``, checked (§2.3.1).
+
+    The one reader of frame headers: the engine, the test peer and the
+    benchmark all use it.  The frame may not be complete yet: compare SIZE
+    with what is buffered.  Raises :class:`FrameHeaderError` for a SIZE below
+    the header, above ``max_frame_size``, or a DOFF outside the frame.
+    """
+    size, doff, frame_type, channel = FRAME_HEADER.unpack_from(buf, pos)
+    if size < 8:
+        raise FrameHeaderError(f"frame size {size} is below the 8-byte frame header")
+    if max_frame_size is not None and size > max_frame_size:
+        raise FrameHeaderError(f"frame of {size} bytes exceeds the negotiated max-frame-size {max_frame_size}")
+    if doff < 2 or doff * 4 > size:
+        raise FrameHeaderError(f"frame data offset {doff} is invalid for a {size}-byte frame")
+    return size, doff, frame_type, channel
 
 
 def frame(channel: int, body: bytes | bytearray, frame_type: int = FRAME_AMQP) -> bytes:

@@ -55,7 +55,16 @@ from ..amqp.types import symbol
 from ..broker.engine import Broker
 from ..protocol.connection import Connection
 from ..protocol.events import LinkAttached
-from ..protocol.framing import AMQP_HEADER, EMPTY_FRAME, FRAME_AMQP, FRAME_HEADER, FRAME_SASL, SASL_HEADER
+from ..protocol.framing import (
+    AMQP_HEADER,
+    EMPTY_FRAME,
+    FRAME_AMQP,
+    FRAME_HEADER,
+    FRAME_SASL,
+    SASL_HEADER,
+    FrameHeaderError,
+    frame_header,
+)
 
 __all__ = [
     "Frame", "Frames", "Peer", "PeerLink", "PeerSession", "ProtocolHeader", "Pump", "Transport",
@@ -156,9 +165,10 @@ class FrameReader:
                 out.append(Frame(0, ProtocolHeader(buf[pos : pos + 8]), b""))
                 pos += 8
                 continue
-            size, doff, frame_type, channel = FRAME_HEADER.unpack_from(buf, pos)
-            if size < 8 or doff < 2 or doff * 4 > size:
-                raise ValueError(f"malformed frame header at byte {pos}: size={size} doff={doff}")
+            try:
+                size, doff, frame_type, channel = frame_header(buf, pos)
+            except FrameHeaderError as exc:
+                raise ValueError(f"malformed frame header at byte {pos}: {exc}") from None
             if len(buf) - pos < size:
                 break
             body = buf[pos + doff * 4 : pos + size]
