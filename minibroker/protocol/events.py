@@ -1,13 +1,13 @@
 """Events the engine reports to its user (the broker) after reading bytes.
 
-Each is a frozen record: an observer on the broker's tap may replace one, never change it.
+Each is an immutable record (a named tuple, as cheap to build as a plain object): an
+observer on the broker's tap may replace one, never change it.
 The session, link and delivery they name are the engine's live endpoints.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from ..amqp.performatives import Error
@@ -20,8 +20,7 @@ __all__ = [
 ]  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
-class ConnectionOpened:
+class ConnectionOpened(NamedTuple):
     """The peer's ``open`` arrived and ours was sent (§2.4.1)."""
 
     container_id: str
@@ -29,38 +28,33 @@ class ConnectionOpened:
     user: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class ConnectionClosed:
+class ConnectionClosed(NamedTuple):
     """The connection is over: the peer closed it, or we did (``error`` says why)."""
 
     error: Error | None
     by_peer: bool
 
 
-@dataclass(frozen=True, slots=True)
-class SessionBegun:
+class SessionBegun(NamedTuple):
     """A session was begun by the peer and confirmed (§2.5.1)."""
 
     session: Session
 
 
-@dataclass(frozen=True, slots=True)
-class SessionEnded:
+class SessionEnded(NamedTuple):
     """A session ended; its links are gone with it (§2.5.7)."""
 
     session: Session
     error: Error | None
 
 
-@dataclass(frozen=True, slots=True)
-class LinkAttached:
+class LinkAttached(NamedTuple):
     """The peer attached a link; answer with ``accept_link`` or ``refuse_link`` (§2.6.3)."""
 
     link: Link
 
 
-@dataclass(frozen=True, slots=True)
-class LinkDetached:
+class LinkDetached(NamedTuple):
     """The peer detached a link (``closed`` false: it may come back, §2.6.5)."""
 
     link: Link
@@ -68,16 +62,14 @@ class LinkDetached:
     error: Error | None
 
 
-@dataclass(frozen=True, slots=True)
-class MessageReceived:
+class MessageReceived(NamedTuple):
     """A whole, non-aborted message arrived on a receiving link (§2.6.12)."""
 
     link: Link
     delivery: Delivery
 
 
-@dataclass(frozen=True, slots=True)
-class DeliveryUpdated:
+class DeliveryUpdated(NamedTuple):
     """The peer changed the state of, or settled, a delivery (``disposition``, §2.7.6)."""
 
     link: Link
@@ -86,8 +78,7 @@ class DeliveryUpdated:
     settled: bool
 
 
-@dataclass(frozen=True, slots=True)
-class CreditChanged:
+class CreditChanged(NamedTuple):
     """The peer's ``flow`` changed a sending link's credit or asked to drain (§2.6.7)."""
 
     link: Link
@@ -95,8 +86,7 @@ class CreditChanged:
     properties: dict[Any, Any] | None
 
 
-@dataclass(frozen=True, slots=True)
-class SessionWindowOpened:
+class SessionWindowOpened(NamedTuple):
     """The peer's incoming window grew, so blocked transfers may go on (§2.5.6)."""
 
     session: Session
