@@ -20,14 +20,14 @@ Messages are decoded one by one when they are read
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from .stored import ACQUIRED, Entry
 
-if TYPE_CHECKING:
-    from .statistics import QueuedRow
+__all__ = ["Capture", "Contents", "QueuedRow", "Run"]
 
-__all__ = ["Capture", "Contents", "Run"]
+#: One captured message: a detached copy of its queue entry, and whether it was acquired.
+QueuedRow = tuple[Entry, bool]
 
 #: Runs a function in the broker's thread (the inspection API's ``_inspect``).
 Run = Callable[[Callable[[], None]], None]

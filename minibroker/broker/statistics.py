@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, overload
 
 from ..amqp.message import Message, decode_message
-from .capture import Capture
+from .capture import Capture, QueuedRow
 
 if TYPE_CHECKING:
     from .stored import Entry
@@ -111,10 +111,6 @@ class QueuedMessage:
     @property
     def annotations(self) -> dict[Any, Any] | None:
         return self.message.message_annotations
-
-
-#: One captured message: a detached copy of its queue entry, and whether it was acquired.
-QueuedRow = tuple["Entry", bool]
 
 
 class QueuedMessages(Sequence[QueuedMessage]):
