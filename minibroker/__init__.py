@@ -12,6 +12,7 @@ try:
 except PackageNotFoundError:  # run from a source tree that was never installed
     __version__ = "0+unknown"
 
+from . import servicebus as servicebus  # registers the Service Bus layer for $cbs
 from .amqp.message import Message as Message
 from .api import build_message as build_message
 from .broker.clock import Clock as Clock
@@ -19,6 +20,7 @@ from .broker.clock import ManualClock as ManualClock
 from .broker.clock import SystemClock as SystemClock
 from .broker.config import BrokerConfig as BrokerConfig
 from .broker.config import QueueOptions as QueueOptions
+from .broker.config import ServiceBusOptions as ServiceBusOptions
 from .broker.engine import Broker as Broker
 from .broker.engine import NodeError as NodeError
 from .broker.statistics import BrokerStatistics as BrokerStatistics
@@ -31,7 +33,6 @@ from .broker.statistics import TransactionSnapshot as TransactionSnapshot
 from .client import Client as Client
 from .server import ExposedBrokerWarning as ExposedBrokerWarning
 from .server import serve as serve
-from .servicebus.options import ServiceBusOptions as ServiceBusOptions
 from .threaded import ThreadedBroker as ThreadedBroker
 from .trio_broker import TrioBroker as TrioBroker
 from .trio_broker import TrioClock as TrioClock

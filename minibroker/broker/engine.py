@@ -31,7 +31,7 @@ from .attach import Attacher, Refusal
 from .capture import Run
 from .clock import Clock, ManualClock, SystemClock
 from .config import BrokerConfig, QueueOptions
-from .extension import Extension, ExtensionConsumer, ExtensionLink
+from .extension import Extension, ExtensionConsumer, ExtensionLink, layer_for
 from .faults import FaultSet
 from .injection import FaultInjector
 from .limits import CreditGate, connection_refusal, link_refusal
@@ -63,6 +63,10 @@ __all__ = ["Broker", "BrokerConnection", "NodeError", "ANONYMOUS_RELAY"]
 
 #: Offered in ``open`` so clients may send with a null target address (routing by ``to``).
 ANONYMOUS_RELAY = "ANONYMOUS-RELAY"
+
+#: The claims-based-security node Azure Service Bus clients attach first; ``BrokerConfig.servicebus``
+#: turns the layer registered for it (minibroker.servicebus) on up front.
+SERVICEBUS_ADDRESS = "$cbs"
 
 
 
@@ -212,7 +216,7 @@ class Broker:
         #: A protocol layer on top (the Service Bus layer), or None: plain AMQP 1.0.
         self.extension: Extension | None = None
         if self.config.servicebus is not None:
-            self.enable_servicebus()
+            self.enable_layer(SERVICEBUS_ADDRESS)
 
     # ------------------------------------------------------------ connections
 
@@ -309,12 +313,13 @@ class Broker:
 
     # --------------------------------------- extension points (minibroker.servicebus)
 
-    def enable_servicebus(self) -> Extension:
-        """Turn the Service Bus layer on (``BrokerConfig.servicebus``, or a client attaching ``$cbs``)."""
+    def enable_layer(self, address: str) -> Extension:
+        """Turn on the layer registered for ``address`` (extension.py), e.g. Service Bus for ``$cbs``."""
         if self.extension is None:
-            from ..servicebus.layer import ServiceBusLayer  # the layer sits above the broker
-
-            self.extension = ServiceBusLayer(self, self.config.servicebus)
+            factory = layer_for(address)
+            if factory is None:
+                raise RuntimeError(f"no layer is registered for {address!r}; import the package that provides it")
+            self.extension = factory(self)
         return self.extension
 
     def add_consumer(self, consumer: ConsumerLink) -> None:
@@ -473,8 +478,8 @@ class Broker:
             return
         try:
             extension = self.extension
-            if extension is None and link.address == "$cbs":  # an Azure Service Bus client
-                extension = self.enable_servicebus()
+            if extension is None and layer_for(link.address) is not None:  # e.g. an Azure Service Bus client
+                extension = self.enable_layer(link.address)
             if extension is not None and extension.attach(connection, link):
                 return
             if link.is_sender:

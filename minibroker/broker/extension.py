@@ -5,10 +5,16 @@ itself; it owns its own timers.  Links it takes are :class:`ExtensionLink`
 (request/response nodes such as ``$cbs``) or :class:`ExtensionConsumer` (a
 consumer that delivers and settles in its own way).  Plain AMQP never meets
 any of them: the broker has no extension until one is enabled.
+
+A layer is not imported by the broker: the layer's package registers a
+factory with :func:`register_layer` under the address whose attach turns it on
+(``minibroker.servicebus`` registers ``$cbs``), and the broker looks it up
+with :func:`layer_for`.  So the dependency runs one way, from the layer down.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .links import ConsumerLink
@@ -17,7 +23,7 @@ if TYPE_CHECKING:
     from ..protocol.endpoints import Delivery, Link
     from .engine import BrokerConnection
 
-__all__ = ["Extension", "ExtensionConsumer", "ExtensionLink"]
+__all__ = ["Extension", "ExtensionConsumer", "ExtensionLink", "LayerFactory", "layer_for", "register_layer"]
 
 
 class Extension(Protocol):
@@ -51,3 +57,19 @@ class ExtensionConsumer(ConsumerLink):
 
     def on_outcome(self, delivery: Delivery, state: Any, settled: bool) -> None:
         raise NotImplementedError
+
+
+#: Builds a layer for a broker (called with the broker, in its thread).
+LayerFactory = Callable[[Any], Extension]
+
+_layers: dict[str, LayerFactory] = {}
+
+
+def register_layer(address: str, factory: LayerFactory) -> None:
+    """Make a client's attach to ``address`` turn on the layer ``factory`` builds."""
+    _layers[address] = factory
+
+
+def layer_for(address: str | None) -> LayerFactory | None:
+    """The factory of the layer that ``address`` turns on, if one is registered."""
+    return _layers.get(address) if address is not None else None

@@ -5,9 +5,28 @@ attaches ``$cbs``, or up front with ``BrokerConfig(servicebus=ServiceBusOptions(
 to declare queues and topic subscriptions or change the lock duration.
 """
 
-from .options import ServiceBusOptions as ServiceBusOptions
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..broker.config import ServiceBusOptions as ServiceBusOptions
+from ..broker.extension import Extension, register_layer
+from .addresses import CBS
+
+if TYPE_CHECKING:
+    from ..broker.engine import Broker
 
 __all__ = ["ServiceBusOptions", "connection_string"]
+
+
+def _layer(broker: Broker) -> Extension:
+    """The Service Bus layer for ``broker`` (imported only when a broker turns it on)."""
+    from .layer import ServiceBusLayer
+
+    return ServiceBusLayer(broker, broker.config.servicebus)
+
+
+register_layer(CBS, _layer)
 
 
 def connection_string(port: int, host: str = "127.0.0.1") -> str:

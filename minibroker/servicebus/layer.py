@@ -28,6 +28,7 @@ from sortedcontainers import SortedList
 
 from ..amqp import errors as conditions
 from ..amqp.performatives import RCV_FIRST, amqp_error
+from ..broker.config import ServiceBusOptions
 from ..broker.queue import Queue
 from ..broker.router import NodeError
 from ..broker.stored import Entry, StoredMessage
@@ -37,7 +38,6 @@ from .addresses import CBS, SUBSCRIPTIONS, Entity, node_name, parse_address
 from .consumer import DEAD_LETTER, ServiceBusConsumer
 from .locks import DEFERRED, Lock, LockTable
 from .management import Management, put_token
-from .options import ServiceBusOptions
 from .requests import Handler, ReplyLink, RequestLink
 from .sections import (
     DEAD_LETTER_SOURCE,
