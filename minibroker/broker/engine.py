@@ -25,10 +25,10 @@ from ..amqp.performatives import RCV_SECOND, Error, amqp_error
 from ..amqp.transactions import Coordinator, TransactionalState
 from ..protocol import LinkState
 from ..protocol import events as ev
-from ..protocol.connection import Connection, ConnectionConfig
 from ..protocol.endpoints import Delivery, Link
 from .attach import Attacher, Refusal
 from .capture import Run
+from .client_connection import ANONYMOUS_RELAY, BrokerConnection
 from .clock import Clock, ManualClock, SystemClock
 from .config import BrokerConfig, QueueOptions
 from .extension import Extension, ExtensionConsumer, ExtensionLink, layer_for
@@ -61,103 +61,10 @@ from .transactions import TransactionManager
 
 __all__ = ["Broker", "BrokerConnection", "NodeError", "ANONYMOUS_RELAY"]
 
-#: Offered in ``open`` so clients may send with a null target address (routing by ``to``).
-ANONYMOUS_RELAY = "ANONYMOUS-RELAY"
-
 #: The claims-based-security node Azure Service Bus clients attach first; ``BrokerConfig.servicebus``
 #: turns the layer registered for it (minibroker.servicebus) on up front.
 SERVICEBUS_ADDRESS = "$cbs"
 
-
-
-class BrokerConnection:
-    """One client connection as the broker sees it: the protocol engine plus a wake-up callback."""
-
-    def __init__(self, broker: Broker, notify: Callable[[], None], peer: str) -> None:
-        self.broker = broker
-        self.notify = notify
-        self.peer = peer
-        config = broker.config
-        self.engine = Connection(
-            ConnectionConfig(
-                container_id=config.container_id,
-                max_frame_size=config.max_frame_size,
-                idle_timeout=config.idle_timeout,
-                users=dict(config.users),
-                allow_anonymous=config.allow_anonymous,
-                max_message_size=config.max_message_size,
-                channel_max=config.max_sessions - 1,
-                offered_capabilities=(ANONYMOUS_RELAY,),
-                properties={"product": "minibroker"},
-            ),
-            hook=self if broker.tap.active else None,
-        )
-        self.container_id: str | None = None
-        self.open = True
-        self.refusal: Error | None = None
-
-    # The engine's frame hook (protocol.hooks.FrameHook), set while the broker's tap has observers.
-
-    def frame_in(self, channel: int, performative: Any) -> None:
-        self.broker.tap.frame_in(self, channel, performative)
-
-    def frame_out(self, channel: int, performative: Any, frame: bytes) -> bytes:
-        return self.broker.tap.frame_out(self, channel, performative, frame)
-
-    def write(self, data: bytes) -> None:
-        """Send ``data`` as it is (a frame an observer withheld) and wake this connection's writer."""
-        self.engine.send_raw(data)
-        self.broker.mark_dirty(self)
-        self.broker.flush()
-
-    def receive_data(self, data: bytes) -> None:
-        """Bytes from the socket: run the protocol and the broker on them."""
-        try:
-            self.broker.handle(self, self.engine.receive_data(data))
-        except Exception as exc:  # a broker bug must cost one connection, not the broker
-            self.broker.internalerror(self, exc)
-
-    def data_to_send(self) -> bytes:
-        """Bytes to write; a failure to produce them closes this connection (amqp:internal-error)."""
-        try:
-            return self.engine.data_to_send()
-        except Exception as exc:
-            self.broker.internalerror(self, exc)
-            return self.engine.data_to_send()
-
-    def tick(self, now: float) -> float | None:
-        """Idle-timeout rules at server time ``now`` (monotonic); returns the next deadline."""
-        deadline = self.engine.tick(now)
-        events = self.engine.take_events()
-        if events:
-            try:
-                self.broker.handle(self, events)
-            except Exception as exc:
-                self.broker.internalerror(self, exc)
-        return deadline
-
-    @property
-    def finished(self) -> bool:
-        return self.engine.finished
-
-    def connection_lost(self) -> None:
-        """The transport is gone: every link ends as if detached without closing."""
-        if self.open:
-            try:
-                self.engine.close(None)
-                self.broker.handle(self, self.engine.take_events())
-            except Exception as exc:  # a broker bug must not take the server down
-                self.broker.errors.append(exc)
-            self.broker.forget_connection(self)
-
-    def mark_dirty(self) -> None:
-        """Output was queued here by work done for another connection: have it written."""
-        self.broker.mark_dirty(self)
-
-    def close(self, error: Error | None = None) -> None:
-        self.engine.close(error)
-        self.broker.handle(self, self.engine.take_events())
-        self.broker.mark_dirty(self)
 
 
 class Broker:

@@ -21,7 +21,7 @@ from .links import ConsumerLink
 
 if TYPE_CHECKING:
     from ..protocol.endpoints import Delivery, Link
-    from .engine import BrokerConnection
+    from .client_connection import BrokerConnection
 
 __all__ = ["Extension", "ExtensionConsumer", "ExtensionLink", "LayerFactory", "layer_for", "register_layer"]
 

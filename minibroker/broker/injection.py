@@ -26,7 +26,7 @@ released / modified (Part 3 §3.4.4-5) or rejected (§3.4.2), ``send_link_flow``
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 from ..amqp import errors as conditions
 from ..amqp.message import decode_message
@@ -36,14 +36,17 @@ from ..amqp.transactions import Discharge
 from ..protocol import LinkState
 from ..protocol import events as ev
 from ..protocol.endpoints import Link
+from .client_connection import BrokerConnection
+from .clock import Clock
+from .config import BrokerConfig
 from .faults import Fault, FaultSet, Site
 from .links import ConsumerLink, CoordinatorLink, ProducerLink
-from .tap import Observer, TapConnection
+from .queue import Queue
+from .stored import Entry
+from .tap import Observer, Tap, TapConnection
+from .transactions import TransactionManager
 
-if TYPE_CHECKING:
-    from .engine import Broker, BrokerConnection
-
-__all__ = ["FaultInjector"]
+__all__ = ["FaultInjector", "InjectionHost"]
 
 
 #: Points offered a message a client sends, and a message the broker sends.
@@ -61,10 +64,24 @@ class _Hold:
         self.frames: list[bytes] = []
 
 
+class InjectionHost(Protocol):
+    """What the injector needs of the broker (``minibroker.broker.engine.Broker``)."""
+
+    tap: Tap
+    clock: Clock
+    config: BrokerConfig
+    transactions: TransactionManager
+    injector: FaultInjector | None
+
+    def apply_outcome(self, queue: Queue, entry: Entry, state: Any, link_id: int | None) -> None: ...
+
+    def detach_link(self, connection: BrokerConnection, link: Link, error: Error) -> None: ...
+
+
 class FaultInjector(Observer):
     """Applies a broker's :class:`FaultSet` to its connections, installed on the tap while needed."""
 
-    def __init__(self, broker: Broker, faults: FaultSet, timers_changed: Callable[[], None]) -> None:
+    def __init__(self, broker: InjectionHost, faults: FaultSet, timers_changed: Callable[[], None]) -> None:
         self.broker = broker
         self.faults = faults
         self._timers_changed = timers_changed

@@ -27,7 +27,7 @@ from ..broker.stored import Entry
 from ..protocol.endpoints import Delivery, Link
 
 if TYPE_CHECKING:
-    from ..broker.engine import BrokerConnection
+    from ..broker.client_connection import BrokerConnection
     from .layer import ServiceBusLayer
 
 __all__ = ["ServiceBusConsumer", "LOCK_LOST", "DEAD_LETTER"]

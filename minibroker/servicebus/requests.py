@@ -23,7 +23,7 @@ from ..broker.extension import ExtensionLink
 from ..protocol.endpoints import Delivery, Link
 
 if TYPE_CHECKING:
-    from ..broker.engine import BrokerConnection
+    from ..broker.client_connection import BrokerConnection
 
 __all__ = ["Response", "RequestLink", "ReplyLink", "Handler"]
 

@@ -19,7 +19,7 @@ from ..protocol.endpoints import Link
 from .consumer import ServiceBusConsumer
 
 if TYPE_CHECKING:
-    from ..broker.engine import BrokerConnection
+    from ..broker.client_connection import BrokerConnection
     from .layer import ServiceBusLayer
 
 __all__ = ["SessionConsumer", "Sessions", "SESSION_FILTER", "LOCKED_UNTIL_UTC", "ticks", "session_of"]

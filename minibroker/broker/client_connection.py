@@ -1,0 +1,132 @@
+"""One client connection as the broker sees it, and what it needs of the broker that owns it.
+
+The server feeds a :class:`BrokerConnection` bytes and asks it for bytes; the
+connection runs its protocol engine (Part 2) and hands the events to its
+owner.  The owner is described by :class:`ConnectionOwner`, so this module
+(and the layers that only need a connection: fault injection, the Service Bus
+layer) does not import the broker engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from ..amqp.performatives import Error
+from ..protocol import events as ev
+from ..protocol.connection import Connection, ConnectionConfig
+from .config import BrokerConfig
+from .tap import Tap
+
+__all__ = ["ANONYMOUS_RELAY", "BrokerConnection", "ConnectionOwner"]
+
+#: Offered in ``open`` so clients may send with a null target address (routing by ``to``).
+ANONYMOUS_RELAY = "ANONYMOUS-RELAY"
+
+
+class ConnectionOwner(Protocol):
+    """What a connection calls on its broker (``minibroker.broker.engine.Broker``)."""
+
+    config: BrokerConfig
+    tap: Tap
+    errors: list[Exception]
+
+    def handle(self, connection: BrokerConnection, events: list[ev.Event]) -> None: ...
+
+    def internalerror(self, connection: BrokerConnection, exc: Exception) -> None: ...
+
+    def mark_dirty(self, connection: BrokerConnection) -> None: ...
+
+    def flush(self) -> None: ...
+
+    def forget_connection(self, connection: BrokerConnection) -> None: ...
+
+
+class BrokerConnection:
+    """One client connection as the broker sees it: the protocol engine plus a wake-up callback."""
+
+    def __init__(self, broker: ConnectionOwner, notify: Callable[[], None], peer: str) -> None:
+        self.broker = broker
+        self.notify = notify
+        self.peer = peer
+        config = broker.config
+        self.engine = Connection(
+            ConnectionConfig(
+                container_id=config.container_id,
+                max_frame_size=config.max_frame_size,
+                idle_timeout=config.idle_timeout,
+                users=dict(config.users),
+                allow_anonymous=config.allow_anonymous,
+                max_message_size=config.max_message_size,
+                channel_max=config.max_sessions - 1,
+                offered_capabilities=(ANONYMOUS_RELAY,),
+                properties={"product": "minibroker"},
+            ),
+            hook=self if broker.tap.active else None,
+        )
+        self.container_id: str | None = None
+        self.open = True
+        self.refusal: Error | None = None
+
+    # The engine's frame hook (protocol.hooks.FrameHook), set while the broker's tap has observers.
+
+    def frame_in(self, channel: int, performative: Any) -> None:
+        self.broker.tap.frame_in(self, channel, performative)
+
+    def frame_out(self, channel: int, performative: Any, frame: bytes) -> bytes:
+        return self.broker.tap.frame_out(self, channel, performative, frame)
+
+    def write(self, data: bytes) -> None:
+        """Send ``data`` as it is (a frame an observer withheld) and wake this connection's writer."""
+        self.engine.send_raw(data)
+        self.broker.mark_dirty(self)
+        self.broker.flush()
+
+    def receive_data(self, data: bytes) -> None:
+        """Bytes from the socket: run the protocol and the broker on them."""
+        try:
+            self.broker.handle(self, self.engine.receive_data(data))
+        except Exception as exc:  # a broker bug must cost one connection, not the broker
+            self.broker.internalerror(self, exc)
+
+    def data_to_send(self) -> bytes:
+        """Bytes to write; a failure to produce them closes this connection (amqp:internal-error)."""
+        try:
+            return self.engine.data_to_send()
+        except Exception as exc:
+            self.broker.internalerror(self, exc)
+            return self.engine.data_to_send()
+
+    def tick(self, now: float) -> float | None:
+        """Idle-timeout rules at server time ``now`` (monotonic); returns the next deadline."""
+        deadline = self.engine.tick(now)
+        events = self.engine.take_events()
+        if events:
+            try:
+                self.broker.handle(self, events)
+            except Exception as exc:
+                self.broker.internalerror(self, exc)
+        return deadline
+
+    @property
+    def finished(self) -> bool:
+        return self.engine.finished
+
+    def connection_lost(self) -> None:
+        """The transport is gone: every link ends as if detached without closing."""
+        if self.open:
+            try:
+                self.engine.close(None)
+                self.broker.handle(self, self.engine.take_events())
+            except Exception as exc:  # a broker bug must not take the server down
+                self.broker.errors.append(exc)
+            self.broker.forget_connection(self)
+
+    def mark_dirty(self) -> None:
+        """Output was queued here by work done for another connection: have it written."""
+        self.broker.mark_dirty(self)
+
+    def close(self, error: Error | None = None) -> None:
+        self.engine.close(error)
+        self.broker.handle(self, self.engine.take_events())
+        self.broker.mark_dirty(self)
