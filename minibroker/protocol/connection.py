@@ -89,6 +89,10 @@ SERIAL_HALF = 2**31
 TRANSFER_OVERHEAD = 8 + 64
 #: §2.8.7: a delivery-tag is at most 32 bytes; the fast path's list8 relies on it.
 MAX_TAG = 32
+#: Transfer frames one delivery may take (§2.6.14 lets a delivery span any number): 65,536 frames of
+#: the smallest legal max-frame-size (512 bytes) carry 32 MiB, of ours (256 KiB) 16 GiB; a peer that
+#: splits finer, or sends empty continuation frames, is sending frames, not a message.
+MAX_FRAGMENTS = 2**16
 #: A disposition range wider than this names more deliveries than any window holds at once here.
 MAX_DISPOSITION_RANGE = 2**20
 
@@ -850,15 +854,27 @@ class Connection:
             link.incoming = None  # an aborted delivery is discarded (§2.6.14)
             return
         if transfer.more or delivery.frames is not None:
+            # One growing buffer and a frame count: each frame costs its own bytes, never the
+            # fragments before it, and empty continuation frames count against MAX_FRAGMENTS.
             if delivery.frames is None:
-                delivery.frames = []
-            delivery.frames.append(payload)
+                delivery.frames = bytearray()
+            delivery.frames += payload
+            delivery.sent += 1
+            if delivery.sent > MAX_FRAGMENTS:
+                link.incoming = None
+                raise LinkError(
+                    conditions.RESOURCE_LIMIT_EXCEEDED,
+                    f"a delivery may span at most {MAX_FRAGMENTS} transfer frames; send larger frames "
+                    f"(up to max-frame-size {self.config.max_frame_size})",
+                    channel,
+                    transfer.handle,
+                )
             if self.config.max_message_size:
-                self._check_size(link, sum(map(len, delivery.frames)), channel, transfer.handle)
+                self._check_size(link, len(delivery.frames), channel, transfer.handle)
             if transfer.more:
                 link.incoming = delivery
                 return
-            delivery.payload = b"".join(delivery.frames)
+            delivery.payload = bytes(delivery.frames)
             delivery.frames = None
         else:  # the common single-frame message: no list to build
             if self.config.max_message_size:

@@ -35,8 +35,9 @@ class Delivery:
         self.payload: bytes = b""
         self.message_format = 0
         self.context: Any = None
-        self.frames: list[bytes] | None = None  # an incoming delivery still being assembled
-        self.sent = 0  # an outgoing multi-frame delivery: payload bytes written so far
+        self.frames: bytearray | None = None  # an incoming delivery still being assembled
+        #: Outgoing multi-frame delivery: payload bytes written so far; incoming: frames taken so far.
+        self.sent = 0
 
     def __repr__(self) -> str:
         return f"<Delivery {self.delivery_id} on {self.link.name!r} settled={self.settled}>"
