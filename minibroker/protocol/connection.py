@@ -93,8 +93,6 @@ MAX_TAG = 32
 #: the smallest legal max-frame-size (512 bytes) carry 32 MiB, of ours (256 KiB) 16 GiB; a peer that
 #: splits finer, or sends empty continuation frames, is sending frames, not a message.
 MAX_FRAGMENTS = 2**16
-#: A disposition range wider than this names more deliveries than any window holds at once here.
-MAX_DISPOSITION_RANGE = 2**20
 
 
 @dataclass(slots=True)
@@ -983,16 +981,23 @@ class Connection:
             return
         first = disposition.first
         last = disposition.last if disposition.last is not None else first
-        if (last - first) % SERIAL_MOD > MAX_DISPOSITION_RANGE:
+        width = (last - first) % SERIAL_MOD
+        if width >= SERIAL_HALF:
+            # RFC-1982 (§2.8.9): last is "before" first, so the range names nothing sensible.
             raise SessionError(
-                conditions.INVALID_FIELD, f"disposition range {first}..{last} is implausibly large", channel
+                conditions.INVALID_FIELD, f"disposition range {first}..{last} ends before it starts", channel
             )
         # The peer as receiver settles what we sent; as sender, what we received.
         table = session.outgoing_unsettled if disposition.role == ROLE_RECEIVER else session.incoming_unsettled
+        # The work is bounded by the unsettled deliveries, not by the range the peer names: a wide
+        # range walks the table (kept in delivery-id order, as ids are assigned), a narrow one the ids.
+        if width < len(table):
+            ids: Any = ((first + offset) % SERIAL_MOD for offset in range(width + 1))
+        else:
+            ids = [delivery_id for delivery_id in table if (delivery_id - first) % SERIAL_MOD <= width]
         state = disposition.state
         settled = disposition.settled
-        delivery_id = first
-        while True:
+        for delivery_id in ids:
             delivery = table.get(delivery_id)
             if delivery is not None:
                 delivery.state = state if state is not None else delivery.state
@@ -1001,9 +1006,6 @@ class Connection:
                     del table[delivery_id]
                     delivery.link.unsettled.pop(delivery_id, None)
                 self._events.append(ev.DeliveryUpdated(delivery.link, delivery, state, settled))
-            if delivery_id == last:
-                break
-            delivery_id = (delivery_id + 1) % SERIAL_MOD
 
     def settle(self, delivery: Delivery, state: Any, settled: bool = True) -> None:
         """Tell the peer a delivery's state, settling it (§2.7.6).

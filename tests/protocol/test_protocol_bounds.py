@@ -5,11 +5,56 @@ Counted, not timed: ids looked up per disposition, bytes held per reassembled de
 
 from __future__ import annotations
 
+from typing import Any
+
 from engine_harness import OpenEngine
 
 from minibroker.amqp import errors as conditions
+from minibroker.amqp.messaging import Accepted
 from minibroker.amqp.performatives import Detach, Transfer
+from minibroker.protocol import events
 from minibroker.protocol.connection import MAX_FRAGMENTS
+
+
+class CountingDict(dict[int, Any]):
+    """A delivery table that counts lookups: the work a disposition does."""
+
+    lookups = 0
+
+    def get(self, key: int, default: Any = None) -> Any:  # type: ignore[override]
+        CountingDict.lookups += 1
+        return super().get(key, default)
+
+
+def test_a_wide_disposition_range_costs_the_unsettled_deliveries_not_its_width(open_engine: OpenEngine) -> None:
+    h = open_engine()
+    h.send(h.peer.attach_receiver("out", "q", 0) + h.peer.flow(0, credit=10))
+    [link] = [e.link for e in h.pump.take_events() if isinstance(e, events.LinkAttached)]
+    session = h.conn.sessions[0]
+    session.outgoing_unsettled = CountingDict()
+    sent = [h.conn.send_transfer(link, bytes([i]), b"m") for i in range(3)]
+    h.pump.read()
+    CountingDict.lookups = 0
+    h.send(h.peer.disposition(0, 2**31 - 1, state=Accepted()) * 50)
+    updates = [e for e in h.pump.take_events() if isinstance(e, events.DeliveryUpdated)]
+    assert [u.delivery for u in updates] == sent  # the three in range, once
+    assert CountingDict.lookups <= 3  # not 50 * 2**31
+    assert session.outgoing_unsettled == {}
+
+
+def test_a_narrow_range_visits_its_ids_only(open_engine: OpenEngine) -> None:
+    h = open_engine()
+    h.send(h.peer.attach_receiver("out", "q", 0) + h.peer.flow(0, credit=100))
+    [link] = [e.link for e in h.pump.take_events() if isinstance(e, events.LinkAttached)]
+    session = h.conn.sessions[0]
+    session.outgoing_unsettled = CountingDict()
+    for i in range(100):
+        h.conn.send_transfer(link, i.to_bytes(2, "big"), b"m")
+    h.pump.read()
+    CountingDict.lookups = 0
+    h.send(h.peer.disposition(10, 11, state=Accepted()))
+    assert CountingDict.lookups == 2
+    assert len(session.outgoing_unsettled) == 98
 
 
 def test_reassembly_holds_one_buffer_and_counts_empty_frames(open_engine: OpenEngine) -> None:
