@@ -28,6 +28,7 @@ from typing import Any
 
 import trio
 
+from .broker.client_connection import OUTPUT_BOUND
 from .broker.clock import ManualClock
 from .broker.engine import Broker, BrokerConnection
 from .tls import close_notify, handshake, wrap
@@ -36,8 +37,11 @@ __all__ = ["serve", "stop", "DEFAULT_HOST", "ExposedBrokerWarning"]
 
 DEFAULT_HOST = "127.0.0.1"
 READ_SIZE = 256 * 1024
-#: Output queued for a peer that does not read, beyond which its reader stops reading.
-HIGH_WATER = 4 * 1024 * 1024
+#: Output queued for a peer that does not read, beyond which its reader stops reading (and the
+#: broker routes nothing more to it: ``BrokerConnection.output_full``).
+HIGH_WATER = OUTPUT_BOUND
+#: Backlog at which routing to a connection that went over ``HIGH_WATER`` resumes.
+LOW_WATER = HIGH_WATER // 2
 #: Chunks a reader handles back to back before it lets other tasks run.
 FAIRNESS_BATCH = 16
 #: Seconds a finished connection's pending output may take to reach a slow peer.
@@ -86,13 +90,22 @@ class _Waker:
 class _Sender:
     """Writes to one socket in order; whichever task finds it idle does the writing."""
 
-    __slots__ = ("_sock", "_pending", "_busy", "_drained")
+    __slots__ = ("_sock", "_pending", "_busy", "_drained", "connection", "waker")
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
         self._pending = bytearray()
         self._busy = False
         self._drained = trio.Event()
+        #: Whose output this is, and its writer's waker: routing to a connection stopped at
+        #: ``HIGH_WATER`` resumes (in the writer task) once its backlog is down to ``LOW_WATER``.
+        self.connection: BrokerConnection | None = None
+        self.waker: _Waker | None = None
+
+    def _written(self) -> None:
+        connection = self.connection
+        if connection is not None and connection.throttled and len(self._pending) <= LOW_WATER and self.waker:
+            self.waker.set()
 
     @property
     def backlog(self) -> int:
@@ -110,6 +123,7 @@ class _Sender:
         except OSError:
             return False  # the writer task meets the error and ends the connection
         del self._pending[:sent]
+        self._written()
         return not self._pending
 
     async def send(self, data: bytes) -> None:
@@ -125,6 +139,7 @@ class _Sender:
                 except WOULD_BLOCK_WRITE:
                     sent = 0
                 del self._pending[:sent]
+                self._written()
                 if self._pending:
                     await trio.lowlevel.wait_writable(self._sock)
         finally:
@@ -290,6 +305,8 @@ async def _serve_connection(broker: Broker, sock: socket.socket, peer: str, outb
     sender = _Sender(sock)
     channel = _Channel(sender, waker, outbox)
     connection = channel.connection = broker.connect(channel.notify, peer)
+    connection.transport_backlog = lambda: sender.backlog
+    sender.connection, sender.waker = connection, waker
     peer_closed = False
     try:
         async with trio.open_nursery() as nursery:
@@ -383,6 +400,8 @@ async def _write(connection: BrokerConnection, sender: _Sender, waker: _Waker, s
     """Send output produced by other connections' traffic; run idle-timeout ticks."""
     try:
         while True:
+            if connection.throttled and sender.backlog <= LOW_WATER:
+                connection.output_drained()  # its consumers send again, up to HIGH_WATER
             deadline = connection.tick(trio.current_time())
             output = connection.data_to_send()
             if output or sender.backlog:

@@ -18,10 +18,18 @@ from ..protocol.connection import Connection, ConnectionConfig
 from .config import BrokerConfig
 from .tap import Tap
 
-__all__ = ["ANONYMOUS_RELAY", "BrokerConnection", "ConnectionOwner"]
+__all__ = ["ANONYMOUS_RELAY", "BrokerConnection", "ConnectionOwner", "OUTPUT_BOUND"]
 
 #: Offered in ``open`` so clients may send with a null target address (routing by ``to``).
 ANONYMOUS_RELAY = "ANONYMOUS-RELAY"
+#: Bytes of output queued for one client (in the engine and in the transport) beyond which the
+#: broker routes no more messages to it and the server stops reading it, until it catches up.
+#: 4 MiB is 16 frames of the default max-frame-size: plenty to keep a reading client busy.
+OUTPUT_BOUND = 4 * 1024 * 1024
+
+
+def _no_transport() -> int:
+    return 0
 
 
 class ConnectionOwner(Protocol):
@@ -67,6 +75,10 @@ class BrokerConnection:
         self.container_id: str | None = None
         self.open = True
         self.refusal: Error | None = None
+        #: Bytes the transport holds for this client and has not written yet (set by the server).
+        self.transport_backlog: Callable[[], int] = _no_transport
+        #: Set when routing to this client stopped because its output was full (:meth:`output_full`).
+        self.throttled = False
 
     # The engine's frame hook (protocol.hooks.FrameHook), set while the broker's tap has observers.
 
@@ -92,10 +104,36 @@ class BrokerConnection:
     def data_to_send(self) -> bytes:
         """Bytes to write; a failure to produce them closes this connection (amqp:internal-error)."""
         try:
-            return self.engine.data_to_send()
+            data = self.engine.data_to_send()
         except Exception as exc:
             self.broker.internalerror(self, exc)
             return self.engine.data_to_send()
+        if self.throttled and self.transport_backlog is _no_transport:
+            self.output_drained()  # in memory (minibroker.testing): what was taken is delivered
+        return data
+
+    def output_full(self) -> bool:
+        """Whether output queued here is over :data:`OUTPUT_BOUND`; if so, routing resumes once it drains."""
+        if self.engine.output_size + self.transport_backlog() <= OUTPUT_BOUND:
+            return False
+        self.throttled = True
+        return True
+
+    def output_drained(self) -> None:
+        """The transport wrote what it held: links that stopped for a full output may send again.
+
+        Room opened for this client as when a session window opens (§2.5.6), so the broker's
+        answer is the same: its consumers' queues dispatch again.
+        """
+        if not self.throttled or not self.open:
+            return
+        self.throttled = False
+        sessions = list(self.engine.sessions.values())
+        if sessions:
+            try:
+                self.broker.handle(self, [ev.SessionWindowOpened(session) for session in sessions])
+            except Exception as exc:
+                self.broker.internalerror(self, exc)
 
     def tick(self, now: float) -> float | None:
         """Idle-timeout rules at server time ``now`` (monotonic); returns the next deadline."""

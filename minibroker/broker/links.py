@@ -54,6 +54,9 @@ class Client(Protocol):
     def mark_dirty(self) -> None:
         """Output was queued for this client by work done for another: have it written."""
 
+    def output_full(self) -> bool:
+        """Whether the output queued for this client is over its bound: route nothing more to it for now."""
+
 
 class CreditTransaction(Protocol):
     """The transaction a flow's ``txn-id`` named (Part 4 §4.4.3), as a consumer sees it."""
@@ -105,6 +108,8 @@ class ConsumerLink:
         link = self.link
         if link.session.remote_incoming_window <= 0 or link.outgoing is not None:
             return 0  # no room in the session window, or a large message still going out
+        if self.connection.output_full():
+            return 0  # a client that does not read holds no more than its output bound; the queue keeps the rest
         return link.credit
 
     def accepts(self, entry: Entry) -> bool:

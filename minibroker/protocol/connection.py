@@ -139,6 +139,9 @@ class Connection:
         self.phase = Phase.AWAIT_HEADER
         self._in = b""
         self._out: list[bytes] = []
+        #: Bytes of frames queued in ``_out`` (protocol headers aside): the broker stops routing
+        #: messages to a connection whose output, here and in the transport, is over its bound.
+        self.output_size = 0
         self._events: list[ev.Event] = []
         self._received = False
         self._sent = False
@@ -184,6 +187,7 @@ class Connection:
         self._sent = True
         data = b"".join(self._out)
         self._out = []
+        self.output_size = 0
         return data
 
     def tick(self, now: float) -> float | None:
@@ -226,6 +230,7 @@ class Connection:
     def send_raw(self, data: bytes) -> None:
         """Queue ``data`` as it is: e.g. a frame a hook held back (``frame_out``) and now lets go."""
         self._out.append(data)
+        self.output_size += len(data)
 
     def local_session(self, channel: int) -> Session | None:
         """The session we write on ``channel`` (our own channel number, as in frames we send)."""
@@ -393,6 +398,7 @@ class Connection:
         if self.hook is not None:
             data = self.hook.frame_out(channel, performative, data)
         self._out.append(data)
+        self.output_size += len(data)
 
     # ---------------------------------------------------------- connection
 
@@ -927,6 +933,7 @@ class Connection:
                 )
                 data = self.hook.frame_out(session.channel, transfer, data)
             self._out.append(data)
+            self.output_size += len(data)
             session.next_outgoing_id = (session.next_outgoing_id + 1) % SERIAL_MOD
             session.remote_incoming_window -= 1
         else:

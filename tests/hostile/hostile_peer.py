@@ -29,9 +29,11 @@ GOOD_CLIENT_WAIT = 30.0
 class Attacker:
     """Raw AMQP bytes from :class:`~minibroker.testing.Peer` written to a real socket."""
 
-    def __init__(self, broker: minibroker.ThreadedBroker, container_id: str = "attacker") -> None:
+    def __init__(
+        self, broker: minibroker.ThreadedBroker, container_id: str = "attacker", sock: socket.socket | None = None
+    ) -> None:
         self.peer = Peer(container_id)
-        self.sock = socket.create_connection((broker.host, broker.port), timeout=GOOD_CLIENT_WAIT)
+        self.sock = sock or socket.create_connection((broker.host, broker.port), timeout=GOOD_CLIENT_WAIT)
         self.reader = FrameReader()
         self.frames = Frames()
 
@@ -76,3 +78,23 @@ def good_client_round_trip(broker: minibroker.ThreadedBroker, *, address: str | 
         assert message.body == body
     finally:
         connection.close()
+
+
+def held_output(broker: minibroker.ThreadedBroker) -> int:
+    """The most output bytes the broker holds for any one connection (engine plus transport)."""
+
+    def largest() -> int:
+        return max(
+            (c.engine.output_size + c.transport_backlog() for c in broker._broker.connections), default=0
+        )
+
+    return broker._read(largest)
+
+
+def small_receive_buffer_socket(broker: minibroker.ThreadedBroker) -> socket.socket:
+    """A socket that takes little into the kernel: what it does not read stays with the broker."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(GOOD_CLIENT_WAIT)
+    sock.connect((broker.host, broker.port))
+    return sock
