@@ -66,6 +66,7 @@ class BrokerConnection:
                 users=dict(config.users),
                 allow_anonymous=config.allow_anonymous,
                 max_message_size=config.max_message_size,
+                max_unsettled_incoming=config.link_credit,
                 channel_max=config.max_sessions - 1,
                 offered_capabilities=(ANONYMOUS_RELAY,),
                 properties={"product": "minibroker"},

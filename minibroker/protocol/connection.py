@@ -114,6 +114,10 @@ class ConnectionConfig:
     allow_anonymous: bool = True
     #: Largest message accepted from the peer, advertised in attach (§2.7.3); None: no limit.
     max_message_size: int | None = None
+    #: Deliveries the peer sent on one link that it has not settled yet (rcv-settle-mode ``second``,
+    #: §2.6.12: we keep each until the peer settles): at this many the link gets no more credit, and
+    #: credit comes back as the peer settles.  The default matches the broker's ``link_credit``.
+    max_unsettled_incoming: int = 1000
     offered_capabilities: tuple[str, ...] = ()
     properties: dict[str, Any] = field(default_factory=dict)
 
@@ -655,8 +659,9 @@ class Connection:
 
     def _forget_deliveries(self, link: Link) -> None:
         session = link.session
+        table = session.outgoing_unsettled if link.is_sender else session.incoming_unsettled
         for delivery_id in link.unsettled:
-            session.outgoing_unsettled.pop(delivery_id, None)
+            table.pop(delivery_id, None)
         link.unsettled.clear()
         link.incoming = None
         link.outgoing = None
@@ -775,7 +780,19 @@ class Connection:
         )
 
     def grant_credit(self, link: Link, credit: int) -> None:
-        """Set the credit of a link the peer sends on, and tell the peer (§2.6.7)."""
+        """Set the credit of a link the peer sends on, and tell the peer (§2.6.7).
+
+        The credit is capped so that the deliveries the peer has not settled, plus the ones it
+        may still send, stay within ``max_unsettled_incoming``; the rest is granted as it settles.
+        """
+        if not link.is_sender:
+            link.wanted_credit = credit
+            room = self.config.max_unsettled_incoming - len(link.unsettled)
+            if credit > room:
+                credit = max(0, room)
+                link.starved = True
+            else:
+                link.starved = False
         link.credit = credit
         self.send_link_flow(link)
 
@@ -887,6 +904,7 @@ class Connection:
         link.incoming = None
         if not delivery.remote_settled:
             session.incoming_unsettled[delivery.delivery_id] = delivery
+            link.unsettled[delivery.delivery_id] = delivery
         self._events.append(ev.MessageReceived(link, delivery))
 
     def _check_size(self, link: Link, size: int, channel: int, handle: int) -> None:
@@ -1004,6 +1022,7 @@ class Connection:
             ids = [delivery_id for delivery_id in table if (delivery_id - first) % SERIAL_MOD <= width]
         state = disposition.state
         settled = disposition.settled
+        starved: list[Link] = []
         for delivery_id in ids:
             delivery = table.get(delivery_id)
             if delivery is not None:
@@ -1012,7 +1031,12 @@ class Connection:
                     delivery.remote_settled = True
                     del table[delivery_id]
                     delivery.link.unsettled.pop(delivery_id, None)
+                    if delivery.link.starved:
+                        starved.append(delivery.link)
                 self._events.append(ev.DeliveryUpdated(delivery.link, delivery, state, settled))
+        for link in dict.fromkeys(starved):  # the peer settled: the credit held back is granted now
+            if link.state is LinkState.ATTACHED:
+                self.grant_credit(link, link.wanted_credit)
 
     def settle(self, delivery: Delivery, state: Any, settled: bool = True) -> None:
         """Tell the peer a delivery's state, settling it (§2.7.6).
@@ -1026,11 +1050,15 @@ class Connection:
         session = link.session
         if settled:
             delivery.settled = True
+            link.unsettled.pop(delivery.delivery_id, None)
             if link.is_sender:
                 session.outgoing_unsettled.pop(delivery.delivery_id, None)
-                link.unsettled.pop(delivery.delivery_id, None)
             else:
                 session.incoming_unsettled.pop(delivery.delivery_id, None)
+        if not link.is_sender:
+            # The outcome is decided: the message is in a node now, if anywhere; waiting for the
+            # peer to settle (rcv-settle-mode second) holds the delivery's state, not its bytes.
+            delivery.payload = b""
         if session.state is not SessionState.MAPPED:
             return
         role = ROLE_SENDER if link.is_sender else ROLE_RECEIVER
