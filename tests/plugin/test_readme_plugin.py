@@ -1,4 +1,4 @@
-"""The README's "pytest plugin" examples run as a test suite: its conftest block as conftest.py,
+"""The "pytest plugin" page's examples run as a test suite: its conftest block as conftest.py,
 its test blocks as test files, with nothing else configured."""
 
 from __future__ import annotations
@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-SECTION = README.read_text().split("\n## pytest plugin\n", 1)[1].split("\n## ", 1)[0]
-BLOCKS = re.findall(r"```python\n(.*?)```", SECTION, flags=re.S)
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "pytest-plugin.md"
+BLOCKS = re.findall(r"```python\n(.*?)```", PAGE.read_text(), flags=re.S)
 
 
 def test_the_section_has_a_test_file_and_a_conftest() -> None:
