@@ -64,3 +64,14 @@ def test_relative_links_name_existing_files(page: Any) -> None:
             continue
         assert (page.parent / target).resolve().exists(), f"{page_id(page)} links to missing {target}"
     assert ROOT.exists()
+
+
+def test_install_instructions_agree_and_need_no_package_index() -> None:
+    """minibroker is installed from a clone: no page may tell a user to install it by name from an
+    index, and the Install section gives the first set-up command's install."""
+    for page in PAGES:
+        assert "install 'minibroker[" not in page.read_text(), f"{page_id(page)} installs minibroker from an index"
+    readme = README.read_text()
+    setup = readme.split("## Set-up", 1)[1].split("\n## ", 1)[0]
+    install = readme.split("## Install", 1)[1].split("\n## ", 1)[0]
+    assert "pip install -e . &&" in setup and "`pip install -e .`" in install
