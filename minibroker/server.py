@@ -31,6 +31,7 @@ import trio
 from .broker.client_connection import OUTPUT_BOUND
 from .broker.clock import ManualClock
 from .broker.engine import Broker, BrokerConnection
+from .broker.stored import clear_header_cache
 from .tls import close_notify, handshake, wrap
 
 __all__ = ["serve", "stop", "DEFAULT_HOST", "ExposedBrokerWarning"]
@@ -206,6 +207,7 @@ class _Channel:
 def stop(broker: Broker, scope: trio.CancelScope) -> None:
     """Stop serving: every connection gets a ``close`` (flushed while the tasks wind down), then ``scope`` is cancelled."""
     broker.close_connections()
+    clear_header_cache()
     scope.cancel()
 
 

@@ -54,7 +54,7 @@ from .statistics import (
     TopicSnapshot,
     TransactionSnapshot,
 )
-from .stored import Entry, StoredMessage
+from .stored import Entry, StoredMessage, clear_header_cache
 from .tap import FrameLog, FrameTrace, Tap, TraceObserver
 from .topic import Topic
 from .transactions import TransactionManager
@@ -305,6 +305,7 @@ class Broker:
         """Back to empty: every connection closed; nodes, transactions, counters, errors, frame log and faults gone."""
         self.close_connections(amqp_error(conditions.CONNECTION_FORCED, "broker reset"))
         self.router.clear()
+        clear_header_cache()
         self._consumers.clear()
         self.transactions.reset()
         self.errors.clear()

@@ -16,7 +16,7 @@ from ..amqp.errors import AMQPDecodeError
 from ..amqp.message import Message, Sections, decode_message, split_sections
 from ..amqp.messaging import Header, MessageAnnotations, Properties
 
-__all__ = ["StoredMessage", "Entry", "AVAILABLE", "ACQUIRED", "ARCHIVED"]
+__all__ = ["StoredMessage", "Entry", "AVAILABLE", "ACQUIRED", "ARCHIVED", "MAX_HEADER_SIZE", "clear_header_cache"]
 
 # Message states (Part 3 §3.3, figure 3.2)
 AVAILABLE = 0
@@ -27,15 +27,31 @@ _HEADER_PREFIX = b"\x00\x53\x70"
 _PROPERTIES_PREFIX = b"\x00\x53\x73"
 
 
+#: The largest header section taken (Part 3 §3.2.1).  Its five fields are scalars (boolean,
+#: ubyte, uint, boolean, uint): about 20 bytes in the usual encoding, under 64 in the widest one
+#: (list32, ulong descriptor, every field at full width).  Checking the size before decoding keeps
+#: a peer's "header" of megabytes of symbols from costing any decoding work.
+MAX_HEADER_SIZE = 256
 #: Decoded headers by their bytes: a producer's messages usually share one header
-#: encoding, and Header objects are never changed once decoded.
+#: encoding, and Header objects are never changed once decoded.  Only headers up to
+#: MAX_HEADER_SIZE are ever decoded, so the cache holds at most _HEADERS_MAX * 256 bytes of keys;
+#: ``clear_header_cache`` empties it (``Broker.reset``, the server's ``stop``).
 _HEADERS: dict[bytes, Header] = {}
 _HEADERS_MAX = 1024
+
+
+def clear_header_cache() -> None:
+    """Forget every cached header (nothing refers to the cache but new messages)."""
+    _HEADERS.clear()
 
 
 def _header(data: bytes) -> Header:
     header = _HEADERS.get(data)
     if header is None:
+        if len(data) > MAX_HEADER_SIZE:
+            raise AMQPDecodeError(
+                f"header section of {len(data)} bytes; its five fields take at most {MAX_HEADER_SIZE} (Part 3 §3.2.1)"
+            )
         header = codec.decode(data)
         if not isinstance(header, Header):
             raise AMQPDecodeError(f"expected a header section, got {type(header).__name__}")
