@@ -177,6 +177,34 @@ class _Outbox:
                 channel.write_now()
 
 
+class _Handshakes:
+    """Connections that have not completed ``open`` yet, oldest first, at most ``limit`` of them.
+
+    They hold no ``max_connections`` slot (the broker counts a connection when its ``open``
+    arrives); instead one more than ``limit`` makes the oldest go, so sockets that dawdle
+    (however many) can delay a client that logs in at once by one eviction, never refuse it.
+    """
+
+    __slots__ = ("limit", "_pending")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._pending: dict[trio.CancelScope, BrokerConnection] = {}
+
+    def admit(self, scope: trio.CancelScope, connection: BrokerConnection) -> None:
+        pending = self._pending
+        for old in [s for s, c in pending.items() if c.container_id is not None or not c.open]:
+            del pending[old]  # done with the handshake, or gone
+        while len(pending) >= self.limit:
+            oldest = next(iter(pending))
+            del pending[oldest]
+            oldest.cancel()
+        pending[scope] = connection
+
+    def discard(self, scope: trio.CancelScope) -> None:
+        self._pending.pop(scope, None)
+
+
 class _Channel:
     """One connection as the server writes it: its protocol state, its ordered sender and its writer's waker."""
 
@@ -239,6 +267,7 @@ async def serve(
                 stacklevel=2,
             )
         outbox = _Outbox()
+        handshakes = _Handshakes(broker.config.max_handshakes)
         async with trio.open_nursery() as nursery:
             if not isinstance(broker.clock, ManualClock):
                 nursery.start_soon(_run_timers, broker)
@@ -256,9 +285,11 @@ async def serve(
                 if family in (socket.AF_INET, socket.AF_INET6):
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 if ssl_context is not None:
-                    nursery.start_soon(_serve_tls, broker, ssl_context, sock, f"{peer[0]}:{peer[1]}", outbox)
+                    nursery.start_soon(
+                        _serve_tls, broker, ssl_context, sock, f"{peer[0]}:{peer[1]}", outbox, handshakes
+                    )
                 else:
-                    nursery.start_soon(_serve_connection, broker, sock, f"{peer[0]}:{peer[1]}", outbox)
+                    nursery.start_soon(_serve_connection, broker, sock, f"{peer[0]}:{peer[1]}", outbox, handshakes)
     finally:
         listener.close()
 
@@ -282,7 +313,9 @@ async def _run_timers(broker: Broker) -> None:
         broker.on_timers_changed = previous
 
 
-async def _serve_tls(broker: Broker, context: ssl.SSLContext, raw: socket.socket, peer: str, outbox: _Outbox) -> None:
+async def _serve_tls(
+    broker: Broker, context: ssl.SSLContext, raw: socket.socket, peer: str, outbox: _Outbox, handshakes: _Handshakes
+) -> None:
     """Handshake, then serve as plain; a failed handshake only closes the socket (no broker state yet)."""
     try:
         sock = wrap(context, raw)
@@ -290,13 +323,15 @@ async def _serve_tls(broker: Broker, context: ssl.SSLContext, raw: socket.socket
         raw.close()
         return
     if await handshake(sock):
-        await _serve_connection(broker, sock, peer, outbox)
+        await _serve_connection(broker, sock, peer, outbox, handshakes)
     else:
         sock.close()
 
 
-async def _serve_connection(broker: Broker, sock: socket.socket, peer: str, outbox: _Outbox) -> None:
-    """Read and write one connection.
+async def _serve_connection(
+    broker: Broker, sock: socket.socket, peer: str, outbox: _Outbox, handshakes: _Handshakes
+) -> None:
+    """Read and write one connection; until its ``open`` it counts among the ``handshakes``.
 
     The reader sends the replies to what it just read itself, so a request
     costs one task wake-up; the writer task sends only what other
@@ -309,6 +344,18 @@ async def _serve_connection(broker: Broker, sock: socket.socket, peer: str, outb
     connection = channel.connection = broker.connect(channel.notify, peer)
     connection.transport_backlog = lambda: sender.backlog
     sender.connection, sender.waker = connection, waker
+    with trio.CancelScope() as evicted:  # cancelled when newer handshakes push this one out
+        handshakes.admit(evicted, connection)
+        try:
+            await _run_connection(connection, sock, sender, waker, outbox)
+        finally:
+            handshakes.discard(evicted)
+
+
+async def _run_connection(
+    connection: BrokerConnection, sock: socket.socket, sender: _Sender, waker: _Waker, outbox: _Outbox
+) -> None:
+    broker = connection.broker
     peer_closed = False
     try:
         async with trio.open_nursery() as nursery:

@@ -63,6 +63,7 @@ class BrokerConnection:
                 container_id=config.container_id,
                 max_frame_size=config.max_frame_size,
                 idle_timeout=config.idle_timeout,
+                handshake_timeout=config.handshake_timeout,
                 users=dict(config.users),
                 allow_anonymous=config.allow_anonymous,
                 max_message_size=config.max_message_size,

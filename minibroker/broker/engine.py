@@ -130,8 +130,6 @@ class Broker:
     def connect(self, notify: Callable[[], None], peer: str = "") -> BrokerConnection:
         """A new transport: returns the object the server feeds bytes to."""
         connection = BrokerConnection(self, notify, peer)
-        #: Set when the broker already serves max_connections: sent with ``close`` after ``open``.
-        connection.refusal = connection_refusal(len(self.connections), self.config.max_connections)
         self.connections.add(connection)
         self.connections_total += 1
         self.flush()  # waiters on statistics().connections see it
@@ -364,8 +362,12 @@ class Broker:
         self.flush()
 
     def _on_opened(self, connection: BrokerConnection, event: ev.ConnectionOpened) -> None:
+        # hook: max_connections (limits.py), counting only connections past their handshake: one
+        # still in it holds no slot (the server bounds those by max_handshakes).
+        opened = sum(1 for other in self.connections if other.container_id is not None)
         connection.container_id = event.container_id
-        if connection.refusal is not None:  # hook: max_connections (limits.py)
+        connection.refusal = connection.refusal or connection_refusal(opened, self.config.max_connections)
+        if connection.refusal is not None:
             connection.close(connection.refusal)
 
     def _on_closed(self, connection: BrokerConnection, event: ev.ConnectionClosed) -> None:

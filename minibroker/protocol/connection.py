@@ -109,6 +109,10 @@ class ConnectionConfig:
     #: Seconds of silence from the peer after which the connection is closed
     #: (advertised as idle-time-out, §2.4.5); None disables it.
     idle_timeout: float | None = 60.0
+    #: Seconds from the first :meth:`Connection.tick` (the transport's start) to the peer's
+    #: ``open``, SASL included, before the connection is closed; None: no bound.  Unlike the
+    #: idle time-out, bytes trickling in do not extend it.
+    handshake_timeout: float | None = 10.0
     #: SASL PLAIN users, name -> password (never shown in repr).
     users: dict[str, str] = field(default_factory=dict, repr=False)
     allow_anonymous: bool = True
@@ -150,6 +154,7 @@ class Connection:
         self._received = False
         self._sent = False
         self._last_received: float | None = None
+        self._started: float | None = None  # the first tick: when the handshake time-out starts
         self._last_sent: float | None = None
         # Dispositions not yet written, coalesced into ranges: key -> [session, role, first, last, settled, state]
         self._dispositions: dict[tuple[int, bool, bool, type], list[Any]] = {}
@@ -207,9 +212,24 @@ class Connection:
         if self._sent or self._last_sent is None:
             self._last_sent = now
             self._sent = False
+        if self._started is None:
+            self._started = now
         if self.finished or self.state is ConnectionState.END:
             return None
         deadlines = []
+        handshake = self.config.handshake_timeout
+        if handshake is not None and self.state in (ConnectionState.START, ConnectionState.HDR_EXCH):
+            due = self._started + handshake
+            if now >= due:
+                self._fail(
+                    ConnectionError_(
+                        conditions.RESOURCE_LIMIT_EXCEEDED,
+                        f"no open within {handshake:g} s of connecting (the handshake time-out); "
+                        "send the protocol header, SASL and open at once",
+                    )
+                )
+                return None
+            deadlines.append(due)
         if self.remote_idle_timeout:
             due = self._last_sent + self.remote_idle_timeout / 2
             if now >= due:

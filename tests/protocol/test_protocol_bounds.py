@@ -11,9 +11,10 @@ from engine_harness import OpenEngine
 
 from minibroker.amqp import errors as conditions
 from minibroker.amqp.messaging import Accepted
-from minibroker.amqp.performatives import Detach, Transfer
-from minibroker.protocol import events
+from minibroker.amqp.performatives import Close, Detach, Transfer
+from minibroker.protocol import Connection, ConnectionConfig, events
 from minibroker.protocol.connection import MAX_FRAGMENTS
+from minibroker.testing import Peer, parse_frames
 
 
 class CountingDict(dict[int, Any]):
@@ -71,3 +72,39 @@ def test_reassembly_holds_one_buffer_and_counts_empty_frames(open_engine: OpenEn
     detach = frames.one(Detach)
     assert detach.error is not None and detach.error.condition == conditions.RESOURCE_LIMIT_EXCEEDED
     assert link.incoming is None
+
+
+def _closed(conn: Connection) -> list[events.ConnectionClosed]:
+    return [e for e in conn.take_events() if isinstance(e, events.ConnectionClosed)]
+
+
+def test_the_handshake_times_out_from_the_first_tick_however_the_bytes_trickle() -> None:
+    conn = Connection(ConnectionConfig(handshake_timeout=10.0, idle_timeout=60.0))
+    assert conn.tick(100.0) == 10.0 + 100.0
+    for second, byte in enumerate(b"AMQP\x00\x01\x00", start=1):  # a byte a second: 7 of the header's 8
+        conn.receive_data(bytes([byte]))  # keeps the idle timer fresh, not the handshake's
+        assert conn.tick(100.0 + second) == 110.0 and not conn.finished
+    assert conn.tick(110.0) is None
+    assert conn.finished
+    [closed] = _closed(conn)
+    assert closed.error is not None and closed.error.condition == conditions.RESOURCE_LIMIT_EXCEEDED
+
+
+def test_after_open_the_handshake_timeout_no_longer_applies() -> None:
+    conn = Connection(ConnectionConfig(handshake_timeout=10.0, idle_timeout=None))
+    conn.tick(0.0)
+    peer = Peer()
+    conn.receive_data(peer.header() + peer.open())
+    assert conn.tick(1000.0) is None and not conn.finished
+
+
+def test_a_header_without_open_gets_open_then_close_at_the_timeout() -> None:
+    conn = Connection(ConnectionConfig(handshake_timeout=5.0, idle_timeout=None))
+    conn.tick(0.0)
+    conn.receive_data(Peer.header())
+    conn.data_to_send()
+    conn.tick(5.0)
+    frames = parse_frames(conn.data_to_send())
+    assert frames.names() == ["Open", "Close"]
+    error = frames.one(Close).error
+    assert error is not None and "handshake" in str(error.description)
