@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -50,6 +51,15 @@ def capabilities(terminus: Any) -> frozenset[str]:
     return frozenset(str(c) for c in caps)
 
 
+def _durable_key(topic: str, user: str | None, container_id: str | None, link_name: str) -> str:
+    """A durable subscription's name: it belongs to the user who created it (from SASL PLAIN) and
+    their container-id and link name (broker paper 2.3.11), so another user reusing the same
+    container-id and link name gets a subscription of their own.  Anonymous clients share one
+    namespace: without a login there is no one to tell apart."""
+    owner = f"{user}/" if user is not None else ""
+    return f"{topic}::{owner}{container_id}:{link_name}"
+
+
 class Attacher:
     """Builds the broker's side of a link from the client's attach."""
 
@@ -61,6 +71,12 @@ class Attacher:
         self.link_credit = link_credit
         self.credit_gate = credit_gate  # producers of withhold-credit queues get only the room (limits.py)
         self._link_ids = itertools.count(1)  # distinct per consumer: undeliverable-here names them
+        #: Called with a live consumer whose durable subscription a new attach takes over (link
+        #: stealing, Part 2 §2.6.1): the broker detaches it with ``amqp:link:stolen``.
+        self.on_stolen: Callable[[ConsumerLink], None] | None = None
+        #: The connection that created each dynamic node (broker paper 2.3.13): only it may
+        #: consume from the node; others may send to it (a reply-to address is made to be sent to).
+        self._dynamic_owners: weakref.WeakKeyDictionary[Queue, Client] = weakref.WeakKeyDictionary()
 
     def consumer(self, connection: Client, link: Link, container_id: str | None) -> ConsumerLink:
         """Accept a link on which the client receives (source: a queue, topic or dynamic node), or raise :class:`Refusal`.
@@ -89,6 +105,7 @@ class Attacher:
         node: Queue | Topic | None
         if dynamic:
             address, node = self.router.declare_dynamic()
+            self._dynamic_owners[node] = connection
         else:
             if not isinstance(source.address, str) or not source.address:
                 raise Refusal(conditions.INVALID_FIELD, "the source has no address (set one, or dynamic=true)")
@@ -96,13 +113,25 @@ class Attacher:
             node = self.router.resolve(address, capabilities(source))
             if node is None:
                 raise Refusal(conditions.NOT_FOUND, self.router.unresolved(address, capabilities(source)))
+            owner = self._dynamic_owners.get(node) if isinstance(node, Queue) else None
+            if owner is not None and owner is not connection:
+                raise Refusal(
+                    conditions.UNAUTHORIZED_ACCESS,
+                    f"{address!r} is a dynamic node of another connection: only its creator receives from it "
+                    "(attach with dynamic=true for one of your own)",
+                )
         browse = source.distribution_mode == "copy" and isinstance(node, Queue)
         subscription = None
         topic = None
         if isinstance(node, Topic):
             topic = node
             durable = bool(source.durable) and source.expiry_policy == "never"
-            key = f"{topic.name}::{container_id}:{link.name}" if durable else f"{topic.name}::{uuid.uuid4().hex}"
+            key = (
+                _durable_key(topic.name, connection.engine.user, container_id, link.name)
+                if durable
+                else f"{topic.name}::{uuid.uuid4().hex}"
+            )
+            self._steal(topic, key)
             subscription = self.router.subscribe(topic, key, durable, selector)
             queue = subscription.queue
         else:
@@ -141,6 +170,17 @@ class Attacher:
         connection.engine.accept_link(link, source=reply, target=link.target)
         return consumer
 
+    def _steal(self, topic: Topic, key: str) -> None:
+        """A link is identified by its name and its container (Part 2 §2.6.1): attaching a name
+        that is live elsewhere takes it over, and the old link is detached (``amqp:link:stolen``)
+        rather than sharing the subscription's messages with the new one."""
+        existing = topic.subscriptions.get(key)
+        if existing is None or not existing.attached or self.on_stolen is None:
+            return
+        for consumer in list(existing.queue.consumers):
+            if isinstance(consumer, ConsumerLink) and consumer.subscription is existing:
+                self.on_stolen(consumer)
+
     def producer(self, connection: Client, link: Link) -> ProducerLink:
         """Accept a link on which the client sends (target: a node, a dynamic node or none for anonymous relay)."""
         target = link.target
@@ -149,7 +189,8 @@ class Attacher:
         dynamic = bool(target.dynamic)
         address: str | None
         if dynamic:
-            address, _queue = self.router.declare_dynamic()
+            address, queue = self.router.declare_dynamic()
+            self._dynamic_owners[queue] = connection
         elif target.address is None:
             address = None  # anonymous relay: route every message by its ``to``
         else:

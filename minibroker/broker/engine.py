@@ -105,6 +105,7 @@ class Broker:
             timers_changed=self._timers_changed,
         )
         self.attacher = Attacher(self.router, self.now, self.config.link_credit, self.credit_gate)
+        self.attacher.on_stolen = self._steal
         self._dirty: set[BrokerConnection] = set()
         self._consumers: set[ConsumerLink] = set()
         #: Exceptions raised while handling a connection (each closed it with amqp:internal-error).
@@ -523,6 +524,14 @@ class Broker:
         """Detach any link from the broker's side with ``error``, closing it, and end it (Part 2 §2.6.5)."""
         connection.engine.detach_link(link, error)
         self._on_detached(connection, ev.LinkDetached(link, True, error))
+
+    def _steal(self, consumer: ConsumerLink) -> None:
+        """A new attach took over this consumer's link (Part 2 §2.6.1): detach it, not closed, with
+        ``amqp:link:stolen``; what it held goes back to its (durable) subscription."""
+        error = amqp_error(conditions.STOLEN, f"link {consumer.link.name!r} was attached again by its container")
+        consumer.connection.engine.detach_link(consumer.link, error, closed=False)
+        self._end_consumer(consumer, closed=False)
+        consumer.connection.mark_dirty()
 
     def _detach_consumer(self, consumer: ConsumerLink, error: Error) -> None:
         """Detach a consumer's link with ``error`` (closing it) and end it."""

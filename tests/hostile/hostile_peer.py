@@ -40,9 +40,11 @@ class Attacker:
     def send(self, data: bytes) -> None:
         self.sock.sendall(data)
 
-    def start(self, **open_fields: Any) -> Frames:
-        """Header, open and begin; returns the broker's answer up to its begin."""
-        self.send(self.peer.start(**open_fields))
+    def start(self, login: tuple[str, str] | None = None, **open_fields: Any) -> Frames:
+        """(SASL PLAIN with ``login``,) header, open and begin; returns the broker's answer up to its begin."""
+        peer = self.peer
+        sasl = peer.sasl_plain(*login) if login is not None else b""
+        self.send(sasl + peer.header() + peer.open(**open_fields) + peer.begin(0))
         return self.read_until(lambda f: any(x.name == "Begin" for x in f))
 
     def read_until(self, done: Any, timeout: float = GOOD_CLIENT_WAIT) -> Frames:
