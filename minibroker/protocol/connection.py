@@ -142,6 +142,9 @@ class Connection:
         #: True once the transport should be closed after flushing what is queued.
         self.finished = False
         self.sessions: dict[int, Session] = {}  # by the peer's channel
+        #: Links we have answered (accepted or refused) and not yet forgotten: what ``max_links``
+        #: counts, so attaches read in one burst are accepted in order up to the limit.
+        self.links_answered = 0
         self._sessions_local: dict[int, Session] = {}
         #: Protocol headers and SASL before the AMQP frames (``_state.PHASE_TRANSITIONS``).
         self.phase = Phase.AWAIT_HEADER
@@ -562,6 +565,8 @@ class Connection:
     def _session_gone(self, session: Session, error: Error | None) -> None:
         """Report the session ended, after its links; they are detached without being closed (§2.6.5)."""
         for link in list(session.links_by_handle.values()):
+            if link.state is not LinkState.ATTACH_RCVD:
+                self.links_answered -= 1
             if link.state is not LinkState.DETACHED:
                 self._events.append(ev.LinkDetached(link, False, error))
             link.state = advance(link.state, Input.SESSION_ENDED, repr(link.name))
@@ -650,6 +655,7 @@ class Connection:
             ),
         )
         link.state = advance(link.state, Input.SEND_ATTACH, repr(link.name))
+        self.links_answered += 1
 
     def refuse_link(self, link: Link, error: Error) -> None:
         """Refuse a link: attach with a null source or target, then detach (§2.6.3)."""
@@ -667,6 +673,7 @@ class Connection:
             ),
         )
         link.state = advance(link.state, Input.SEND_ATTACH, repr(link.name))
+        self.links_answered += 1
         self.detach_link(link, error)
 
     def detach_link(self, link: Link, error: Error | None = None, closed: bool = True) -> None:
@@ -692,6 +699,8 @@ class Connection:
         if session.state is not SessionState.MAPPED:
             return
         link = self._link(session, detach.handle, "detach")
+        if link.state is not LinkState.ATTACH_RCVD:
+            self.links_answered -= 1
         if link.state is LinkState.ATTACH_RCVD:
             # The peer detached before we answered its attach (both in one write):
             # answer the attach, echoing its termini, so the detach below completes it.
