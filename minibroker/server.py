@@ -148,6 +148,11 @@ class _Sender:
             self._drained.set()
             self._drained = trio.Event()
 
+    def discard(self) -> None:
+        """The connection is over: drop what was never written."""
+        self._pending = bytearray()
+        self.connection = self.waker = None
+
     async def wait_drained(self) -> None:
         """Park until what is queued has been written (back-pressure for a peer that does not read)."""
         while len(self._pending) > HIGH_WATER:
@@ -375,7 +380,8 @@ async def _run_connection(
     except* Exception as group:  # a bug here must cost this connection only, never the server
         broker.errors.extend(exc for exc in group.exceptions if isinstance(exc, Exception))
     finally:
-        connection.connection_lost()
+        connection.release()  # its buffers go now, not at the next collection of its reference cycles
+        sender.discard()
         if not peer_closed:
             await _linger(sock)
         sock.close()

@@ -162,6 +162,13 @@ class BrokerConnection:
                 self.broker.errors.append(exc)
             self.broker.forget_connection(self)
 
+    def release(self) -> None:
+        """The transport is closed: free what this connection holds at once (see ``Connection.discard_buffers``)."""
+        self.connection_lost()
+        self.engine.discard_buffers()
+        self.transport_backlog = _no_transport
+        self.throttled = False
+
     def mark_dirty(self) -> None:
         """Output was queued here by work done for another connection: have it written."""
         self.broker.mark_dirty(self)

@@ -259,6 +259,18 @@ class Connection:
         self._out.append(data)
         self.output_size += len(data)
 
+    def discard_buffers(self) -> None:
+        """The transport is gone: drop every byte held for it (input not yet read, output not yet
+        written, dispositions not yet sent) now, not when a collection breaks this object's cycles."""
+        self.finished = True
+        self._in = b""
+        self._out = []
+        self.output_size = 0
+        self._dispositions = {}
+        self._disposition_ranges = []
+        self._events = []
+        self.hook = None
+
     def local_session(self, channel: int) -> Session | None:
         """The session we write on ``channel`` (our own channel number, as in frames we send)."""
         return self._sessions_local.get(channel)
@@ -571,6 +583,9 @@ class Connection:
                 self._events.append(ev.LinkDetached(link, False, error))
             link.state = advance(link.state, Input.SESSION_ENDED, repr(link.name))
             link.credit = 0
+            # The link may live on in reference cycles until a collection: its buffers need not.
+            link.incoming = link.outgoing = None
+            link.unsettled.clear()
         session.links_by_handle.clear()
         session.links_by_remote.clear()
         session.outgoing_unsettled.clear()
