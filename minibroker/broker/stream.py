@@ -1,0 +1,201 @@
+"""Stream nodes: an append-only log many readers read, each from its own position.
+
+A stream (RabbitMQ semantics, streams; DESIGN "one spine for messages") keeps
+what is published to it in a :class:`~minibroker.broker.streamlog.StreamLog`
+and hands it to every reader: a reader is a link whose whole state here is
+the offset it reads next, set at attach from its ``rabbitmq:stream-offset-spec``
+filter (:mod:`.streamfilters`).  Nothing is acquired and nothing is removed
+by reading, so the outcome a reader gives a delivery (accepted, released,
+rejected, modified: Part 3 §3.4) settles it on that link and changes nothing
+for anyone else; only retention (``max_bytes``, ``max_age``) drops messages.
+A reader whose position was dropped goes on from the first retained offset.
+
+Each delivery carries the message annotation ``x-stream-offset`` (a long), as
+RabbitMQ's do, so a client can resume from where it stopped.  The rest of the
+message goes out as it came in (Part 3 §3.2: the bare message is immutable);
+delivery-annotations, meant for one hop only, are not passed on.
+
+Credit is honoured exactly: a reader is sent at most what its credit allows,
+one message per unit, and a reader without credit costs nothing per append.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+from ..amqp.messaging import MessageAnnotations
+from ..amqp.types import symbol
+from .config import StreamOptions
+from .statistics import NodeCounters
+from .stored import StoredMessage
+from .streamfilters import StreamFilter
+from .streamlog import OffsetSpec, StreamLog
+
+__all__ = ["OFFSET_ANNOTATION", "Reader", "Stream", "delivery_payload"]
+
+#: The message annotation every delivery from a stream carries: the message's offset (a long).
+OFFSET_ANNOTATION = symbol("x-stream-offset")
+
+# message-annotations (descriptor 0x72, Part 3 §3.2.3) holding one entry, x-stream-offset -> long,
+# encoded by hand since every delivery needs it: map8 of 27 bytes and 2 items, sym8 key, long (0x81).
+_ANNOTATION_PREFIX = b"\x00\x53\x72\xc1\x1b\x02\xa3\x0f" + OFFSET_ANNOTATION.encode() + b"\x81"
+_LONG = struct.Struct(">q")
+
+
+def delivery_payload(message: StoredMessage, offset: int) -> bytes:
+    """The bytes to send for ``message`` at ``offset``: its own sections plus ``x-stream-offset``.
+
+    The header and the bare message (and footer) are copied as received;
+    delivery-annotations are dropped (they are for the next hop only, Part 3
+    §3.2.2); the message-annotations gain ``x-stream-offset``.
+    """
+    payload = message.payload
+    sections = message.sections
+    header_end = sections.header[1]
+    annotations_start, bare_start = sections.message_annotations
+    if annotations_start == bare_start:  # no annotations of its own: the common case, no encoding needed
+        return b"".join((payload[:header_end], _ANNOTATION_PREFIX, _LONG.pack(offset), payload[bare_start:]))
+    merged: dict[Any, Any] = dict(message.message_annotations or {})
+    merged[OFFSET_ANNOTATION] = offset
+    out = bytearray(payload[:header_end])
+    MessageAnnotations(merged).encode_into(out)
+    out += payload[bare_start:]
+    return bytes(out)
+
+
+class Reader(Protocol):
+    """What a stream needs of a reading link: its position, its filter, its credit, a way to send."""
+
+    #: The offset it reads next (all the state a reader has in the stream).
+    position: int
+    stream_filter: StreamFilter
+
+    def credit(self) -> int: ...
+
+    def deliver_offset(self, offset: int, message: StoredMessage) -> None: ...
+
+
+class Stream:
+    """A stream node: messages appended to a log, read by any number of readers from their own offsets."""
+
+    def __init__(
+        self,
+        name: str,
+        options: StreamOptions,
+        counters: NodeCounters,
+        on_expiry: Callable[[float], None] | None = None,
+    ) -> None:
+        self.name = name
+        self.counters = counters
+        self.log = StreamLog(options)
+        self.readers: list[Reader] = []
+        self.on_expiry = on_expiry  # told of a new retention deadline, so a timer can be rescheduled
+
+    @property
+    def options(self) -> StreamOptions:
+        return self.log.options
+
+    @options.setter
+    def options(self, options: StreamOptions) -> None:
+        self.log.options = options
+
+    # ----------------------------------------------------------- contents
+
+    @property
+    def depth(self) -> int:
+        """Messages retained."""
+        return self.log.count
+
+    @property
+    def bytes(self) -> int:
+        return self.log.bytes
+
+    def messages(self) -> Iterator[tuple[int, StoredMessage]]:
+        """Every retained message with its offset, oldest first."""
+        return self.log.read(self.log.first_offset, self.log.count)
+
+    def put(self, message: StoredMessage, now: float) -> int:
+        """Append ``message`` (retention then drops what it must); return its offset."""
+        log = self.log
+        first_expiry, dropped = log.next_expiry(), log.dropped
+        offset = log.append(message, now)
+        self.counters.enqueued += 1
+        self.counters.expired += log.dropped - dropped  # retention made room (max_bytes) or found some too old
+        self._retained(first_expiry)
+        return offset
+
+    def purge(self) -> int:
+        """Drop every retained message; offsets go on from where they were."""
+        return self.log.clear()
+
+    # ------------------------------------------------------------- readers
+
+    def add_reader(self, reader: Reader, spec: OffsetSpec | None = None) -> int:
+        """Attach ``reader`` at ``spec`` (default: its filter's offset spec); return its first offset."""
+        reader.position = self.log.start(reader.stream_filter.offset if spec is None else spec)
+        self.readers.append(reader)
+        return reader.position
+
+    def remove_reader(self, reader: Reader) -> None:
+        if reader in self.readers:
+            self.readers.remove(reader)
+
+    def dispatch(self, now: float) -> None:
+        """Send every reader what its credit allows, from its position on."""
+        expiry = self.log.next_expiry()
+        if expiry is not None and expiry <= now:
+            self.expire(now)
+        if not self.readers:
+            return
+        for reader in list(self.readers):
+            if reader.position < self.log.next_offset:
+                self._feed(reader)
+
+    def _feed(self, reader: Reader) -> None:
+        credit = reader.credit()
+        if credit <= 0:
+            return
+        log = self.log
+        position = max(reader.position, log.first_offset)  # dropped by retention: on from the first retained
+        end = log.next_offset
+        stream_filter = reader.stream_filter
+        selects = stream_filter.selects
+        counters = self.counters
+        while credit > 0 and position < end:
+            message = log.get(position)
+            assert message is not None  # first_offset <= position < next_offset
+            offset = position
+            position += 1
+            if selects and not stream_filter.matches(message):
+                counters.filtered_out += 1
+                continue
+            reader.position = position  # before sending: a reader that ends while sending keeps its place
+            reader.deliver_offset(offset, message)
+            counters.delivered += 1
+            credit = reader.credit()
+        reader.position = position
+
+    # ----------------------------------------------------------- retention
+
+    def next_expiry(self) -> float | None:
+        """When ``max_age`` next drops a message, or None."""
+        return self.log.next_expiry()
+
+    def expire(self, now: float) -> int:
+        """Drop what ``max_age`` (or ``max_bytes``) no longer keeps; return how many."""
+        first_expiry = self.log.next_expiry()
+        dropped = self.log.trim(now)
+        self.counters.expired += dropped
+        self._retained(first_expiry)
+        return dropped
+
+    def _retained(self, previous_expiry: float | None) -> None:
+        """Tell the timer of the new first retention deadline, if it changed."""
+        expiry = self.log.next_expiry()
+        if expiry is not None and expiry != previous_expiry and self.on_expiry is not None:
+            self.on_expiry(expiry)
+
+    def __repr__(self) -> str:
+        return f"<Stream {self.name!r} {self.log!r}, {len(self.readers)} readers>"
