@@ -1,9 +1,10 @@
 """Address forms and what they name (AMQP 1.0 broker paper 2.1).
 
-``queue://name`` names a queue, ``topic://name`` a topic; a plain name is
-whichever node of that name exists, else a queue, or a topic when the
-terminus carries the ``topic`` capability.  Queues and topics share one
-name space.
+``queue://name`` names a queue, ``topic://name`` a topic, ``stream://name``
+a stream; a plain name is whichever node of that name exists, else a queue,
+or a topic when the terminus carries the ``topic`` capability (a stream is
+only made when declared, or named with ``stream://``).  Queues, topics and
+streams share one name space.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Literal
 __all__ = [
     "QUEUE_PREFIX",
     "TOPIC_PREFIX",
+    "STREAM_PREFIX",
     "TOPIC_CAPABILITIES",
     "Kind",
     "node_name",
@@ -23,17 +25,20 @@ __all__ = [
 
 QUEUE_PREFIX = "queue://"
 TOPIC_PREFIX = "topic://"
+STREAM_PREFIX = "stream://"
 TOPIC_CAPABILITIES = frozenset({"topic", "temporary-topic"})
 
-Kind = Literal["queue", "topic"]
+Kind = Literal["queue", "topic", "stream"]
 
 
 def parse_address(address: str, capabilities: frozenset[str] = frozenset()) -> tuple[str, Kind, bool]:
-    """``(name, kind, explicit)``: ``explicit`` when a ``queue://``/``topic://`` prefix fixed the kind."""
+    """``(name, kind, explicit)``: ``explicit`` when a ``queue://``/``topic://``/``stream://`` prefix fixed the kind."""
     if address.startswith(QUEUE_PREFIX):
         return address[len(QUEUE_PREFIX) :], "queue", True
     if address.startswith(TOPIC_PREFIX):
         return address[len(TOPIC_PREFIX) :], "topic", True
+    if address.startswith(STREAM_PREFIX):
+        return address[len(STREAM_PREFIX) :], "stream", True
     return address, "topic" if capabilities & TOPIC_CAPABILITIES else "queue", False
 
 
@@ -42,14 +47,20 @@ def unresolved_reason(
     queues: Container[str],
     topics: Container[str],
     capabilities: frozenset[str] = frozenset(),
+    streams: Container[str] = (),
 ) -> str:
     """Why ``address`` names no node the broker has or may create, for an error description.
 
-    Either its name clashes with a node of the other kind, or auto-create is off.
+    Either its name clashes with a node of another kind, or auto-create is off.
     """
     name, kind, _ = parse_address(address, capabilities)
     if not name:
-        return f"address {address!r} names no node: give a queue or topic name"
+        return f"address {address!r} names no node: give a queue, topic or stream name"
+    if kind != "stream" and name in streams:
+        return f"{address!r} asks for a {kind} but {name!r} is a stream; use stream://{name} or the plain name"
+    if kind == "stream" and (name in queues or name in topics):
+        other = "queue" if name in queues else "topic"
+        return f"{address!r} asks for a stream but {name!r} is a {other}; nodes of different kinds cannot share a name"
     if kind == "topic" and name in queues:
         return (
             f"{address!r} asks for a topic but {name!r} is a queue; a queue and a topic cannot share a name"
@@ -65,9 +76,8 @@ def node_name(address: str, kind: Kind) -> str:
     """The node name in ``address`` for a Python API call about a ``kind``; refuses the other prefix."""
     name, named_kind, explicit = parse_address(address)
     if explicit and named_kind != kind:
-        other = "topic" if kind == "queue" else "queue"
         raise ValueError(
-            f"{address!r} is a {other} address; use broker.{other}({name!r}) for a {other}, "
+            f"{address!r} is a {named_kind} address; use broker.{named_kind}({name!r}) for a {named_kind}, "
             f"or {kind}://NAME / a plain name here"
         )
     if not name:

@@ -27,6 +27,8 @@ from .limits import CreditGate
 from .links import SUPPORTED_OUTCOMES, Client, ConsumerLink, ProducerLink
 from .queue import Queue
 from .router import Router
+from .stream import Stream, StreamConsumer
+from .streamfilters import has_stream_filters, parse_stream_filters
 from .topic import Topic
 
 __all__ = ["Attacher", "Refusal", "capabilities"]
@@ -62,8 +64,8 @@ class Attacher:
         self.credit_gate = credit_gate  # producers of withhold-credit queues get only the room (limits.py)
         self._link_ids = itertools.count(1)  # distinct per consumer: undeliverable-here names them
 
-    def consumer(self, connection: Client, link: Link, container_id: str | None) -> ConsumerLink:
-        """Accept a link on which the client receives (source: a queue, topic or dynamic node), or raise :class:`Refusal`.
+    def consumer(self, connection: Client, link: Link, container_id: str | None) -> ConsumerLink | StreamConsumer:
+        """Accept a link on which the client receives (source: a queue, topic, stream or dynamic node), or raise :class:`Refusal`.
 
         The link is answered (attach) but not yet registered with its queue: the caller does that.
         """
@@ -81,12 +83,13 @@ class Attacher:
                     conditions.NOT_IMPLEMENTED,
                     f"outcomes {sorted(unknown)} are not supported; supported: {sorted(SUPPORTED_OUTCOMES)}",
                 )
+        stream_filters = has_stream_filters(source.filter)
         try:
-            selector, filters = parse_filter_set(source.filter)
+            selector, filters = (None, None) if stream_filters else parse_filter_set(source.filter)
         except FilterError as exc:
             raise Refusal(conditions.INVALID_FIELD, str(exc)) from None
         dynamic = bool(source.dynamic)
-        node: Queue | Topic | None
+        node: Queue | Topic | Stream | None
         if dynamic:
             address, node = self.router.declare_dynamic()
         else:
@@ -96,6 +99,14 @@ class Attacher:
             node = self.router.resolve(address, capabilities(source))
             if node is None:
                 raise Refusal(conditions.NOT_FOUND, self.router.unresolved(address, capabilities(source)))
+        if isinstance(node, Stream):
+            return self._stream_consumer(connection, link, source, node, address)
+        if stream_filters:
+            raise Refusal(
+                conditions.INVALID_FIELD,
+                f"the rabbitmq:stream-* filters apply to streams, and {address!r} is not one; "
+                f"declare it as a stream (declare_stream) or attach without them",
+            )
         browse = source.distribution_mode == "copy" and isinstance(node, Queue)
         subscription = None
         topic = None
@@ -133,6 +144,31 @@ class Attacher:
                 {symbol("lifetime-policy"): DeleteOnClose()} if dynamic else source.dynamic_node_properties
             ),
             distribution_mode=symbol("copy") if browse else source.distribution_mode,
+            filter=filters,
+            default_outcome=source.default_outcome,
+            outcomes=list(source.outcomes) if source.outcomes else [symbol(o) for o in sorted(SUPPORTED_OUTCOMES)],
+            capabilities=source.capabilities,
+        )
+        connection.engine.accept_link(link, source=reply, target=link.target)
+        return consumer
+
+    def _stream_consumer(
+        self, connection: Client, link: Link, source: Source, stream: Stream, address: str
+    ) -> StreamConsumer:
+        """A reader of ``stream``, starting where its ``rabbitmq:stream-offset-spec`` says (RabbitMQ semantics)."""
+        try:
+            stream_filter, filters = parse_stream_filters(source.filter, self.now())
+        except FilterError as exc:
+            raise Refusal(conditions.INVALID_FIELD, str(exc)) from None
+        consumer = StreamConsumer(connection, link, stream, stream_filter)
+        link.context = consumer
+        reply = Source(
+            address=address,
+            durable=source.durable,
+            expiry_policy=source.expiry_policy,
+            timeout=source.timeout,
+            # Reading a stream removes nothing: the copy distribution mode (Part 3 §3.5.3 distribution-mode).
+            distribution_mode=symbol("copy"),
             filter=filters,
             default_outcome=source.default_outcome,
             outcomes=list(source.outcomes) if source.outcomes else [symbol(o) for o in sorted(SUPPORTED_OUTCOMES)],

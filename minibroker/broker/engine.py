@@ -30,7 +30,7 @@ from .attach import Attacher, Refusal
 from .capture import Run
 from .client_connection import ANONYMOUS_RELAY, BrokerConnection
 from .clock import Clock, ManualClock, SystemClock
-from .config import BrokerConfig, QueueOptions
+from .config import BrokerConfig, QueueOptions, StreamOptions
 from .extension import Extension, ExtensionConsumer, ExtensionLink, layer_for
 from .faults import FaultSet
 from .injection import FaultInjector
@@ -51,10 +51,12 @@ from .statistics import (
     FrameRecord,
     NodeCounters,
     QueueSnapshot,
+    StreamSnapshot,
     TopicSnapshot,
     TransactionSnapshot,
 )
 from .stored import Entry, StoredMessage
+from .stream import Stream, StreamConsumer
 from .tap import FrameLog, FrameTrace, Tap, TraceObserver
 from .topic import Topic
 from .transactions import TransactionManager
@@ -107,6 +109,7 @@ class Broker:
         self.attacher = Attacher(self.router, self.now, self.config.link_credit, self.credit_gate)
         self._dirty: set[BrokerConnection] = set()
         self._consumers: set[ConsumerLink] = set()
+        self._readers: set[StreamConsumer] = set()  # links reading streams
         #: Exceptions raised while handling a connection (each closed it with amqp:internal-error).
         self.errors: list[Exception] = []
         self.version = 0  # bumped after every change, for waiters
@@ -192,6 +195,7 @@ class Broker:
     def next_deadline(self) -> float | None:
         """The clock time at which something expires next (TTL, transaction timeout)."""
         deadlines = [q.next_expiry() for q in self.router.all_queues()]
+        deadlines += [s.next_expiry() for s in self.router.streams.values()]
         deadlines.append(self.transactions.next_deadline())
         if self.injector is not None:
             deadlines.append(self.injector.next_deadline())
@@ -206,6 +210,8 @@ class Broker:
         for queue in list(self.router.all_queues()):
             queue.expire(now)
             queue.dispatch(now)
+        for stream in list(self.router.streams.values()):
+            stream.dispatch(now)  # drops what max_age no longer keeps first
         self.transactions.expire(now)
         if self.injector is not None:
             self.injector.run_timers(now)
@@ -256,11 +262,21 @@ class Broker:
         """Create a topic, or return the existing one of that name."""
         return self.router.declare_topic(name)
 
+    def declare_stream(self, name: str, options: StreamOptions | None = None) -> Stream:
+        """Create a stream, or return the existing one of that name (applying ``options`` if given)."""
+        stream = self.router.declare_stream(name, options)
+        self._timers_changed()  # max_age may have come into force
+        return stream
+
+    @property
+    def streams(self) -> dict[str, Stream]:
+        return self.router.streams
+
     def delete_node(self, name: str) -> None:
         """Delete a queue or topic; links to it are detached with ``amqp:resource-deleted``."""
         self.router.delete_node(name)
 
-    def resolve(self, address: str, capabilities: frozenset[str] = frozenset()) -> Queue | Topic | None:
+    def resolve(self, address: str, capabilities: frozenset[str] = frozenset()) -> Queue | Topic | Stream | None:
         """The node an address names (see :meth:`Router.resolve`)."""
         return self.router.resolve(address, capabilities)
 
@@ -271,6 +287,11 @@ class Broker:
                 consumer.connection.engine.detach_link(consumer.link, error)
                 self._end_consumer(consumer, closed=True)
                 consumer.connection.mark_dirty()
+        for reader in list(self._readers):
+            if reader.stream.name == name and self.router.streams.get(name) is not reader.stream:
+                reader.connection.engine.detach_link(reader.link, error)
+                self._end_reader(reader)
+                reader.connection.mark_dirty()
 
     def apply_outcome(self, queue: Queue, entry: Entry, state: Any, link_id: int | None) -> None:
         """Apply a terminal outcome to an acquired entry (Part 3 §3.4)."""
@@ -298,14 +319,16 @@ class Broker:
     def purge(self, name: str | None = None) -> int:
         """Remove available messages from one queue (or all); return how many."""
         if name is not None:
-            return self.router.queue_named(name).purge()
-        return sum(q.purge() for q in self.router.all_queues())
+            stream = self.router.streams.get(name)
+            return stream.purge() if stream is not None else self.router.queue_named(name).purge()
+        return sum(q.purge() for q in self.router.all_queues()) + sum(s.purge() for s in self.router.streams.values())
 
     def reset(self) -> None:
         """Back to empty: every connection closed; nodes, transactions, counters, errors, frame log and faults gone."""
         self.close_connections(amqp_error(conditions.CONNECTION_FORCED, "broker reset"))
         self.router.clear()
         self._consumers.clear()
+        self._readers.clear()
         self.transactions.reset()
         self.errors.clear()
         self.connections_total = 0
@@ -328,6 +351,9 @@ class Broker:
 
     def topic_snapshot(self, name: str) -> TopicSnapshot:
         return self.router.topic_snapshot(name)
+
+    def stream_snapshot(self, name: str) -> StreamSnapshot:
+        return self.router.stream_snapshot(name)
 
     def statistics(self) -> BrokerStatistics:
         links = sum(
@@ -397,7 +423,12 @@ class Broker:
             connection.engine.refuse_link(link, refusal.error)
 
     def _attach_consumer(self, connection: BrokerConnection, link: Link) -> None:
-        self.add_consumer(self.attacher.consumer(connection, link, connection.container_id))
+        consumer = self.attacher.consumer(connection, link, connection.container_id)
+        if isinstance(consumer, StreamConsumer):
+            consumer.stream.add_reader(consumer)
+            self._readers.add(consumer)
+        else:
+            self.add_consumer(consumer)
 
     def _attach_producer(self, connection: BrokerConnection, link: Link) -> None:
         target = link.target
@@ -408,6 +439,11 @@ class Broker:
 
     def _on_credit(self, connection: BrokerConnection, event: ev.CreditChanged) -> None:
         consumer = event.link.context
+        if isinstance(consumer, StreamConsumer):
+            consumer.stream.dispatch(self.clock.now())
+            if event.link.drain:
+                connection.engine.drained(event.link)
+            return
         if not isinstance(consumer, ConsumerLink):
             if isinstance(consumer, ExtensionLink):
                 consumer.on_credit()
@@ -425,6 +461,8 @@ class Broker:
         for link in list(event.session.links_by_handle.values()):
             if isinstance(link.context, ConsumerLink):
                 link.context.queue.dispatch(now)
+            elif isinstance(link.context, StreamConsumer):
+                link.context.stream.dispatch(now)
 
     def _on_message(self, connection: BrokerConnection, event: ev.MessageReceived) -> None:
         link, delivery = event.link, event.delivery
@@ -473,7 +511,9 @@ class Broker:
 
     def _on_delivery_updated(self, connection: BrokerConnection, event: ev.DeliveryUpdated) -> None:
         owner = event.link.context
-        if isinstance(owner, ConsumerLink):
+        if isinstance(owner, StreamConsumer):
+            owner.outcome(event.delivery, event.state, event.settled)
+        elif isinstance(owner, ConsumerLink):
             if isinstance(owner, ExtensionConsumer):
                 owner.on_outcome(event.delivery, event.state, event.settled)
                 return
@@ -507,7 +547,9 @@ class Broker:
 
     def _on_detached(self, connection: BrokerConnection, event: ev.LinkDetached) -> None:
         owner = event.link.context
-        if isinstance(owner, ConsumerLink):
+        if isinstance(owner, StreamConsumer):
+            self._end_reader(owner)
+        elif isinstance(owner, ConsumerLink):
             self._end_consumer(owner, event.closed)
         elif isinstance(owner, ProducerLink):
             self.credit_gate.detach(owner)
@@ -525,6 +567,11 @@ class Broker:
         """Detach a consumer's link with ``error`` (closing it) and end it."""
         consumer.connection.engine.detach_link(consumer.link, error)
         self._end_consumer(consumer, closed=True)
+
+    def _end_reader(self, reader: StreamConsumer) -> None:
+        """A stream reader's link ended: it leaves nothing behind but its place in the stream."""
+        self._readers.discard(reader)
+        reader.end()
 
     def _end_consumer(self, consumer: ConsumerLink, closed: bool) -> None:
         """A consumer's link ended: what it held goes back, a dynamic node goes with it."""

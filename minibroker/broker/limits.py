@@ -39,6 +39,7 @@ from ..protocol.connection import Connection
 from .links import ProducerLink
 from .queue import Queue
 from .stored import StoredMessage
+from .stream import Stream
 from .topic import Topic
 
 __all__ = ["OVERFLOW_POLICIES", "admit", "CreditGate", "connection_refusal", "link_refusal"]
@@ -82,10 +83,15 @@ def _queues(node: Queue | Topic) -> Iterator[Queue]:
             yield subscription.queue
 
 
-def admit(node: Queue | Topic, message: StoredMessage) -> Error | None:
-    """Make room for ``message`` by the node's policy; the error to reject it with if there is none."""
+def admit(node: Queue | Topic | Stream, message: StoredMessage) -> Error | None:
+    """Make room for ``message`` by the node's policy; the error to reject it with if there is none.
+
+    A stream always takes it: its retention (``max_bytes``, ``max_age``) drops the oldest instead.
+    """
     if isinstance(node, Queue) and not node.limited:
         return None  # the common case, on every message: one test
+    if isinstance(node, Stream):
+        return None
     size = len(message.payload)
     for queue in _queues(node):
         if not queue.limited:
@@ -124,7 +130,7 @@ class CreditGate:
         self._queue_of: dict[ProducerLink, Queue] = {}
 
     @staticmethod
-    def gates(node: Queue | Topic | None) -> bool:
+    def gates(node: Queue | Topic | Stream | None) -> bool:
         return isinstance(node, Queue) and node.limited and node.options.overflow == "withhold-credit"
 
     def attach(self, queue: Queue, producer: ProducerLink) -> None:

@@ -1,6 +1,6 @@
 """The router: every node of the broker, found by address, and where messages go.
 
-It owns the queues and topics (broker paper 2.1: an address names a node),
+It owns the queues, topics and streams (broker paper 2.1: an address names a node),
 creates them on demand when ``auto_create`` is on, makes the queues of
 dynamic nodes (2.3.13) and topic subscriptions (2.3.11), routes a message
 to a node and dead-letters what a queue gives up on.  It knows nothing of
@@ -22,12 +22,21 @@ from ..amqp.performatives import Error, amqp_error
 from ..amqp.types import symbol
 from .addresses import QUEUE_PREFIX, TOPIC_CAPABILITIES, TOPIC_PREFIX, parse_address, unresolved_reason
 from .capture import Run
-from .config import DEFAULT_DEAD_LETTER_SUFFIX, BrokerConfig, QueueOptions
+from .config import DEFAULT_DEAD_LETTER_SUFFIX, BrokerConfig, QueueOptions, StreamOptions
 from .filters import selector_matches
 from .queue import Queue
 from .selector import Selector
-from .statistics import NodeCounters, QueuedMessages, QueueSnapshot, SubscriptionSnapshot, TopicSnapshot
+from .statistics import (
+    NodeCounters,
+    QueuedMessages,
+    QueueSnapshot,
+    StreamMessages,
+    StreamSnapshot,
+    SubscriptionSnapshot,
+    TopicSnapshot,
+)
 from .stored import Entry, StoredMessage
+from .stream import Stream
 from .topic import Subscription, Topic
 
 __all__ = ["Router", "NodeError", "Node", "QUEUE_PREFIX", "TOPIC_PREFIX", "TOPIC_CAPABILITIES", "DYNAMIC_PREFIX"]
@@ -35,7 +44,7 @@ __all__ = ["Router", "NodeError", "Node", "QUEUE_PREFIX", "TOPIC_PREFIX", "TOPIC
 #: Addresses the broker makes up for dynamic nodes (broker paper 2.3.13) start with this.
 DYNAMIC_PREFIX = "$dynamic/"
 
-Node = Queue | Topic
+Node = Queue | Topic | Stream
 
 
 class NodeError(LookupError):
@@ -58,6 +67,7 @@ class Router:
         self._on_deleted = on_deleted
         self.queues: dict[str, Queue] = {}
         self.topics: dict[str, Topic] = {}
+        self.streams: dict[str, Stream] = {}
         self.counters: dict[str, NodeCounters] = {}
         #: Observes every message routed to a node: (node name, message); see ``route``.
         self.on_route: Callable[[str, StoredMessage], None] | None = None
@@ -68,6 +78,8 @@ class Router:
         """Create a queue, or return the existing one of that name."""
         if name in self.topics:
             raise NodeError(f"{name!r} is a topic; a queue and a topic cannot share a name")
+        if name in self.streams:
+            raise NodeError(f"{name!r} is a stream; a queue and a stream cannot share a name")
         queue = self.queues.get(name)
         if queue is None:
             if options is None:
@@ -86,11 +98,28 @@ class Router:
         """Create a topic, or return the existing one of that name."""
         if name in self.queues:
             raise NodeError(f"{name!r} is a queue; a queue and a topic cannot share a name")
+        if name in self.streams:
+            raise NodeError(f"{name!r} is a stream; a topic and a stream cannot share a name")
         topic = self.topics.get(name)
         if topic is None:
             topic = Topic(name, self.counters.setdefault(name, NodeCounters()))
             self.topics[name] = topic
         return topic
+
+    def declare_stream(self, name: str, options: StreamOptions | None = None) -> Stream:
+        """Create a stream, or return the existing one of that name (with ``options``, if given)."""
+        other = "queue" if name in self.queues else "topic" if name in self.topics else None
+        if other is not None:
+            raise NodeError(f"{name!r} is a {other}; a {other} and a stream cannot share a name")
+        stream = self.streams.get(name)
+        if stream is None:
+            counters = self.counters.setdefault(name, NodeCounters())
+            stream = Stream(name, options or StreamOptions(), counters, self._expiry_added)
+            self.streams[name] = stream
+        elif options is not None and options != stream.options:
+            stream.options = options
+            stream.expire(self.now())  # a smaller limit applies at once
+        return stream
 
     def declare_dynamic(self) -> tuple[str, Queue]:
         """A temporary queue under a fresh address, for a dynamic terminus (broker paper 2.3.13)."""
@@ -101,8 +130,9 @@ class Router:
         """Delete a queue or topic; the owner's ``on_deleted`` detaches the links to it."""
         queue = self.queues.pop(name, None)
         topic = self.topics.pop(name, None)
-        if queue is None and topic is None:
-            raise NodeError(f"no queue or topic named {name!r}")
+        stream = self.streams.pop(name, None)
+        if queue is None and topic is None and stream is None:
+            raise NodeError(f"no queue, topic or stream named {name!r}")
         self.counters.pop(name, None)
         self._on_deleted(name, queue, topic)
 
@@ -133,9 +163,9 @@ class Router:
     def resolve(self, address: str, capabilities: frozenset[str] = frozenset()) -> Node | None:
         """Find (or, with auto-create, create) the node an address names (broker paper 2.1).
 
-        ``queue://name`` is a queue, ``topic://name`` a topic; a plain name is
-        whichever exists, else a queue, or a topic when the terminus carries
-        the ``topic`` capability.
+        ``queue://name`` is a queue, ``topic://name`` a topic, ``stream://name`` a
+        stream; a plain name is whichever exists, else a queue, or a topic when
+        the terminus carries the ``topic`` capability.
         """
         name, kind, explicit = parse_address(address, capabilities)
         if not explicit:
@@ -143,17 +173,24 @@ class Router:
                 return self.queues[name]
             if name in self.topics:
                 return self.topics[name]
+            if name in self.streams:
+                return self.streams[name]
         if kind == "queue" and name in self.queues:
             return self.queues[name]
         if kind == "topic" and name in self.topics:
             return self.topics[name]
-        if not name or not self.config.auto_create or name in self.queues or name in self.topics:
+        if kind == "stream" and name in self.streams:
+            return self.streams[name]
+        taken = name in self.queues or name in self.topics or name in self.streams
+        if not name or not self.config.auto_create or taken:
             return None
+        if kind == "stream":
+            return self.declare_stream(name)
         return self.declare_queue(name) if kind == "queue" else self.declare_topic(name)
 
     def unresolved(self, address: str, capabilities: frozenset[str] = frozenset()) -> str:
         """Why :meth:`resolve` found no node for ``address`` (a name clash, or auto-create off)."""
-        return unresolved_reason(address, self.queues, self.topics, capabilities)
+        return unresolved_reason(address, self.queues, self.topics, capabilities, self.streams)
 
     def node_for_publish(self, address: str | None, message: StoredMessage) -> Node | Error:
         """The node a message sent to ``address`` goes to (None: by its ``to``), or the error to reject it with."""
@@ -185,6 +222,7 @@ class Router:
     def clear(self) -> None:
         self.queues.clear()
         self.topics.clear()
+        self.streams.clear()
         self.counters.clear()
 
     # ------------------------------------------------------------ routing
@@ -196,6 +234,9 @@ class Router:
         if isinstance(node, Queue):
             if node.enqueue(message, now) is not None:
                 node.dispatch(now)
+        elif isinstance(node, Stream):
+            node.put(message, now)
+            node.dispatch(now)
         else:
             for queue in node.publish(message, now, selector_matches):
                 queue.dispatch(now)
@@ -235,6 +276,24 @@ class Router:
             consumers=len(queue.consumers),
             messages=QueuedMessages(queue.capture(run), now),
             statistics=queue.counters.freeze(),
+        )
+
+    def stream_snapshot(self, name: str) -> StreamSnapshot:
+        """The stream's offsets and counters now, and its messages (shared, immutable: no copy of bytes)."""
+        stream = self.streams.get(name)
+        if stream is None:
+            raise NodeError(f"no stream named {name!r}; known streams: {sorted(self.streams)}")
+        log = stream.log
+        return StreamSnapshot(
+            name=name,
+            first_offset=log.first_offset,
+            last_offset=log.next_offset - 1,
+            count=log.count,
+            bytes=log.bytes,
+            readers=len(stream.readers),
+            options=stream.options,
+            messages=StreamMessages(tuple(stream.messages())),
+            statistics=stream.counters.freeze(),
         )
 
     def topic_snapshot(self, name: str) -> TopicSnapshot:

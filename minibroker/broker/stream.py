@@ -25,15 +25,19 @@ import struct
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
-from ..amqp.messaging import MessageAnnotations
+from ..amqp.messaging import Accepted, MessageAnnotations, Modified, Rejected, Released
+from ..amqp.performatives import SND_SETTLED
+from ..amqp.transactions import TransactionalState
 from ..amqp.types import symbol
+from ..protocol.endpoints import Delivery, Link
 from .config import StreamOptions
+from .links import Client
 from .statistics import NodeCounters
 from .stored import StoredMessage
 from .streamfilters import StreamFilter
 from .streamlog import OffsetSpec, StreamLog
 
-__all__ = ["OFFSET_ANNOTATION", "Reader", "Stream", "delivery_payload"]
+__all__ = ["OFFSET_ANNOTATION", "Reader", "Stream", "StreamConsumer", "delivery_payload"]
 
 #: The message annotation every delivery from a stream carries: the message's offset (a long).
 OFFSET_ANNOTATION = symbol("x-stream-offset")
@@ -74,7 +78,8 @@ class Reader(Protocol):
 
     def credit(self) -> int: ...
 
-    def deliver_offset(self, offset: int, message: StoredMessage) -> None: ...
+    def deliver_offset(self, offset: int, message: StoredMessage) -> bool:
+        """Send ``message`` (at ``offset``); False if this reader cannot take it (too large for it)."""
 
 
 class Stream:
@@ -172,9 +177,9 @@ class Stream:
                 counters.filtered_out += 1
                 continue
             reader.position = position  # before sending: a reader that ends while sending keeps its place
-            reader.deliver_offset(offset, message)
-            counters.delivered += 1
-            credit = reader.credit()
+            if reader.deliver_offset(offset, message):
+                counters.delivered += 1
+                credit = reader.credit()
         reader.position = position
 
     # ----------------------------------------------------------- retention
@@ -199,3 +204,74 @@ class Stream:
 
     def __repr__(self) -> str:
         return f"<Stream {self.name!r} {self.log!r}, {len(self.readers)} readers>"
+
+
+#: Tags are a 4-byte big-endian counter per link (Part 2 §2.8.7 allows up to 32 bytes).
+_TAG = struct.Struct(">I")
+
+
+class StreamConsumer:
+    """A link on which the broker sends one reader a stream's messages (the stream's :class:`Reader`).
+
+    It holds the reader's position and filter, and settles what the client
+    settles: the outcome of a delivery is counted and echoed, and is
+    otherwise the reader's own business (nothing to requeue, nothing to
+    remove).
+    """
+
+    def __init__(self, connection: Client, link: Link, stream: Stream, stream_filter: StreamFilter) -> None:
+        self.connection = connection
+        self.link = link
+        self.stream = stream
+        self.stream_filter = stream_filter
+        self.position = 0
+        self.presettled = link.snd_settle_mode == SND_SETTLED
+        self._tags = 0
+
+    # Reader protocol ---------------------------------------------------
+
+    def credit(self) -> int:
+        link = self.link
+        if link.session.remote_incoming_window <= 0 or link.outgoing is not None:
+            return 0  # no room in the session window, or a large message still going out
+        return link.credit
+
+    def deliver_offset(self, offset: int, message: StoredMessage) -> bool:
+        limit = self.link.max_message_size
+        payload = delivery_payload(message, offset)
+        if limit is not None and len(payload) > limit:
+            return False  # larger than this receiver takes (Part 2 §2.7.3): it reads on past it
+        self._tags = (self._tags + 1) & 0xFFFFFFFF
+        connection = self.connection
+        connection.engine.send_transfer(self.link, _TAG.pack(self._tags), payload, self.presettled)
+        connection.mark_dirty()
+        return True
+
+    # Outcomes and ending -----------------------------------------------
+
+    def outcome(self, delivery: Delivery, state: Any, settled: bool) -> None:
+        """The client settled (or gave an outcome for) a delivery: count it, settle it, nothing else.
+
+        Within a transaction (Part 4 §4.5.3) the outcome is the same no-op:
+        reading a stream acquires nothing for a discharge to undo.
+        """
+        counters = self.stream.counters
+        outcome = state.outcome if isinstance(state, TransactionalState) else state
+        if isinstance(outcome, Accepted):
+            counters.acknowledged += 1
+        elif isinstance(outcome, Released):
+            counters.released += 1
+        elif isinstance(outcome, Modified):
+            counters.modified += 1
+        elif isinstance(outcome, Rejected):
+            counters.rejected += 1
+        elif not settled:
+            return  # a non-terminal state (received): wait for the outcome
+        if not settled:
+            self.connection.engine.settle(delivery, state)
+
+    def end(self) -> None:
+        self.stream.remove_reader(self)
+
+    def __repr__(self) -> str:
+        return f"<StreamConsumer {self.link.name!r} on {self.stream.name!r} at {self.position}>"

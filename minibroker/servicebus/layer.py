@@ -180,6 +180,8 @@ class ServiceBusLayer:
             return f"{entity.name!r} is a topic: receive from one of its subscriptions, {entity.name}/{SUBSCRIPTIONS}/<name>"
         if node is None:
             return f"no queue {entity.node!r} (auto-create is off; declare it in ServiceBusOptions.queues)"
+        if not isinstance(node, Queue):
+            return f"{entity.name!r} is a stream: Service Bus entities are queues and topics"
         return self.entity_queue(node)
 
     def node_for(self, entity: Entity) -> Queue | Topic | str:

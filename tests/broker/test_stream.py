@@ -41,10 +41,11 @@ class FakeReader:
     def credit(self) -> int:
         return self.link_credit
 
-    def deliver_offset(self, offset: int, message: StoredMessage) -> None:
+    def deliver_offset(self, offset: int, message: StoredMessage) -> bool:
         assert self.link_credit > 0, "sent a message without credit"
         self.link_credit -= 1
         self.got.append((offset, message.decode().body))
+        return True
 
 
 def make_stream(**options: Any) -> Stream:
