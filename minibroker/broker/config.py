@@ -66,9 +66,13 @@ class StreamOptions:
     max_age: float | None = None
 
     def __post_init__(self) -> None:
-        if self.max_bytes is not None and (isinstance(self.max_bytes, bool) or self.max_bytes < 1):
+        for name in ("max_bytes", "max_age"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise TypeError(f"{name} must be a number or None, got {type(value).__name__} {value!r}")
+        if self.max_bytes is not None and self.max_bytes < 1:
             raise ValueError(f"max_bytes must be a positive number of bytes or None (no bound), got {self.max_bytes!r}")
-        if self.max_age is not None and (isinstance(self.max_age, bool) or self.max_age <= 0):
+        if self.max_age is not None and self.max_age <= 0:
             raise ValueError(f"max_age must be a positive number of seconds or None (no bound), got {self.max_age!r}")
 
 

@@ -94,7 +94,7 @@ class Broker:
         self.credit_gate = CreditGate(self.config.link_credit)
         #: Per-user rights by address (``BrokerConfig.permissions``); None checks nothing.
         self.permissions = (
-            Permissions(self.config.permissions, self.router.queues, self.router.topics)
+            Permissions(self.config.permissions, self.router.queues, self.router.topics, self.router.streams)
             if self.config.permissions is not None
             else None
         )

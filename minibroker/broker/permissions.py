@@ -11,7 +11,7 @@
 
 A pattern is a shell-style glob (``fnmatch``: ``*``, ``?``, ``[...]``)
 matched against the address as the client gave it and against the node name
-without a ``queue://`` / ``topic://`` prefix.  Rights are ``send``,
+without a ``queue://`` / ``topic://`` / ``stream://`` prefix.  Rights are ``send``,
 ``receive``, ``manage`` (may create a node by naming an unknown address when
 ``auto_create`` is on) or ``all``.  A user with no entry has no rights.
 With ``permissions=None`` (the default) every user may do everything.
@@ -42,7 +42,7 @@ __all__ = ["ANONYMOUS_USER", "RIGHTS", "Permissions"]
 #: The name permissions use for a client that authenticated with SASL ANONYMOUS or skipped SASL.
 ANONYMOUS_USER = "anonymous"
 RIGHTS = frozenset({"send", "receive", "manage"})
-_PREFIXES = ("queue://", "topic://")
+_PREFIXES = ("queue://", "topic://", "stream://")
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +81,11 @@ class Permissions:
         table: Mapping[str, Mapping[str, str | Iterable[str]]],
         queues: Mapping[str, object],
         topics: Mapping[str, object],
+        streams: Mapping[str, object] | None = None,
     ) -> None:
         self._queues = queues  # the router's node tables, to tell a new address (``manage``) from a known one
         self._topics = topics
+        self._streams: Mapping[str, object] = streams if streams is not None else {}
         self._grants: dict[str, tuple[_Grant, ...]] = {
             user: tuple(_Grant(pattern, _rights(rights, user, pattern)) for pattern, rights in patterns.items())
             for user, patterns in table.items()
@@ -99,7 +101,7 @@ class Permissions:
 
     def _exists(self, address: str) -> bool:
         bare = _bare(address)
-        return bare in self._queues or bare in self._topics
+        return bare in self._queues or bare in self._topics or bare in self._streams
 
     def _denied(self, user: str | None, right: str, address: str) -> Error | None:
         if self.allows(user, right, address):

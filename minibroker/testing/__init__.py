@@ -14,7 +14,9 @@ from typing import Any
 from ..broker.faults import FaultBuilder
 from ..broker.faults import FaultPlan as FaultPlan
 from .assertions import QueueMismatch as QueueMismatch
+from .assertions import StreamMismatch as StreamMismatch
 from .assertions import assert_queue as assert_queue
+from .assertions import assert_stream as assert_stream
 from .peer import Frame as Frame
 from .peer import FrameReader as FrameReader
 from .peer import Frames as Frames
@@ -46,6 +48,6 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "FaultPlan", "Frame", "FrameReader", "Frames", "Peer", "PeerLink", "PeerSession", "ProtocolHeader", "Pump",
-    "QueueMismatch", "ThrowawayTLS", "Transport", "assert_queue", "auto_accept", "connect", "exchange", "fault_plans",
+    "QueueMismatch", "StreamMismatch", "ThrowawayTLS", "Transport", "assert_queue", "assert_stream", "auto_accept", "connect", "exchange", "fault_plans",
     "faults", "parse_frames", "throwaway_tls",
 ]  # fmt: skip

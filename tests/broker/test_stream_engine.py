@@ -15,7 +15,7 @@ from test_transactions_engine import dispositions_for, setup_controller, txn_acc
 
 from minibroker.amqp.message import decode_message
 from minibroker.amqp.messaging import Accepted, Modified, Rejected, Released
-from minibroker.amqp.performatives import SND_SETTLED, Attach, Detach, Transfer
+from minibroker.amqp.performatives import SND_SETTLED, Attach, Detach, Disposition, Transfer
 from minibroker.amqp.types import Described, symbol, timestamp
 from minibroker.api import build_message
 from minibroker.broker.clock import ManualClock
@@ -279,3 +279,35 @@ def test_purge_and_reset() -> None:
     assert broker.stream_snapshot("s").offsets == [2]
     broker.reset()
     assert broker.streams == {}
+
+
+def test_permissions_know_streams() -> None:
+    broker = make_broker(permissions={"anonymous": {"events": "receive", "stream://audit": "send"}})
+    broker.declare_stream("events")
+    broker.declare_stream("audit")
+    peer, pump = open_client(broker)
+    publish(broker, "events", "e")
+    assert read(attach(peer, pump, 0, "events", "first")) == [(0, "e")]  # an existing stream: no "manage" needed
+    pump.send(peer.attach_sender("snd", "stream://audit", 1))
+    assert pump.frames.of(Detach) == []
+    # An unknown stream would be created: that needs "manage".
+    detach = attach(peer, pump, 2, "stream://new", "first").one(Detach)
+    assert detach.error is not None and detach.error.condition == "amqp:unauthorized-access"
+    assert "new" not in broker.streams
+
+
+def test_faults_on_deliveries_from_a_stream() -> None:
+    broker = make_broker()
+    broker.declare_stream("events")
+    publish(broker, "events", "a", "b")
+    released = broker.faults.release(address="events", times=1)
+    peer, pump = open_client(broker)
+    frames = attach(peer, pump, 0, "events", "first")
+    assert released.fired == 1
+    (disposition,) = frames.of(Disposition)
+    assert disposition.settled and isinstance(disposition.state, Released)
+    assert broker.stream_snapshot("events").count == 2  # a stream puts nothing back and loses nothing
+    detached = broker.faults.detach_link(address="events")
+    publish(broker, "events", "c")
+    assert detached.fired == 1
+    assert pump.read().one(Detach).error is not None
