@@ -24,6 +24,7 @@ from .broker.config import ServiceBusOptions as ServiceBusOptions
 from .broker.config import StreamOptions as StreamOptions
 from .broker.engine import Broker as Broker
 from .broker.engine import NodeError as NodeError
+from .broker.faults import FaultNotFired as FaultNotFired
 from .broker.statistics import BrokerStatistics as BrokerStatistics
 from .broker.statistics import FrameRecord as FrameRecord
 from .broker.statistics import NodeStatistics as NodeStatistics
@@ -42,7 +43,7 @@ from .trio_broker import TrioClock as TrioClock
 from .trio_broker import open_broker as open_broker
 
 __all__ = [
-    "__version__", "Broker", "BrokerConfig", "ServiceBusOptions", "ExposedBrokerWarning", "BrokerStatistics", "Client", "Clock", "FrameRecord",
+    "__version__", "Broker", "BrokerConfig", "ServiceBusOptions", "ExposedBrokerWarning", "BrokerStatistics", "Client", "Clock", "FaultNotFired", "FrameRecord",
     "ManualClock", "Message", "NodeError",
     "NodeStatistics", "QueueOptions", "QueueSnapshot", "QueuedMessage", "StreamMessage", "StreamOptions",
     "StreamSnapshot", "SystemClock", "ThreadedBroker",

@@ -77,7 +77,9 @@ def build_message(
 
 def _check_address(address: object) -> None:
     if not isinstance(address, str) or not address:
-        raise TypeError(f"address must be a queue or topic name (or queue://NAME, topic://NAME), got {address!r}")
+        raise TypeError(
+            f"address must be a queue, topic or stream name (or queue://NAME, topic://NAME, stream://NAME), got {address!r}"
+        )
 
 
 def _encoded(encode: Callable[[], T]) -> T:
@@ -220,6 +222,7 @@ class BrokerAPI:
     def delete(self, name: str) -> None:
         """Delete a queue, topic or stream (``name``, or with its ``queue://``/``topic://``/``stream://``
         prefix); its links are detached with ``amqp:resource-deleted``."""
+        _check_address(name)
         self._call(self._delete, *parse_address(name))
 
     def _delete(self, name: str, kind: str, explicit: bool) -> None:
@@ -279,7 +282,8 @@ class BrokerAPI:
         """Remove available messages from one queue (``name`` or ``queue://name``) or every message
         of a stream (``stream://name``; its offsets go on), or from all; returns how many."""
         if name is not None:
-            name = node_name(name, "stream" if parse_address(name)[1] == "stream" else "queue")
+            stream = isinstance(name, str) and parse_address(name)[1] == "stream"
+            name = node_name(name, "stream" if stream else "queue")
         return self._call(self._broker.purge, name)
 
     def reset(self) -> None:
