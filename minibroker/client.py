@@ -23,6 +23,7 @@ use one per thread.
 
 from __future__ import annotations
 
+import selectors
 import socket
 import threading
 import time
@@ -395,9 +396,15 @@ class Client:
         except OSError as exc:
             raise ConnectionFailed(f"cannot connect to the AMQP broker at {host}:{port}: {exc}") from exc
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # The socket stays blocking, with ``timeout`` bounding each write (a large message is written
+        # whole or the connection is lost); reads wait on a selector, so they never change its mode.
+        self._sock.settimeout(timeout)
+        self._readable = selectors.DefaultSelector()
+        self._readable.register(self._sock, selectors.EVENT_READ)
         try:
             self._handshake(user, password, timeout)
         except BaseException:
+            self._readable.close()
             self._sock.close()
             self.closed = True
             raise
@@ -519,8 +526,10 @@ class Client:
         self._read(0.0)
 
     def _read(self, wait: float) -> None:
+        """Handle what arrives within ``wait`` seconds (0: only what is already here)."""
         try:
-            self._sock.settimeout(wait if wait > 0 else 0.0)
+            if not self._readable.select(max(wait, 0.0)):
+                return
             data = self._sock.recv(1 << 16)
         except (BlockingIOError, TimeoutError, InterruptedError):
             return
@@ -594,6 +603,7 @@ class Client:
         finally:
             self.closed = True
             self._stop_heartbeat.set()
+            self._readable.close()
             self._sock.close()
 
     def __enter__(self) -> Client:

@@ -192,3 +192,20 @@ def test_proton_sees_what_the_client_sent_and_browsed(broker: ThreadedBroker) ->
         assert message.application_properties == {"k": 7}
         delivery.accept()
     broker.wait_for(lambda b: b.queue("back").depth == 0 and b.queue("shared").depth == 0, timeout=TIMEOUT)
+
+
+def test_large_messages_are_written_whole_and_exactly_once(broker: ThreadedBroker) -> None:
+    """1 MiB bodies fill the socket's send buffer: the write waits for room, it does not fail with EAGAIN."""
+    body = bytes(range(256)) * 4096  # 1 MiB
+    with Client(broker.url, timeout=TIMEOUT) as client:
+        with client.sender("big") as sender:
+            sender.send(build_message(body, message_id="first", body_kind="data"))
+            batch = (build_message(body, message_id=f"m-{i}", body_kind="data") for i in range(20))
+            assert sender.send_many(batch) == 20
+            # Reading what the broker sent back between writes left the socket blocking, with the
+            # client's timeout (a non-blocking socket fails a write that fills its buffer with EAGAIN).
+            assert client._sock.gettimeout() == TIMEOUT
+    snapshot = broker.queue("big")
+    assert snapshot.depth == 21
+    assert [m.properties.message_id for m in snapshot.messages] == ["first"] + [f"m-{i}" for i in range(20)]
+    assert all(m.body == body for m in snapshot.messages)
