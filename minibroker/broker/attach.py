@@ -13,7 +13,6 @@ for a dynamic node (2.3.13).  What cannot be honoured raises
 from __future__ import annotations
 
 import itertools
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -22,14 +21,16 @@ from ..amqp.messaging import DeleteOnClose, Source, Target
 from ..amqp.performatives import RCV_SECOND, SND_SETTLED, amqp_error
 from ..amqp.types import symbol
 from ..protocol.endpoints import Link
+from .consuming import ConsumerRequest, NodeConsumer
 from .filters import FilterError, parse_filter_set
 from .limits import CreditGate
-from .links import SUPPORTED_OUTCOMES, Client, ConsumerLink, ProducerLink
+from .links import SUPPORTED_OUTCOMES, Client, ConsumerLink, OutcomeHandler, ProducerLink
+from .node import Node
 from .queue import Queue
 from .router import Router
-from .stream import Stream, StreamConsumer
-from .streamfilters import has_stream_filters, parse_stream_filters
-from .topic import Topic
+from .selector import Selector
+from .streamfilters import StreamFilter, has_stream_filters, parse_stream_filters
+from .topic import Subscription, Topic
 
 __all__ = ["Attacher", "Refusal", "capabilities"]
 
@@ -56,18 +57,26 @@ class Attacher:
     """Builds the broker's side of a link from the client's attach."""
 
     def __init__(
-        self, router: Router, now: Callable[[], float], link_credit: int, credit_gate: CreditGate | None = None
+        self,
+        router: Router,
+        now: Callable[[], float],
+        link_credit: int,
+        credit_gate: CreditGate | None = None,
+        on_outcome: OutcomeHandler | None = None,
     ) -> None:
         self.router = router
         self.now = now
         self.link_credit = link_credit
         self.credit_gate = credit_gate  # producers of withhold-credit queues get only the room (limits.py)
+        #: How a consumer on a queue applies the client's outcomes (the broker's consumer registry).
+        self.on_outcome = on_outcome
         self._link_ids = itertools.count(1)  # distinct per consumer: undeliverable-here names them
 
-    def consumer(self, connection: Client, link: Link, container_id: str | None) -> ConsumerLink | StreamConsumer:
-        """Accept a link on which the client receives (source: a queue, topic, stream or dynamic node), or raise :class:`Refusal`.
+    def consumer(self, connection: Client, link: Link, container_id: str | None) -> NodeConsumer:
+        """Accept a link on which the client receives (source: any node, or a dynamic one), or raise :class:`Refusal`.
 
-        The link is answered (attach) but not yet registered with its queue: the caller does that.
+        The node builds the consumer (``Node.open_consumer``); the link is
+        answered (attach) but the consumer not yet registered: the caller does that.
         """
         source = link.source
         if not isinstance(source, Source):
@@ -83,13 +92,17 @@ class Attacher:
                     conditions.NOT_IMPLEMENTED,
                     f"outcomes {sorted(unknown)} are not supported; supported: {sorted(SUPPORTED_OUTCOMES)}",
                 )
-        stream_filters = has_stream_filters(source.filter)
+        stream_filter: StreamFilter | None = None
         try:
-            selector, filters = (None, None) if stream_filters else parse_filter_set(source.filter)
+            if has_stream_filters(source.filter):  # RabbitMQ's rabbitmq:stream-* filters (streamfilters.py)
+                stream_filter, filters = parse_stream_filters(source.filter, self.now())
+                selector = stream_filter.selector
+            else:
+                selector, filters = parse_filter_set(source.filter)
         except FilterError as exc:
             raise Refusal(conditions.INVALID_FIELD, str(exc)) from None
         dynamic = bool(source.dynamic)
-        node: Queue | Topic | Stream | None
+        node: Node | None
         if dynamic:
             address, node = self.router.declare_dynamic()
         else:
@@ -99,40 +112,32 @@ class Attacher:
             node = self.router.resolve(address, capabilities(source))
             if node is None:
                 raise Refusal(conditions.NOT_FOUND, self.router.unresolved(address, capabilities(source)))
-        if isinstance(node, Stream):
-            return self._stream_consumer(connection, link, source, node, address)
-        if stream_filters:
-            raise Refusal(
-                conditions.INVALID_FIELD,
-                f"the rabbitmq:stream-* filters apply to streams, and {address!r} is not one; "
-                f"declare it as a stream (declare_stream) or attach without them",
+
+        def queue_consumer(
+            queue: Queue, *, browse: bool, subscription: Subscription | None = None, topic: Topic | None = None
+        ) -> ConsumerLink:
+            if stream_filter is not None:
+                raise Refusal(
+                    conditions.INVALID_FIELD,
+                    f"the rabbitmq:stream-* filters apply to streams, and {address!r} is a {node.KIND}; "
+                    f"declare it as a stream (declare_stream) or attach without them",
+                )
+            return self._queue_consumer(
+                connection, link, queue, browse, selector, source, outcomes, subscription, topic, dynamic
             )
-        browse = source.distribution_mode == "copy" and isinstance(node, Queue)
-        subscription = None
-        topic = None
-        if isinstance(node, Topic):
-            topic = node
-            durable = bool(source.durable) and source.expiry_policy == "never"
-            key = f"{topic.name}::{container_id}:{link.name}" if durable else f"{topic.name}::{uuid.uuid4().hex}"
-            subscription = self.router.subscribe(topic, key, durable, selector)
-            queue = subscription.queue
-        else:
-            assert node is not None
-            queue = node
-        consumer = ConsumerLink(
-            connection,
-            link,
-            queue,
-            next(self._link_ids),
-            self.now,
-            browse=browse,
+
+        request = ConsumerRequest(
+            connection=connection,
+            link=link,
+            copy=source.distribution_mode == "copy",
             selector=selector,
-            default_outcome=source.default_outcome,
-            outcomes=outcomes,
-            subscription=subscription,
-            topic=topic,
-            dynamic=dynamic,
+            durable=bool(source.durable) and source.expiry_policy == "never",
+            durable_name=f"{container_id}:{link.name}",
+            queue_consumer=queue_consumer,
+            stream_filter=stream_filter,
         )
+        consumer = node.open_consumer(request)
+        browse = consumer.browse
         link.context = consumer
         reply = Source(
             address=address,
@@ -152,30 +157,35 @@ class Attacher:
         connection.engine.accept_link(link, source=reply, target=link.target)
         return consumer
 
-    def _stream_consumer(
-        self, connection: Client, link: Link, source: Source, stream: Stream, address: str
-    ) -> StreamConsumer:
-        """A reader of ``stream``, starting where its ``rabbitmq:stream-offset-spec`` says (RabbitMQ semantics)."""
-        try:
-            stream_filter, filters = parse_stream_filters(source.filter, self.now())
-        except FilterError as exc:
-            raise Refusal(conditions.INVALID_FIELD, str(exc)) from None
-        consumer = StreamConsumer(connection, link, stream, stream_filter)
-        link.context = consumer
-        reply = Source(
-            address=address,
-            durable=source.durable,
-            expiry_policy=source.expiry_policy,
-            timeout=source.timeout,
-            # Reading a stream removes nothing: the copy distribution mode (Part 3 §3.5.3 distribution-mode).
-            distribution_mode=symbol("copy"),
-            filter=filters,
+    def _queue_consumer(
+        self,
+        connection: Client,
+        link: Link,
+        queue: Queue,
+        browse: bool,
+        selector: Selector | None,
+        source: Source,
+        outcomes: frozenset[str] | None,
+        subscription: Subscription | None,
+        topic: Topic | None,
+        dynamic: bool,
+    ) -> ConsumerLink:
+        """The broker's consuming link on a queue (or a topic's subscription queue)."""
+        return ConsumerLink(
+            connection,
+            link,
+            queue,
+            next(self._link_ids),
+            self.now,
+            browse=browse,
+            selector=selector,
             default_outcome=source.default_outcome,
-            outcomes=list(source.outcomes) if source.outcomes else [symbol(o) for o in sorted(SUPPORTED_OUTCOMES)],
-            capabilities=source.capabilities,
+            outcomes=outcomes,
+            subscription=subscription,
+            topic=topic,
+            dynamic=dynamic,
+            on_outcome=self.on_outcome,
         )
-        connection.engine.accept_link(link, source=reply, target=link.target)
-        return consumer
 
     def producer(self, connection: Client, link: Link) -> ProducerLink:
         """Accept a link on which the client sends (target: a node, a dynamic node or none for anonymous relay)."""
@@ -209,9 +219,9 @@ class Attacher:
         )
         connection.engine.accept_link(link, source=link.source, target=reply)
         node = self.router.resolve(address, capabilities(target)) if address is not None else None
-        if self.credit_gate is not None and self.credit_gate.gates(node):  # withhold-credit (limits.py)
-            assert isinstance(node, Queue)
-            self.credit_gate.attach(node, producer)
+        gated = self.credit_gate.gated(node) if self.credit_gate is not None else None
+        if gated is not None and self.credit_gate is not None:  # withhold-credit (limits.py)
+            self.credit_gate.attach(gated, producer)
         else:
             connection.engine.grant_credit(link, self.link_credit)
         return producer

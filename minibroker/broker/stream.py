@@ -22,8 +22,8 @@ one message per unit, and a reader without credit costs nothing per append.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ..amqp.messaging import Accepted, MessageAnnotations, Modified, Rejected, Released
 from ..amqp.performatives import SND_SETTLED
@@ -31,11 +31,17 @@ from ..amqp.transactions import TransactionalState
 from ..amqp.types import symbol
 from ..protocol.endpoints import Delivery, Link
 from .config import StreamOptions
-from .links import Client
-from .statistics import NodeCounters
+from .consuming import Client
+from .statistics import NodeCounters, StreamMessages, StreamSnapshot
 from .stored import StoredMessage
 from .streamfilters import StreamFilter
 from .streamlog import OffsetSpec, StreamLog
+
+if TYPE_CHECKING:
+    from ..amqp.performatives import Error
+    from .capture import Run
+    from .consuming import ConsumerRequest, NodeConsumer
+    from .queue import Queue
 
 __all__ = ["OFFSET_ANNOTATION", "Reader", "Stream", "StreamConsumer", "delivery_payload"]
 
@@ -83,7 +89,12 @@ class Reader(Protocol):
 
 
 class Stream:
-    """A stream node: messages appended to a log, read by any number of readers from their own offsets."""
+    """A stream node (a :class:`~.node.Node`): messages appended to a log, read by any number of
+    readers from their own offsets."""
+
+    KIND: ClassVar[str] = "stream"
+    #: A dead-lettered copy routed here keeps its header as it was (a stream expires nothing by ttl).
+    DEAD_LETTER_TTL: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -121,7 +132,7 @@ class Stream:
         """Every retained message with its offset, oldest first."""
         return self.log.read(self.log.first_offset, self.log.count)
 
-    def put(self, message: StoredMessage, now: float) -> int:
+    def append(self, message: StoredMessage, now: float) -> int:
         """Append ``message`` (retention then drops what it must); return its offset."""
         log = self.log
         first_expiry, dropped = log.next_expiry(), log.dropped
@@ -134,6 +145,48 @@ class Stream:
     def purge(self) -> int:
         """Drop every retained message; offsets go on from where they were."""
         return self.log.clear()
+
+    # ------------------------------------------------------- Node protocol
+
+    def admit(self, message: StoredMessage, staged: Sequence[StoredMessage] | None = None) -> Error | None:
+        """A stream takes every message: retention (``max_bytes``, ``max_age``) drops the oldest instead."""
+        return None
+
+    def put(self, message: StoredMessage, now: float, seq: int | None = None) -> None:
+        """Append (publish.py is the only caller; a stream numbers by offset, so ``seq`` means nothing
+        here) and send it to every reader waiting at the end with credit."""
+        self.append(message, now)
+        self.dispatch(now)
+
+    def open_consumer(self, request: ConsumerRequest) -> NodeConsumer:
+        """A reader: its position from ``rabbitmq:stream-offset-spec`` (none: ``next``), its filters, its credit."""
+        stream_filter = request.stream_filter or StreamFilter(selector=request.selector)
+        return StreamConsumer(request.connection, request.link, self, stream_filter)
+
+    def producer_credit_queue(self) -> Queue | None:
+        return None  # a stream never refuses a message, so producers are never held back
+
+    def drop_transient(self) -> int:
+        """A restart keeps a stream whole: a stream is a durable log (RabbitMQ streams are always persistent)."""
+        return 0
+
+    def queues(self) -> Iterator[Queue]:
+        return iter(())
+
+    def snapshot(self, now: float, run: Run | None = None) -> StreamSnapshot:
+        """Offsets and counters now, and references to the retained messages (immutable: no bytes copied)."""
+        log = self.log
+        return StreamSnapshot(
+            name=self.name,
+            first_offset=log.first_offset,
+            last_offset=log.next_offset - 1,
+            count=log.count,
+            bytes=log.bytes,
+            readers=len(self.readers),
+            options=self.options,
+            messages=StreamMessages(tuple(self.messages())),
+            statistics=self.counters.freeze(),
+        )
 
     # ------------------------------------------------------------- readers
 
@@ -156,9 +209,10 @@ class Stream:
             return
         for reader in list(self.readers):
             if reader.position < self.log.next_offset:
-                self._feed(reader)
+                self.feed(reader)
 
-    def _feed(self, reader: Reader) -> None:
+    def feed(self, reader: Reader) -> None:
+        """Send ``reader`` what its credit allows, from its position on."""
         credit = reader.credit()
         if credit <= 0:
             return
@@ -211,7 +265,8 @@ _TAG = struct.Struct(">I")
 
 
 class StreamConsumer:
-    """A link on which the broker sends one reader a stream's messages (the stream's :class:`Reader`).
+    """A link on which the broker sends one reader a stream's messages: the stream's :class:`Reader`,
+    and the broker's :class:`~.consuming.NodeConsumer` for it.
 
     It holds the reader's position and filter, and settles what the client
     settles: the outcome of a delivery is counted and echoed, and is
@@ -226,7 +281,27 @@ class StreamConsumer:
         self.stream_filter = stream_filter
         self.position = 0
         self.presettled = link.snd_settle_mode == SND_SETTLED
+        #: Reading moves nothing: the attach is answered with distribution-mode ``copy``.
+        self.browse = True
         self._tags = 0
+
+    # NodeConsumer protocol ---------------------------------------------
+
+    def start(self) -> None:
+        self.stream.add_reader(self)
+
+    def reads_from(self, node: object) -> bool:
+        return node is self.stream
+
+    def pump(self, now: float) -> None:
+        self.stream.feed(self)
+
+    def on_outcome(self, delivery: Delivery, state: Any, settled: bool) -> None:
+        self.outcome(delivery, state, settled)
+
+    def end(self, closed: bool, now: float) -> None:
+        """The link ended: the reader leaves (it held nothing but its position)."""
+        self.stream.remove_reader(self)
 
     # Reader protocol ---------------------------------------------------
 
@@ -269,9 +344,6 @@ class StreamConsumer:
             return  # a non-terminal state (received): wait for the outcome
         if not settled:
             self.connection.engine.settle(delivery, state)
-
-    def end(self) -> None:
-        self.stream.remove_reader(self)
 
     def __repr__(self) -> str:
         return f"<StreamConsumer {self.link.name!r} on {self.stream.name!r} at {self.position}>"

@@ -54,7 +54,7 @@ def make_stream(**options: Any) -> Stream:
 
 def fill(stream: Stream, *bodies: Any, now: float = T0) -> None:
     for body in bodies:
-        stream.put(stored(body), now)
+        stream.append(stored(body), now)
 
 
 # ------------------------------------------------------------------ reading
@@ -100,7 +100,7 @@ def test_last_is_the_last_message_appended() -> None:
 def test_timestamp_start() -> None:
     stream = make_stream()
     for i in range(5):
-        stream.put(stored(i), T0 + i)
+        stream.append(stored(i), T0 + i)
     reader = FakeReader(10, StreamFilter(Instant(T0 + 2.5)))
     stream.add_reader(reader)
     stream.dispatch(T0 + 5)
@@ -139,8 +139,8 @@ def test_a_reader_whose_position_was_dropped_goes_on_from_the_first_retained() -
 def test_max_age_drops_on_dispatch_and_tells_the_timer() -> None:
     deadlines: list[float] = []
     stream = Stream("s", StreamOptions(max_age=10), NodeCounters(), deadlines.append)
-    stream.put(stored("a"), T0)
-    stream.put(stored("b"), T0 + 5)
+    stream.append(stored("a"), T0)
+    stream.append(stored("b"), T0 + 5)
     assert deadlines == [T0 + 10]
     assert stream.next_expiry() == T0 + 10
     reader = FakeReader(10, StreamFilter("first"))
@@ -155,7 +155,7 @@ def test_stream_filter_values_and_match_unfiltered() -> None:
     stream = make_stream()
     for body, value in [("r1", "red"), ("b1", "blue"), ("n1", None), ("r2", "red")]:
         annotations = {"x-stream-filter-value": value} if value else None
-        stream.put(stored(body, annotations=annotations), T0)
+        stream.append(stored(body, annotations=annotations), T0)
     red = FakeReader(10, StreamFilter("first", frozenset({"red"})))
     red_or_none = FakeReader(10, StreamFilter("first", frozenset({"red"}), match_unfiltered=True))
     for reader in (red, red_or_none):
@@ -170,7 +170,7 @@ def test_purge_keeps_offsets_going() -> None:
     stream = make_stream()
     fill(stream, "a", "b")
     assert stream.purge() == 2
-    assert stream.put(stored("c"), T0) == 2
+    assert stream.append(stored("c"), T0) == 2
 
 
 def test_remove_reader() -> None:

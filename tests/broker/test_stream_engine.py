@@ -311,3 +311,12 @@ def test_faults_on_deliveries_from_a_stream() -> None:
     publish(broker, "events", "c")
     assert detached.fired == 1
     assert pump.read().one(Detach).error is not None
+
+
+def test_a_restart_keeps_a_stream_whole() -> None:
+    broker = make_broker()
+    broker.declare_stream("events")
+    broker.publish("events", build_message("transient"))
+    broker.publish("events", build_message("durable", durable=True))
+    assert broker.drop_transient() == 0
+    assert broker.stream_snapshot("events").bodies == ["transient", "durable"]
