@@ -209,3 +209,33 @@ def test_large_messages_are_written_whole_and_exactly_once(broker: ThreadedBroke
     assert snapshot.depth == 21
     assert [m.properties.message_id for m in snapshot.messages] == ["first"] + [f"m-{i}" for i in range(20)]
     assert all(m.body == body for m in snapshot.messages)
+
+
+def test_reading_a_stream_from_an_offset() -> None:
+    import datetime as dt
+
+    from minibroker import ManualClock
+
+    clock = ManualClock(1_700_000_000.0)
+    with ThreadedBroker(clock=clock) as broker:
+        broker.declare_stream("events")
+        broker.publish_many("events", range(5))
+        clock.advance(10)
+        broker.publish_many("events", range(5, 10))
+        with Client(broker.url, timeout=TIMEOUT) as client:
+            got = client.receiver("events", offset=7).fetch(100)
+            assert [(d.offset, d.message.body, d.settled) for d in got] == [(7, 7, True), (8, 8, True), (9, 9, True)]
+            assert [d.offset for d in client.receiver("events", offset="last").fetch(10)] == [9]
+            after = dt.datetime.fromtimestamp(1_700_000_005.0, dt.UTC)
+            assert [d.offset for d in client.receiver("events", offset=after).fetch(10)] == [5, 6, 7, 8, 9]
+            assert client.receiver("events", offset="next").fetch(10) == []
+            with pytest.raises(ValueError, match="aware datetime"):
+                client.receiver("events", offset=dt.datetime(2026, 1, 1))
+            with pytest.raises(TypeError, match="'first', 'last', 'next', an int or an aware datetime"):
+                client.receiver("events", offset=1.5)  # type: ignore[arg-type]
+        broker.assert_stream("events", count=10)  # reading removed nothing
+        broker.publish("orders", "from a queue")
+        with Client(broker.url, timeout=TIMEOUT) as client:
+            (delivery,) = client.receiver("orders").fetch(1)
+            assert delivery.offset is None and not delivery.settled
+            delivery.accept()
