@@ -13,7 +13,6 @@ for a dynamic node (2.3.13).  What cannot be honoured raises
 from __future__ import annotations
 
 import itertools
-import uuid
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -23,12 +22,16 @@ from ..amqp.messaging import DeleteOnClose, Source, Target
 from ..amqp.performatives import RCV_SECOND, SND_SETTLED, amqp_error
 from ..amqp.types import symbol
 from ..protocol.endpoints import Link
+from .consuming import ConsumerRequest, NodeConsumer
 from .filters import FilterError, parse_filter_set
 from .limits import CreditGate
-from .links import SUPPORTED_OUTCOMES, Client, ConsumerLink, ProducerLink
+from .links import SUPPORTED_OUTCOMES, Client, ConsumerLink, OutcomeHandler, ProducerLink
+from .node import Node
 from .queue import Queue
 from .router import Router
-from .topic import Topic
+from .selector import Selector
+from .streamfilters import StreamFilter, has_stream_filters, parse_stream_filters
+from .topic import Subscription, Topic
 
 __all__ = ["Attacher", "Refusal", "capabilities"]
 
@@ -51,37 +54,45 @@ def capabilities(terminus: Any) -> frozenset[str]:
     return frozenset(str(c) for c in caps)
 
 
-def _durable_key(topic: str, user: str | None, container_id: str | None, link_name: str) -> str:
+def _durable_name(user: str | None, container_id: str | None, link_name: str) -> str:
     """A durable subscription's name: it belongs to the user who created it (from SASL PLAIN) and
     their container-id and link name (broker paper 2.3.11), so another user reusing the same
     container-id and link name gets a subscription of their own.  Anonymous clients share one
     namespace: without a login there is no one to tell apart."""
     owner = f"{user}/" if user is not None else ""
-    return f"{topic}::{owner}{container_id}:{link_name}"
+    return f"{owner}{container_id}:{link_name}"
 
 
 class Attacher:
     """Builds the broker's side of a link from the client's attach."""
 
     def __init__(
-        self, router: Router, now: Callable[[], float], link_credit: int, credit_gate: CreditGate | None = None
+        self,
+        router: Router,
+        now: Callable[[], float],
+        link_credit: int,
+        credit_gate: CreditGate | None = None,
+        on_outcome: OutcomeHandler | None = None,
     ) -> None:
         self.router = router
         self.now = now
         self.link_credit = link_credit
         self.credit_gate = credit_gate  # producers of withhold-credit queues get only the room (limits.py)
+        #: How a consumer on a queue applies the client's outcomes (the broker's consumer registry).
+        self.on_outcome = on_outcome
         self._link_ids = itertools.count(1)  # distinct per consumer: undeliverable-here names them
         #: Called with a live consumer whose durable subscription a new attach takes over (link
         #: stealing, Part 2 §2.6.1): the broker detaches it with ``amqp:link:stolen``.
         self.on_stolen: Callable[[ConsumerLink], None] | None = None
         #: The connection that created each dynamic node (broker paper 2.3.13): only it may
         #: consume from the node; others may send to it (a reply-to address is made to be sent to).
-        self._dynamic_owners: weakref.WeakKeyDictionary[Queue, Client] = weakref.WeakKeyDictionary()
+        self._dynamic_owners: weakref.WeakKeyDictionary[Node, Client] = weakref.WeakKeyDictionary()
 
-    def consumer(self, connection: Client, link: Link, container_id: str | None) -> ConsumerLink:
-        """Accept a link on which the client receives (source: a queue, topic or dynamic node), or raise :class:`Refusal`.
+    def consumer(self, connection: Client, link: Link, container_id: str | None) -> NodeConsumer:
+        """Accept a link on which the client receives (source: any node, or a dynamic one), or raise :class:`Refusal`.
 
-        The link is answered (attach) but not yet registered with its queue: the caller does that.
+        The node builds the consumer (``Node.open_consumer``); the link is
+        answered (attach) but the consumer not yet registered: the caller does that.
         """
         source = link.source
         if not isinstance(source, Source):
@@ -97,12 +108,17 @@ class Attacher:
                     conditions.NOT_IMPLEMENTED,
                     f"outcomes {sorted(unknown)} are not supported; supported: {sorted(SUPPORTED_OUTCOMES)}",
                 )
+        stream_filter: StreamFilter | None = None
         try:
-            selector, filters = parse_filter_set(source.filter)
+            if has_stream_filters(source.filter):  # RabbitMQ's rabbitmq:stream-* filters (streamfilters.py)
+                stream_filter, filters = parse_stream_filters(source.filter, self.now())
+                selector = stream_filter.selector
+            else:
+                selector, filters = parse_filter_set(source.filter)
         except FilterError as exc:
             raise Refusal(conditions.INVALID_FIELD, str(exc)) from None
         dynamic = bool(source.dynamic)
-        node: Queue | Topic | None
+        node: Node | None
         if dynamic:
             address, node = self.router.declare_dynamic()
             self._dynamic_owners[node] = connection
@@ -113,44 +129,41 @@ class Attacher:
             node = self.router.resolve(address, capabilities(source))
             if node is None:
                 raise Refusal(conditions.NOT_FOUND, self.router.unresolved(address, capabilities(source)))
-            owner = self._dynamic_owners.get(node) if isinstance(node, Queue) else None
+            owner = self._dynamic_owners.get(node)
             if owner is not None and owner is not connection:
                 raise Refusal(
                     conditions.UNAUTHORIZED_ACCESS,
                     f"{address!r} is a dynamic node of another connection: only its creator receives from it "
                     "(attach with dynamic=true for one of your own)",
                 )
-        browse = source.distribution_mode == "copy" and isinstance(node, Queue)
-        subscription = None
-        topic = None
-        if isinstance(node, Topic):
-            topic = node
-            durable = bool(source.durable) and source.expiry_policy == "never"
-            key = (
-                _durable_key(topic.name, connection.engine.user, container_id, link.name)
-                if durable
-                else f"{topic.name}::{uuid.uuid4().hex}"
+
+        def queue_consumer(
+            queue: Queue, *, browse: bool, subscription: Subscription | None = None, topic: Topic | None = None
+        ) -> ConsumerLink:
+            if stream_filter is not None:
+                raise Refusal(
+                    conditions.INVALID_FIELD,
+                    f"the rabbitmq:stream-* filters apply to streams, and {address!r} is a {node.KIND}; "
+                    f"declare it as a stream (declare_stream) or attach without them",
+                )
+            return self._queue_consumer(
+                connection, link, queue, browse, selector, source, outcomes, subscription, topic, dynamic
             )
-            self._steal(topic, key)
-            subscription = self.router.subscribe(topic, key, durable, selector)
-            queue = subscription.queue
-        else:
-            assert node is not None
-            queue = node
-        consumer = ConsumerLink(
-            connection,
-            link,
-            queue,
-            next(self._link_ids),
-            self.now,
-            browse=browse,
+
+        request = ConsumerRequest(
+            connection=connection,
+            link=link,
+            copy=source.distribution_mode == "copy",
             selector=selector,
-            default_outcome=source.default_outcome,
-            outcomes=outcomes,
-            subscription=subscription,
-            topic=topic,
-            dynamic=dynamic,
+            durable=bool(source.durable) and source.expiry_policy == "never",
+            durable_name=_durable_name(connection.engine.user, container_id, link.name),
+            queue_consumer=queue_consumer,
+            stream_filter=stream_filter,
         )
+        if request.durable and isinstance(node, Topic):
+            self._steal(node, request.durable_name)
+        consumer = node.open_consumer(request)
+        browse = consumer.browse
         link.context = consumer
         reply = Source(
             address=address,
@@ -170,11 +183,41 @@ class Attacher:
         connection.engine.accept_link(link, source=reply, target=link.target)
         return consumer
 
-    def _steal(self, topic: Topic, key: str) -> None:
+    def _queue_consumer(
+        self,
+        connection: Client,
+        link: Link,
+        queue: Queue,
+        browse: bool,
+        selector: Selector | None,
+        source: Source,
+        outcomes: frozenset[str] | None,
+        subscription: Subscription | None,
+        topic: Topic | None,
+        dynamic: bool,
+    ) -> ConsumerLink:
+        """The broker's consuming link on a queue (or a topic's subscription queue)."""
+        return ConsumerLink(
+            connection,
+            link,
+            queue,
+            next(self._link_ids),
+            self.now,
+            browse=browse,
+            selector=selector,
+            default_outcome=source.default_outcome,
+            outcomes=outcomes,
+            subscription=subscription,
+            topic=topic,
+            dynamic=dynamic,
+            on_outcome=self.on_outcome,
+        )
+
+    def _steal(self, topic: Topic, durable_name: str) -> None:
         """A link is identified by its name and its container (Part 2 §2.6.1): attaching a name
         that is live elsewhere takes it over, and the old link is detached (``amqp:link:stolen``)
         rather than sharing the subscription's messages with the new one."""
-        existing = topic.subscriptions.get(key)
+        existing = topic.subscriptions.get(f"{topic.name}::{durable_name}")  # Topic.open_consumer's key
         if existing is None or not existing.attached or self.on_stolen is None:
             return
         for consumer in list(existing.queue.consumers):
@@ -214,9 +257,9 @@ class Attacher:
         )
         connection.engine.accept_link(link, source=link.source, target=reply)
         node = self.router.resolve(address, capabilities(target)) if address is not None else None
-        if self.credit_gate is not None and self.credit_gate.gates(node):  # withhold-credit (limits.py)
-            assert isinstance(node, Queue)
-            self.credit_gate.attach(node, producer)
+        gated = self.credit_gate.gated(node) if self.credit_gate is not None else None
+        if gated is not None and self.credit_gate is not None:  # withhold-credit (limits.py)
+            self.credit_gate.attach(gated, producer)
         else:
             connection.engine.grant_credit(link, self.link_credit)
         return producer

@@ -14,7 +14,10 @@ Semantics (OASIS AMQP 1.0 Part 3 §3.2.1, §3.3, §3.4; broker paper 2.2.2-2.2.5
   messages are never delivered.
 * Each message is AVAILABLE, ACQUIRED (by one consumer) or ARCHIVED (§3.3).
 * Consumers with credit take turns; browsers see every message without
-  acquiring it.
+  acquiring it, in arrival order.  While a browser is attached the queue keeps
+  the arrival numbers of what it holds sorted (a ``SortedList``), and each
+  browser holds only the last number it saw: a fetch seeks past it in
+  O(log n) and then costs O(1) per message sent, however deep the queue.
 * A snapshot of the contents costs nothing until read: every change first
   calls ``_changing``, which copies a pending :class:`Capture` still held by
   some snapshot (:mod:`minibroker.broker.capture`).
@@ -25,15 +28,20 @@ from __future__ import annotations
 import heapq
 import math
 import weakref
-from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from sortedcontainers import SortedList
 
+from .bounds import refusal
 from .capture import Capture, Run
 from .config import QueueOptions
-from .statistics import NodeCounters
+from .statistics import NodeCounters, QueuedMessages, QueueSnapshot
 from .stored import ACQUIRED, ARCHIVED, AVAILABLE, Entry, StoredMessage
+
+if TYPE_CHECKING:
+    from ..amqp.performatives import Error
+    from .consuming import ConsumerRequest, NodeConsumer
 
 __all__ = ["Consumer", "Queue", "priority_level", "DeadLetter"]
 
@@ -69,7 +77,11 @@ class Consumer(Protocol):
 
 
 class Queue:
-    """A queue node (a distribution node with ``move`` semantics, §3.5.3)."""
+    """A queue node (a distribution node with ``move`` semantics, §3.5.3); a :class:`~.node.Node`."""
+
+    KIND: ClassVar[str] = "queue"
+    #: A queue keeps the dead letters routed to it (``keeps_expired``), so their copy carries no ttl.
+    DEAD_LETTER_TTL: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -102,6 +114,7 @@ class Queue:
         self._seq = 0
         self.consumers: list[Consumer] = []
         self._browsers: dict[Consumer, int] = {}  # browser -> last seq it saw
+        self._arrivals: SortedList | None = None  # seqs of every entry held, kept only while browsers exist
         self._turn = 0
         self._capture: weakref.ref[Capture] | None = None  # contents promised to a snapshot
         #: Encoded bytes of the messages held (``max_bytes``, see limits.py).
@@ -115,6 +128,42 @@ class Queue:
     def limited(self) -> bool:
         """Whether ``max_depth`` or ``max_bytes`` bounds this queue (limits.py)."""
         return self.options.max_depth is not None or self.options.max_bytes is not None
+
+    # ------------------------------------------------------- Node protocol
+
+    def admit(self, message: StoredMessage, staged: Sequence[StoredMessage] | None = None) -> Error | None:
+        """The error to refuse ``message`` with when the queue is bounded and full (bounds.py), or None."""
+        if not self.limited:
+            return None  # the common case, on every message: one test
+        return refusal(self, message, staged)
+
+    def put(self, message: StoredMessage, now: float, seq: int | None = None) -> None:
+        """Enqueue a message (publish.py is the only caller) and hand it to a consumer with credit."""
+        if self.enqueue(message, now, seq) is not None:
+            self.dispatch(now)
+
+    def open_consumer(self, request: ConsumerRequest) -> NodeConsumer:
+        """Consumers compete for the queue's messages; a ``copy`` source browses them (2.3.12)."""
+        return request.queue_consumer(self, browse=request.copy)
+
+    def producer_credit_queue(self) -> Queue | None:
+        """Itself when its overflow is ``withhold-credit``: producers get credit only for the room."""
+        return self if self.limited and self.options.overflow == "withhold-credit" else None
+
+    def queues(self) -> Iterator[Queue]:
+        yield self
+
+    def snapshot(self, now: float, run: Run | None = None) -> QueueSnapshot:
+        """Counters now; messages copied only when read (``run`` runs that copy in the broker's thread)."""
+        return QueueSnapshot(
+            name=self.name,
+            depth=self.depth,
+            available=self.available_count,
+            acquired=self.depth - self.available_count,
+            consumers=len(self.consumers),
+            messages=QueuedMessages(self.capture(run), now),
+            statistics=self.counters.freeze(),
+        )
 
     # ----------------------------------------------------------- contents
 
@@ -176,6 +225,8 @@ class Queue:
                 self._expired(entry)
                 return None
         self._entries[entry.seq] = entry
+        if self._arrivals is not None:
+            self._arrivals.add(entry.seq)
         self.bytes += len(message.payload)
         if entry.level >= len(self._levels):  # re-declared with more priority levels since created
             self._levels.extend([] for _ in range(entry.level + 1 - len(self._levels)))
@@ -258,12 +309,16 @@ class Queue:
 
     def add_consumer(self, consumer: Consumer) -> None:
         if consumer.browse:
+            if self._arrivals is None:
+                self._arrivals = SortedList(self._entries)
             self._browsers[consumer] = 0
         else:
             self.consumers.append(consumer)
 
     def remove_consumer(self, consumer: Consumer) -> None:
         self._browsers.pop(consumer, None)
+        if not self._browsers:
+            self._arrivals = None  # rebuilt when a browser attaches again
         self._cursors.pop(consumer, None)
         if not self._cursors:
             self._index = None  # rebuilt when a selective consumer needs it again
@@ -322,14 +377,16 @@ class Queue:
     def _browse(self, browser: Consumer) -> None:
         """Send a browser what it has not seen yet, in arrival order, without acquiring (§3.5.3 copy)."""
         last = self._browsers[browser]
-        if self._seq <= last or browser.credit() <= 0:
+        arrivals = self._arrivals
+        if self._seq <= last or arrivals is None or browser.credit() <= 0:
             return
-        for seq, entry in list(self._entries.items()):
-            if seq <= last:
-                continue
+        entries = self._entries
+        # Sending to a browser never changes the queue, so the index can be walked while delivering.
+        for seq in arrivals.irange(minimum=last, inclusive=(False, True)):
             if browser.credit() <= 0:
                 break
             self._browsers[browser] = seq
+            entry = entries[seq]
             if browser.accepts(entry):
                 browser.deliver(entry)
 
@@ -418,6 +475,8 @@ class Queue:
         entry.owner = None
         if self._entries.pop(entry.seq, None) is not None:
             self.bytes -= len(entry.message.payload)
+            if self._arrivals is not None:
+                self._arrivals.discard(entry.seq)
         if entry.expires_at is not None:
             self._expiry.discard((entry.expires_at, entry.seq))
         if self.on_removed is not None:
