@@ -122,6 +122,9 @@ class ConnectionConfig:
     #: §2.6.12: we keep each until the peer settles): at this many the link gets no more credit, and
     #: credit comes back as the peer settles.  The default matches the broker's ``link_credit``.
     max_unsettled_incoming: int = 1000
+    #: The same over all links of the connection together (each kept delivery is ~0.4 KiB of
+    #: bookkeeping, never the message: 16,384 of them ~6 MiB).
+    max_unsettled_incoming_total: int = 16384
     offered_capabilities: tuple[str, ...] = ()
     properties: dict[str, Any] = field(default_factory=dict)
 
@@ -145,6 +148,11 @@ class Connection:
         #: Links we have answered (accepted or refused) and not yet forgotten: what ``max_links``
         #: counts, so attaches read in one burst are accepted in order up to the limit.
         self.links_answered = 0
+        #: Bytes of the deliveries in progress (multi-frame, not yet complete) over all links: at
+        #: most ``max_message_size``, so a connection holds one message's worth, not one per link.
+        self.assembling = 0
+        #: Receiving links whose credit is held back until the peer settles (``grant_credit``).
+        self._starved: dict[Link, None] = {}
         self._sessions_local: dict[int, Session] = {}
         #: Protocol headers and SASL before the AMQP frames (``_state.PHASE_TRANSITIONS``).
         self.phase = Phase.AWAIT_HEADER
@@ -269,6 +277,7 @@ class Connection:
         self._dispositions = {}
         self._disposition_ranges = []
         self._events = []
+        self._starved = {}
         self.hook = None
 
     def local_session(self, channel: int) -> Session | None:
@@ -584,7 +593,9 @@ class Connection:
             link.state = advance(link.state, Input.SESSION_ENDED, repr(link.name))
             link.credit = 0
             # The link may live on in reference cycles until a collection: its buffers need not.
-            link.incoming = link.outgoing = None
+            self._drop_incoming(link)
+            self._starved.pop(link, None)
+            link.outgoing = None
             link.unsettled.clear()
         session.links_by_handle.clear()
         session.links_by_remote.clear()
@@ -705,7 +716,8 @@ class Connection:
         for delivery_id in link.unsettled:
             table.pop(delivery_id, None)
         link.unsettled.clear()
-        link.incoming = None
+        self._drop_incoming(link)
+        self._starved.pop(link, None)
         link.outgoing = None
         link.credit = 0  # nothing more may be sent on it (§2.6.7), even for events still queued
 
@@ -831,12 +843,16 @@ class Connection:
         """
         if not link.is_sender:
             link.wanted_credit = credit
-            room = self.config.max_unsettled_incoming - len(link.unsettled)
+            config = self.config
+            kept = sum(len(session.incoming_unsettled) for session in self.sessions.values())  # <= 256 sessions
+            room = min(
+                config.max_unsettled_incoming - len(link.unsettled), config.max_unsettled_incoming_total - kept
+            )
             if credit > room:
                 credit = max(0, room)
-                link.starved = True
+                self._starved[link] = None
             else:
-                link.starved = False
+                self._starved.pop(link, None)
         link.credit = credit
         self.send_link_flow(link)
 
@@ -916,17 +932,19 @@ class Connection:
             if transfer.state is not None:
                 delivery.state = transfer.state
         if transfer.aborted:
-            link.incoming = None  # an aborted delivery is discarded (§2.6.14)
+            self._drop_incoming(link)  # an aborted delivery is discarded (§2.6.14)
             return
         if transfer.more or delivery.frames is not None:
             # One growing buffer and a frame count: each frame costs its own bytes, never the
             # fragments before it, and empty continuation frames count against MAX_FRAGMENTS.
             if delivery.frames is None:
                 delivery.frames = bytearray()
+            link.incoming = delivery
             delivery.frames += payload
+            self.assembling += len(payload)
             delivery.sent += 1
             if delivery.sent > MAX_FRAGMENTS:
-                link.incoming = None
+                self._drop_incoming(link)
                 raise LinkError(
                     conditions.RESOURCE_LIMIT_EXCEEDED,
                     f"a delivery may span at most {MAX_FRAGMENTS} transfer frames; send larger frames "
@@ -934,13 +952,23 @@ class Connection:
                     channel,
                     transfer.handle,
                 )
-            if self.config.max_message_size:
+            limit = self.config.max_message_size
+            if limit:
                 self._check_size(link, len(delivery.frames), channel, transfer.handle)
+                if self.assembling > limit:
+                    # All deliveries in progress on this connection together: one message's worth.
+                    self._drop_incoming(link)
+                    raise LinkError(
+                        conditions.RESOURCE_LIMIT_EXCEEDED,
+                        f"deliveries in progress on this connection hold over {limit} bytes (max-message-size); "
+                        "finish one delivery before starting the next",
+                        channel,
+                        transfer.handle,
+                    )
             if transfer.more:
-                link.incoming = delivery
                 return
             delivery.payload = bytes(delivery.frames)
-            delivery.frames = None
+            self._drop_incoming(link)
         else:  # the common single-frame message: no list to build
             if self.config.max_message_size:
                 self._check_size(link, len(payload), channel, transfer.handle)
@@ -951,11 +979,20 @@ class Connection:
             link.unsettled[delivery.delivery_id] = delivery
         self._events.append(ev.MessageReceived(link, delivery))
 
+    def _drop_incoming(self, link: Link) -> None:
+        """The link's delivery in progress is complete, aborted or refused: stop counting its bytes."""
+        delivery = link.incoming
+        if delivery is not None:
+            if delivery.frames is not None:
+                self.assembling -= len(delivery.frames)
+                delivery.frames = None
+            link.incoming = None
+
     def _check_size(self, link: Link, size: int, channel: int, handle: int) -> None:
         """Enforce the max-message-size we advertised for links the peer sends on (§2.7.3)."""
         limit = self.config.max_message_size
         if limit and size > limit:
-            link.incoming = None
+            self._drop_incoming(link)
             raise LinkError(
                 conditions.MESSAGE_SIZE_EXCEEDED,
                 f"message exceeds max-message-size {limit}",
@@ -1066,7 +1103,7 @@ class Connection:
             ids = [delivery_id for delivery_id in table if (delivery_id - first) % SERIAL_MOD <= width]
         state = disposition.state
         settled = disposition.settled
-        starved: list[Link] = []
+        released = False
         for delivery_id in ids:
             delivery = table.get(delivery_id)
             if delivery is not None:
@@ -1075,12 +1112,14 @@ class Connection:
                     delivery.remote_settled = True
                     del table[delivery_id]
                     delivery.link.unsettled.pop(delivery_id, None)
-                    if delivery.link.starved:
-                        starved.append(delivery.link)
+                    released = released or not delivery.link.is_sender
                 self._events.append(ev.DeliveryUpdated(delivery.link, delivery, state, settled))
-        for link in dict.fromkeys(starved):  # the peer settled: the credit held back is granted now
-            if link.state is LinkState.ATTACHED:
-                self.grant_credit(link, link.wanted_credit)
+        if released and self._starved:  # the peer settled: the credit held back is granted now
+            for link in list(self._starved):
+                if link.state is LinkState.ATTACHED:
+                    self.grant_credit(link, link.wanted_credit)
+                else:
+                    self._starved.pop(link, None)
 
     def settle(self, delivery: Delivery, state: Any, settled: bool = True) -> None:
         """Tell the peer a delivery's state, settling it (§2.7.6).

@@ -50,7 +50,7 @@ class Link:
         "session", "name", "handle", "remote_handle", "is_sender", "state", "attach",
         "source", "target", "snd_settle_mode", "rcv_settle_mode", "delivery_count",
         "credit", "drain", "available", "unsettled", "incoming", "context", "max_message_size",
-        "flow_properties", "outgoing", "wanted_credit", "starved",
+        "flow_properties", "outgoing", "wanted_credit",
     )  # fmt: skip
 
     def __init__(self, session: Session, attach: Attach, handle: int) -> None:
@@ -79,10 +79,9 @@ class Link:
         self.max_message_size: int | None = attach.max_message_size or None
         self.flow_properties: dict[Any, Any] | None = None
         self.outgoing: Delivery | None = None  # sender side: a multi-frame delivery not yet all written
-        #: Receiver side: the credit last granted, and whether part of it is held back until the
-        #: peer settles (``ConnectionConfig.max_unsettled_incoming``).
+        #: Receiver side: the credit last granted, part of which may be held back until the peer
+        #: settles (``ConnectionConfig.max_unsettled_incoming``).
         self.wanted_credit = 0
-        self.starved = False
 
     @property
     def address(self) -> Any:

@@ -11,7 +11,7 @@ from engine_harness import OpenEngine
 
 from minibroker.amqp import errors as conditions
 from minibroker.amqp.messaging import Accepted
-from minibroker.amqp.performatives import Close, Detach, Transfer
+from minibroker.amqp.performatives import ROLE_SENDER, Close, Detach, Transfer
 from minibroker.protocol import Connection, ConnectionConfig, events
 from minibroker.protocol.connection import MAX_FRAGMENTS
 from minibroker.testing import Peer, parse_frames
@@ -108,3 +108,38 @@ def test_a_header_without_open_gets_open_then_close_at_the_timeout() -> None:
     assert frames.names() == ["Open", "Close"]
     error = frames.one(Close).error
     assert error is not None and "handshake" in str(error.description)
+
+
+def test_deliveries_in_progress_on_all_links_together_hold_one_message_s_worth(open_engine: OpenEngine) -> None:
+    h = open_engine(ConnectionConfig(max_message_size=1000))
+    h.send(h.peer.attach_sender("a", "q", 0) + h.peer.attach_sender("b", "q", 1))
+    h.pump.take_events()
+    h.send(h.peer.transfer(0, None, None, b"x" * 600, more=True))
+    assert h.conn.assembling == 600
+    frames = h.send(h.peer.transfer(1, None, None, b"y" * 600, more=True))  # each fits; both do not
+    detach = frames.one(Detach)
+    assert detach.error is not None and detach.error.condition == conditions.RESOURCE_LIMIT_EXCEEDED
+    assert h.conn.assembling == 600  # the refused one's bytes are gone
+    h.send(h.peer.transfer(0, None, None, b"z", more=False))
+    assert h.conn.assembling == 0
+
+
+def test_unsettled_deliveries_are_bounded_over_the_connection_too(open_engine: OpenEngine) -> None:
+    config = ConnectionConfig(max_unsettled_incoming=5, max_unsettled_incoming_total=8)
+    h = open_engine(config, auto=False)
+    h.send(h.peer.attach_sender("a", "q", 0) + h.peer.attach_sender("b", "q", 1))
+    links = [e.link for e in h.pump.take_events() if isinstance(e, events.LinkAttached)]
+    for link in links:
+        h.conn.accept_link(link, source=link.source, target=link.target)
+        h.conn.grant_credit(link, 5)
+    h.pump.read()
+    h.send(b"".join(h.peer.transfer(0, None, None, b"m") for _ in range(5)))
+    deliveries = [e.delivery for e in h.pump.take_events() if isinstance(e, events.MessageReceived)]
+    for delivery in deliveries:
+        h.conn.settle(delivery, Accepted(), settled=False)  # rcv-settle-mode second: the peer settles
+    h.conn.grant_credit(links[1], 5)
+    assert links[1].credit == 3  # 8 over the connection, 5 kept for link a
+    h.conn.grant_credit(links[0], 5)
+    assert links[0].credit == 0
+    h.send(h.peer.disposition(0, 4, role=ROLE_SENDER))  # the peer settles link a's five
+    assert (links[0].credit, links[1].credit) == (5, 5)
