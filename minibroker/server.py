@@ -105,8 +105,10 @@ class _Sender:
 
     def _written(self) -> None:
         connection = self.connection
-        if connection is not None and connection.throttled and len(self._pending) <= LOW_WATER and self.waker:
-            self.waker.set()
+        if connection is not None:
+            backlog = connection.transport_backlog = len(self._pending)
+            if connection.throttled and backlog <= LOW_WATER and self.waker:
+                self.waker.set()
 
     @property
     def backlog(self) -> int:
@@ -115,6 +117,8 @@ class _Sender:
     def write_nowait(self, data: bytes) -> bool:
         """Queue ``data`` and write what the socket takes now; False if some is left for a task to write."""
         self._pending += data
+        if self.connection is not None:
+            self.connection.transport_backlog = len(self._pending)
         if self._busy:
             return True  # the task waiting to write writes this too
         try:
@@ -130,6 +134,8 @@ class _Sender:
     async def send(self, data: bytes) -> None:
         """Queue ``data``; write it now unless another task is already waiting to write."""
         self._pending += data
+        if self.connection is not None:
+            self.connection.transport_backlog = len(self._pending)
         if self._busy or not self._pending:
             return
         self._busy = True
@@ -347,7 +353,7 @@ async def _serve_connection(
     sender = _Sender(sock)
     channel = _Channel(sender, waker, outbox)
     connection = channel.connection = broker.connect(channel.notify, peer)
-    connection.transport_backlog = lambda: sender.backlog
+    connection.transport_backlog = 0
     sender.connection, sender.waker = connection, waker
     with trio.CancelScope() as evicted:  # cancelled when newer handshakes push this one out
         handshakes.admit(evicted, connection)

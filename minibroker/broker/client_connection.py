@@ -28,10 +28,6 @@ ANONYMOUS_RELAY = "ANONYMOUS-RELAY"
 OUTPUT_BOUND = 4 * 1024 * 1024
 
 
-def _no_transport() -> int:
-    return 0
-
-
 class ConnectionOwner(Protocol):
     """What a connection calls on its broker (``minibroker.broker.engine.Broker``)."""
 
@@ -77,8 +73,9 @@ class BrokerConnection:
         self.container_id: str | None = None
         self.open = True
         self.refusal: Error | None = None
-        #: Bytes the transport holds for this client and has not written yet (set by the server).
-        self.transport_backlog: Callable[[], int] = _no_transport
+        #: Bytes the transport holds for this client and has not written yet (kept up to date by
+        #: the server as it writes); None: no transport (the in-memory peer of minibroker.testing).
+        self.transport_backlog: int | None = None
         #: Set when routing to this client stopped because its output was full (:meth:`output_full`).
         self.throttled = False
 
@@ -110,13 +107,13 @@ class BrokerConnection:
         except Exception as exc:
             self.broker.internalerror(self, exc)
             return self.engine.data_to_send()
-        if self.throttled and self.transport_backlog is _no_transport:
+        if self.throttled and self.transport_backlog is None:
             self.output_drained()  # in memory (minibroker.testing): what was taken is delivered
         return data
 
     def output_full(self) -> bool:
         """Whether output queued here is over :data:`OUTPUT_BOUND`; if so, routing resumes once it drains."""
-        if self.engine.output_size + self.transport_backlog() <= OUTPUT_BOUND:
+        if self.engine.output_size + (self.transport_backlog or 0) <= OUTPUT_BOUND:
             return False
         self.throttled = True
         return True
@@ -166,7 +163,7 @@ class BrokerConnection:
         """The transport is closed: free what this connection holds at once (see ``Connection.discard_buffers``)."""
         self.connection_lost()
         self.engine.discard_buffers()
-        self.transport_backlog = _no_transport
+        self.transport_backlog = None
         self.throttled = False
 
     def mark_dirty(self) -> None:

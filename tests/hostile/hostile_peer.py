@@ -87,7 +87,7 @@ def held_output(broker: minibroker.ThreadedBroker) -> int:
 
     def largest() -> int:
         return max(
-            (c.engine.output_size + c.transport_backlog() for c in broker._broker.connections), default=0
+            (c.engine.output_size + (c.transport_backlog or 0) for c in broker._broker.connections), default=0
         )
 
     return broker._read(largest)
