@@ -976,7 +976,8 @@ class Connection:
         link.incoming = None
         if not delivery.remote_settled:
             session.incoming_unsettled[delivery.delivery_id] = delivery
-            link.unsettled[delivery.delivery_id] = delivery
+            if link.rcv_settle_mode:  # second: we keep it until the peer settles, so it counts per link
+                link.unsettled[delivery.delivery_id] = delivery
         self._events.append(ev.MessageReceived(link, delivery))
 
     def _drop_incoming(self, link: Link) -> None:
@@ -1133,11 +1134,13 @@ class Connection:
         session = link.session
         if settled:
             delivery.settled = True
-            link.unsettled.pop(delivery.delivery_id, None)
             if link.is_sender:
                 session.outgoing_unsettled.pop(delivery.delivery_id, None)
+                link.unsettled.pop(delivery.delivery_id, None)
             else:
                 session.incoming_unsettled.pop(delivery.delivery_id, None)
+                if link.rcv_settle_mode:
+                    link.unsettled.pop(delivery.delivery_id, None)
         if not link.is_sender:
             # The outcome is decided: the message is in a node now, if anywhere; waiting for the
             # peer to settle (rcv-settle-mode second) holds the delivery's state, not its bytes.

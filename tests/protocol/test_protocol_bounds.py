@@ -11,7 +11,7 @@ from engine_harness import OpenEngine
 
 from minibroker.amqp import errors as conditions
 from minibroker.amqp.messaging import Accepted
-from minibroker.amqp.performatives import ROLE_SENDER, Close, Detach, Transfer
+from minibroker.amqp.performatives import RCV_SECOND, ROLE_SENDER, Close, Detach, Transfer
 from minibroker.protocol import Connection, ConnectionConfig, events
 from minibroker.protocol.connection import MAX_FRAGMENTS
 from minibroker.testing import Peer, parse_frames
@@ -127,7 +127,8 @@ def test_deliveries_in_progress_on_all_links_together_hold_one_message_s_worth(o
 def test_unsettled_deliveries_are_bounded_over_the_connection_too(open_engine: OpenEngine) -> None:
     config = ConnectionConfig(max_unsettled_incoming=5, max_unsettled_incoming_total=8)
     h = open_engine(config, auto=False)
-    h.send(h.peer.attach_sender("a", "q", 0) + h.peer.attach_sender("b", "q", 1))
+    second = {"rcv_settle_mode": RCV_SECOND}
+    h.send(h.peer.attach_sender("a", "q", 0, **second) + h.peer.attach_sender("b", "q", 1, **second))
     links = [e.link for e in h.pump.take_events() if isinstance(e, events.LinkAttached)]
     for link in links:
         h.conn.accept_link(link, source=link.source, target=link.target)
