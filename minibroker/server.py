@@ -45,6 +45,9 @@ HIGH_WATER = OUTPUT_BOUND
 LOW_WATER = HIGH_WATER // 2
 #: Chunks a reader handles back to back before it lets other tasks run.
 FAIRNESS_BATCH = 16
+#: Frames handled per pass: a read of 256 KiB of tiny frames (tens of thousands) is handled in
+#: batches with other connections served in between.  A read of ordinary messages is one batch.
+FRAMES_PER_PASS = 1024
 #: Seconds a finished connection's pending output may take to reach a slow peer.
 CLOSE_GRACE = 5.0
 #: Seconds to wait for the peer to close its side after we closed ours (avoids a reset).
@@ -437,16 +440,21 @@ async def _read(
         if not data:
             return True
         drained = plain and len(data) < READ_SIZE
-        outbox.reading = True
-        try:
-            connection.receive_data(data)
-        finally:
-            outbox.reading = False
-        if outbox.ready:
-            outbox.flush(connection)
-        output = connection.data_to_send()
-        if output:
-            await sender.send(output)
+        while True:
+            outbox.reading = True
+            try:
+                connection.receive_data(data, FRAMES_PER_PASS)
+            finally:
+                outbox.reading = False
+            if outbox.ready:
+                outbox.flush(connection)
+            output = connection.data_to_send()
+            if output:
+                await sender.send(output)
+            if not connection.engine.backlogged or connection.finished:
+                break
+            data = b""
+            await trio.lowlevel.checkpoint()  # others run between batches of this peer's frames
         waker.clear()  # everything queued for this connection has been handed to the sender
         if sender.backlog > HIGH_WATER:
             await sender.wait_drained()

@@ -93,10 +93,10 @@ class BrokerConnection:
         self.broker.mark_dirty(self)
         self.broker.flush()
 
-    def receive_data(self, data: bytes) -> None:
-        """Bytes from the socket: run the protocol and the broker on them."""
+    def receive_data(self, data: bytes, max_frames: int | None = None) -> None:
+        """Bytes from the socket: run the protocol and the broker on them (``Connection.receive_data``)."""
         try:
-            self.broker.handle(self, self.engine.receive_data(data))
+            self.broker.handle(self, self.engine.receive_data(data, max_frames))
         except Exception as exc:  # a broker bug must cost one connection, not the broker
             self.broker.internalerror(self, exc)
 

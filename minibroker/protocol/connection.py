@@ -148,6 +148,8 @@ class Connection:
         #: Links we have answered (accepted or refused) and not yet forgotten: what ``max_links``
         #: counts, so attaches read in one burst are accepted in order up to the limit.
         self.links_answered = 0
+        #: Set when ``receive_data(..., max_frames=N)`` left buffered frames to handle.
+        self.backlogged = False
         #: Bytes of the deliveries in progress (multi-frame, not yet complete) over all links: at
         #: most ``max_message_size``, so a connection holds one message's worth, not one per link.
         self.assembling = 0
@@ -184,15 +186,21 @@ class Connection:
 
     # ------------------------------------------------------------------ I/O
 
-    def receive_data(self, data: bytes) -> list[ev.Event]:
-        """Take bytes from the peer; return the events they caused."""
+    def receive_data(self, data: bytes, max_frames: int | None = None) -> list[ev.Event]:
+        """Take bytes from the peer; return the events they caused.
+
+        With ``max_frames``, at most that many frames are handled; the rest stay buffered and
+        :attr:`backlogged` says so: call again (with ``b""``) to go on.  A server does this to
+        let other connections run between batches of a peer's tiny frames.
+        """
         if data:
             self._received = True
         if self.finished:
             return []
         self._in = self._in + data if self._in else bytes(data)
+        self.backlogged = False
         try:
-            self._process()
+            self._process(max_frames)
         except AMQPProtocolError as exc:
             self._fail(exc)
         events, self._events = self._events, []
@@ -291,12 +299,16 @@ class Connection:
 
     # -------------------------------------------------------------- parsing
 
-    def _process(self) -> None:
+    def _process(self, max_frames: int | None) -> None:
         buf = self._in
         pos = 0
         end = len(buf)
+        frames = 0
         try:
             while not self.finished:
+                if max_frames is not None and frames >= max_frames:
+                    self.backlogged = end - pos >= 8  # whole frames may be left: the caller goes on
+                    break
                 phase = self.phase
                 if phase is Phase.AWAIT_HEADER or phase is Phase.AUTHENTICATED:
                     if end - pos < 8:
@@ -317,6 +329,7 @@ class Connection:
                 frame_end = pos + size
                 body = pos + doff * 4
                 pos = frame_end
+                frames += 1
                 if body == frame_end:
                     continue  # an empty frame: keep-alive (§2.4.5)
                 if phase is Phase.SASL:

@@ -144,3 +144,15 @@ def test_unsettled_deliveries_are_bounded_over_the_connection_too(open_engine: O
     assert links[0].credit == 0
     h.send(h.peer.disposition(0, 4, role=ROLE_SENDER))  # the peer settles link a's five
     assert (links[0].credit, links[1].credit) == (5, 5)
+
+
+def test_receive_data_handles_at_most_max_frames_and_says_what_is_left(open_engine: OpenEngine) -> None:
+    h = open_engine()
+    h.send(h.peer.attach_sender("in", "q", 0))
+    h.pump.take_events()
+    h.conn.receive_data(h.peer.empty_frame() * 2500, max_frames=1000)
+    assert h.conn.backlogged
+    h.conn.receive_data(b"", max_frames=1000)
+    assert h.conn.backlogged
+    h.conn.receive_data(b"", max_frames=1000)
+    assert not h.conn.backlogged and h.conn._in == b""
