@@ -129,8 +129,9 @@ class Queue:
 
     def admit(self, message: StoredMessage, staged: Sequence[StoredMessage] | None = None) -> Error | None:
         """The error to refuse ``message`` with when the queue is bounded and full (bounds.py), or None."""
-        if not self.limited:
-            return None  # the common case, on every message: one test
+        options = self.options
+        if options.max_depth is None and options.max_bytes is None:
+            return None  # the common case, on every message: no bound (``limited``, inlined)
         return refusal(self, message, staged)
 
     def put(self, message: StoredMessage, now: float, seq: int | None = None) -> None:
