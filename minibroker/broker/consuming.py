@@ -25,7 +25,12 @@ class Client(Protocol):
     """What a link needs of the client connection it belongs to."""
 
     @property
-    def engine(self) -> Connection: ...
+    def protocol(self) -> Connection:
+        """The connection's protocol state machine: sessions, links and the calls that send frames."""
+
+    @property
+    def engine(self) -> Connection:
+        """The older name of ``protocol``."""
 
     @property
     def open(self) -> bool: ...

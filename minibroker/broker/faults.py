@@ -23,7 +23,7 @@ A matching event is offered to the faults in the order they were added; the firs
 that fires acts on it and the event goes no further. Every firing is kept in
 :attr:`FaultSet.history` (what, where, when on the broker's clock, which frame).
 
-This module is pure data: :mod:`.injection` applies a fired fault with engine
+This module is pure data: :mod:`.injection` applies a fired fault with protocol
 methods. The registry runs every change through ``marshal`` so that
 ``ThreadedBroker.faults`` can be used from the test's thread.
 """

@@ -17,7 +17,7 @@ only the tap's own ``is None`` tests. Through the tap it sees:
   broker has recorded the delivery, :meth:`FaultInjector.run_pending` may
   release, modify, detach or disconnect it.
 
-Each action uses the engine's own operations: ``refuse_link`` and
+Each action uses the protocol state machine's own operations: ``refuse_link`` and
 ``detach_link`` (Part 2 §2.6.3, §2.6.5), ``close`` (§2.4.3), ``settle`` with
 released / modified (Part 3 §3.4.4-5) or rejected (§3.4.2), ``send_link_flow``
 (§2.6.7), and the transaction coordinator's rollback (Part 4 §4.4).
@@ -44,6 +44,7 @@ from .links import ConsumerLink, CoordinatorLink, ProducerLink
 from .queue import Queue
 from .stored import Entry
 from .tap import Observer, Tap, TapConnection
+from .timers import Timers
 from .transactions import TransactionManager
 
 __all__ = ["FaultInjector", "InjectionHost"]
@@ -72,6 +73,7 @@ class InjectionHost(Protocol):
     config: BrokerConfig
     transactions: TransactionManager
     injector: FaultInjector | None
+    timers: Timers
 
     def apply_outcome(self, queue: Queue, entry: Entry, state: Any, link_id: int | None) -> None: ...
 
@@ -102,14 +104,16 @@ class FaultInjector(Observer):
         wanted = live or bool(self._holds or self._actions or self._sent)
         if wanted and broker.injector is None:
             broker.injector = broker.tap.install(self)
+            broker.timers.add(self)
         elif not wanted and broker.injector is self:
             broker.tap.remove(self)
+            broker.timers.discard(self)
             broker.injector = None
 
     def _cancelled(self, fault: Fault) -> None:
         for link, connection in self._stalled.pop(fault, {}).items():
             if connection.open and link.state is LinkState.ATTACHED:
-                connection.engine.send_link_flow(link)  # the credit the broker granted all along
+                connection.protocol.send_link_flow(link)  # the credit the broker granted all along
                 connection.mark_dirty()
 
     def _fire(self, point: str, site: Site, subject: Callable[[], Any]) -> Fault | None:
@@ -142,7 +146,7 @@ class FaultInjector(Observer):
         if kind is ev.MessageReceived:
             assert isinstance(event, ev.MessageReceived)
             if self._going and event.link in self._going:
-                return None  # a transfer behind a detach is dropped, as the engine drops late ones
+                return None  # a transfer behind a detach is dropped, as the protocol drops late ones
             if not points.isdisjoint(_INBOUND_MESSAGE) and self._message(self._own(connection), event):
                 return None
         return event
@@ -158,7 +162,7 @@ class FaultInjector(Observer):
         if fault is None:
             return False
         error = self._error(fault, f"refused by {fault!r}")
-        self._actions.append(lambda: connection.engine.refuse_link(link, error))
+        self._actions.append(lambda: connection.protocol.refuse_link(link, error))
         return True
 
     def _message(self, connection: BrokerConnection, event: ev.MessageReceived) -> bool:
@@ -187,10 +191,10 @@ class FaultInjector(Observer):
 
             def reject() -> None:
                 if not delivery.remote_settled and link.state is LinkState.ATTACHED:
-                    connection.engine.settle(delivery, Rejected(error=error))
+                    connection.protocol.settle(delivery, Rejected(error=error))
                     credit = self.broker.config.link_credit
                     if link.credit <= credit // 2:  # as the broker tops up a producer's credit
-                        connection.engine.grant_credit(link, credit)
+                        connection.protocol.grant_credit(link, credit)
                 connection.mark_dirty()
 
             self._actions.append(reject)
@@ -216,7 +220,7 @@ class FaultInjector(Observer):
 
         def fail() -> None:
             outcome = self.broker.transactions.roll_back(body.txn_id, f"commit failed: {fault!r}")
-            connection.engine.settle(delivery, outcome)
+            connection.protocol.settle(delivery, outcome)
             connection.mark_dirty()
 
         self._actions.append(fail)
@@ -246,7 +250,7 @@ class FaultInjector(Observer):
         return frame
 
     def _link(self, connection: BrokerConnection, channel: int, performative: Any) -> Link | None:
-        session = connection.engine.local_session(channel)
+        session = connection.protocol.local_session(channel)
         handle = getattr(performative, "handle", None)
         return session.links_by_handle.get(handle) if session is not None and handle is not None else None
 
@@ -273,7 +277,7 @@ class FaultInjector(Observer):
     def _uses(self, connection: BrokerConnection, address: str | None) -> bool:
         return any(
             link.address == address
-            for session in connection.engine.sessions.values()
+            for session in connection.protocol.sessions.values()
             for link in session.links_by_handle.values()
         )
 
@@ -333,7 +337,7 @@ class FaultInjector(Observer):
         )
         self.broker.apply_outcome(consumer.queue, entry, outcome, consumer.link_id)
         if delivery is not None:
-            connection.engine.settle(delivery, outcome)
+            connection.protocol.settle(delivery, outcome)
         connection.mark_dirty()
         consumer.queue.dispatch(self.broker.clock.now())
 

@@ -1,6 +1,6 @@
 """The broker's one observation point: every inbound event and every frame, in and out.
 
-Theory of operation.  Each client connection has a protocol engine
+Theory of operation.  Each client connection has a protocol state machine
 (:class:`~minibroker.protocol.connection.Connection`) that turns bytes into
 frames and events, and frames into bytes.  Everything the broker sees of a
 client and everything it says to one passes three places, and the
@@ -8,14 +8,14 @@ client and everything it says to one passes three places, and the
 watches them:
 
 ``frame_in(connection, channel, performative)``
-    a frame was decoded (before the engine acts on it): an AMQP performative
+    a frame was decoded (before the broker acts on it): an AMQP performative
     (Part 2 §2.7) or a SASL frame body (Part 5 §5.3).  Observe only.
 ``event_in(connection, event) -> event | None``
     a protocol event (:mod:`minibroker.protocol.events`: an attach, a message,
     a disposition, a flow, a detach, ...) is about to be handled by the
     broker.  Return it to let it through, another event to replace it, or
     None to swallow it; an observer that swallows an event acts on it
-    itself through ``connection.engine`` (e.g. ``refuse_link``, ``settle``,
+    itself through ``connection.protocol`` (e.g. ``refuse_link``, ``settle``,
     ``detach_link``).  ``event.link.address`` names the node for link events.
 ``frame_out(connection, channel, performative, frame) -> bytes``
     a frame is about to be queued for the client: ``frame`` is its encoded
@@ -64,8 +64,12 @@ class TapConnection(Protocol):
         """The container-id of the client's ``open`` (None before it)."""
 
     @property
+    def protocol(self) -> Connection:
+        """The connection's protocol state machine: sessions, links and the calls that send frames."""
+
+    @property
     def engine(self) -> Connection:
-        """The protocol engine: sessions, links and the calls that send frames."""
+        """The older name of ``protocol``."""
 
     def write(self, data: bytes) -> None:
         """Send ``data`` as it is (e.g. a frame an observer withheld earlier) and wake the writer."""
@@ -159,7 +163,7 @@ class Tap:
         handle (§2.6.2); other frames (``open``, ``begin``, a session ``flow``,
         a ``disposition``, which names deliveries, ...) give None.
         """
-        session = connection.engine.local_session(channel)
+        session = connection.protocol.local_session(channel)
         handle = getattr(performative, "handle", None)
         if session is None or handle is None or not isinstance(performative, (Attach, Detach, Flow, Transfer)):
             return None
