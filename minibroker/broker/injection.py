@@ -39,7 +39,7 @@ from ..protocol.endpoints import Link
 from .client_connection import BrokerConnection
 from .clock import Clock
 from .config import BrokerConfig
-from .faults import Fault, FaultSet, Site
+from .faults import Fault, FaultSet, Site, fault_kind
 from .links import ConsumerLink, CoordinatorLink, ProducerLink
 from .queue import Queue
 from .stored import Entry
@@ -47,7 +47,12 @@ from .tap import Observer, Tap, TapConnection
 from .timers import Timers
 from .transactions import TransactionManager
 
-__all__ = ["FaultInjector", "InjectionHost"]
+#: The actions (faults.FAULT_KINDS) that end a link or a connection: any point may fire them.
+_DISCONNECTS = frozenset({"detach", "close", "drop"})
+#: Every action the injector takes; a kind whose action is not here raises where it fires.
+ACTIONS = _DISCONNECTS | {"release", "modify", "reject", "refuse", "hold", "stall", "rollback"}
+
+__all__ = ["ACTIONS", "FaultInjector", "InjectionHost"]
 
 
 #: Points offered a message a client sends, and a message the broker sends.
@@ -186,7 +191,8 @@ class FaultInjector(Observer):
         fault = self._fire("publish", site, subject) or self._fire("transfer", site, subject)
         if fault is None:
             return False
-        if fault.kind == "reject_publish":
+        action = fault_kind(fault.kind).action
+        if action == "reject":
             error = self._error(fault, f"rejected by {fault!r}")
 
             def reject() -> None:
@@ -198,9 +204,11 @@ class FaultInjector(Observer):
                 connection.mark_dirty()
 
             self._actions.append(reject)
-        else:
-            self._going.add(connection if fault.kind != "detach_link" else link)
+        elif action in _DISCONNECTS:
+            self._going.add(link if action == "detach" else connection)
             self._actions.append(lambda: self._disconnect(fault, connection, link))
+        else:
+            raise ValueError(f"{fault!r} fired on a publish, but its action {action!r} is not one a publish can take")
         return True
 
     def _discharge(self, connection: BrokerConnection, event: ev.MessageReceived) -> bool:
@@ -322,15 +330,18 @@ class FaultInjector(Observer):
         fault = fault or self._fire("transfer", site, subject)
         if fault is None:
             return
-        if fault.kind not in ("release", "modify"):
+        action = fault_kind(fault.kind).action
+        if action in _DISCONNECTS:
             self._disconnect(fault, connection, link)
             return
+        if action not in ("release", "modify"):
+            raise ValueError(f"{fault!r} fired on a delivery, but its action {action!r} is not one a delivery can take")
         assert entry is not None
         delivery = link.unsettled.get(delivery_id)
         del consumer.unsettled[delivery_id]
         outcome: Released | Modified = (
             Released()
-            if fault.kind == "release"
+            if action == "release"
             else Modified(
                 delivery_failed=fault.params["delivery_failed"], undeliverable_here=fault.params["undeliverable_here"]
             )
@@ -347,15 +358,18 @@ class FaultInjector(Observer):
         return amqp_error(fault.params.get("error", conditions.INTERNAL_ERROR), description)
 
     def _disconnect(self, fault: Fault, connection: BrokerConnection, link: Link) -> None:
-        """detach_link, close_connection or drop_connection."""
+        """The ``detach``, ``close`` or ``drop`` action (detach_link, close_connection, drop_connection)."""
         if not connection.open:
             return
-        if fault.kind == "detach_link":
+        action = fault_kind(fault.kind).action
+        if action == "detach":
             if link.state is LinkState.ATTACHED:
                 self.broker.detach_link(connection, link, self._error(fault, f"link detached by {fault!r}"))
                 connection.mark_dirty()
-        elif fault.kind == "close_connection":
+        elif action == "close":
             connection.close(self._error(fault, f"connection closed by {fault!r}"))
+        elif action != "drop":
+            raise ValueError(f"{fault!r}: action {action!r} does not end a link or connection")
         else:
             # What was queued before still goes out (it was on the wire); then nothing, not even a close.
             self._silenced.add(connection)
