@@ -10,13 +10,18 @@ layer) does not import the broker engine.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..amqp.performatives import Error
 from ..protocol import events as ev
 from ..protocol.connection import Connection, ConnectionConfig
+from ..protocol.endpoints import Delivery
 from .config import BrokerConfig
 from .tap import Tap
+
+if TYPE_CHECKING:
+    from .consuming import NodeConsumer
+    from .stored import Entry
 
 __all__ = ["ANONYMOUS_RELAY", "BrokerConnection", "ConnectionOwner"]
 
@@ -73,6 +78,10 @@ class BrokerConnection:
     def engine(self) -> Connection:
         """The older name of :attr:`protocol` (kept working for layers and tests written against it)."""
         return self.protocol
+
+    def delivered(self, consumer: NodeConsumer, entry: Entry | None, delivery: Delivery) -> None:
+        """A consumer on this connection was sent a message: the tap's semantic outbound point."""
+        self.broker.tap.delivery_out(self, consumer, entry, delivery)
 
     # The protocol's frame hook (protocol.hooks.FrameHook), set while the broker's tap has observers.
 

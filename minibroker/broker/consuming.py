@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ..protocol.connection import Connection
     from ..protocol.endpoints import Delivery, Link
     from .selector import Selector
+    from .stored import Entry
 
 __all__ = ["Client", "ConsumerRequest", "NodeConsumer"]
 
@@ -37,6 +38,12 @@ class Client(Protocol):
 
     def mark_dirty(self) -> None:
         """Output was queued for this client by work done for another: have it written."""
+
+    def delivered(self, consumer: NodeConsumer, entry: Entry | None, delivery: Delivery) -> None:
+        """Tell the broker's tap (``delivery_out``) that ``consumer`` was sent a message.
+
+        Called only while ``protocol.hook`` is set (the tap has observers): free otherwise.
+        """
 
 
 class NodeConsumer(Protocol):

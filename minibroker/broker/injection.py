@@ -31,11 +31,11 @@ from typing import Any, Protocol, cast
 from ..amqp import errors as conditions
 from ..amqp.message import decode_message
 from ..amqp.messaging import Modified, Rejected, Released
-from ..amqp.performatives import Error, Flow, Transfer, amqp_error
+from ..amqp.performatives import Error, Flow, amqp_error
 from ..amqp.transactions import Discharge
 from ..protocol import LinkState
 from ..protocol import events as ev
-from ..protocol.endpoints import Link
+from ..protocol.endpoints import Delivery, Link
 from .client_connection import BrokerConnection
 from .clock import Clock
 from .config import BrokerConfig
@@ -93,7 +93,8 @@ class FaultInjector(Observer):
         self.faults = faults
         self._timers_changed = timers_changed
         self._actions: list[Callable[[], None]] = []  # run after the batch that fired them
-        self._sent: list[tuple[BrokerConnection, int, int, int]] = []  # (connection, channel, handle, delivery-id)
+        # Deliveries sent this batch (the tap's delivery_out), offered to delivery faults after it.
+        self._sent: list[tuple[BrokerConnection, ConsumerLink, int]] = []  # (connection, consumer, delivery-id)
         self._going: set[Any] = set()  # connections and links whose remaining events this batch are dropped
         self._silenced: set[BrokerConnection] = set()  # dropped: not even a close frame goes out
         self._holds: dict[BrokerConnection, _Hold] = {}
@@ -248,14 +249,20 @@ class FaultInjector(Observer):
         points = self.faults.points
         if "frame" in points and self._delay(self._own(connection), channel, performative, frame):
             return b""
-        if isinstance(performative, Transfer):
-            if performative.delivery_id is not None and not points.isdisjoint(_OUTBOUND_MESSAGE):
-                owned = self._own(connection)
-                self._sent.append((owned, channel, performative.handle, performative.delivery_id))
-        elif isinstance(performative, Flow) and performative.handle is not None and "credit" in points:
+        if isinstance(performative, Flow) and performative.handle is not None and "credit" in points:
             if self._stall(self._own(connection), channel, performative):
                 return b""
         return frame
+
+    def delivery_out(
+        self, connection: TapConnection, consumer: Any, entry: Entry | None, delivery: Delivery
+    ) -> None:
+        """A consumer was sent a message: offered to delivery faults after the batch (``run_pending``)."""
+        owned = self._own(connection)
+        if owned in self._silenced or owned in self._holds or not isinstance(consumer, ConsumerLink):
+            return  # dropped or held output is not on the wire (as frame_out withholds it)
+        if not self.faults.points.isdisjoint(_OUTBOUND_MESSAGE):
+            self._sent.append((owned, consumer, delivery.delivery_id))
 
     def _link(self, connection: BrokerConnection, channel: int, performative: Any) -> Link | None:
         session = connection.protocol.local_session(channel)
@@ -310,10 +317,8 @@ class FaultInjector(Observer):
             for action in actions:
                 action()
             sent, self._sent = self._sent, []
-            for connection, channel, handle, delivery_id in sent:
-                link = self._link(connection, channel, Transfer(handle=handle))
-                if link is not None and isinstance(link.context, ConsumerLink):
-                    self._delivered(connection, link.context, delivery_id)
+            for connection, consumer, delivery_id in sent:
+                self._delivered(connection, consumer, delivery_id)
         self._update(self.faults.has_live())
 
     def _delivered(self, connection: BrokerConnection, consumer: ConsumerLink, delivery_id: int) -> None:

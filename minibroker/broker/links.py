@@ -137,14 +137,22 @@ class ConsumerLink:
         delivery = connection.protocol.send_transfer(self.link, _TAG.pack(self._tags & _TAG_MASK), payload, settled)
         connection.mark_dirty()
         if self.browse:
+            self.offer(None, delivery)
             return
         if settled:
             self.queue.accept(entry)
+            self.offer(None, delivery)
             return
         delivery.context = entry
         self.unsettled[delivery.delivery_id] = entry
         if self.transaction is not None:
             self.transaction.acquired(self, entry, delivery)
+        self.offer(entry, delivery)
+
+    def offer(self, entry: Entry | None, delivery: Delivery) -> None:
+        """Show the tap what was just sent (``entry``: held unsettled, or None), while it has observers."""
+        if self.connection.protocol.hook is not None:  # one test when nothing observes (tap.py)
+            self.connection.delivered(self, entry, delivery)
 
     # Ending ------------------------------------------------------------
 

@@ -3,7 +3,7 @@
 Theory of operation.  Each client connection has a protocol state machine
 (:class:`~minibroker.protocol.connection.Connection`) that turns bytes into
 frames and events, and frames into bytes.  Everything the broker sees of a
-client and everything it says to one passes three places, and the
+client and everything it says to one passes four places, and the
 :class:`Tap` owned by the broker (``broker.tap``) is the only thing that
 watches them:
 
@@ -25,6 +25,16 @@ watches them:
     later with ``connection.write(frame)`` (a delay).
     ``Tap.address_of(connection, channel, performative)`` names the node of
     the link an ``attach``, ``detach``, ``flow`` or ``transfer`` belongs to.
+``delivery_out(connection, consumer, entry, delivery)``
+    the semantic side of an outgoing ``transfer``: the broker just sent a
+    message to one of its consumers (:class:`~.consuming.NodeConsumer`).
+    ``entry`` is the queue entry the consumer now holds unsettled (None when
+    it went out settled, or to a browser), ``delivery`` the protocol's
+    delivery.  Observe only: an observer that acts on it (a delivery fault)
+    does so after the batch, as the broker holds them all then.
+
+(``frame_out`` of the transfer's frames comes too; ``delivery_out`` saves an
+observer that wants the consumer or entry from finding them from the frame.)
 
 Observers are called in installation order; each sees what the one before
 returned.  Install with ``broker.tap.install(observer)`` (it returns the
@@ -47,7 +57,9 @@ from typing import Any, Protocol, TypeVar
 from ..amqp.performatives import Attach, Detach, Flow, Transfer
 from ..protocol import events as ev
 from ..protocol.connection import Connection
+from ..protocol.endpoints import Delivery
 from .statistics import FrameRecord
+from .stored import Entry
 
 __all__ = ["Tap", "Observer", "TapConnection", "FrameLog", "TraceObserver", "FrameTrace"]
 
@@ -89,6 +101,9 @@ class Observer:
         """A frame is about to be sent: return it, replacement bytes, or ``b""`` to withhold it."""
         return frame
 
+    def delivery_out(self, connection: TapConnection, consumer: Any, entry: Entry | None, delivery: Delivery) -> None:
+        """The broker sent ``consumer`` a message: ``entry`` is what it holds unsettled (None if nothing)."""
+
 
 AnyObserver = TypeVar("AnyObserver", bound=Observer)
 
@@ -127,7 +142,7 @@ class Tap:
             self.active = active
             self._on_change(active)
 
-    # ------------------------------------------------------ the three places
+    # ------------------------------------------------------ the four places
 
     def frame_in(self, connection: TapConnection, channel: int, performative: Any) -> None:
         for observer in self._observers:
@@ -152,6 +167,10 @@ class Tap:
             if not frame:
                 break
         return frame
+
+    def delivery_out(self, connection: TapConnection, consumer: Any, entry: Entry | None, delivery: Delivery) -> None:
+        for observer in self._observers:
+            observer.delivery_out(connection, consumer, entry, delivery)
 
     # ------------------------------------------------------------ helpers
 
