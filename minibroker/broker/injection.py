@@ -92,6 +92,11 @@ class FaultInjector(Observer):
         self.broker = broker
         self.faults = faults
         self._timers_changed = timers_changed
+        # A fault fires while the tap is inside the protocol's event or frame loop, where
+        # detaching, closing or settling would change what is being iterated (and a
+        # broker handler may still be about to act on the same event).  So firing only
+        # records what to do; the broker runs it from flush(), after the whole batch,
+        # through run_pending().
         self._actions: list[Callable[[], None]] = []  # run after the batch that fired them
         # Deliveries sent this batch (the tap's delivery_out), offered to delivery faults after it.
         self._sent: list[tuple[BrokerConnection, ConsumerLink, int]] = []  # (connection, consumer, delivery-id)

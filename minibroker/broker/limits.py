@@ -117,6 +117,8 @@ class CreditGate:
         the queue passes ``max_depth`` only if a client ignores its credit.
         """
         attached = self._producers.get(queue, {})
+        # Credit already granted is room already promised: subtract it, or two producers
+        # could each be granted the same free slots and together pass max_depth.
         free = room(queue) - sum(p.link.credit for p in attached)
         for producer in producers:
             link = producer.link

@@ -178,6 +178,10 @@ class EventPolicy:
                         protocol.settle(delivery, outcome, settled=link.rcv_settle_mode != RCV_SECOND)
         elif isinstance(producer, ExtensionLink):
             producer.on_message(delivery)
+        # Credit top-up: a producer is granted link_credit again once it has used half, so a
+        # steady sender never waits for a flow (one flow per link_credit/2 messages, not one
+        # per message), and credit stays bounded by link_credit.  A withhold-credit queue's
+        # producers get only what room there is (limits.CreditGate).
         if link.credit <= self.config.link_credit // 2 and link.state is LinkState.ATTACHED:
             gated = self.credit_gate.queue_of(producer) if isinstance(producer, ProducerLink) else None
             if gated is not None:  # hook: withhold-credit (limits.py)

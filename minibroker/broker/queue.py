@@ -355,6 +355,11 @@ class Queue:
         index = self._index
         if index is None:
             index = self._index = SortedList((-e.level, e.seq) for e in self._available_in_order())
+        # The cursor is the last key this consumer turned down: everything up to it was
+        # examined and refused, so it resumes after it.  Without it a selective consumer would
+        # re-test every message it refused on each dispatch (quadratic over a deep queue).  A
+        # message that lands at or before a cursor (a release back to its original place, a
+        # higher priority) drops that cursor in _push, so nothing new is skipped.
         cursor = self._cursors.get(consumer)
         keys = index.irange(minimum=cursor, inclusive=(False, True)) if cursor is not None else iter(index)
         entries = self._entries

@@ -350,13 +350,16 @@ class TransactionManager:
             if not held and entry.state == ACQUIRED:
                 consumer.unsettled.pop(delivery.delivery_id, None)
                 consumer.queue.release(entry, now)
+                # release() counts a client's released outcome; this is the transaction undoing
+                # its own staged outcome, so the counter is corrected back (statistics stay what
+                # clients did, and a rollback leaves them as they were before the transaction).
                 consumer.queue.counters.released -= 1  # a rollback is not a client's release
         for consumer, entry, delivery in txn.acquisitions:
             entry.transaction = None
             if entry.state == ACQUIRED and delivery.delivery_id in consumer.unsettled:
                 del consumer.unsettled[delivery.delivery_id]
                 consumer.queue.release(entry, now)
-                consumer.queue.counters.released -= 1
+                consumer.queue.counters.released -= 1  # as above: no client released it
                 self._settle(consumer.connection, delivery, Released())
         self._finish(txn)
 
