@@ -43,6 +43,7 @@ from .faults import Fault, FaultSet, Site, fault_kind
 from .links import ConsumerLink, CoordinatorLink, ProducerLink
 from .queue import Queue
 from .stored import Entry
+from .stream import StreamConsumer
 from .tap import Observer, Tap, TapConnection
 from .timers import Timers
 from .transactions import TransactionManager
@@ -99,7 +100,7 @@ class FaultInjector(Observer):
         # through run_pending().
         self._actions: list[Callable[[], None]] = []  # run after the batch that fired them
         # Deliveries sent this batch (the tap's delivery_out), offered to delivery faults after it.
-        self._sent: list[tuple[BrokerConnection, ConsumerLink, int]] = []  # (connection, consumer, delivery-id)
+        self._sent: list[tuple[BrokerConnection, ConsumerLink | StreamConsumer, int]] = []  # (connection, consumer, id)
         self._going: set[Any] = set()  # connections and links whose remaining events this batch are dropped
         self._silenced: set[BrokerConnection] = set()  # dropped: not even a close frame goes out
         self._holds: dict[BrokerConnection, _Hold] = {}
@@ -264,7 +265,7 @@ class FaultInjector(Observer):
     ) -> None:
         """A consumer was sent a message: offered to delivery faults after the batch (``run_pending``)."""
         owned = self._own(connection)
-        if owned in self._silenced or owned in self._holds or not isinstance(consumer, ConsumerLink):
+        if owned in self._silenced or owned in self._holds or not isinstance(consumer, (ConsumerLink, StreamConsumer)):
             return  # dropped or held output is not on the wire (as frame_out withholds it)
         if not self.faults.points.isdisjoint(_OUTBOUND_MESSAGE):
             self._sent.append((owned, consumer, delivery.delivery_id))
@@ -323,7 +324,10 @@ class FaultInjector(Observer):
                 action()
             sent, self._sent = self._sent, []
             for connection, consumer, delivery_id in sent:
-                self._delivered(connection, consumer, delivery_id)
+                if isinstance(consumer, StreamConsumer):
+                    self._read_from_stream(connection, consumer, delivery_id)
+                else:
+                    self._delivered(connection, consumer, delivery_id)
         self._update(self.faults.has_live())
 
     def _delivered(self, connection: BrokerConnection, consumer: ConsumerLink, delivery_id: int) -> None:
@@ -361,6 +365,38 @@ class FaultInjector(Observer):
             connection.protocol.settle(delivery, outcome)
         connection.mark_dirty()
         consumer.queue.dispatch(self.broker.clock.now())
+
+    def _read_from_stream(self, connection: BrokerConnection, reader: StreamConsumer, delivery_id: int) -> None:
+        """A delivery to a stream reader: faults act on that reader's link only (the stream is unchanged)."""
+        link = reader.link
+        if not connection.open or link.state is not LinkState.ATTACHED:
+            return
+        delivery = link.unsettled.get(delivery_id)
+        site = self._site(connection, link, reader.stream.name, f"transfer delivery-id={int(delivery_id)}")
+
+        def subject() -> Any:
+            return decode_message(delivery.payload) if delivery is not None and delivery.payload else None
+
+        fault = self._fire("delivery", site, subject) if delivery is not None else None
+        fault = fault or self._fire("transfer", site, subject)
+        if fault is None:
+            return
+        action = fault_kind(fault.kind).action
+        if action in _DISCONNECTS:
+            self._disconnect(fault, connection, link)
+            return
+        if action not in ("release", "modify"):
+            raise ValueError(f"{fault!r} fired on a delivery, but its action {action!r} is not one a delivery can take")
+        assert delivery is not None
+        outcome: Released | Modified = (
+            Released()
+            if action == "release"
+            else Modified(
+                delivery_failed=fault.params["delivery_failed"], undeliverable_here=fault.params["undeliverable_here"]
+            )
+        )
+        reader.outcome(delivery, outcome, False)  # counted and settled: nothing to put back in a stream
+        connection.mark_dirty()
 
     # ------------------------------------------------------------ actions
 
