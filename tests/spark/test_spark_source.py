@@ -99,6 +99,14 @@ def test_batch_write_waits_for_acceptance_with_deterministic_ids(spark: Any, bro
     assert broker.queue("out3").messages[0].message.body == b"\x00"
 
 
+def test_twenty_rows_of_one_mib_write_as_exactly_twenty_messages(spark: Any, broker: ThreadedBroker) -> None:
+    df = spark.range(20).selectExpr("cast(repeat(cast(id as string), 1048576) as binary) as body")
+    amqp(df.repartition(2).write, broker, "big").mode("append").save()
+    snapshot = broker.queue("big")
+    assert snapshot.depth == 20
+    assert sorted(len(m.message.body) for m in snapshot.messages) == [1048576] * 10 + [2097152] * 10
+
+
 def test_write_rejects_unknown_columns_naming_them(spark: Any, broker: ThreadedBroker) -> None:
     df = spark.createDataFrame([("x", 1)], "body string, amount int")
     with pytest.raises(Exception, match="amount"):
