@@ -451,7 +451,7 @@ async def _read(
             output = connection.data_to_send()
             if output:
                 await sender.send(output)
-            if not connection.engine.backlogged or connection.finished:
+            if not connection.protocol.backlogged or connection.finished:
                 break
             data = b""
             await trio.lowlevel.checkpoint()  # others run between batches of this peer's frames
