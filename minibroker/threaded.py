@@ -157,15 +157,17 @@ class ThreadedBroker(BrokerAPI):
     def _shutdown(self, cancel: trio.CancelScope) -> None:
         stop(self._broker, cancel)
 
-    def restart(self) -> None:
+    def restart(self, *, graceful: bool = False) -> None:
         """Restart as a real broker would: every connection dropped (sockets closed, no ``close``
-        frame), the same port served again, durable messages kept and non-durable ones lost.
+        frame, as in a crash), the same port served again, durable messages kept and non-durable
+        ones lost.  ``graceful=True`` sends each connection ``close`` with
+        ``amqp:connection:forced`` first, as a broker shutting down in order does.
 
         Nodes, counters and durable subscriptions stay; unsettled deliveries went back to their
         queues first (see :mod:`minibroker.restartable`).
         """
         server, nursery, token = self._serving("restart()")
-        trio.from_thread.run(server.restart, nursery, trio_token=token)
+        trio.from_thread.run(server.restart, nursery, graceful, trio_token=token)
 
     def _serving(self, what: str) -> tuple[RestartableServer, trio.Nursery, trio.lowlevel.TrioToken]:
         if self._thread is None or self._token is None or self._server is None or self._nursery is None:

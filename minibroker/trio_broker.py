@@ -80,10 +80,11 @@ class TrioBroker(BrokerAPI):
         changed, self._changed = self._changed, trio.Event()
         changed.set()  # wakes every waiter that took this event before the change
 
-    async def restart(self) -> None:
-        """Restart as a real broker would: every connection dropped (no ``close`` frame), the same
-        port served again, durable messages kept and non-durable ones lost (see ``ThreadedBroker``)."""
-        await self._server.restart(self._nursery)
+    async def restart(self, *, graceful: bool = False) -> None:
+        """Restart as a real broker would: every connection dropped (no ``close`` frame; with
+        ``graceful=True`` a ``close`` with ``amqp:connection:forced`` first), the same port served
+        again, durable messages kept and non-durable ones lost (see ``ThreadedBroker``)."""
+        await self._server.restart(self._nursery, graceful)
 
     async def wait_for(self, predicate: Callable[[TrioBroker], Any], timeout: float = 5.0) -> Any:
         """Wait until ``predicate(broker)`` is truthy, re-checking after each broker change."""
