@@ -102,12 +102,18 @@ class FaultInjector(Observer):
     def _update(self, live: bool) -> None:
         """Stay on the tap while a fault is live or work is left (held frames, pending actions)."""
         broker = self.broker
+        self._forget_ended()
         wanted = live or bool(self._holds or self._actions or self._sent or self._replaced)
         if wanted and broker.injector is None:
             broker.injector = broker.tap.install(self)
         elif not wanted and broker.injector is self:
             broker.tap.remove(self)
             broker.injector = None
+
+    def _forget_ended(self) -> None:
+        """Links that ended took their deliveries back (§3.4.5): no outcome of theirs will come."""
+        for gone in [d for d in self._replaced if d.link.state is not LinkState.ATTACHED]:
+            del self._replaced[gone]
 
     def _cancelled(self, fault: Fault) -> None:
         for link, connection in self._stalled.pop(fault, {}).items():
@@ -351,9 +357,7 @@ class FaultInjector(Observer):
         )
         if fault.params["at"] == "outcome":
             if delivery is not None:
-                # Links that ended took their deliveries back (§3.4.5): their entries go too.
-                for gone in [d for d in self._replaced if d.link.state is not LinkState.ATTACHED]:
-                    del self._replaced[gone]
+                self._forget_ended()
                 self._replaced[delivery] = outcome
             return
         del consumer.unsettled[delivery_id]

@@ -125,3 +125,13 @@ def test_at_is_checked_and_shown_in_the_repr() -> None:
     assert repr(faults.release(address="jobs")) == "faults.release(address='jobs')"
     with pytest.raises(ValueError, match="at='later': use 'delivery'"):
         faults.modify(address="jobs", at="later")
+
+
+def test_an_outcome_that_never_comes_is_forgotten_with_its_link(broker: minibroker.ThreadedBroker) -> None:
+    broker.publish("jobs", "job 1")
+    broker.faults.release(address="jobs", at="outcome")
+    conn = BlockingConnection(broker.url, timeout=5)
+    conn.create_receiver("jobs", credit=1).receive(timeout=5)  # fired; the client never settles
+    broker.reset()  # the connection is closed, its link ended and its delivery went back
+    conn.close()
+    assert broker._broker.injector is None  # nothing left for the injector to do: it left the tap
