@@ -14,8 +14,8 @@ Fixtures
     :class:`minibroker.TrioBroker` in the test's own trio run (needs pytest-trio).
     ``amqp_broker_config``: override it in ``conftest.py`` to set defaults.
 Marker
-    ``@pytest.mark.amqp_broker("orders", queues=[...], topics=[...], clock="manual", tls=True,
-    ssl_context=..., **BrokerConfig fields)``; on a test that uses no fixture reading it, it warns.
+    ``@pytest.mark.amqp_broker("orders", queues=[...], topics=[...], streams=[...], clock="manual",
+    tls=True, ssl_context=..., **BrokerConfig fields)``; on a test that uses no fixture reading it, it warns.
 Reports
     A failing test's report gets a section titled ``minibroker ...`` (non-empty queues with their
     bodies, the last frames by performative, fault firings); ``--minibroker-html=DIR`` also
@@ -93,8 +93,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        f"{MARKER}(*queues, queues=..., topics=..., clock='manual', tls=True, ssl_context=..., users=..., "
-        "auto_create=False, **BrokerConfig fields): the broker this test's amqp_broker fixture gets",
+        f"{MARKER}(*queues, queues=..., topics=..., streams=..., clock='manual', tls=True, ssl_context=..., "
+        "users=..., auto_create=False, **BrokerConfig fields): the broker this test's amqp_broker fixture gets",
     )
     config.stash[_SESSION] = _Session(config)
 
@@ -325,7 +325,7 @@ def amqp_broker_config() -> dict[str, Any]:
     def amqp_broker_config():
         return {"queues": ["orders", ("jobs", {"max_delivery_count": 3})], "clock": "manual"}
 
-    Keys: ``queues``, ``topics``, ``clock`` ("system" or "manual") and any ``BrokerConfig`` field.
+    Keys: ``queues``, ``topics``, ``streams``, ``clock`` ("system" or "manual") and any ``BrokerConfig`` field.
     """
     return {}
 
