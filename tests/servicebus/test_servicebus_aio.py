@@ -7,6 +7,7 @@ import asyncio
 import pytest
 from azure.servicebus import ServiceBusMessage, ServiceBusSubQueue
 from azure.servicebus.aio import ServiceBusClient
+from azure.servicebus.amqp import AmqpAnnotatedMessage
 from servicebus_helpers import CLIENT_OPTIONS
 
 import minibroker
@@ -55,4 +56,21 @@ def test_aio_peek_defer_and_receive_deferred(broker: minibroker.ThreadedBroker) 
     peeked, body = asyncio.run(scenario())
     assert peeked == [1]
     assert body == "later"
+    assert broker.queue("orders").depth == 0
+
+
+def test_aio_annotated_message_with_delivery_annotations(broker: minibroker.ThreadedBroker) -> None:
+    # The SDK encodes delivery-annotations after the body (the real service takes that).
+    async def scenario() -> tuple[object, str | None]:
+        async with ServiceBusClient.from_connection_string(connection_string(broker.port), **CLIENT_OPTIONS) as sb:
+            async with sb.get_queue_sender("orders") as sender:
+                await sender.send_messages(
+                    AmqpAnnotatedMessage(value_body=[1, 2], delivery_annotations={"x-da": "hop"}, properties={"message_id": "v"})
+                )
+            async with sb.get_queue_receiver("orders", prefetch_count=10) as receiver:
+                (message,) = await receiver.receive_messages(max_wait_time=5)
+                await receiver.complete_message(message)
+                return message.raw_amqp_message.body, message.message_id
+
+    assert asyncio.run(scenario()) == ([1, 2], "v")
     assert broker.queue("orders").depth == 0
