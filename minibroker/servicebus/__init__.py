@@ -14,12 +14,12 @@ from ..broker.extension import Extension, register_layer
 from .addresses import CBS
 
 if TYPE_CHECKING:
-    from ..broker.engine import Broker
+    from .host import ServiceBusHost
 
 __all__ = ["ServiceBusOptions", "connection_string"]
 
 
-def _layer(broker: Broker) -> Extension:
+def _layer(broker: ServiceBusHost) -> Extension:
     """The Service Bus layer for ``broker`` (imported only when a broker turns it on)."""
     from .layer import ServiceBusLayer
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 import minibroker
-from minibroker.servicebus import connection_string
+from minibroker.servicebus import ServiceBusOptions, connection_string
 
 pytestmark = pytest.mark.interop
 
@@ -24,3 +24,31 @@ def test_js_sdk_sends_and_receives_with_peek_lock(broker: minibroker.ThreadedBro
     ]
     assert broker.queue("orders").depth == 0
     assert broker.statistics().nodes["orders"].acknowledged == 2
+
+
+def test_js_sdk_settles_messages_it_gave_no_id(broker: minibroker.ThreadedBroker, rhea: Callable[..., Any]) -> None:
+    result = rhea("servicebus_scenarios", scenario="settle", connection_string=connection_string(broker.port), queue="jobs")
+    assert result["error"] is None
+    first = result["first"]
+    assert [m["body"] for m in first] == ["complete", "abandon", "dead-letter", "defer"]
+    ids = [m["message_id"] for m in first]
+    assert all(isinstance(i, str) and len(i) == 32 for i in ids) and len(set(ids)) == 4  # given by the broker
+    assert (result["again"]["body"], result["again"]["delivery_count"]) == ("abandon", 1)
+    assert result["again"]["message_id"] == ids[1]
+    assert (result["deferred"]["body"], result["deferred"]["sequence_number"]) == ("defer", 4)
+    assert (result["dead_letter"]["body"], result["dead_letter"]["reason"]) == ("dead-letter", "bad")
+    assert broker.queue("jobs").depth == 0
+    assert broker.queue("jobs/$DeadLetterQueue").depth == 0
+
+
+def test_js_sdk_abandon_counts_and_dead_letters_at_max_delivery_count(rhea: Callable[..., Any]) -> None:
+    with minibroker.ThreadedBroker(servicebus=ServiceBusOptions(max_delivery_count=3)) as broker:
+        result = rhea(
+            "servicebus_scenarios", scenario="poison", connection_string=connection_string(broker.port), queue="jobs",
+            attempts=5,
+        )  # fmt: skip
+        assert result["error"] is None
+        assert result["delivery_counts"] == [0, 1, 2]
+        assert result["dead_letter"]["body"] == "poison"
+        assert result["dead_letter"]["reason"] == "MaxDeliveryCountExceeded"
+        assert broker.queue("jobs").depth == 0

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
-from azure.servicebus import ServiceBusClient
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.amqp import AmqpAnnotatedMessage
+from azure.servicebus.exceptions import SessionLockLostError
+from servicebus_helpers import LOCK_DURATION
 
 import minibroker
 
 pytestmark = pytest.mark.interop
+
+
+def _utc(seconds: float) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(round(seconds, 3), datetime.UTC)
 
 
 def test_an_annotated_message_with_delivery_annotations_is_sent_and_received(
@@ -38,3 +46,73 @@ def test_an_annotated_message_with_delivery_annotations_is_sent_and_received(
         receiver.complete_message(first)
         receiver.complete_message(second)
     assert broker.queue("orders").depth == 0
+
+
+def test_session_messages_are_held_by_the_session_lock_while_it_is_renewed(
+    broker: minibroker.ThreadedBroker, client: ServiceBusClient, clock: minibroker.ManualClock
+) -> None:
+    with client.get_queue_sender("orders") as sender:
+        sender.send_messages([ServiceBusMessage("s1", session_id="a"), ServiceBusMessage("s2", session_id="a")])
+    with client.get_queue_receiver("orders", session_id="a", prefetch_count=10) as receiver:
+        messages = receiver.receive_messages(max_message_count=2, max_wait_time=5)
+        assert [m.locked_until_utc for m in messages] == [None, None]
+        for _ in range(3):  # three renewals take the session past two message lock durations
+            clock.advance(LOCK_DURATION * 0.7)
+            assert receiver.session.renew_lock() == _utc(clock.now() + LOCK_DURATION)
+        for message in messages:
+            receiver.complete_message(message)
+    assert broker.queue("orders").depth == 0
+
+
+def test_a_session_lock_that_is_not_renewed_expires_and_frees_the_session(
+    broker: minibroker.ThreadedBroker, client: ServiceBusClient, clock: minibroker.ManualClock
+) -> None:
+    with client.get_queue_sender("orders") as sender:
+        sender.send_messages(ServiceBusMessage("s1", session_id="a"))
+    with client.get_queue_receiver("orders", session_id="a", prefetch_count=10) as receiver:
+        (message,) = receiver.receive_messages(max_wait_time=5)
+        clock.advance(LOCK_DURATION + 1)
+        broker.wait_for(lambda b: b.queue("orders").acquired == 0, timeout=5)
+        with pytest.raises(SessionLockLostError):
+            receiver.complete_message(message)
+    with client.get_queue_receiver("orders", session_id="a", prefetch_count=10) as receiver:
+        (again,) = receiver.receive_messages(max_wait_time=5)
+        assert str(again) == "s1" and again.delivery_count == 1
+        receiver.complete_message(again)
+    assert broker.queue("orders").depth == 0
+
+
+def test_the_broker_gives_a_message_id_when_the_sender_sets_none(
+    broker: minibroker.ThreadedBroker, client: ServiceBusClient
+) -> None:
+    with client.get_topic_sender("events") as sender:
+        sender.send_messages(AmqpAnnotatedMessage(value_body="no id"))  # (a ServiceBusMessage gets one from the SDK)
+    ids = []
+    for subscription in ("audit", "billing"):
+        with client.get_subscription_receiver("events", subscription, prefetch_count=10) as receiver:
+            (message,) = receiver.receive_messages(max_wait_time=5)
+            ids.append(message.message_id)
+            receiver.complete_message(message)
+    assert isinstance(ids[0], str) and len(ids[0]) == 32
+    assert ids[0] == ids[1]  # stamped once, when the topic took it
+    with client.get_queue_sender("orders") as sender:
+        sender.send_messages([ServiceBusMessage("kept", message_id="mine"), AmqpAnnotatedMessage(data_body=b"given")])
+    with client.get_queue_receiver("orders", prefetch_count=10) as receiver:
+        kept, given = receiver.receive_messages(max_message_count=2, max_wait_time=5)
+        assert kept.message_id == "mine"
+        assert given.message_id not in (None, "mine", ids[0])
+
+
+def test_list_sessions_names_sessions_with_messages_or_state(
+    broker: minibroker.ThreadedBroker, client: ServiceBusClient, clock: minibroker.ManualClock
+) -> None:
+    assert list(client.list_queue_sessions("orders")) == []
+    with client.get_queue_sender("orders") as sender:
+        sender.send_messages([ServiceBusMessage("x", session_id=s) for s in ("b", "a", "b")])
+    assert sorted(client.list_queue_sessions("orders")) == ["a", "b"]
+    before = _utc(clock.now())
+    clock.advance(1)
+    with client.get_queue_receiver("orders", session_id="a", prefetch_count=10) as receiver:
+        receiver.session.set_state(b"seen")
+    assert list(client.list_queue_sessions("orders", state_updated_after=before)) == ["a"]
+    assert list(client.list_queue_sessions("orders", state_updated_after=_utc(clock.now() + 1))) == []

@@ -1,0 +1,90 @@
+'use strict';
+// @azure/service-bus scenarios against minibroker. No message sets messageId (the service gives one).
+// Argument: {"scenario": name, "connection_string": ..., "timeout_ms": ..., ...scenario arguments}
+// Result: {"error": ..., ...what the scenario observed}
+// No retries; a hard deadline prints {"timed_out": true} and exits.
+
+const {ServiceBusClient} = require('@azure/service-bus');
+
+const WAIT = {maxWaitTimeInMs: 5000};
+
+function seen(message) {
+    return {
+        body: message.body,
+        message_id: message.messageId === undefined ? null : String(message.messageId),
+        sequence_number: Number(message.sequenceNumber),
+        delivery_count: message.deliveryCount,
+        properties: message.applicationProperties || {},
+        subject: message.subject === undefined ? null : message.subject,
+        reason: message.deadLetterReason === undefined ? null : message.deadLetterReason,
+    };
+}
+
+const scenarios = {
+    // complete, abandon, dead-letter and defer messages the sender gave no id.
+    async settle(client, args, result) {
+        const sender = client.createSender(args.queue);
+        await sender.sendMessages(['complete', 'abandon', 'dead-letter', 'defer'].map((body) => ({body})));
+        await sender.close();
+        const receiver = client.createReceiver(args.queue);
+        const [done, abandoned, dead, deferred] = await receiver.receiveMessages(4, WAIT);
+        result.first = [done, abandoned, dead, deferred].map(seen);
+        await receiver.completeMessage(done);
+        await receiver.abandonMessage(abandoned);
+        await receiver.deadLetterMessage(dead, {deadLetterReason: 'bad', deadLetterErrorDescription: 'unreadable'});
+        await receiver.deferMessage(deferred);
+        const [again] = await receiver.receiveMessages(1, WAIT);
+        result.again = seen(again);
+        await receiver.completeMessage(again);
+        const [later] = await receiver.receiveDeferredMessages([deferred.sequenceNumber]);
+        result.deferred = seen(later);
+        await receiver.completeMessage(later);
+        await receiver.close();
+        const dlq = client.createReceiver(args.queue, {subQueueType: 'deadLetter'});
+        const [letter] = await dlq.receiveMessages(1, WAIT);
+        result.dead_letter = seen(letter);
+        await dlq.completeMessage(letter);
+        await dlq.close();
+    },
+    // abandon one message until the broker dead-letters it.
+    async poison(client, args, result) {
+        const sender = client.createSender(args.queue);
+        await sender.sendMessages({body: 'poison'});
+        await sender.close();
+        const receiver = client.createReceiver(args.queue);
+        result.delivery_counts = [];
+        for (let i = 0; i < args.attempts; i++) {
+            const messages = await receiver.receiveMessages(1, {maxWaitTimeInMs: 1000});
+            if (messages.length === 0) break;
+            result.delivery_counts.push(messages[0].deliveryCount);
+            await receiver.abandonMessage(messages[0]);
+        }
+        await receiver.close();
+        const dlq = client.createReceiver(args.queue, {subQueueType: 'deadLetter'});
+        const [letter] = await dlq.receiveMessages(1, WAIT);
+        result.dead_letter = seen(letter);
+        await dlq.completeMessage(letter);
+        await dlq.close();
+    },
+};
+
+async function main() {
+    const args = JSON.parse(process.argv[2] || '{}');
+    const deadline = setTimeout(() => {
+        console.log(JSON.stringify({timed_out: true}));
+        process.exit(2);
+    }, args.timeout_ms || 20000);
+    const client = new ServiceBusClient(args.connection_string, {retryOptions: {maxRetries: 0, timeoutInMs: 5000}});
+    const result = {error: null};
+    try {
+        await scenarios[args.scenario](client, args, result);
+    } catch (error) {
+        result.error = String(error && error.stack || error);
+    } finally {
+        await client.close();
+        clearTimeout(deadline);
+    }
+    console.log(JSON.stringify(result));
+}
+
+main();
