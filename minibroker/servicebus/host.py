@@ -8,16 +8,20 @@ without the whole engine, and the engine never imports the layer.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..amqp.performatives import Error
 from ..broker.client_connection import BrokerConnection
 from ..broker.config import BrokerConfig, QueueOptions
 from ..broker.links import ConsumerLink
+from ..broker.node import Node
 from ..broker.queue import Queue
 from ..broker.router import Router
 from ..broker.topic import Topic
 from ..protocol.endpoints import Link
+
+if TYPE_CHECKING:
+    from ..broker.engine import Broker
 
 __all__ = ["ServiceBusHost"]
 
@@ -43,8 +47,14 @@ class ServiceBusHost(Protocol):
 
     def declare_topic(self, name: str) -> Topic: ...
 
-    def resolve(self, address: str, capabilities: frozenset[str] = frozenset()) -> Queue | Topic | None: ...
+    def resolve(self, address: str, capabilities: frozenset[str] = frozenset()) -> Node | None: ...
 
     def add_consumer(self, consumer: ConsumerLink) -> None: ...
 
     def detach_link(self, connection: BrokerConnection, link: Link, error: Error) -> None: ...
+
+
+if TYPE_CHECKING:  # the type checker proves the broker fits, with no import at run time
+
+    def _broker_is_a_host(broker: Broker) -> ServiceBusHost:
+        return broker

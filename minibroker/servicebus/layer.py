@@ -37,7 +37,7 @@ from ..amqp.messaging import Accepted, Properties, Rejected
 from ..amqp.performatives import RCV_FIRST, amqp_error
 from ..broker.client_connection import BrokerConnection
 from ..broker.config import ServiceBusOptions
-from ..broker.publish import route_all
+from ..broker.publish import Source, route_all
 from ..broker.queue import Queue
 from ..broker.router import NodeError
 from ..broker.stored import StoredMessage
@@ -71,6 +71,7 @@ class ServiceBusLayer:
         self.scheduler = Scheduler(self._enqueue_scheduled, self._timers_changed)
         self._clients: weakref.WeakSet[BrokerConnection] = weakref.WeakSet()
         self._link_ids = itertools.count(-1, -1)  # apart from the broker's own (positive) link ids
+        broker.router.dead_letter_hook = self.settlement.dead_lettering
         self._declare()
 
     def now(self) -> float:
@@ -192,6 +193,8 @@ class ServiceBusLayer:
             return f"{entity.name!r} is a topic: receive from one of its subscriptions, {entity.name}/{SUBSCRIPTIONS}/<name>"
         if node is None:
             return f"no queue {entity.node!r} (auto-create is off; declare it in ServiceBusOptions.queues)"
+        if not isinstance(node, Queue):
+            return f"{entity.name!r} is a {node.KIND}, not a queue"
         return self.settlement.entity_queue(node)
 
     def node_for(self, entity: Entity) -> Queue | Topic | str:
@@ -226,7 +229,7 @@ class ServiceBusLayer:
     def publish(self, address: str, messages: list[StoredMessage], now: float) -> Any:
         """What a Service Bus entity does with messages sent to it (see :mod:`.sending`)."""
         node = self.broker.resolve(address)
-        if node is None:
+        if not isinstance(node, (Queue, Topic)):
             return Rejected(error=amqp_error(conditions.NOT_FOUND, f"no queue or topic {address!r}"))
         outcomes: list[Any] = []
         for message in messages:
@@ -240,16 +243,14 @@ class ServiceBusLayer:
                 self.scheduler.schedule(node, message, int(at) / 1000)
                 outcomes.append(Accepted())
                 continue
-            outcomes.append(route_all(self.broker.router, address, [message], now))
+            router = self.broker.router
+            outcomes.append(route_all(router.node_for_publish, router.publisher, address, [message], now))
         rejected = [o for o in outcomes if isinstance(o, Rejected)]
         return rejected[0] if rejected else Accepted()
 
     def _enqueue_scheduled(self, node: Queue | Topic, message: StoredMessage, number: int, now: float) -> None:
-        if isinstance(node, Queue):
-            if node.enqueue(message, now, seq=number) is not None:
-                node.dispatch(now)
-        else:
-            self.broker.router.route(node, message, now)
+        seq = number if isinstance(node, Queue) else None  # a queue reserved the number (schedule)
+        self.broker.router.publisher.publish(node, message, now, Source.SCHEDULE, seq)
 
     # ------------------------------------------------------------- timers
 

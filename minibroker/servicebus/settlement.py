@@ -47,24 +47,22 @@ class Settlement:
         self._entities: weakref.WeakSet[Queue] = weakref.WeakSet()
 
     def entity_queue(self, queue: Queue) -> Queue:
-        """Give a queue Service Bus dead-lettering: reason and description in application-properties."""
+        """Make a queue a Service Bus entity: its delivery limit, and dead letters as :meth:`dead_lettering` makes them."""
         if queue in self._entities:
             return queue
         self._entities.add(queue)
         limit = self.options.max_delivery_count
         if queue.options.max_delivery_count != limit:
             queue.options = dataclasses.replace(queue.options, max_delivery_count=limit)
-        original = queue.dead_letter
-        if original is not None:
-
-            def dead_letter(source: Queue, entry: Entry, reason: str, description: str | None) -> None:
-                if reason != DEAD_LETTER:  # the broker's own reason (expiry, delivery limit)
-                    entry.message = with_application_properties(entry.message, _reason(reason, description))
-                entry.annotate({DEAD_LETTER_SOURCE: source.name})
-                original(source, entry, reason, description)
-
-            queue.dead_letter = dead_letter
         return queue
+
+    def dead_lettering(self, source: Queue, entry: Entry, reason: str, description: str | None) -> None:
+        """The router's dead-letter hook: an entity's dead letters carry Service Bus's properties."""
+        if source not in self._entities:
+            return
+        if reason != DEAD_LETTER:  # the broker's own reason (expiry, delivery limit)
+            entry.message = with_application_properties(entry.message, _reason(reason, description))
+        entry.annotate({DEAD_LETTER_SOURCE: source.name})
 
     def lock(
         self, queue: Queue, entry: Entry, owner: Holder, delivery: Delivery | None, until: float | None,
