@@ -79,6 +79,49 @@ def _check_types(options: object, table: dict[str, tuple[str, tuple[type, ...], 
 
 
 @dataclass(frozen=True, slots=True)
+class SqlFilter:
+    """A Service Bus SQL filter: a SQL-92 condition over ``sys.`` properties and application properties.
+
+    ``SqlFilter("1=1")`` is the true filter (the ``$Default`` rule's), ``SqlFilter("1=0")`` the false one.
+    """
+
+    expression: str
+
+
+@dataclass(frozen=True, slots=True)
+class CorrelationFilter:
+    """A Service Bus correlation filter: every field given must equal the message's (application
+    ``properties`` too); fields left None are not compared."""
+
+    correlation_id: str | None = None
+    message_id: str | None = None
+    to: str | None = None
+    reply_to: str | None = None
+    subject: str | None = None
+    session_id: str | None = None
+    reply_to_session_id: str | None = None
+    content_type: str | None = None
+    properties: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionRule:
+    """A subscription's rule: a filter and an optional SQL action (``SET p = expr; REMOVE q``).
+
+    A subscription takes a message when any rule's filter matches: one copy for the
+    rules without actions, and a copy per matching rule with an action, changed by it.
+    """
+
+    name: str
+    filter: SqlFilter | CorrelationFilter = SqlFilter("1=1")
+    action: str | None = None
+
+
+#: The rule every subscription starts with when none are configured.
+DEFAULT_RULE = SubscriptionRule("$Default")
+
+
+@dataclass(frozen=True, slots=True)
 class ServiceBusOptions:
     """How the broker behaves for Azure Service Bus clients.
 
@@ -96,6 +139,8 @@ class ServiceBusOptions:
     max_delivery_count: int = 10
     queues: tuple[str, ...] = ()
     topics: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: A subscription's rules by ``"topic/subscription"``; a subscription not named has ``$Default``.
+    rules: Mapping[str, tuple[SubscriptionRule, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.lock_duration <= 0:
@@ -110,6 +155,15 @@ class ServiceBusOptions:
                     f"topics maps a topic to a tuple of subscription names; got the string {subscriptions!r} "
                     f"for {topic!r}, write ({subscriptions!r},)"
                 )
+        for key, rules in self.rules.items():
+            topic, _, subscription = key.partition("/")
+            if subscription not in self.topics.get(topic, ()):
+                raise ValueError(
+                    f"rules are given for {key!r}, which is not a subscription in topics; key rules by "
+                    f"'topic/subscription' and declare it, e.g. topics={{{topic!r}: ({subscription!r},)}}"
+                )
+            if isinstance(rules, SubscriptionRule) or not all(isinstance(r, SubscriptionRule) for r in rules):
+                raise TypeError(f"rules[{key!r}] must be a tuple of SubscriptionRule, got {rules!r}")
 
 
 @dataclass(slots=True)

@@ -42,6 +42,12 @@ selectors that never match.
 
 Deliberately left out: Java ``long``/``double`` overflow (Python integers do
 not wrap), float literal suffixes (``1.5f``), and quoted identifiers.
+
+Azure Service Bus SQL filters use the same SQL-92 subset with qualified
+names (``sys.Label``, ``user.color``): ``qualified_names=True`` lets an
+identifier contain dots (after its first character), and :func:`parse_value`
+compiles an expression of any type (the right-hand side of a rule action's
+``SET``).
 """
 
 from __future__ import annotations
@@ -53,7 +59,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Final, TypeGuard
 
-__all__ = ["Selector", "SelectorError", "parse_selector"]
+__all__ = ["Selector", "SelectorError", "parse_selector", "parse_value"]
 
 Lookup = Callable[[str], object]
 """Return an identifier's value: ``str``, ``int``, ``float``, ``bool``, or ``None`` when absent."""
@@ -102,9 +108,14 @@ class Selector:
         return f"Selector({self.text!r})"
 
 
-def parse_selector(text: str) -> Selector:
+def parse_selector(text: str, *, qualified_names: bool = False) -> Selector:
     """Parse and compile ``text``; raise :class:`SelectorError` when it is not a valid selector."""
-    return Selector(text, _Parser(text).parse())
+    return Selector(text, _Parser(text, qualified_names).parse())
+
+
+def parse_value(text: str, *, qualified_names: bool = False) -> Callable[[Lookup], object]:
+    """Compile an expression of any type (``'a' + ...`` is still refused); evaluate it with a lookup."""
+    return _Parser(text, qualified_names).parse_any()
 
 
 # --------------------------------------------------------------------------- tokens
@@ -163,7 +174,7 @@ def _is_ident_part(char: str) -> bool:
     return char.isalnum() or char in "_$"
 
 
-def _tokenize(text: str) -> list[_Token]:
+def _tokenize(text: str, qualified: bool = False) -> list[_Token]:
     tokens: list[_Token] = []
     pos = 0
     end = len(text)
@@ -181,7 +192,7 @@ def _tokenize(text: str) -> list[_Token]:
             tokens.append(_number_token(text, pos))
         elif _is_ident_start(char):
             stop = pos + 1
-            while stop < end and _is_ident_part(text[stop]):
+            while stop < end and (_is_ident_part(text[stop]) or (qualified and text[stop] == ".")):
                 stop += 1
             word = text[pos:stop]
             if word.upper() in _KEYWORDS:
@@ -488,9 +499,9 @@ class _Parser:
     primary    := literal | identifier | '(' or_expr ')'
     """
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, qualified: bool = False) -> None:
         self.text = text
-        self.tokens = _tokenize(text)
+        self.tokens = _tokenize(text, qualified)
         self.index = 0
 
     # -- token helpers
@@ -557,6 +568,14 @@ class _Parser:
             hint = " (unbalanced parentheses: no matching '(')" if self.at_op(")") else ""
             raise self.expected("end of input", hint)
         return self.boolean(expr)
+
+    def parse_any(self) -> _Eval:
+        if self.at_end():
+            raise self.expected("an expression", " (it is empty)")
+        expr = self.or_expr()
+        if not self.at_end():
+            raise self.expected("end of input")
+        return expr.evaluate
 
     def or_expr(self) -> _Expr:
         left = self.and_expr()

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..broker.config import CorrelationFilter as CorrelationFilter
 from ..broker.config import ServiceBusOptions as ServiceBusOptions
+from ..broker.config import SqlFilter as SqlFilter
+from ..broker.config import SubscriptionRule as SubscriptionRule
 from ..broker.extension import Extension, register_layer
 from .addresses import CBS
 
 if TYPE_CHECKING:
     from .host import ServiceBusHost
 
-__all__ = ["ServiceBusOptions", "connection_string"]
+__all__ = ["CorrelationFilter", "ServiceBusOptions", "SqlFilter", "SubscriptionRule", "connection_string"]
 
 
 def _layer(broker: ServiceBusHost) -> Extension:

@@ -48,6 +48,7 @@ from .consumer import ServiceBusConsumer
 from .host import ServiceBusHost
 from .management import Management, put_token
 from .requests import Handler, ReplyLink, RequestLink
+from .rules import Rules
 from .scheduler import Scheduler
 from .sections import SCHEDULED_ENQUEUE_TIME, with_properties
 from .sending import SenderLink
@@ -69,6 +70,7 @@ class ServiceBusLayer:
         self.settlement = Settlement(self.options, self._timers_changed)
         self.sessions = Sessions()
         self.scheduler = Scheduler(self._enqueue_scheduled, self._timers_changed)
+        self.rules = Rules(self.options.rules)
         self._clients: weakref.WeakSet[BrokerConnection] = weakref.WeakSet()
         self._link_ids = itertools.count(-1, -1)  # apart from the broker's own (positive) link ids
         broker.router.dead_letter_hook = self.settlement.dead_lettering
@@ -219,6 +221,7 @@ class ServiceBusLayer:
                 return None
             subscription = self.broker.router.subscribe(topic, key, True, None)
             subscription.links = 0  # it exists without receivers, as a configured subscription does
+            subscription.rules = self.rules.for_subscription(topic_name, name, key, self.now())
             # Its dead letters stay its own: <topic>/Subscriptions/<name>/$DeadLetterQueue.
             queue = subscription.queue
             queue.options = dataclasses.replace(queue.options, dead_letter_address=None)
@@ -276,6 +279,7 @@ class ServiceBusLayer:
         self.settlement.clear()
         self.sessions.clear()
         self.scheduler.clear()
+        self.rules.clear()
         self._clients = weakref.WeakSet()
         self._declare()
 

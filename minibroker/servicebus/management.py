@@ -13,6 +13,8 @@ on failure), with 200 and a map body on success.  Operations:
 * ``com.microsoft:receive-by-sequence-number``: deferred messages, locked anew;
 * ``renew-session-lock``, ``get-session-state``, ``set-session-state``,
   ``get-message-sessions``;
+* a subscription's rules: ``add-rule``, ``remove-rule``, ``enumerate-rules``
+  (:mod:`~minibroker.servicebus.rules`);
 * anything else: 501 ``amqp:not-implemented``.
 """
 
@@ -34,6 +36,7 @@ from .addresses import Entity
 from .consumer import LOCK_LOST
 from .locks import DEFERRED
 from .requests import Response
+from .rules import RuleError, Rules, RuleSet, describe_rule, rule_from_description
 from .scheduler import Scheduler
 from .sections import SCHEDULED_ENQUEUE_TIME, delivery_payload, millis
 from .sessions import SESSION_LOCK_LOST, Sessions
@@ -43,6 +46,8 @@ __all__ = ["Management", "ManagementContext", "put_token"]
 
 MESSAGE_NOT_FOUND = "com.microsoft:message-not-found"
 SESSION_NOT_FOUND = "com.microsoft:session-not-found"
+ENTITY_ALREADY_EXISTS = "com.microsoft:entity-already-exists"
+MESSAGING_ENTITY_NOT_FOUND = "com.microsoft:messaging-entity-not-found"
 _RECEIVE_AND_DELETE = 0  # receiver-settle-mode first
 #: get-message-sessions' last-updated-time when the caller gives none: year 10000 (the SDKs' sentinel).
 _NO_TIME_FILTER_MS = 253_402_300_800_000
@@ -62,6 +67,9 @@ class ManagementContext(Protocol):
 
     @property
     def scheduler(self) -> Scheduler: ...
+
+    @property
+    def rules(self) -> Rules: ...
 
     def now(self) -> float: ...
 
@@ -106,6 +114,9 @@ class Management:
             "com.microsoft:get-session-state": self.get_session_state,
             "com.microsoft:set-session-state": self.set_session_state,
             "com.microsoft:get-message-sessions": self.get_message_sessions,
+            "com.microsoft:add-rule": self.add_rule,
+            "com.microsoft:remove-rule": self.remove_rule,
+            "com.microsoft:enumerate-rules": self.enumerate_rules,
         }
 
     def handle(self, request: Message) -> Response:
@@ -250,6 +261,44 @@ class Management:
         for number in _elements(body["sequence-numbers"]):
             self.context.scheduler.cancel(node, int(number))
         return Response(200, "OK", {})
+
+
+    # ---------------------------------------------------------------- rules
+
+    def _ruleset(self, node: Queue | Topic) -> RuleSet:
+        ruleset = self.context.rules.get(node.name)
+        if ruleset is None:
+            raise ValueError(f"{node.name!r} is not a topic subscription: rules belong to subscriptions")
+        return ruleset
+
+    def add_rule(self, node: Queue | Topic, body: dict[str, Any]) -> Response:
+        ruleset = self._ruleset(node)
+        name = str(body["rule-name"])
+        description = body["rule-description"]
+        if not isinstance(description, dict):
+            raise TypeError(f"rule-description must be a map, got {type(description).__name__}")
+        if any(rule.name == name for rule, _ in ruleset):
+            return _error(409, ENTITY_ALREADY_EXISTS, f"the subscription already has a rule named {name!r}")
+        try:
+            ruleset.add(rule_from_description(name, description), self.context.now())
+        except RuleError as exc:
+            return _error(400, conditions.INVALID_FIELD, str(exc))
+        return Response(200, "OK", {})
+
+    def remove_rule(self, node: Queue | Topic, body: dict[str, Any]) -> Response:
+        name = str(body["rule-name"])
+        if not self._ruleset(node).remove(name):
+            return _error(404, MESSAGING_ENTITY_NOT_FOUND, f"the subscription has no rule named {name!r}")
+        return Response(200, "OK", {})
+
+    def enumerate_rules(self, node: Queue | Topic, body: dict[str, Any]) -> Response:
+        skip, top = int(body.get("skip", 0)), int(body.get("top", 100))
+        if skip < 0 or top < 0:
+            raise ValueError(f"skip and top must not be negative, got skip={skip}, top={top}")
+        rules = list(self._ruleset(node))[skip : skip + top]
+        if not rules:
+            return Response(204, "No rules")
+        return Response(200, "OK", {"rules": [{"rule-description": describe_rule(r, at)} for r, at in rules]})
 
 
 def _token(value: Any) -> uuid.UUID:

@@ -16,7 +16,9 @@ from ..amqp.messaging import ApplicationProperties, Header, MessageAnnotations, 
 from ..amqp.types import symbol, timestamp, ubyte, uint
 from ..broker.stored import Entry, StoredMessage
 
-__all__ = ["delivery_payload", "with_annotations", "with_application_properties", "with_properties", "millis"]
+__all__ = [
+    "delivery_payload", "with_annotations", "with_application_properties", "with_bare", "with_properties", "millis",
+]  # fmt: skip
 
 _HEADER = b"\x00\x53\x70"
 _PROPERTIES = b"\x00\x53\x73"
@@ -87,5 +89,19 @@ def with_properties(message: StoredMessage, properties: Properties) -> StoredMes
     after = codec.skip_at(payload, start) if payload[start : start + 3] == _PROPERTIES else start
     out = bytearray(payload[:start])
     properties.encode_into(out)
+    out += payload[after:]
+    return StoredMessage(bytes(out), message.arrived_at)
+
+
+def with_bare(message: StoredMessage, properties: Properties, application: dict[str, Any]) -> StoredMessage:
+    """A copy of ``message`` with new properties and application-properties (body and footer kept)."""
+    payload = message.payload
+    start, _end = message.sections.bare
+    pos = codec.skip_at(payload, start) if payload[start : start + 3] == _PROPERTIES else start
+    after = codec.skip_at(payload, pos) if payload[pos : pos + 3] == _APPLICATION_PROPERTIES else pos
+    out = bytearray(payload[:start])
+    properties.encode_into(out)
+    if application:
+        ApplicationProperties(application).encode_into(out)
     out += payload[after:]
     return StoredMessage(bytes(out), message.arrived_at)

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from minibroker.broker.selector import Selector, SelectorError, parse_selector
+from minibroker.broker.selector import Selector, SelectorError, parse_selector, parse_value
 
 Props = dict[str, Any]
 
@@ -847,3 +847,15 @@ def test_arbitrary_text_parses_or_raises_selector_error(text: str) -> None:
         assert 0 <= error.position <= len(text)
     else:
         selector.matches(lambda name: None)
+
+
+def test_qualified_names_only_when_asked() -> None:
+    with pytest.raises(SelectorError):
+        parse_selector("sys.Label = 'x'")
+    selector = parse_selector("sys.Label = 'x' AND user.n > 1", qualified_names=True)
+    values = {"sys.Label": "x", "user.n": 2}
+    assert selector.matches(values.get)
+    assert parse_value("n * 2 + 1", qualified_names=True)({"n": 4}.get) == 9
+    assert parse_value("'a'")({}.get) == "a"
+    with pytest.raises(SelectorError):
+        parse_value("'a' + 1")

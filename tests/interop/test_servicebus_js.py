@@ -52,3 +52,21 @@ def test_js_sdk_abandon_counts_and_dead_letters_at_max_delivery_count(rhea: Call
         assert result["dead_letter"]["body"] == "poison"
         assert result["dead_letter"]["reason"] == "MaxDeliveryCountExceeded"
         assert broker.queue("jobs").depth == 0
+
+
+def test_js_rule_manager_adds_lists_and_removes_rules_that_filter_and_annotate(rhea: Callable[..., Any]) -> None:
+    with minibroker.ThreadedBroker(servicebus=ServiceBusOptions(topics={"shop": ("orders",)})) as broker:
+        result = rhea(
+            "servicebus_scenarios", scenario="rules", connection_string=connection_string(broker.port), topic="shop",
+            subscription="orders",
+        )  # fmt: skip
+        assert result["error"] is None
+        assert result["initial"] == ["$Default"]
+        assert result["duplicate"] == "MessagingEntityAlreadyExists"
+        assert result["listed"] == [
+            {"name": "red", "sql": "color = 'red' AND sys.Label = 'order'", "correlation_id": None, "action": None},
+            {"name": "vip", "sql": None, "correlation_id": "vip", "action": "SET user.via = 'vip'"},
+        ]
+        received = [(m["body"], m["properties"].get("via")) for m in result["received"]]
+        assert received == [("red order", None), ("gold", "vip")]
+        assert broker.queue("shop/Subscriptions/orders").depth == 0

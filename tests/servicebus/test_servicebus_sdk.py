@@ -205,7 +205,7 @@ def test_unknown_management_operation_answers_not_implemented(client: ServiceBus
 
     with client.get_queue_receiver("orders", prefetch_count=10) as receiver:
         with pytest.raises(ServiceBusError, match="not emulated"):
-            receiver._mgmt_request_response(b"com.microsoft:enumerate-rules", {}, mgmt_handlers.default, timeout=5)
+            receiver._mgmt_request_response(b"com.microsoft:get-entity-statistics", {}, mgmt_handlers.default, timeout=5)
 
 
 def test_plain_amqp_clients_of_the_same_broker_are_unaffected(broker: minibroker.ThreadedBroker) -> None:

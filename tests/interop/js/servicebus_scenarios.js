@@ -20,6 +20,12 @@ function seen(message) {
     };
 }
 
+async function listed(iterator) {
+    const items = [];
+    for await (const item of iterator) items.push(item);
+    return items;
+}
+
 const scenarios = {
     // complete, abandon, dead-letter and defer messages the sender gave no id.
     async settle(client, args, result) {
@@ -65,6 +71,41 @@ const scenarios = {
         result.dead_letter = seen(letter);
         await dlq.completeMessage(letter);
         await dlq.close();
+    },
+    // a subscription's rules through the rule manager (add-rule, remove-rule, enumerate-rules).
+    async rules(client, args, result) {
+        const manager = client.createRuleManager(args.topic, args.subscription);
+        result.initial = (await listed(manager.listRules())).map((rule) => rule.name);
+        await manager.deleteRule('$Default');
+        await manager.createRule('red', {sqlExpression: "color = 'red' AND sys.Label = 'order'"});
+        await manager.createRule('vip', {correlationId: 'vip', applicationProperties: {tier: 'gold'}}, {
+            sqlExpression: "SET user.via = 'vip'",
+        });
+        try {
+            await manager.createRule('red', {sqlExpression: '1=1'});
+            result.duplicate = 'accepted';
+        } catch (error) {
+            result.duplicate = error.code || error.name;
+        }
+        result.listed = (await listed(manager.listRules())).map((rule) => ({
+            name: rule.name,
+            sql: rule.filter.sqlExpression === undefined ? null : rule.filter.sqlExpression,
+            correlation_id: rule.filter.correlationId === undefined ? null : rule.filter.correlationId,
+            action: rule.action.sqlExpression === undefined ? null : rule.action.sqlExpression,
+        }));
+        const sender = client.createSender(args.topic);
+        await sender.sendMessages([
+            {body: 'red order', subject: 'order', applicationProperties: {color: 'red'}},
+            {body: 'blue order', subject: 'order', applicationProperties: {color: 'blue'}},
+            {body: 'gold', correlationId: 'vip', applicationProperties: {tier: 'gold'}},
+            {body: 'silver', correlationId: 'vip', applicationProperties: {tier: 'silver'}},
+        ]);
+        await sender.close();
+        const receiver = client.createReceiver(args.topic, args.subscription);
+        const messages = await receiver.receiveMessages(10, {maxWaitTimeInMs: 1000});
+        result.received = messages.map(seen);
+        for (const message of messages) await receiver.completeMessage(message);
+        await receiver.close();
     },
 };
 
