@@ -117,6 +117,42 @@ class SubscriptionRule:
     action: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class EntityProperties:
+    """A Service Bus queue's, topic's or subscription's own settings (the emulator config's ``Properties``).
+
+    Times are seconds on the broker's clock; None takes the :class:`ServiceBusOptions` value
+    (``lock_duration``, ``max_delivery_count``) or means no limit (``default_message_time_to_live``).
+    """
+
+    lock_duration: float | None = None
+    max_delivery_count: int | None = None
+    #: The longest a message lives in the entity (a message's own shorter ttl still applies).
+    default_message_time_to_live: float | None = None
+    #: Expired messages go to the dead-letter queue (reason ``TTLExpiredException``) instead of away.
+    dead_lettering_on_message_expiration: bool = False
+    #: A message whose message-id the entity saw within the window is accepted and dropped.
+    requires_duplicate_detection: bool = False
+    duplicate_detection_history_time_window: float = 600.0
+    #: Messages that reach the entity go on to this queue or topic.
+    forward_to: str | None = None
+    #: Receivers must lock a session.
+    requires_session: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("lock_duration", "default_message_time_to_live"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ValueError(f"{name} must be a positive number of seconds or None, got {value}")
+        if self.max_delivery_count is not None and self.max_delivery_count < 1:
+            raise ValueError(f"max_delivery_count must be >= 1, got {self.max_delivery_count}")
+        if self.duplicate_detection_history_time_window <= 0:
+            raise ValueError(
+                "duplicate_detection_history_time_window must be a positive number of seconds, "
+                f"got {self.duplicate_detection_history_time_window}"
+            )
+
+
 #: The rule every subscription starts with when none are configured.
 DEFAULT_RULE = SubscriptionRule("$Default")
 
@@ -141,6 +177,8 @@ class ServiceBusOptions:
     topics: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: A subscription's rules by ``"topic/subscription"``; a subscription not named has ``$Default``.
     rules: Mapping[str, tuple[SubscriptionRule, ...]] = field(default_factory=dict)
+    #: Settings of entities by queue name, topic name or ``"topic/subscription"``.
+    entities: Mapping[str, EntityProperties] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.lock_duration <= 0:

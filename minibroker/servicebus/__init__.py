@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..broker.config import CorrelationFilter as CorrelationFilter
+from ..broker.config import EntityProperties as EntityProperties
 from ..broker.config import ServiceBusOptions as ServiceBusOptions
 from ..broker.config import SqlFilter as SqlFilter
 from ..broker.config import SubscriptionRule as SubscriptionRule
@@ -19,7 +20,7 @@ from .addresses import CBS
 if TYPE_CHECKING:
     from .host import ServiceBusHost
 
-__all__ = ["CorrelationFilter", "ServiceBusOptions", "SqlFilter", "SubscriptionRule", "connection_string"]
+__all__ = ["CorrelationFilter", "EntityProperties", "ServiceBusOptions", "SqlFilter", "SubscriptionRule", "connection_string"]
 
 
 def _layer(broker: ServiceBusHost) -> Extension:

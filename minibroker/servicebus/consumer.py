@@ -53,7 +53,7 @@ class ServiceBusConsumer(ExtensionConsumer):
 
     def lock_until(self, now: float) -> float | None:
         """When a message delivered now stops being locked (None: never by itself)."""
-        return now + self.settlement.options.lock_duration
+        return now + self.settlement.lock_duration(self.queue)
 
     def deliver(self, entry: Entry) -> None:
         now = self.now()

@@ -36,19 +36,20 @@ from ..amqp import errors as conditions
 from ..amqp.messaging import Accepted, Properties, Rejected
 from ..amqp.performatives import RCV_FIRST, amqp_error
 from ..broker.client_connection import BrokerConnection
-from ..broker.config import ServiceBusOptions
-from ..broker.publish import Source, route_all
+from ..broker.config import EntityProperties, ServiceBusOptions
+from ..broker.publish import Source
 from ..broker.queue import Queue
 from ..broker.router import NodeError
 from ..broker.stored import StoredMessage
-from ..broker.topic import Topic
+from ..broker.topic import SubscriptionRules, Topic
 from ..protocol.endpoints import Link
 from .addresses import CBS, SUBSCRIPTIONS, Entity, node_name, parse_address
 from .consumer import ServiceBusConsumer
+from .duplicates import DuplicateDetection
 from .host import ServiceBusHost
 from .management import Management, put_token
 from .requests import Handler, ReplyLink, RequestLink
-from .rules import Rules
+from .rules import Rules, RuleSet
 from .scheduler import Scheduler
 from .sections import SCHEDULED_ENQUEUE_TIME, with_properties
 from .sending import SenderLink
@@ -59,6 +60,8 @@ __all__ = ["ServiceBusLayer"]
 
 TIMEOUT = "com.microsoft:timeout"
 SESSION_CANNOT_BE_LOCKED = "com.microsoft:session-cannot-be-locked"
+#: Service Bus forwards a message through at most 4 entities.
+MAX_FORWARD_HOPS = 4
 
 
 class ServiceBusLayer:
@@ -71,6 +74,8 @@ class ServiceBusLayer:
         self.sessions = Sessions()
         self.scheduler = Scheduler(self._enqueue_scheduled, self._timers_changed)
         self.rules = Rules(self.options.rules)
+        self.duplicates = DuplicateDetection()
+        self._forward_depth = 0  # subscriptions forwarding into topics, nested: bounded by MAX_FORWARD_HOPS
         self._clients: weakref.WeakSet[BrokerConnection] = weakref.WeakSet()
         self._link_ids = itertools.count(-1, -1)  # apart from the broker's own (positive) link ids
         broker.router.dead_letter_hook = self.settlement.dead_lettering
@@ -81,8 +86,9 @@ class ServiceBusLayer:
 
     def _declare(self) -> None:
         for name in self.options.queues:
-            self.settlement.entity_queue(self.broker.declare_queue(name))
+            self.settlement.entity_queue(self.broker.declare_queue(name), self.options.entities.get(name))
         for topic, subscriptions in self.options.topics.items():
+            self.broker.declare_topic(topic)
             for subscription in subscriptions:
                 self.subscription_queue(topic, subscription, create=True)
 
@@ -166,7 +172,7 @@ class ServiceBusLayer:
                 link, amqp_error(SESSION_CANNOT_BE_LOCKED, f"session {session!r} of {queue.name!r} is locked by another receiver")
             )
             return
-        until = self.now() + self.options.lock_duration
+        until = self.now() + self.settlement.lock_duration(queue)
         consumer = SessionConsumer(
             self.settlement, self.sessions, connection, link, queue, next(self._link_ids), self.now, session, until
         )
@@ -197,7 +203,7 @@ class ServiceBusLayer:
             return f"no queue {entity.node!r} (auto-create is off; declare it in ServiceBusOptions.queues)"
         if not isinstance(node, Queue):
             return f"{entity.name!r} is a {node.KIND}, not a queue"
-        return self.settlement.entity_queue(node)
+        return self.settlement.entity_queue(node, self.options.entities.get(node.name))
 
     def node_for(self, entity: Entity) -> Queue | Topic | str:
         """The node an entity's ``$management`` acts on: its queue, or a topic for a sender's requests."""
@@ -221,11 +227,24 @@ class ServiceBusLayer:
                 return None
             subscription = self.broker.router.subscribe(topic, key, True, None)
             subscription.links = 0  # it exists without receivers, as a configured subscription does
-            subscription.rules = self.rules.for_subscription(topic_name, name, key, self.now())
+            ruleset = self.rules.for_subscription(topic_name, name, key, self.now())
+            properties = self.options.entities.get(f"{topic_name}/{name}")
+            forward_to = properties.forward_to if properties is not None else None
+            subscription.rules = ruleset if not forward_to else self._forwarding(ruleset, forward_to)
             # Its dead letters stay its own: <topic>/Subscriptions/<name>/$DeadLetterQueue.
             queue = subscription.queue
             queue.options = dataclasses.replace(queue.options, dead_letter_address=None)
-        return self.settlement.entity_queue(subscription.queue)
+        return self.settlement.entity_queue(subscription.queue, self._subscription_properties(topic_name, name))
+
+    def _subscription_properties(self, topic: str, name: str) -> EntityProperties | None:
+        """A subscription's settings; its topic's time-to-live caps its own."""
+        own = self.options.entities.get(f"{topic}/{name}")
+        topic_ttl = (self.options.entities.get(topic) or EntityProperties()).default_message_time_to_live
+        if topic_ttl is None:
+            return own
+        own = own or EntityProperties()
+        ttl = own.default_message_time_to_live
+        return dataclasses.replace(own, default_message_time_to_live=topic_ttl if ttl is None else min(ttl, topic_ttl))
 
     # ------------------------------------------------------------ sending
 
@@ -234,22 +253,61 @@ class ServiceBusLayer:
         node = self.broker.resolve(address)
         if not isinstance(node, (Queue, Topic)):
             return Rejected(error=amqp_error(conditions.NOT_FOUND, f"no queue or topic {address!r}"))
+        entity = self.options.entities.get(address) or EntityProperties()
+        publisher = self.broker.router.publisher
         outcomes: list[Any] = []
         for message in messages:
             properties = message.properties
-            if properties is None or properties.message_id is None:
+            message_id = properties.message_id if properties is not None else None
+            if message_id is None:
                 # The service gives every message an id; the JS SDK relies on it to settle.
                 stamped = dataclasses.replace(properties or _NO_PROPERTIES, message_id=uuid.uuid4().hex)
                 message = with_properties(message, stamped)
+            elif entity.requires_duplicate_detection and self.duplicates.is_duplicate(
+                address, str(message_id), now, entity.duplicate_detection_history_time_window
+            ):
+                outcomes.append(Accepted())  # as the service: the sender is told it arrived; it is not kept
+                continue
             at = (message.message_annotations or {}).get(SCHEDULED_ENQUEUE_TIME)
             if at is not None and int(at) / 1000 > now:
                 self.scheduler.schedule(node, message, int(at) / 1000)
                 outcomes.append(Accepted())
                 continue
-            router = self.broker.router
-            outcomes.append(route_all(router.node_for_publish, router.publisher, address, [message], now))
+            refused = publisher.publish(self._forward_target(node), message, now, Source.CLIENT)
+            outcomes.append(Accepted() if refused is None else Rejected(error=refused))
         rejected = [o for o in outcomes if isinstance(o, Rejected)]
         return rejected[0] if rejected else Accepted()
+
+    def _forward_target(self, node: Queue | Topic) -> Queue | Topic:
+        """Where a message for ``node`` ends up: queues with ``forward_to`` pass it on (at most 4 hops, as
+        Service Bus allows)."""
+        for _hop in range(MAX_FORWARD_HOPS):
+            properties = self.options.entities.get(node.name)
+            if properties is None or not properties.forward_to or not isinstance(node, Queue):
+                break
+            target = self.broker.resolve(properties.forward_to)
+            if not isinstance(target, (Queue, Topic)):
+                break  # nowhere to go (auto-create off): it stays
+            node = target
+        return node
+
+    def _forwarding(self, ruleset: RuleSet, target_name: str) -> SubscriptionRules:
+        """A subscription's rules that pass what they take on to ``target_name`` instead of keeping it."""
+
+        def forward(message: StoredMessage) -> list[StoredMessage]:
+            target = self.broker.resolve(target_name)
+            copies = ruleset(message)
+            if not isinstance(target, (Queue, Topic)) or self._forward_depth >= MAX_FORWARD_HOPS:
+                return copies  # nowhere to go, or a forwarding loop: the subscription keeps them
+            self._forward_depth += 1
+            try:
+                for copy in copies:
+                    self.broker.router.publisher.publish(self._forward_target(target), copy, self.now(), Source.FORWARD)
+            finally:
+                self._forward_depth -= 1
+            return []
+
+        return forward
 
     def _enqueue_scheduled(self, node: Queue | Topic, message: StoredMessage, number: int, now: float) -> None:
         seq = number if isinstance(node, Queue) else None  # a queue reserved the number (schedule)
@@ -280,6 +338,7 @@ class ServiceBusLayer:
         self.sessions.clear()
         self.scheduler.clear()
         self.rules.clear()
+        self.duplicates.clear()
         self._clients = weakref.WeakSet()
         self._declare()
 

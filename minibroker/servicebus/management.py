@@ -28,7 +28,6 @@ from ..amqp import errors as conditions
 from ..amqp.errors import AMQPDecodeError
 from ..amqp.message import Message
 from ..amqp.types import Array, symbol
-from ..broker.config import ServiceBusOptions
 from ..broker.queue import Queue
 from ..broker.stored import StoredMessage
 from ..broker.topic import Topic
@@ -55,9 +54,6 @@ _NO_TIME_FILTER_MS = 253_402_300_800_000
 
 class ManagementContext(Protocol):
     """What a ``$management`` node acts through (the Service Bus layer provides it)."""
-
-    @property
-    def options(self) -> ServiceBusOptions: ...
 
     @property
     def settlement(self) -> Settlement: ...
@@ -168,7 +164,7 @@ class Management:
                 messages.append({"message": delivery_payload(entry, now, None)})
                 settlement.complete(queue, entry)
                 continue
-            until = now + self.context.options.lock_duration
+            until = now + settlement.lock_duration(queue)
             lock = settlement.lock(queue, entry, DEFERRED, None, until)
             messages.append({"message": delivery_payload(entry, now, until), "lock-token": lock.token})
         return Response(200, "OK", {"messages": messages})
@@ -180,12 +176,15 @@ class Management:
         locks = [settlement.locks.get(_token(t)) for t in _elements(body["lock-tokens"])]
         if any(lock is None for lock in locks):
             return _error(410, LOCK_LOST, "the lock on the message has expired or was lost")
-        until = self.context.now() + self.context.options.lock_duration
+        now = self.context.now()
+        expirations = []
         for lock in locks:
             assert lock is not None
+            until = now + settlement.lock_duration(lock.queue)
             if lock.until is not None:  # a session's message follows its session's lock
                 settlement.locks.renew(lock, until)
-        return Response(200, "OK", {"expirations": Array("timestamp", [millis(until)] * len(locks))})
+            expirations.append(millis(until))
+        return Response(200, "OK", {"expirations": Array("timestamp", expirations)})
 
     def update_disposition(self, node: Queue | Topic, body: dict[str, Any]) -> Response:
         settlement = self.context.settlement
@@ -221,7 +220,7 @@ class Management:
         holder = sessions.holder(self._queue(node), str(body["session-id"]))
         if holder is None:
             return _error(410, SESSION_LOCK_LOST, f"session {body['session-id']!r} is not locked by a receiver")
-        until = self.context.now() + self.context.options.lock_duration
+        until = self.context.now() + self.context.settlement.lock_duration(holder.queue)
         sessions.renew(holder, until)
         return Response(200, "OK", {"expiration": millis(until)})
 

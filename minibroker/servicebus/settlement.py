@@ -21,7 +21,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from ..broker.config import ServiceBusOptions
+from ..broker.config import EntityProperties, ServiceBusOptions
 from ..broker.queue import Queue
 from ..broker.stored import Entry
 from ..protocol.endpoints import Delivery
@@ -44,17 +44,33 @@ class Settlement:
         #: Deferred messages by (node, sequence number): acquired, owned by DEFERRED.
         self.deferred: dict[tuple[str, int], tuple[Queue, Entry]] = {}
         self._timers_changed = timers_changed
-        self._entities: weakref.WeakSet[Queue] = weakref.WeakSet()
+        self._entities: weakref.WeakKeyDictionary[Queue, EntityProperties] = weakref.WeakKeyDictionary()
 
-    def entity_queue(self, queue: Queue) -> Queue:
-        """Make a queue a Service Bus entity: its delivery limit, and dead letters as :meth:`dead_lettering` makes them."""
+    def entity_queue(self, queue: Queue, properties: EntityProperties | None = None) -> Queue:
+        """Make a queue a Service Bus entity with ``properties``: its delivery limit, lock duration,
+        time-to-live and expiry dead-lettering, and dead letters as :meth:`dead_lettering` makes them."""
         if queue in self._entities:
             return queue
-        self._entities.add(queue)
-        limit = self.options.max_delivery_count
-        if queue.options.max_delivery_count != limit:
-            queue.options = dataclasses.replace(queue.options, max_delivery_count=limit)
+        self._entities[queue] = properties = properties or EntityProperties()
+        ttl = properties.default_message_time_to_live
+        queue.options = dataclasses.replace(
+            queue.options,
+            max_delivery_count=properties.max_delivery_count or self.options.max_delivery_count,
+            # The entity's time-to-live is the default and the most a message gets (a shorter one of its own stands).
+            default_ttl=ttl if ttl is not None else queue.options.default_ttl,
+            max_ttl=ttl if ttl is not None else queue.options.max_ttl,
+            dead_letter_on_expiry=properties.dead_lettering_on_message_expiration,
+        )
         return queue
+
+    def lock_duration(self, queue: Queue) -> float:
+        """How long a peek-lock (or a session lock) on this entity lasts."""
+        properties = self._entities.get(queue)
+        duration = properties.lock_duration if properties is not None else None
+        return duration if duration is not None else self.options.lock_duration
+
+    def properties(self, queue: Queue) -> EntityProperties | None:
+        return self._entities.get(queue)
 
     def dead_lettering(self, source: Queue, entry: Entry, reason: str, description: str | None) -> None:
         """The router's dead-letter hook: an entity's dead letters carry Service Bus's properties."""
@@ -92,7 +108,7 @@ class Settlement:
 
     def abandon(self, queue: Queue, entry: Entry, now: float, annotations: dict[Any, Any] | None) -> None:
         """A failed delivery: count it; at ``max_delivery_count`` dead-letter the message."""
-        limit = self.options.max_delivery_count
+        limit = queue.options.max_delivery_count
         if entry.delivery_count + 1 >= limit:
             entry.delivery_count += 1
             self.dead_letter(
@@ -128,7 +144,7 @@ class Settlement:
     def clear(self) -> None:
         self.locks.clear()
         self.deferred.clear()
-        self._entities = weakref.WeakSet()
+        self._entities = weakref.WeakKeyDictionary()
 
 
 def _reason(reason: str | None, description: str | None) -> dict[str, Any]:

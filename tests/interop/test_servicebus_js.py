@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import re
+import signal
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -70,3 +76,55 @@ def test_js_rule_manager_adds_lists_and_removes_rules_that_filter_and_annotate(r
         received = [(m["body"], m["properties"].get("via")) for m in result["received"]]
         assert received == [("red order", None), ("gold", "vip")]
         assert broker.queue("shop/Subscriptions/orders").depth == 0
+
+
+def test_js_sdk_against_minibroker_serve_with_an_emulator_config_and_a_cli_subscription(
+    tmp_path: Path, rhea: Callable[..., Any]
+) -> None:
+    config = {
+        "UserConfig": {
+            "Namespaces": [
+                {
+                    "Name": "sbemulatorns",
+                    "Queues": [{"Name": "jobs", "Properties": {"RequiresDuplicateDetection": True}}],
+                    "Topics": [
+                        {
+                            "Name": "paint",
+                            "Subscriptions": [
+                                {"Name": "all"},
+                                {"Name": "red", "Rules": [{"Name": "red", "Properties": {
+                                    "FilterType": "Sql", "SqlFilter": {"SqlExpression": "color = 'red'"}}}]},
+                            ],
+                        }  # fmt: skip
+                    ],
+                }
+            ],
+            "Logging": {"Type": "Console"},
+        }
+    }
+    path = tmp_path / "Config.json"
+    path.write_text(json.dumps(config))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "minibroker", "serve", "--port", "0", "--servicebus-config", str(path),
+         "--subscription", "paint/audit"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline().strip()
+        match = re.fullmatch(r"minibroker listening on amqp://127\.0\.0\.1:(\d+)", first)
+        assert match, f"unexpected first line {first!r}"
+        port = int(match.group(1))
+        result = rhea(
+            "servicebus_scenarios", scenario="topic", connection_string=connection_string(port), topic="paint",
+            subscriptions=["all", "red", "audit"], bodies=["red", "blue"],
+        )  # fmt: skip
+        assert result["error"] is None
+        assert result["received"] == {"all": ["red", "blue"], "red": ["red"], "audit": ["red", "blue"]}
+        result = rhea("servicebus_scenarios", scenario="duplicates", connection_string=connection_string(port), queue="jobs")
+        assert result["error"] is None
+        assert result["received"] == ["first", "other"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=10)
+    assert proc.returncode == 0

@@ -72,6 +72,32 @@ const scenarios = {
         await dlq.completeMessage(letter);
         await dlq.close();
     },
+    // send to a topic, receive each subscription's copy.
+    async topic(client, args, result) {
+        const sender = client.createSender(args.topic);
+        await sender.sendMessages(args.bodies.map((body) => ({body, applicationProperties: {color: body}})));
+        await sender.close();
+        result.received = {};
+        for (const subscription of args.subscriptions) {
+            const receiver = client.createReceiver(args.topic, subscription);
+            const messages = await receiver.receiveMessages(10, {maxWaitTimeInMs: 1000});
+            result.received[subscription] = messages.map((message) => message.body);
+            for (const message of messages) await receiver.completeMessage(message);
+            await receiver.close();
+        }
+    },
+    // a queue with duplicate detection: the same messageId twice is kept once.
+    async duplicates(client, args, result) {
+        const sender = client.createSender(args.queue);
+        await sender.sendMessages({body: 'first', messageId: 'same'});
+        await sender.sendMessages([{body: 'again', messageId: 'same'}, {body: 'other', messageId: 'other'}]);
+        await sender.close();
+        const receiver = client.createReceiver(args.queue);
+        const messages = await receiver.receiveMessages(10, {maxWaitTimeInMs: 1000});
+        result.received = messages.map((message) => message.body);
+        for (const message of messages) await receiver.completeMessage(message);
+        await receiver.close();
+    },
     // a subscription's rules through the rule manager (add-rule, remove-rule, enumerate-rules).
     async rules(client, args, result) {
         const manager = client.createRuleManager(args.topic, args.subscription);
