@@ -41,6 +41,9 @@ def _parser() -> argparse.ArgumentParser:
     serve_cmd.add_argument("--queue", action="append", default=[], help="declare a queue at start-up")
     serve_cmd.add_argument("--topic", action="append", default=[], help="declare a topic at start-up")
     serve_cmd.add_argument(
+        "--stream", action="append", default=[], help="declare a stream (append-only log, read by offset) at start-up"
+    )
+    serve_cmd.add_argument(
         "--subscription", type=_subscription, action="append", default=[], metavar="TOPIC/NAME",
         help="declare a Service Bus topic subscription at start-up (TOPIC/Subscriptions/NAME)",
     )  # fmt: skip
@@ -87,6 +90,24 @@ def _servicebus_options(config_file: str | None, subscriptions: list[tuple[str, 
     return dataclasses.replace(options, topics={topic: tuple(names) for topic, names in topics.items()})
 
 
+def build_broker(args: argparse.Namespace, servicebus: ServiceBusOptions | None = None) -> Broker:
+    """The broker ``serve`` runs: its config and the nodes declared on the command line."""
+    config = BrokerConfig(
+        users=dict(args.user),
+        allow_anonymous=not args.no_anonymous,
+        auto_create=not args.no_auto_create,
+        servicebus=servicebus,
+    )
+    broker = Broker(config)
+    for name in args.queue:
+        broker.declare_queue(name)
+    for name in args.topic:
+        broker.declare_topic(name)
+    for name in args.stream:
+        broker.declare_stream(name)
+    return broker
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -105,17 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             servicebus = _servicebus_options(args.servicebus_config, args.subscription)
         except (OSError, ValueError) as exc:
             parser.error(str(exc))
-    config = BrokerConfig(
-        users=dict(args.user),
-        allow_anonymous=not args.no_anonymous,
-        auto_create=not args.no_auto_create,
-        servicebus=servicebus,
-    )
-    broker = Broker(config)
-    for name in args.queue:
-        broker.declare_queue(name)
-    for name in args.topic:
-        broker.declare_topic(name)
+    broker = build_broker(args, servicebus)
     failure: OSError | None = None
     try:
         trio.run(_serve, broker, args.host, args.port, context)
