@@ -30,11 +30,12 @@ import dataclasses
 import itertools
 import uuid
 import weakref
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..amqp import errors as conditions
 from ..amqp.messaging import Accepted, Properties, Rejected
 from ..amqp.performatives import RCV_FIRST, amqp_error
+from ..amqp.types import symbol
 from ..broker.client_connection import BrokerConnection
 from ..broker.config import EntityProperties, ServiceBusOptions
 from ..broker.publish import Source
@@ -42,6 +43,7 @@ from ..broker.queue import Queue
 from ..broker.router import NodeError
 from ..broker.stored import StoredMessage
 from ..broker.topic import SubscriptionRules, Topic
+from ..protocol import LinkState
 from ..protocol.endpoints import Link
 from .addresses import CBS, SUBSCRIPTIONS, Entity, node_name, parse_address
 from .consumer import ServiceBusConsumer
@@ -62,6 +64,20 @@ TIMEOUT = "com.microsoft:timeout"
 SESSION_CANNOT_BE_LOCKED = "com.microsoft:session-cannot-be-locked"
 #: Service Bus forwards a message through at most 4 entities.
 MAX_FORWARD_HOPS = 4
+#: The link property in which a client gives its operation timeout (milliseconds).
+OPERATION_TIMEOUT = symbol("com.microsoft:timeout")
+#: How long a session receiver's attach waits for a free session when its client names no timeout
+#: (seconds on the broker's clock; the SDKs' default operation timeout).
+SESSION_WAIT = 60.0
+#: Receivers that may wait for a session at once: each holds an unanswered attach, so they are bounded.
+MAX_WAITING = 1000
+
+
+class _Waiting(NamedTuple):
+    connection: BrokerConnection
+    link: Link
+    queue: Queue
+    deadline: float
 
 
 class ServiceBusLayer:
@@ -71,11 +87,12 @@ class ServiceBusLayer:
         self.broker = broker
         self.options = options or ServiceBusOptions()
         self.settlement = Settlement(self.options, self._timers_changed)
-        self.sessions = Sessions()
+        self.sessions = Sessions(self._session_unlocked)
         self.scheduler = Scheduler(self._enqueue_scheduled, self._timers_changed)
         self.rules = Rules(self.options.rules)
         self.duplicates = DuplicateDetection()
         self._forward_depth = 0  # subscriptions forwarding into topics, nested: bounded by MAX_FORWARD_HOPS
+        self._waiting: list[_Waiting] = []  # session receivers waiting for a free session, oldest first
         self._clients: weakref.WeakSet[BrokerConnection] = weakref.WeakSet()
         self._link_ids = itertools.count(-1, -1)  # apart from the broker's own (positive) link ids
         broker.router.dead_letter_hook = self.settlement.dead_lettering
@@ -165,8 +182,20 @@ class ServiceBusLayer:
         engine = connection.engine
         session = wanted if isinstance(wanted, str) else self.sessions.free_session(queue)
         if session is None:
-            engine.refuse_link(link, amqp_error(TIMEOUT, f"no free session with messages in {queue.name!r}"))
+            # As the service does: the attach waits for a session to become free, up to the
+            # client's operation timeout (a link property, in milliseconds) or the service's.
+            timeout = (link.attach.properties or {}).get(OPERATION_TIMEOUT)
+            wait = int(timeout) / 1000 if isinstance(timeout, int) and timeout > 0 else SESSION_WAIT
+            if len(self._waiting) >= MAX_WAITING:
+                engine.refuse_link(link, amqp_error(conditions.RESOURCE_LIMIT_EXCEEDED, "too many receivers wait for a session"))
+                return
+            self._waiting.append(_Waiting(connection, link, queue, self.now() + wait))
+            self._timers_changed()
             return
+        self._lock_session(connection, link, queue, session)
+
+    def _lock_session(self, connection: BrokerConnection, link: Link, queue: Queue, session: str) -> None:
+        engine = connection.engine
         if self.sessions.holder(queue, session) is not None:
             engine.refuse_link(
                 link, amqp_error(SESSION_CANNOT_BE_LOCKED, f"session {session!r} of {queue.name!r} is locked by another receiver")
@@ -275,6 +304,8 @@ class ServiceBusLayer:
                 continue
             refused = publisher.publish(self._forward_target(node), message, now, Source.CLIENT)
             outcomes.append(Accepted() if refused is None else Rejected(error=refused))
+        if self._waiting:
+            self._serve_waiting(now)
         rejected = [o for o in outcomes if isinstance(o, Rejected)]
         return rejected[0] if rejected else Accepted()
 
@@ -315,8 +346,30 @@ class ServiceBusLayer:
 
     # ------------------------------------------------------------- timers
 
+    def _session_unlocked(self) -> None:
+        if self._waiting:
+            self._serve_waiting(self.now())
+
+    def _serve_waiting(self, now: float) -> None:
+        """Give free sessions to receivers waiting for one; refuse those whose wait is over."""
+        waiting, self._waiting = self._waiting, []
+        for item in waiting:
+            connection, link, queue, deadline = item
+            if link.state is not LinkState.ATTACH_RCVD:
+                continue  # the client gave up (detached, or its connection went)
+            session = self.sessions.free_session(queue)
+            if session is not None:
+                self._lock_session(connection, link, queue, session)
+            elif deadline <= now:
+                connection.engine.refuse_link(link, amqp_error(TIMEOUT, f"no free session with messages in {queue.name!r}"))
+            else:
+                self._waiting.append(item)
+                continue
+            connection.mark_dirty()
+
     def next_deadline(self) -> float | None:
-        due = (self.settlement.locks.next_expiry(), self.sessions.next_expiry(), self.scheduler.next_due())
+        waits = min((item.deadline for item in self._waiting), default=None)
+        due = (self.settlement.locks.next_expiry(), self.sessions.next_expiry(), self.scheduler.next_due(), waits)
         deadlines = [d for d in due if d is not None]
         return min(deadlines) if deadlines else None
 
@@ -328,6 +381,8 @@ class ServiceBusLayer:
             self.broker.detach_link(consumer.client, consumer.link, error)
             consumer.client.mark_dirty()
         self.scheduler.run(now)
+        if self._waiting:
+            self._serve_waiting(now)
 
     def _timers_changed(self) -> None:
         if self.broker.on_timers_changed is not None:
@@ -339,6 +394,7 @@ class ServiceBusLayer:
         self.scheduler.clear()
         self.rules.clear()
         self.duplicates.clear()
+        self._waiting = []
         self._clients = weakref.WeakSet()
         self._declare()
 

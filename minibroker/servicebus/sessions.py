@@ -79,7 +79,9 @@ class SessionConsumer(ServiceBusConsumer):
 class Sessions:
     """Which receiver holds each session and until when, each session's state and when it was set."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_unlock: Callable[[], None] | None = None) -> None:
+        #: Called when a session lets go of its receiver (receivers waiting for a session may get it).
+        self.on_unlock = on_unlock
         self._owners: dict[tuple[str, str], SessionConsumer] = {}
         self._expiry = SortedList()  # (until, queue name, session)
         self._states: dict[tuple[str, str], tuple[bytes, float]] = {}
@@ -110,6 +112,8 @@ class Sessions:
         if self._owners.get(key) is consumer:
             del self._owners[key]
             self._expiry.discard((consumer.until, *key))
+            if self.on_unlock is not None:
+                self.on_unlock()
 
     def next_expiry(self) -> float | None:
         return self._expiry[0][0] if self._expiry else None

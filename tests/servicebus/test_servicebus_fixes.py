@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import datetime
+import threading
 
 import pytest
-from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusClient, ServiceBusMessage
 from azure.servicebus.amqp import AmqpAnnotatedMessage
-from azure.servicebus.exceptions import SessionLockLostError
-from servicebus_helpers import LOCK_DURATION
+from azure.servicebus.exceptions import OperationTimeoutError, SessionLockLostError
+from servicebus_helpers import CLIENT_OPTIONS, LOCK_DURATION
 
 import minibroker
+from minibroker.servicebus import ServiceBusOptions, connection_string
 
 pytestmark = pytest.mark.interop
 
@@ -116,3 +118,65 @@ def test_list_sessions_names_sessions_with_messages_or_state(
         receiver.session.set_state(b"seen")
     assert list(client.list_queue_sessions("orders", state_updated_after=before)) == ["a"]
     assert list(client.list_queue_sessions("orders", state_updated_after=_utc(clock.now() + 1))) == []
+
+
+def _advancing(clock: minibroker.ManualClock, done: threading.Event, step: float) -> threading.Thread:
+    """Move the broker's clock on while a blocking SDK call waits on it (bounded: 1000 steps)."""
+
+    def run() -> None:
+        for _ in range(1000):
+            if done.wait(0.05):
+                return
+            clock.advance(step)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def _session_attach_arrived(broker: minibroker.ThreadedBroker) -> bool:
+    """Whether a receiver's attach asking for any session (a null session filter) reached the broker."""
+    for record in broker.frames():
+        source = getattr(record.performative, "source", None)
+        filters = getattr(source, "filter", None) or {}
+        if record.direction == "in" and record.name == "attach" and any(str(k).endswith("session-filter") for k in filters):
+            return True
+    return False
+
+
+def test_next_available_session_waits_for_a_session_to_get_messages(clock: minibroker.ManualClock) -> None:
+    got: list[str | None] = []
+    with minibroker.ThreadedBroker(clock=clock, servicebus=ServiceBusOptions(), frame_log=500) as broker:
+        with ServiceBusClient.from_connection_string(connection_string(broker.port), **CLIENT_OPTIONS) as client:
+
+            def receive() -> None:
+                with client.get_queue_receiver("orders", session_id=NEXT_AVAILABLE_SESSION, prefetch_count=10) as receiver:
+                    got.append(receiver.session.session_id)
+                    (message,) = receiver.receive_messages(max_wait_time=5)
+                    receiver.complete_message(message)
+
+            waiter = threading.Thread(target=receive, daemon=True)
+            waiter.start()
+            broker.wait_for(_session_attach_arrived, timeout=10)  # held: no session has messages yet
+            assert not got
+            with ServiceBusClient.from_connection_string(connection_string(broker.port), **CLIENT_OPTIONS) as other:
+                with other.get_queue_sender("orders") as sender:
+                    sender.send_messages(ServiceBusMessage("hello", session_id="late"))
+            waiter.join(timeout=20)
+            assert not waiter.is_alive()
+        assert got == ["late"]
+        assert broker.queue("orders").depth == 0
+
+
+def test_next_available_session_times_out_on_the_broker_clock(
+    broker: minibroker.ThreadedBroker, client: ServiceBusClient, clock: minibroker.ManualClock
+) -> None:
+    done = threading.Event()
+    ticking = _advancing(clock, done, 5.0)  # the broker's wait (60 s without a client timeout) passes
+    try:
+        with pytest.raises(OperationTimeoutError):
+            with client.get_queue_receiver("orders", session_id=NEXT_AVAILABLE_SESSION, prefetch_count=10) as receiver:
+                receiver.receive_messages(max_wait_time=1)
+    finally:
+        done.set()
+        ticking.join(timeout=5)
