@@ -136,6 +136,8 @@ class EntityProperties:
     duplicate_detection_history_time_window: float = 600.0
     #: Messages that reach the entity go on to this queue or topic.
     forward_to: str | None = None
+    #: The entity's dead letters go to this queue or topic instead of its ``$DeadLetterQueue``.
+    forward_dead_lettered_messages_to: str | None = None
     #: Receivers must lock a session.
     requires_session: bool = False
 

@@ -15,8 +15,8 @@ Azure/azure-service-bus-emulator-installer)::
 
 :func:`load_emulator_config` reads it so a team's config works unchanged
 (``minibroker serve --servicebus-config Config.json``).  Times are ISO 8601
-durations (``PT1M``).  ``ForwardDeadLetteredMessagesTo`` and ``Logging`` are
-read and ignored; a subscription given rules has those instead of ``$Default``.
+durations (``PT1M``).  ``Logging`` is read and ignored; a subscription given
+rules has those instead of ``$Default``.
 Anything malformed raises :class:`ValueError` naming where in the file it is.
 """
 
@@ -148,6 +148,7 @@ def _properties(value: Any, where: str) -> EntityProperties:
             requires_duplicate_detection=flag("RequiresDuplicateDetection"),
             duplicate_detection_history_time_window=window if window is not None else 20.0,  # the emulator's default
             forward_to=properties.get("ForwardTo") or None,
+            forward_dead_lettered_messages_to=properties.get("ForwardDeadLetteredMessagesTo") or None,
             requires_session=flag("RequiresSession"),
         )
     except ValueError as exc:

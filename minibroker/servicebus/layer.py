@@ -172,6 +172,11 @@ class ServiceBusLayer:
         if SESSION_FILTER in filters:
             self._attach_session_receiver(connection, link, queue, filters[SESSION_FILTER])
             return
+        properties = self.settlement.properties(queue)
+        if properties is not None and properties.requires_session and not entity.dead_letter:
+            reason = f"{entity.node!r} requires sessions: receive from a session (a session id, or the next available)"
+            engine.refuse_link(link, amqp_error(conditions.NOT_ALLOWED, reason))
+            return
         consumer = ServiceBusConsumer(self.settlement, connection, link, queue, next(self._link_ids), self.now)
         link.context = consumer
         engine.accept_link(link, source=link.source, target=link.target)

@@ -60,6 +60,7 @@ class Settlement:
             default_ttl=ttl if ttl is not None else queue.options.default_ttl,
             max_ttl=ttl if ttl is not None else queue.options.max_ttl,
             dead_letter_on_expiry=properties.dead_lettering_on_message_expiration,
+            dead_letter_address=properties.forward_dead_lettered_messages_to or queue.options.dead_letter_address,
         )
         return queue
 

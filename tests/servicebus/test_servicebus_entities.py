@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
+from azure.servicebus.exceptions import ServiceBusError
 from servicebus_helpers import CLIENT_OPTIONS
 
 import minibroker
@@ -25,6 +26,8 @@ ENTITIES = {
     "dedup": EntityProperties(requires_duplicate_detection=True, duplicate_detection_history_time_window=30),
     "inbox": EntityProperties(forward_to="outbox"),
     "events/forwarded": EntityProperties(forward_to="collected"),
+    "sessions-only": EntityProperties(requires_session=True),
+    "strict": EntityProperties(forward_dead_lettered_messages_to="graveyard"),
 }
 
 
@@ -36,7 +39,7 @@ def clock() -> minibroker.ManualClock:
 @pytest.fixture
 def broker(clock: minibroker.ManualClock) -> Iterator[minibroker.ThreadedBroker]:
     options = ServiceBusOptions(
-        queues=("expiring", "vanishing", "dedup", "inbox", "outbox", "collected"),
+        queues=("expiring", "vanishing", "dedup", "inbox", "outbox", "collected", "sessions-only", "strict", "graveyard"),
         topics={"events": ("forwarded", "kept")},
         entities=ENTITIES,
     )
@@ -102,6 +105,26 @@ def test_forwarding_from_a_queue_and_from_a_subscription(
     assert _bodies(client, "collected") == ["published"]
     assert broker.queue("events/Subscriptions/forwarded").depth == 0
     assert broker.queue("events/Subscriptions/kept").depth == 1
+
+
+def test_dead_letters_forwarded_and_sessions_required(broker: minibroker.ThreadedBroker, client: ServiceBusClient) -> None:
+    with client.get_queue_sender("strict") as sender:
+        sender.send_messages(ServiceBusMessage("poison"))
+    with client.get_queue_receiver("strict", prefetch_count=10) as receiver:
+        (message,) = receiver.receive_messages(max_wait_time=5)
+        receiver.dead_letter_message(message, reason="bad")
+    with client.get_queue_receiver("graveyard", prefetch_count=10) as receiver:
+        (dead,) = receiver.receive_messages(max_wait_time=5)
+        assert (str(dead), dead.dead_letter_reason) == ("poison", "bad")
+        receiver.complete_message(dead)
+    with client.get_queue_sender("sessions-only") as sender:
+        sender.send_messages(ServiceBusMessage("s", session_id="a"))
+    with pytest.raises(ServiceBusError, match="requires sessions"):
+        with client.get_queue_receiver("sessions-only", prefetch_count=10) as receiver:
+            receiver.receive_messages(max_wait_time=1)
+    with client.get_queue_receiver("sessions-only", session_id="a", prefetch_count=10) as receiver:
+        (message,) = receiver.receive_messages(max_wait_time=5)
+        receiver.complete_message(message)
 
 
 def test_a_plain_send_with_a_scheduled_enqueue_time_waits_for_it(
