@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -128,3 +129,22 @@ def test_js_sdk_against_minibroker_serve_with_an_emulator_config_and_a_cli_subsc
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=10)
     assert proc.returncode == 0
+
+
+def test_js_sdk_session_lock_expires_on_the_broker_clock(rhea_process: Callable[..., Any]) -> None:
+    clock = minibroker.ManualClock(start=float(int(time.time())))
+    with minibroker.ThreadedBroker(clock=clock, servicebus=ServiceBusOptions(lock_duration=60)) as broker:
+        proc = rhea_process(
+            "servicebus_scenarios", scenario="sessionExpiry", connection_string=connection_string(broker.port), queue="jobs"
+        )
+        ready = proc.stdout.readline()
+        assert json.loads(ready) == {"ready": True}, ready + proc.stderr.read()
+        clock.advance(61)  # the session lock (60 s) was not renewed
+        broker.wait_for(lambda b: b.queue("jobs").acquired == 0)
+        out, err = proc.communicate("go\n", timeout=30)
+        result = json.loads(out.strip().splitlines()[-1])
+        assert result["error"] is None, err
+        assert result["first"]["delivery_count"] == 0
+        assert result["complete"] == "SessionLockLost"
+        assert (result["again"]["body"], result["again"]["delivery_count"]) == ("s1", 1)
+        assert broker.queue("jobs").depth == 0

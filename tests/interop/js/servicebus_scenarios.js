@@ -20,6 +20,15 @@ function seen(message) {
     };
 }
 
+function nextStdinLine() {
+    return new Promise((resolve) => {
+        process.stdin.once('data', () => {
+            process.stdin.pause();
+            resolve();
+        });
+    });
+}
+
 async function listed(iterator) {
     const items = [];
     for await (const item of iterator) items.push(item);
@@ -97,6 +106,30 @@ const scenarios = {
         result.received = messages.map((message) => message.body);
         for (const message of messages) await receiver.completeMessage(message);
         await receiver.close();
+    },
+    // a session lock that is not renewed expires: the test moves the broker's clock on between the
+    // line {"ready": true} and the line it then writes to stdin.
+    async sessionExpiry(client, args, result) {
+        const sender = client.createSender(args.queue);
+        await sender.sendMessages({body: 's1', sessionId: 'a'});
+        await sender.close();
+        const receiver = await client.acceptSession(args.queue, 'a', {maxAutoLockRenewalDurationInMs: 0});
+        const [message] = await receiver.receiveMessages(1, WAIT);
+        result.first = seen(message);
+        console.log(JSON.stringify({ready: true}));
+        await nextStdinLine();
+        try {
+            await receiver.completeMessage(message);
+            result.complete = 'completed';
+        } catch (error) {
+            result.complete = error.code || error.name;
+        }
+        await receiver.close();
+        const again = await client.acceptSession(args.queue, 'a', {maxAutoLockRenewalDurationInMs: 0});
+        const [redelivered] = await again.receiveMessages(1, WAIT);
+        result.again = seen(redelivered);
+        await again.completeMessage(redelivered);
+        await again.close();
     },
     // a subscription's rules through the rule manager (add-rule, remove-rule, enumerate-rules).
     async rules(client, args, result) {
