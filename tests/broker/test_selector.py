@@ -859,3 +859,14 @@ def test_qualified_names_only_when_asked() -> None:
     assert parse_value("'a'")({}.get) == "a"
     with pytest.raises(SelectorError):
         parse_value("'a' + 1")
+
+
+def test_service_bus_exists_and_not_equal_only_in_qualified_mode() -> None:
+    selector = parse_selector("EXISTS(user.color) AND sys.Label != 'x'", qualified_names=True)
+    assert selector.matches({"user.color": "red", "sys.Label": "y"}.get)
+    assert not selector.matches({"sys.Label": "y"}.get)
+    assert not selector.matches({"user.color": "red", "sys.Label": "x"}.get)
+    with pytest.raises(SelectorError, match="use <> for 'not equal'"):
+        parse_selector("a != 1")
+    with pytest.raises(SelectorError, match="a property name in EXISTS"):
+        parse_selector("EXISTS(1)", qualified_names=True)

@@ -35,6 +35,7 @@ def _message(subject: str | None = None, **application: object) -> StoredMessage
         ("color IN ('blue', 'green')", False),
         ("sys.CorrelationId LIKE 'c-%'", True),
         ("nothing IS NULL", True),
+        ("EXISTS(color) AND NOT EXISTS(user.nothing) AND sys.Label != 'refund'", True),
         ("1=1", True),
         ("1=0", False),
     ],
