@@ -66,9 +66,11 @@ class ServiceBusConsumer(ExtensionConsumer):
         connection.mark_dirty()
         if settled:
             self.queue.accept(entry)  # receive-and-delete
+            self.offer(None, delivery)
             return
         self.unsettled[delivery.delivery_id] = entry
         self.settlement.lock(self.queue, entry, self, delivery, until, token)
+        self.offer(entry, delivery)
 
     def shown_until(self, now: float) -> float | None:
         """The locked-until a message shows when its own lock does not expire (see sessions)."""
