@@ -346,8 +346,9 @@ class ServiceBusLayer:
         return forward
 
     def _enqueue_scheduled(self, node: Queue | Topic, message: StoredMessage, number: int, now: float) -> None:
-        seq = number if isinstance(node, Queue) else None  # a queue reserved the number (schedule)
-        self.broker.router.publisher.publish(node, message, now, Source.SCHEDULE, seq)
+        target = self._forward_target(node)  # a forwarding queue passes it on when it comes due
+        seq = number if isinstance(node, Queue) and target is node else None  # the queue reserved the number
+        self.broker.router.publisher.publish(target, message, now, Source.SCHEDULE, seq)
 
     # ------------------------------------------------------------- timers
 

@@ -94,14 +94,17 @@ def test_duplicate_detection_drops_a_message_id_seen_within_the_window(
 
 
 def test_forwarding_from_a_queue_and_from_a_subscription(
-    broker: minibroker.ThreadedBroker, client: ServiceBusClient
+    broker: minibroker.ThreadedBroker, client: ServiceBusClient, clock: minibroker.ManualClock
 ) -> None:
     with client.get_queue_sender("inbox") as sender:
         sender.send_messages(ServiceBusMessage("passed on"))
+        sender.schedule_messages(ServiceBusMessage("scheduled"), datetime.datetime.fromtimestamp(clock.now() + 5, datetime.UTC))
+    clock.advance(5)
+    broker.wait_for(lambda b: b.queue("outbox").depth == 2)
     with client.get_topic_sender("events") as sender:
         sender.send_messages(ServiceBusMessage("published"))
     assert broker.queue("inbox").depth == 0
-    assert _bodies(client, "outbox") == ["passed on"]
+    assert _bodies(client, "outbox") == ["passed on", "scheduled"]
     assert _bodies(client, "collected") == ["published"]
     assert broker.queue("events/Subscriptions/forwarded").depth == 0
     assert broker.queue("events/Subscriptions/kept").depth == 1
