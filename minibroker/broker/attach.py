@@ -29,6 +29,7 @@ from .node import Node
 from .queue import Queue
 from .router import Router
 from .selector import Selector
+from .streamfilters import StreamFilter, has_stream_filters, parse_stream_filters
 from .topic import Subscription, Topic
 
 __all__ = ["Attacher", "Refusal", "capabilities"]
@@ -91,8 +92,13 @@ class Attacher:
                     conditions.NOT_IMPLEMENTED,
                     f"outcomes {sorted(unknown)} are not supported; supported: {sorted(SUPPORTED_OUTCOMES)}",
                 )
+        stream_filter: StreamFilter | None = None
         try:
-            selector, filters = parse_filter_set(source.filter)
+            if has_stream_filters(source.filter):  # RabbitMQ's rabbitmq:stream-* filters (streamfilters.py)
+                stream_filter, filters = parse_stream_filters(source.filter, self.now())
+                selector = stream_filter.selector
+            else:
+                selector, filters = parse_filter_set(source.filter)
         except FilterError as exc:
             raise Refusal(conditions.INVALID_FIELD, str(exc)) from None
         dynamic = bool(source.dynamic)
@@ -110,6 +116,12 @@ class Attacher:
         def queue_consumer(
             queue: Queue, *, browse: bool, subscription: Subscription | None = None, topic: Topic | None = None
         ) -> ConsumerLink:
+            if stream_filter is not None:
+                raise Refusal(
+                    conditions.INVALID_FIELD,
+                    f"the rabbitmq:stream-* filters apply to streams, and {address!r} is a {node.KIND}; "
+                    f"declare it as a stream (declare_stream) or attach without them",
+                )
             return self._queue_consumer(
                 connection, link, queue, browse, selector, source, outcomes, subscription, topic, dynamic
             )
@@ -122,6 +134,7 @@ class Attacher:
             durable=bool(source.durable) and source.expiry_policy == "never",
             durable_name=f"{container_id}:{link.name}",
             queue_consumer=queue_consumer,
+            stream_filter=stream_filter,
         )
         consumer = node.open_consumer(request)
         browse = consumer.browse
@@ -141,7 +154,7 @@ class Attacher:
             outcomes=list(source.outcomes) if source.outcomes else [symbol(o) for o in sorted(SUPPORTED_OUTCOMES)],
             capabilities=source.capabilities,
         )
-        connection.engine.accept_link(link, source=reply, target=link.target)
+        connection.protocol.accept_link(link, source=reply, target=link.target)
         return consumer
 
     def _queue_consumer(
@@ -204,11 +217,11 @@ class Attacher:
             ),
             capabilities=target.capabilities,
         )
-        connection.engine.accept_link(link, source=link.source, target=reply)
+        connection.protocol.accept_link(link, source=link.source, target=reply)
         node = self.router.resolve(address, capabilities(target)) if address is not None else None
         gated = self.credit_gate.gated(node) if self.credit_gate is not None else None
         if gated is not None and self.credit_gate is not None:  # withhold-credit (limits.py)
             self.credit_gate.attach(gated, producer)
         else:
-            connection.engine.grant_credit(link, self.link_credit)
+            connection.protocol.grant_credit(link, self.link_credit)
         return producer
