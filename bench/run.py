@@ -1012,7 +1012,7 @@ def bench_memory(report: Report, s: Settings, env: Env | None) -> None:
                   rss_bytes_per_message=mem["rss_bytes_per_message"], target="< 600 B", status=verdict(ok))  # fmt: skip
     report.row("memory", f"per queued message, Broker.publish, tracemalloc ({mem['messages']:,} queued)",
                mb=fmt(traced, "B"), target="< 600 B", status=verdict(ok),
-               note=f"encoded message {mem['payload_bytes']} B")  # fmt: skip
+               note=f"encoded message {mem['payload_bytes']} B; {traced - mem['payload_bytes']:.0f} B besides it")  # fmt: skip
     if env is None:
         return
     rss0 = process_rss(env.broker.pid)
