@@ -25,7 +25,7 @@ from .broker.statistics import (
 )
 from .broker.stored import StoredMessage
 from .broker.tap import Observer
-from .message_fields import build_message
+from .message_fields import build_message, data_body
 from .testing.assertions import assert_queue, assert_stream
 
 __all__ = ["BrokerAPI", "build_message", "check", "timed_out"]
@@ -273,6 +273,8 @@ class BrokerAPI:
                     "wrap a single body in a list, or use publish()"
                 )
             template = build_message(None, **fields)
+            if template.body_kind == "data":
+                bodies = [data_body(body) for body in bodies]
             payloads = _encoded(lambda: encode_bodies(template, bodies))
         return self._call(self._broker.publish_many, address, payloads)
 
