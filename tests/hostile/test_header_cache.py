@@ -14,7 +14,8 @@ import pytest
 from hostile_peer import Attacker, good_client_round_trip  # tests/hostile is on sys.path
 
 import minibroker
-from minibroker.amqp.performatives import End, Flow
+from minibroker.amqp.messaging import Rejected
+from minibroker.amqp.performatives import Disposition, Flow
 from minibroker.broker import stored
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.engine import Broker
@@ -41,10 +42,11 @@ def test_a_megabyte_header_is_refused_before_decoding_and_never_cached() -> None
         attacker.read_until(lambda frames: frames.of(Flow))
         body = b"\x00\x53\x75\xb0\x00\x00\x00\x01x"
         attacker.send(attacker.peer.transfer(0, None, None, bloated_header(100_000, 1) + body))
-        frames = attacker.read_until(lambda frames: frames.of(End))
-        error = frames.one(End).error
-        assert error is not None and error.condition == "amqp:decode-error"
-        assert "header section" in str(error.description)
+        frames = attacker.read_until(lambda frames: [d for d in frames.of(Disposition) if d.state is not None])
+        [rejected] = [d.state for d in frames.of(Disposition) if d.state is not None]
+        assert isinstance(rejected, Rejected)  # that message is bad, the session goes on
+        assert rejected.error is not None and rejected.error.condition == "amqp:decode-error"
+        assert "header section" in str(rejected.error.description)
         good_client_round_trip(broker)
         assert broker._read(_largest_cached) <= stored.MAX_HEADER_SIZE
         assert broker.queue("small").depth == 0
