@@ -323,6 +323,26 @@ class Broker:
             self.extension.reset()
         self.flush()
 
+    @property
+    def pristine(self) -> bool:
+        """Whether :meth:`reset` would change nothing: no connection since the last reset and no
+        node, counter, open transaction, error, fault (or fault history) or protocol layer.
+
+        Only lengths and identities are read, each in one step (atomic under the GIL), so
+        another thread may ask while this one is idle (the pytest plugin's reset between
+        tests skips its trip to the broker's thread when a test changed nothing).
+        """
+        return (
+            not self.connections_total
+            and not self.connections
+            and not self.router.nodes
+            and not self.router.counters
+            and not self.transactions.open
+            and not self.errors
+            and self.faults.empty
+            and self.extension is None
+        )
+
     def drop_transient(self) -> int:
         """After a restart (every connection gone): lose non-durable messages, keep durable ones."""
         dropped = sum(node.drop_transient() for node in list(self.router.nodes.values()))
