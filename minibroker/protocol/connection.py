@@ -93,6 +93,10 @@ MAX_TAG = 32
 #: the smallest legal max-frame-size (512 bytes) carry 32 MiB, of ours (256 KiB) 16 GiB; a peer that
 #: splits finer, or sends empty continuation frames, is sending frames, not a message.
 MAX_FRAGMENTS = 2**16
+#: Bytes of attach frames the links of one connection may hold together (a link keeps its attach
+#: and termini while it lives).  A usual attach is a few hundred bytes; 16 MiB is 16 KiB for each
+#: of 1024 links, where max-frame-size alone would allow 256 MiB.
+MAX_ATTACH_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(slots=True)
@@ -153,6 +157,9 @@ class Connection:
         #: Bytes of the deliveries in progress (multi-frame, not yet complete) over all links: at
         #: most ``max_message_size``, so a connection holds one message's worth, not one per link.
         self.assembling = 0
+        #: Bytes of the attach frames of the links in the tables (``MAX_ATTACH_BYTES``).
+        self.attach_bytes = 0
+        self._frame_size = 0  # of the frame being handled
         #: Receiving links whose credit is held back until the peer settles (``grant_credit``).
         self._starved: dict[Link, None] = {}
         self._sessions_local: dict[int, Session] = {}
@@ -362,6 +369,7 @@ class Connection:
                         "(the first frame after the protocol header is open, Part 2 §2.4.1)",
                     )
                 try:
+                    self._frame_size = size
                     handler(channel, performative, buf[perf_end:frame_end] if perf_end < frame_end else b"")
                 except (LinkError, SessionError) as exc:
                     # Only that link or session ends; the frames after it in this read still count.
@@ -599,6 +607,7 @@ class Connection:
     def _session_gone(self, session: Session, error: Error | None) -> None:
         """Report the session ended, after its links; they are detached without being closed (§2.6.5)."""
         for link in list(session.links_by_handle.values()):
+            self.attach_bytes -= link.attach_size
             if link.state is not LinkState.ATTACH_RCVD:
                 self.links_answered -= 1
             if link.state is not LinkState.DETACHED:
@@ -646,9 +655,18 @@ class Connection:
             raise SessionError(
                 conditions.HANDLE_IN_USE, f"handle {attach.handle} is already attached", channel
             )
+        size = self._frame_size
+        if self.attach_bytes + size > MAX_ATTACH_BYTES:
+            raise ConnectionError_(
+                conditions.RESOURCE_LIMIT_EXCEEDED,
+                f"the links of this connection hold {self.attach_bytes} bytes of attach frames; one more of "
+                f"{size} bytes would pass {MAX_ATTACH_BYTES} (detach links, or send smaller termini)",
+            )
         handles = session.links_by_handle
         local = next(h for h in range(len(handles) + 1) if h not in handles)
         link = Link(session, attach, local)
+        link.attach_size = size
+        self.attach_bytes += size
         session.links_by_remote[attach.handle] = link
         handles[local] = link
         self._events.append(ev.LinkAttached(link))
@@ -763,6 +781,7 @@ class Connection:
             self._events.append(ev.LinkDetached(link, detach.closed, detach.error))
         self._forget_deliveries(link)
         del session.links_by_remote[detach.handle]
+        self.attach_bytes -= link.attach_size
         session.links_by_handle.pop(link.handle, None)
 
     # ----------------------------------------------------------------- flow

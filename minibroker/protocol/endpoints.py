@@ -50,7 +50,7 @@ class Link:
         "session", "name", "handle", "remote_handle", "is_sender", "state", "attach",
         "source", "target", "snd_settle_mode", "rcv_settle_mode", "delivery_count",
         "credit", "drain", "available", "unsettled", "incoming", "context", "max_message_size",
-        "flow_properties", "outgoing", "wanted_credit",
+        "flow_properties", "outgoing", "wanted_credit", "attach_size",
     )  # fmt: skip
 
     def __init__(self, session: Session, attach: Attach, handle: int) -> None:
@@ -82,6 +82,8 @@ class Link:
         #: Receiver side: the credit last granted, part of which may be held back until the peer
         #: settles (``ConnectionConfig.max_unsettled_incoming``).
         self.wanted_credit = 0
+        #: Bytes of the attach frame that made this link (``Connection.attach_bytes``).
+        self.attach_size = 0
 
     @property
     def address(self) -> Any:

@@ -12,8 +12,9 @@ from engine_harness import OpenEngine
 from minibroker.amqp import errors as conditions
 from minibroker.amqp.messaging import Accepted
 from minibroker.amqp.performatives import RCV_SECOND, ROLE_SENDER, Close, Detach, Transfer
+from minibroker.amqp.types import symbol
 from minibroker.protocol import Connection, ConnectionConfig, events
-from minibroker.protocol.connection import MAX_FRAGMENTS
+from minibroker.protocol.connection import MAX_ATTACH_BYTES, MAX_FRAGMENTS
 from minibroker.testing import Peer, parse_frames
 
 
@@ -156,3 +157,18 @@ def test_receive_data_handles_at_most_max_frames_and_says_what_is_left(open_engi
     assert h.conn.backlogged
     h.conn.receive_data(b"", max_frames=1000)
     assert not h.conn.backlogged and h.conn._in == b""
+
+
+def test_the_links_of_a_connection_hold_a_bounded_total_of_attach_bytes(open_engine: OpenEngine) -> None:
+    h = open_engine()
+    big = {"properties": {symbol("padding"): "p" * (60 * 1024)}}
+    per_link = MAX_ATTACH_BYTES // (60 * 1024)
+    frames = h.send(b"".join(h.peer.attach_sender(f"l{i}", "q", i, attach_fields=big) for i in range(per_link - 2)))
+    assert not frames.of(Close)
+    held = h.conn.attach_bytes
+    assert held > (per_link - 3) * 60 * 1024
+    h.send(h.peer.detach(0))  # a detached link's attach is no longer held
+    assert h.conn.attach_bytes < held
+    frames = h.send(b"".join(h.peer.attach_sender(f"m{i}", "q", 500 + i, attach_fields=big) for i in range(4)))
+    close = frames.one(Close)
+    assert close.error is not None and close.error.condition == conditions.RESOURCE_LIMIT_EXCEEDED
