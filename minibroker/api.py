@@ -24,6 +24,9 @@ from .broker.statistics import (
     TopicSnapshot,
     TransactionSnapshot,
 )
+from .rabbitmq.exchanges import Binding
+from .rabbitmq.layer import RabbitMQLayer
+from .rabbitmq.snapshots import ExchangeSnapshot
 from .testing.assertions import assert_queue
 
 __all__ = ["BrokerAPI", "build_message", "check", "timed_out"]
@@ -249,6 +252,61 @@ class BrokerAPI:
     def transactions(self) -> list[TransactionSnapshot]:
         """Open transactions with their staged work."""
         return self._read(self._broker.transaction_snapshots)
+
+    # ------------------------------------------------- RabbitMQ exchanges
+
+    def _rabbitmq(self) -> RabbitMQLayer:
+        layer = self._broker.extension
+        if not isinstance(layer, RabbitMQLayer):
+            raise RuntimeError(
+                "exchanges belong to the RabbitMQ layer: start the broker with "
+                "rabbitmq=RabbitMQOptions() (or the marker's rabbitmq=RabbitMQOptions())"
+            )
+        return layer
+
+    def exchange(self, name: str) -> ExchangeSnapshot:
+        """A frozen snapshot of a RabbitMQ exchange: type, bindings, messages published and unroutable."""
+        return self._read(lambda: self._rabbitmq().exchange_snapshot(name))
+
+    def exchanges(self) -> list[str]:
+        """Names of all RabbitMQ exchanges (the default one is ``""``), sorted."""
+        return self._read(lambda: sorted(self._rabbitmq().exchanges.exchanges))
+
+    def declare_exchange(
+        self,
+        name: str,
+        type: str = "direct",
+        *,
+        durable: bool = True,
+        auto_delete: bool = False,
+        internal: bool = False,
+        arguments: dict[str, Any] | None = None,
+    ) -> None:
+        """Declare a RabbitMQ exchange (``direct``, ``fanout``, ``topic``, ``headers``, ``x-local-random``),
+        as ``PUT /exchanges/{name}`` would; an existing one must be declared the same."""
+        self._call(
+            lambda: self._rabbitmq().exchanges.declare(
+                name, type, durable=durable, auto_delete=auto_delete, internal=internal, arguments=arguments
+            )
+        )
+
+    def bind(
+        self,
+        source: str,
+        *,
+        queue: str | None = None,
+        exchange: str | None = None,
+        key: str = "",
+        arguments: dict[str, Any] | None = None,
+    ) -> None:
+        """Bind exchange ``source`` to a ``queue`` or to an ``exchange`` with a binding ``key``
+        (``arguments``: a headers exchange's ``x-match`` and values)."""
+        if (queue is None) == (exchange is None):
+            raise TypeError("bind() takes one destination: queue=NAME or exchange=NAME")
+        destination = queue if queue is not None else exchange
+        assert destination is not None
+        binding = Binding(source, destination, "queue" if queue is not None else "exchange", key, dict(arguments or {}))
+        self._call(lambda: self._rabbitmq().exchanges.bind(binding))
 
 
 def check(predicate: Callable[[Any], Any], broker: Any) -> tuple[Any, NodeError | None]:

@@ -3,16 +3,20 @@
 ``queue://name`` names a queue, ``topic://name`` a topic; a plain name is
 whichever node of that name exists, else a queue, or a topic when the
 terminus carries the ``topic`` capability.  Queues and topics share one
-name space.
+name space.  RabbitMQ 4's ``/queues/{name}`` (the name percent-encoded,
+RFC 3986 §2.1) names the same queue as ``name`` (``minibroker.rabbitmq``
+adds its exchange addresses).
 """
 
 from __future__ import annotations
 
 from collections.abc import Container
 from typing import Literal
+from urllib.parse import unquote
 
 __all__ = [
     "QUEUE_PREFIX",
+    "RABBITMQ_QUEUE_PREFIX",
     "TOPIC_PREFIX",
     "TOPIC_CAPABILITIES",
     "Kind",
@@ -22,6 +26,7 @@ __all__ = [
 ]
 
 QUEUE_PREFIX = "queue://"
+RABBITMQ_QUEUE_PREFIX = "/queues/"
 TOPIC_PREFIX = "topic://"
 TOPIC_CAPABILITIES = frozenset({"topic", "temporary-topic"})
 
@@ -34,6 +39,8 @@ def parse_address(address: str, capabilities: frozenset[str] = frozenset()) -> t
         return address[len(QUEUE_PREFIX) :], "queue", True
     if address.startswith(TOPIC_PREFIX):
         return address[len(TOPIC_PREFIX) :], "topic", True
+    if address.startswith(RABBITMQ_QUEUE_PREFIX) and "/" not in address[len(RABBITMQ_QUEUE_PREFIX) :]:
+        return unquote(address[len(RABBITMQ_QUEUE_PREFIX) :]), "queue", True
     return address, "topic" if capabilities & TOPIC_CAPABILITIES else "queue", False
 
 

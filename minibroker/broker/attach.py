@@ -62,10 +62,13 @@ class Attacher:
         self.credit_gate = credit_gate  # producers of withhold-credit queues get only the room (limits.py)
         self._link_ids = itertools.count(1)  # distinct per consumer: undeliverable-here names them
 
-    def consumer(self, connection: Client, link: Link, container_id: str | None) -> ConsumerLink:
+    def consumer(
+        self, connection: Client, link: Link, container_id: str | None, factory: type[ConsumerLink] = ConsumerLink
+    ) -> ConsumerLink:
         """Accept a link on which the client receives (source: a queue, topic or dynamic node), or raise :class:`Refusal`.
 
         The link is answered (attach) but not yet registered with its queue: the caller does that.
+        ``factory`` is the consumer's class (a layer's subclass, e.g. RabbitMQ's consumer).
         """
         source = link.source
         if not isinstance(source, Source):
@@ -108,7 +111,7 @@ class Attacher:
         else:
             assert node is not None
             queue = node
-        consumer = ConsumerLink(
+        consumer = factory(
             connection,
             link,
             queue,

@@ -50,17 +50,22 @@ class BrokerConnection:
         self.notify = notify
         self.peer = peer
         config = broker.config
+        properties: dict[str, Any] = {"product": "minibroker"}
+        users = dict(config.users)
+        if config.rabbitmq is not None:  # RabbitMQ's client checks product and version (minibroker.rabbitmq)
+            properties = {"product": "RabbitMQ", "version": config.rabbitmq.version, "minibroker": True}
+            users = {**config.rabbitmq.users, **users}
         self.engine = Connection(
             ConnectionConfig(
                 container_id=config.container_id,
                 max_frame_size=config.max_frame_size,
                 idle_timeout=config.idle_timeout,
-                users=dict(config.users),
+                users=users,
                 allow_anonymous=config.allow_anonymous,
                 max_message_size=config.max_message_size,
                 channel_max=config.max_sessions - 1,
                 offered_capabilities=(ANONYMOUS_RELAY,),
-                properties={"product": "minibroker"},
+                properties=properties,
             ),
             hook=self if broker.tap.active else None,
         )

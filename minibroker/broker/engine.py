@@ -64,6 +64,9 @@ __all__ = ["Broker", "BrokerConnection", "NodeError", "ANONYMOUS_RELAY"]
 #: The claims-based-security node Azure Service Bus clients attach first; ``BrokerConfig.servicebus``
 #: turns the layer registered for it (minibroker.servicebus) on up front.
 SERVICEBUS_ADDRESS = "$cbs"
+#: RabbitMQ 4's management node; ``BrokerConfig.rabbitmq`` turns the layer registered for it
+#: (minibroker.rabbitmq) on up front.
+RABBITMQ_ADDRESS = "/management"
 
 
 
@@ -122,8 +125,12 @@ class Broker:
             self.clock.subscribe(self.run_timers)
         #: A protocol layer on top (the Service Bus layer), or None: plain AMQP 1.0.
         self.extension: Extension | None = None
+        if self.config.servicebus is not None and self.config.rabbitmq is not None:
+            raise ValueError("a broker runs one layer: set BrokerConfig.servicebus or BrokerConfig.rabbitmq, not both")
         if self.config.servicebus is not None:
             self.enable_layer(SERVICEBUS_ADDRESS)
+        if self.config.rabbitmq is not None:
+            self.enable_layer(RABBITMQ_ADDRESS)
 
     # ------------------------------------------------------------ connections
 
@@ -364,6 +371,8 @@ class Broker:
 
     def _on_opened(self, connection: BrokerConnection, event: ev.ConnectionOpened) -> None:
         connection.container_id = event.container_id
+        if connection.refusal is None and self.extension is not None:  # hook: e.g. RabbitMQ's virtual hosts
+            connection.refusal = self.extension.opened(connection, event.hostname)
         if connection.refusal is not None:  # hook: max_connections (limits.py)
             connection.close(connection.refusal)
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from sortedcontainers import SortedList
 
 from ..amqp import errors as conditions
-from ..amqp.performatives import RCV_FIRST, amqp_error
+from ..amqp.performatives import RCV_FIRST, Error, amqp_error
 from ..broker.config import ServiceBusOptions
 from ..broker.queue import Queue
 from ..broker.router import NodeError
@@ -85,6 +85,9 @@ class ServiceBusLayer:
                 self.subscription_queue(topic, subscription, create=True)
 
     # ------------------------------------------------------------ attach
+
+    def opened(self, connection: BrokerConnection, hostname: str | None) -> Error | None:
+        return None  # any hostname: the SDKs name the namespace's host
 
     def attach(self, connection: BrokerConnection, link: Link) -> bool:
         address = link.address

@@ -1,0 +1,339 @@
+"""The RabbitMQ layer: RabbitMQ 4's addresses, exchanges and management node on the broker.
+
+Turned on by ``BrokerConfig(rabbitmq=RabbitMQOptions(...))`` (which also
+makes every connection's ``open`` say product ``RabbitMQ``, as its client
+requires), or when a client attaches ``/management``.  It takes the links
+whose addresses are RabbitMQ's: the management pair, ``/queues/`` consumers
+(and direct reply-to's dynamic ones), publishers to ``/exchanges/``,
+``/queues/`` and the null address.  Other links are the broker's, so plain
+addresses keep working and ``/queues/orders`` and ``orders`` are one queue.
+
+Queues stay the broker's own (declared through ``/management`` with their
+arguments mapped by :mod:`.arguments`); exchanges and bindings live here
+(:mod:`.exchanges`).  A message published through an exchange enters each
+queue it routes to through the broker's router, with RabbitMQ's
+``x-exchange`` and ``x-routing-key`` annotations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+from ..amqp import errors as conditions
+from ..amqp.messaging import Accepted, MessageAnnotations, Rejected, Released, Source, Target
+from ..amqp.performatives import Error, amqp_error
+from ..amqp.types import symbol
+from ..broker.attach import Refusal, capabilities
+from ..broker.config import RabbitMQOptions
+from ..broker.limits import admit
+from ..broker.publish import route_all
+from ..broker.queue import Queue
+from ..broker.stored import Entry, StoredMessage
+from ..protocol.endpoints import Link
+from .addresses import MANAGEMENT, QUEUES, AddressError, Destination, parse_destination, queue_address
+from .arguments import QueueSpec
+from .exchanges import Binding, ExchangeError, Exchanges
+from .links import X_EXCHANGE, X_ROUTING_KEY, ManagementReplies, ManagementRequests, Publisher, RabbitConsumer
+from .snapshots import BindingSnapshot, ExchangeSnapshot
+
+if TYPE_CHECKING:
+    from ..broker.client_connection import BrokerConnection
+    from ..broker.engine import Broker
+
+__all__ = ["RabbitMQLayer", "DIRECT_REPLY_TO_CAPABILITY"]
+
+#: The capability RabbitMQ's clients put on a dynamic source to ask for direct reply-to.
+DIRECT_REPLY_TO_CAPABILITY = "rabbitmq:volatile-queue"
+DIRECT_REPLY_TO_PREFIX = "amq.rabbitmq.reply-to."
+#: RabbitMQ's dead-lettering reasons, by the reason the broker's queues give.
+_DEATH_REASONS = {
+    "TTLExpiredException": "expired",
+    "MaxLengthExceeded": "maxlen",
+    "MaxDeliveryCountExceeded": "delivery_limit",
+}
+#: The node name RabbitMQ reports as a queue's leader and replica.
+NODE_NAME = "rabbit@minibroker"
+
+
+class RabbitMQLayer:
+    """RabbitMQ 4 semantics for the broker's clients (see the module docstring)."""
+
+    def __init__(self, broker: Broker, options: RabbitMQOptions | None = None) -> None:
+        self.broker = broker
+        self.options = options or RabbitMQOptions()
+        self.exchanges = Exchanges(lambda name: name in broker.router.queues)
+        #: Queues declared through /management, with their type and arguments.
+        self.specs: dict[str, QueueSpec] = {}
+        #: Messages no queue received (settled ``released``), over all exchanges.
+        self.unroutable = 0
+
+    # ------------------------------------------------------------ connections
+
+    def opened(self, connection: BrokerConnection, hostname: str | None) -> Error | None:
+        """Refuse a virtual host the broker does not have (``open``'s hostname ``vhost:NAME``)."""
+        if hostname is None or not hostname.startswith("vhost:"):
+            return None  # RabbitMQ takes any other hostname as the default virtual host
+        vhost = unquote(hostname[len("vhost:") :])
+        if vhost in self.options.vhosts:
+            return None
+        return amqp_error(
+            conditions.NOT_FOUND,
+            f"virtual host '{vhost}' does not exist; this broker has {list(self.options.vhosts)} "
+            "(RabbitMQOptions.vhosts)",
+        )
+
+    # ------------------------------------------------------------------ attach
+
+    def attach(self, connection: BrokerConnection, link: Link) -> bool:
+        if link.is_sender:
+            return self._attach_outgoing(connection, link)
+        target = link.target
+        if not isinstance(target, Target) or target.dynamic:
+            return False  # the coordinator, a dynamic node: the broker's
+        engine = connection.engine
+        address = target.address
+        if address == MANAGEMENT:
+            link.context = ManagementRequests(self, connection, link)
+        elif address is None:
+            link.context = Publisher(self, connection, link, None)
+        elif isinstance(address, str) and (address.startswith(QUEUES) or address.startswith("/exchanges/")):
+            link.context = Publisher(self, connection, link, self._existing(address))
+        else:
+            return False
+        engine.accept_link(link, source=link.source, target=target)
+        engine.grant_credit(link, self.broker.config.link_credit)
+        return True
+
+    def _attach_outgoing(self, connection: BrokerConnection, link: Link) -> bool:
+        source = link.source
+        if not isinstance(source, Source):
+            return False
+        address = source.address
+        if address == MANAGEMENT:
+            link.context = ManagementReplies(connection, link)
+            connection.engine.accept_link(link, source=source, target=link.target)
+            return True
+        if source.dynamic and DIRECT_REPLY_TO_CAPABILITY in capabilities(source):
+            name = DIRECT_REPLY_TO_PREFIX + uuid.uuid4().hex
+            self.broker.router.declare_queue(name, temporary=True)
+            link.source = dataclasses.replace(source, dynamic=False, address=queue_address(name))
+            consumer = self.broker.attacher.consumer(connection, link, connection.container_id, RabbitConsumer)
+            consumer.dynamic = True  # the queue goes when the link does
+            self.broker.add_consumer(consumer)
+            return True
+        if not isinstance(address, str) or not (address.startswith(QUEUES) or address.startswith("/exchanges/")):
+            return False
+        destination = self._existing(address)
+        if destination.kind != "queue":
+            raise Refusal(conditions.INVALID_FIELD, f"{address!r}: consume from a queue, /queues/{{name}}")
+        consumer = self.broker.attacher.consumer(connection, link, connection.container_id, RabbitConsumer)
+        spec = self.specs.get(destination.name)
+        if isinstance(consumer, RabbitConsumer) and spec is not None:
+            consumer.single_active = spec.single_active_consumer
+        self.broker.add_consumer(consumer)
+        return True
+
+    def _existing(self, address: str) -> Destination:
+        """The destination a v2 address names, which must exist; else :class:`Refusal`."""
+        try:
+            destination = parse_destination(address)
+        except AddressError as exc:
+            raise Refusal(conditions.INVALID_FIELD, str(exc)) from None
+        if destination.kind == "exchange" and destination.name not in self.exchanges.exchanges:
+            raise Refusal(conditions.NOT_FOUND, f"no exchange '{destination.name}' in vhost '/'")
+        if destination.kind == "queue" and destination.name not in self.broker.router.queues:
+            raise Refusal(conditions.NOT_FOUND, f"no queue '{destination.name}' in vhost '/'")
+        return destination
+
+    # ----------------------------------------------------------------- routing
+
+    def publish(self, destination: Destination | None, message: StoredMessage, now: float) -> Any:
+        """Route one message; the outcome to settle it with (RabbitMQ 4: ``released`` when unroutable)."""
+        if destination is None:
+            properties = message.properties
+            to = properties.to if properties is not None else None
+            if not isinstance(to, str) or not (to.startswith(QUEUES) or to.startswith("/exchanges/")):
+                return route_all(self.broker.router, None, [message], now)  # a plain address: the broker's
+            try:
+                destination = parse_destination(to)
+            except AddressError as exc:
+                return Rejected(error=amqp_error(conditions.INVALID_FIELD, str(exc)))
+            if destination.kind == "exchange" and destination.name not in self.exchanges.exchanges:
+                return Rejected(error=amqp_error(conditions.NOT_FOUND, f"no exchange '{destination.name}' in vhost '/'"))
+        if destination.kind == "queue":
+            return self.route("", destination.name, message, now)
+        if destination.key is not None:
+            return self.route(destination.name, destination.key, message, now)
+        # /exchanges/{name}: the routing key is the message's subject
+        subject = message.properties.subject if message.properties is not None else None
+        return self.route(destination.name, str(subject) if subject is not None else "", message, now)
+
+    def route(self, exchange: str, key: str, message: StoredMessage, now: float) -> Any:
+        """Publish to ``exchange`` with ``key``: each queue it routes to gets the message once."""
+        queues = self.exchanges.route(exchange, key, message.application_properties)
+        if not queues:
+            self.unroutable += 1
+            return Released()
+        annotated = _annotated(message, {X_EXCHANGE: exchange, X_ROUTING_KEY: key})
+        refused: list[Error] = []
+        router = self.broker.router
+        for name in queues:
+            queue = router.queues[name]
+            full = admit(queue, annotated)  # x-max-length, x-max-length-bytes (limits.py)
+            if full is not None:
+                refused.append(full)
+            else:
+                router.route(queue, annotated, now)
+        return Rejected(error=refused[0]) if refused else Accepted()
+
+    # ------------------------------------------------------------------ queues
+
+    def declare_queue(self, spec: QueueSpec) -> None:
+        """Create a queue as ``PUT /queues/{name}`` asks; 409 if it exists declared differently."""
+        name = spec.name
+        if name.startswith("amq."):
+            raise ExchangeError(403, f"ACCESS_REFUSED - queue name '{name}' contains reserved prefix 'amq.*'")
+        if spec.type == "stream":
+            raise ExchangeError(400, f"COMMAND_INVALID - queue '{name}': stream queues are not emulated yet")
+        router = self.broker.router
+        if name in router.topics:
+            raise ExchangeError(409, f"PRECONDITION_FAILED - '{name}' is a topic of this broker, not a queue")
+        queue = router.queues.get(name)
+        existing = self.specs.get(name) if queue is not None else None
+        if existing is not None:
+            differs = existing.equivalent(spec)
+            if differs is not None:
+                raise ExchangeError(
+                    409,
+                    f"PRECONDITION_FAILED - inequivalent arg '{differs}' for queue '{name}' in vhost '/': "
+                    f"received {_shown(spec, differs)} but current is {_shown(existing, differs)}",
+                )
+            return
+        if queue is None:
+            queue = self.broker.declare_queue(name, spec.options)
+        else:
+            queue.options = spec.options  # a queue made by a plain address takes the declaration
+        self.specs[name] = spec
+        if spec.dead_letter_exchange is not None:
+            queue.dead_letter = self._dead_letter
+
+    def delete_queue(self, name: str) -> int:
+        """``DELETE /queues/{name}``: the queue, its bindings and declaration; its ready-message count."""
+        self.specs.pop(name, None)
+        self.exchanges.drop_destination(name, "queue")
+        queue = self.broker.router.queues.get(name)
+        if queue is None:
+            return 0
+        count = queue.available_count
+        self.broker.delete_node(name)
+        return count
+
+    def queue_info(self, name: str) -> dict[str, Any]:
+        """What ``GET /queues/{name}`` answers (RabbitMQ's fields)."""
+        queue = self.broker.router.queues[name]
+        spec = self.specs.get(name)
+        return {
+            "name": name,
+            "vhost": "/",
+            "durable": spec.durable if spec is not None else True,
+            "auto_delete": spec.auto_delete if spec is not None else False,
+            "exclusive": spec.exclusive if spec is not None else False,
+            "type": spec.type if spec is not None else "classic",
+            "arguments": dict(spec.arguments) if spec is not None else {},
+            "leader": NODE_NAME,
+            "replicas": [NODE_NAME],
+            "message_count": queue.available_count,
+            "consumer_count": len(queue.consumers),
+        }
+
+    def _dead_letter(self, queue: Queue, entry: Entry, reason: str, description: str | None) -> None:
+        """Republish a dead letter to the queue's ``x-dead-letter-exchange`` (RabbitMQ's dead-lettering).
+
+        The routing key is ``x-dead-letter-routing-key``, else the message's
+        own; ``x-first-death-*`` and ``x-last-death-*`` annotations say where
+        and why.  With no such exchange the message is dropped, as RabbitMQ does.
+        """
+        spec = self.specs.get(queue.name)
+        if spec is None or spec.dead_letter_exchange is None:
+            return
+        exchange = spec.dead_letter_exchange
+        if exchange not in self.exchanges.exchanges:
+            return
+        annotations = entry.merged_annotations() or {}
+        key = spec.dead_letter_routing_key
+        if key is None:
+            original = annotations.get(X_ROUTING_KEY)
+            key = str(original) if original is not None else queue.name
+        why = _DEATH_REASONS.get(reason, "rejected")
+        death = {
+            symbol("x-last-death-queue"): queue.name,
+            symbol("x-last-death-reason"): why,
+            symbol("x-last-death-exchange"): str(annotations.get(X_EXCHANGE, "")),
+        }
+        if symbol("x-first-death-queue") not in annotations:
+            death.update({symbol(str(k).replace("x-last-", "x-first-")): v for k, v in death.items()})
+        entry.annotate(death)
+        now = self.broker.now()
+        queue.counters.dead_lettered += 1
+        # RabbitMQ drops the message's TTL when it dead-letters it, so it does not expire again.
+        message = StoredMessage(entry.payload_for_delivery(now, keep_ttl=False), now)
+        self.route(exchange, key, message, now)
+
+    # ------------------------------------------------------------- inspection
+
+    def exchange_snapshot(self, name: str) -> ExchangeSnapshot:
+        exchange = self.exchanges.exchanges.get(name)
+        if exchange is None:
+            raise LookupError(f"no exchange named {name!r}; known exchanges: {sorted(self.exchanges.exchanges)}")
+        return ExchangeSnapshot(
+            name=exchange.name,
+            type=exchange.type,
+            durable=exchange.durable,
+            auto_delete=exchange.auto_delete,
+            internal=exchange.internal,
+            arguments=dict(exchange.arguments),
+            bindings=tuple(
+                BindingSnapshot(b.destination, b.destination_kind, b.key, dict(b.arguments)) for b in exchange.bindings
+            ),
+            published=exchange.published,
+            unroutable=exchange.unroutable,
+        )
+
+    def bind(self, binding: Binding) -> None:
+        self.exchanges.bind(binding)
+
+    # ------------------------------------------------------------------ timers
+
+    def next_deadline(self) -> float | None:
+        return None  # nothing here runs on the clock: TTLs are the queues' own
+
+    def run_timers(self, now: float) -> None:
+        pass
+
+    def reset(self) -> None:
+        self.exchanges.reset()
+        self.specs.clear()
+        self.unroutable = 0
+
+
+def _shown(spec: QueueSpec, argument: str) -> str:
+    if argument == "x-queue-type":
+        return f"'{spec.type}'"
+    if argument in ("durable", "exclusive", "auto_delete"):
+        return f"'{getattr(spec, argument)}'"
+    return f"'{spec.arguments.get(argument)}'" if argument in spec.arguments else "none"
+
+
+def _annotated(message: StoredMessage, extra: dict[Any, Any]) -> StoredMessage:
+    """``message`` with ``extra`` merged into its message-annotations (Part 3 §3.2.3: a broker may add them)."""
+    merged = dict(message.message_annotations or {})
+    merged.update(extra)
+    sections = message.sections
+    payload = message.payload
+    out = bytearray(payload[: sections.message_annotations[0]])
+    MessageAnnotations(merged).encode_into(out)
+    out += payload[sections.bare[0] :]
+    return StoredMessage(bytes(out), message.arrived_at)
