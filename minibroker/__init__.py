@@ -25,6 +25,7 @@ from .broker.config import RabbitMQOptions as RabbitMQOptions
 from .broker.config import ServiceBusOptions as ServiceBusOptions
 from .broker.engine import Broker as Broker
 from .broker.engine import NodeError as NodeError
+from .broker.faults import FaultNotFired as FaultNotFired
 from .broker.statistics import BrokerStatistics as BrokerStatistics
 from .broker.statistics import FrameRecord as FrameRecord
 from .broker.statistics import NodeStatistics as NodeStatistics
@@ -41,7 +42,7 @@ from .trio_broker import TrioClock as TrioClock
 from .trio_broker import open_broker as open_broker
 
 __all__ = [
-    "__version__", "Broker", "BrokerConfig", "RabbitMQOptions", "ServiceBusOptions", "ExposedBrokerWarning", "BrokerStatistics", "Client", "Clock", "FrameRecord",
+    "__version__", "Broker", "BrokerConfig", "RabbitMQOptions", "ServiceBusOptions", "ExposedBrokerWarning", "BrokerStatistics", "Client", "Clock", "FaultNotFired", "FrameRecord",
     "ManualClock", "Message", "NodeError",
     "NodeStatistics", "QueueOptions", "QueueSnapshot", "QueuedMessage", "SystemClock", "ThreadedBroker",
     "TopicSnapshot", "TransactionSnapshot", "TrioBroker", "TrioClock", "build_message", "open_broker", "serve",

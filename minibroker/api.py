@@ -176,6 +176,7 @@ class BrokerAPI:
     def delete(self, name: str) -> None:
         """Delete a queue or topic (``name``, ``queue://name`` or ``topic://name``); its links are
         detached with ``amqp:resource-deleted``."""
+        _check_address(name)
         self._call(self._delete, *parse_address(name))
 
     def _delete(self, name: str, kind: str, explicit: bool) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import socket
 import ssl
 import sys
 import threading
@@ -108,7 +110,8 @@ class ThreadedBroker(BrokerAPI):
         if self._failure is not None:
             self._thread.join()
             self._thread = None
-            raise RuntimeError(f"minibroker failed to start: {self._failure}") from self._failure
+            cause = _root_cause(self._failure)
+            raise RuntimeError(_start_failure(cause, self._host, self._requested_port)) from cause
         return self
 
     def _run(self, ready: threading.Event) -> None:
@@ -290,6 +293,25 @@ class ThreadedBroker(BrokerAPI):
         if asyncio is not None and asyncio._get_running_loop() is not None:
             return await asyncio.to_thread(self._wait, predicate, timeout)
         return await trio.to_thread.run_sync(self._wait, predicate, timeout, abandon_on_cancel=True)
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    """The first exception inside trio's nursery groups: what really stopped the start."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _start_failure(cause: BaseException, host: str, port: int) -> str:
+    if isinstance(cause, OSError):
+        reason = cause.strerror or str(cause)
+        hint = ""
+        if cause.errno == errno.EADDRINUSE:
+            hint = "; another process (or another broker) holds that port: pick another, or port=0 for a free one"
+        elif cause.errno in (errno.EADDRNOTAVAIL, errno.EAFNOSUPPORT) or isinstance(cause, socket.gaierror):
+            hint = "; this machine has no such address: bind 127.0.0.1 (the default) or one of its own addresses"
+        return f"minibroker failed to start: cannot listen on {host}:{port}: {reason}{hint}"
+    return f"minibroker failed to start: {type(cause).__name__}: {cause}"
 
 
 def _refuse_in_event_loop() -> None:

@@ -62,7 +62,7 @@ def test_careful_worker_survives_a_detach_and_a_dropped_connection(amqp_broker: 
 
 @pytest.mark.amqp_broker(faults=[faults.release(address="charges")])  # pasted from the search's report
 def test_redelivered_charge_is_recorded_once(amqp_broker: minibroker.ThreadedBroker) -> None:
-    """The search's shrunk plan as a plain regression test (see README.md)."""
+    """The search's shrunk plan as a plain regression test (see docs/faults.md)."""
     for charge_id, amount in CHARGES.items():
         amqp_broker.publish("charges", {"amount": amount}, message_id=charge_id)
     ledger = Ledger()

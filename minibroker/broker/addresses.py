@@ -70,6 +70,8 @@ def unresolved_reason(
 
 def node_name(address: str, kind: Kind) -> str:
     """The node name in ``address`` for a Python API call about a ``kind``; refuses the other prefix."""
+    if not isinstance(address, str):
+        raise TypeError(f"a {kind} name must be a str such as 'orders' or '{kind}://orders', got {address!r}")
     name, named_kind, explicit = parse_address(address)
     if explicit and named_kind != kind:
         other = "topic" if kind == "queue" else "queue"

@@ -34,6 +34,7 @@ class QueueOptions:
     overflow: str = "reject-publish"
 
     def __post_init__(self) -> None:
+        _check_types(self, QUEUE_OPTION_TYPES, "queue option")
         if not 1 <= self.priorities <= 256:
             raise ValueError(f"priorities must be 1..256 distinct levels, got {self.priorities}")
         if self.max_delivery_count < 1:
@@ -50,6 +51,31 @@ class QueueOptions:
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ValueError(f"{name} must be a positive number of seconds or None, got {value}")
+
+
+#: What each queue option takes, checked before any comparison so that ``max_depth="10"`` says so
+#: instead of failing inside the queue later (``bool`` is an ``int`` to Python, but never a count).
+QUEUE_OPTION_TYPES: dict[str, tuple[str, tuple[type, ...], bool]] = {
+    "priorities": ("an int", (int,), False),
+    "default_ttl": ("a number of seconds or None", (int, float), True),
+    "max_ttl": ("a number of seconds or None", (int, float), True),
+    "dead_letter_address": ("a queue name (str), '' for none, or None for the default", (str,), True),
+    "dead_letter_on_expiry": ("True or False", (bool,), False),
+    "max_delivery_count": ("an int", (int,), False),
+    "max_depth": ("an int (messages) or None", (int,), True),
+    "max_bytes": ("an int (bytes) or None", (int,), True),
+    "overflow": ("'reject-publish', 'drop-head' or 'withhold-credit'", (str,), False),
+}
+
+
+def _check_types(options: object, table: dict[str, tuple[str, tuple[type, ...], bool]], what: str) -> None:
+    for name, (expected, types, optional) in table.items():
+        value = getattr(options, name)
+        if value is None and optional:
+            continue
+        wrong_bool = isinstance(value, bool) and bool not in types
+        if wrong_bool or not isinstance(value, types):
+            raise TypeError(f"{what} {name} must be {expected}, got {value!r} ({type(value).__name__})")
 
 
 @dataclass(frozen=True, slots=True)

@@ -113,6 +113,14 @@ class Firing:
     frame: str
 
 
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _matches(match: Match, value: str | None) -> bool:
     if match is None:
         return True
@@ -148,11 +156,11 @@ class Fault:
             raise ValueError(f"unknown fault kind {kind!r}; use one of {sorted(KINDS)}")
         if address is not None and not isinstance(address, str):
             raise TypeError(f"address must be a node address (str) or None for any, got {address!r}")
-        if not isinstance(after, int) or after < 0:
+        if not _is_int(after) or after < 0:
             raise ValueError(f"after={after!r}: give the number of matching events to let pass (0 or more)")
-        if times is not None and (not isinstance(times, int) or times < 1):
+        if times is not None and (not _is_int(times) or times < 1):
             raise ValueError(f"times={times!r}: give how often the fault fires (1 or more), or None for always")
-        if probability is not None and not 0 < probability <= 1:
+        if probability is not None and (not _is_number(probability) or not 0 < probability <= 1):
             raise ValueError(f"probability={probability!r}: give a chance in (0, 1]")
         if seed is not None and probability is None:
             raise ValueError("seed= only makes sense with probability=; add probability=p, or drop seed")
@@ -353,6 +361,8 @@ class FaultSet:
         ``None`` for any. Everything the connection sends meanwhile waits too, in order, as
         on a slow network. With a ``ManualClock`` the output goes when the test advances it.
         """
+        if not _is_number(seconds):
+            raise TypeError(f"delay({seconds!r}): give the delay as a number of seconds (int or float), e.g. delay(5)")
         if not seconds > 0:
             raise ValueError(f"delay({seconds!r}): give a positive number of seconds")
         if frames is not None and frames not in FRAME_NAMES:

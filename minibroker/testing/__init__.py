@@ -11,8 +11,11 @@ See :mod:`minibroker.testing.peer`::
 
 from typing import Any
 
+from ..broker.faults import Fault as Fault
 from ..broker.faults import FaultBuilder
+from ..broker.faults import FaultNotFired as FaultNotFired
 from ..broker.faults import FaultPlan as FaultPlan
+from ..broker.faults import Firing as Firing
 from .assertions import QueueMismatch as QueueMismatch
 from .assertions import assert_queue as assert_queue
 from .peer import Frame as Frame
@@ -38,14 +41,21 @@ faults = FaultBuilder()
 def __getattr__(name: str) -> Any:
     """``fault_plans`` is imported on first use: it needs Hypothesis, an optional dependency."""
     if name == "fault_plans":
-        from .plans import fault_plans
-
+        try:
+            from .plans import fault_plans
+        except ModuleNotFoundError as exc:
+            if exc.name != "hypothesis":
+                raise
+            raise ImportError(
+                "minibroker.testing.fault_plans is a Hypothesis strategy and needs Hypothesis, which is not "
+                "installed: `pip install hypothesis` (minibroker's `test` extra has it: pip install -e '.[test]')"
+            ) from exc
         return fault_plans
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
-    "FaultPlan", "Frame", "FrameReader", "Frames", "Peer", "PeerLink", "PeerSession", "ProtocolHeader", "Pump",
+    "Fault", "FaultNotFired", "FaultPlan", "Firing", "Frame", "FrameReader", "Frames", "Peer", "PeerLink", "PeerSession", "ProtocolHeader", "Pump",
     "QueueMismatch", "ThrowawayTLS", "Transport", "assert_queue", "auto_accept", "connect", "exchange", "fault_plans",
     "faults", "parse_frames", "throwaway_tls",
 ]  # fmt: skip

@@ -47,18 +47,25 @@ def _fault(kind: str, address: str, after: int, times: int) -> Fault:
 
 
 def fault_plans(
-    addresses: Sequence[str],
-    kinds: Sequence[str] = PLAN_KINDS,
+    addresses: str | Sequence[str],
+    kinds: str | Sequence[str] = PLAN_KINDS,
     max_faults: int = 3,
     max_after: int = 3,
     max_times: int = 2,
 ) -> st.SearchStrategy[FaultPlan]:
-    """Plans of up to ``max_faults`` faults, each of one of ``kinds`` on one of ``addresses``.
+    """Plans of up to ``max_faults`` faults, each of one of ``kinds`` on one of ``addresses``
+    (a list of addresses, or one address as a str).
 
     Each fault lets ``0..max_after`` matching events pass and then fires ``1..max_times``
     times. Shrinking goes towards fewer faults, the first kind and address listed, and
     ``after=0, times=1``: list the likeliest culprits first.
     """
+    # One name is one address: iterating a str would draw its characters ('o', 'r', ...), plans
+    # that never fire, and a search that passes without testing anything.
+    if isinstance(addresses, str):
+        addresses = [addresses]
+    if isinstance(kinds, str):
+        kinds = [kinds]
     if not addresses or not all(isinstance(a, str) and a for a in addresses):
         raise ValueError(f"addresses={addresses!r}: give the node addresses the scenario uses, e.g. ['jobs']")
     unknown = [k for k in kinds if k not in KINDS]

@@ -1,6 +1,6 @@
 """PySpark data source ``amqp`` for AMQP 1.0 queues (minibroker or any AMQP 1.0 broker).
 
-Installed normally (``pip install 'minibroker[spark]'``), Spark finds it by itself:
+Installed normally (``pip install '.[spark]'`` from a clone), Spark finds it by itself:
 it imports top-level ``pyspark_*`` modules and registers their ``DefaultSource``::
 
     df = spark.read.format("amqp").option("url", url).option("address", "orders").load()

@@ -14,7 +14,7 @@ from minibroker.client import Delivery
 
 __all__ = ["READ_SCHEMA", "WRITE_COLUMNS", "fingerprint", "message_from_row", "redelivered", "row_from_delivery"]
 
-#: One row per message (documented in the README's "Spark connector" section).
+#: One row per message (documented in docs/spark.md).
 READ_SCHEMA = (
     "body binary, message_id string, correlation_id string, subject string, to string, "
     "reply_to string, content_type string, group_id string, priority int, durable boolean, "

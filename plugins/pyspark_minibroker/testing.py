@@ -63,7 +63,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     """A local SparkSession (``local[2]``) with the ``amqp`` data source registered."""
-    pytest.importorskip("pyspark", reason="the spark extra is not installed: pip install 'minibroker[spark]'")
+    pytest.importorskip("pyspark", reason="the spark extra is not installed: pip install -e '.[spark]' in minibroker's clone")
     session = local_session()
     try:
         yield session

@@ -265,3 +265,51 @@ def test_stop_then_start_keeps_the_nodes_and_serves_on_the_new_url() -> None:
         assert broker.queue("jobs").bodies == ["kept"]
         with Client(broker.url, timeout=10) as client, client.receiver("jobs") as receiver:
             assert receiver.receive().message.body == "kept"
+
+
+# ------------------------------------------------------------ wrong types
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"max_depth": "10"}, r"max_depth must be an int \(messages\) or None, got '10' \(str\)"),
+        ({"max_bytes": 1.5}, r"max_bytes must be an int"),
+        ({"priorities": "3"}, r"priorities must be an int"),
+        ({"default_ttl": "30"}, r"default_ttl must be a number of seconds or None"),
+        ({"dead_letter_on_expiry": "yes"}, r"dead_letter_on_expiry must be True or False"),
+        ({"max_delivery_count": True}, r"max_delivery_count must be an int, got True"),
+        ({"overflow": 3}, r"overflow must be 'reject-publish'"),
+        ({"dead_letter_address": 5}, r"dead_letter_address must be a queue name"),
+    ],
+)
+def test_a_queue_option_of_the_wrong_type_names_what_it_takes(
+    broker: ThreadedBroker, options: dict[str, object], named: str
+) -> None:
+    with pytest.raises(TypeError, match=named):
+        broker.declare_queue("typed", **options)
+    assert broker.queues() == []
+
+
+@pytest.mark.parametrize("call", ["queue", "declare_queue", "purge_name", "topic", "declare_topic", "delete", "assert_queue"])
+def test_a_node_name_that_is_not_a_str_says_so(broker: ThreadedBroker, call: str) -> None:
+    calls = {
+        "queue": lambda: broker.queue(123),  # type: ignore[arg-type]
+        "declare_queue": lambda: broker.declare_queue(123),  # type: ignore[arg-type]
+        "purge_name": lambda: broker.purge(123),  # type: ignore[arg-type]
+        "topic": lambda: broker.topic(123),  # type: ignore[arg-type]
+        "declare_topic": lambda: broker.declare_topic(123),  # type: ignore[arg-type]
+        "delete": lambda: broker.delete(123),  # type: ignore[arg-type]
+        "assert_queue": lambda: broker.assert_queue(123, bodies=[]),  # type: ignore[arg-type]
+    }
+    with pytest.raises(TypeError, match=r"must be a str such as 'orders'|queue or topic name") as raised:
+        calls[call]()
+    assert "123" in str(raised.value)
+
+
+def test_a_delay_given_as_text_says_to_give_a_number(broker: ThreadedBroker) -> None:
+    with pytest.raises(TypeError, match=r"delay\('5'\): give the delay as a number of seconds"):
+        broker.faults.delay("5")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"after='1'"):
+        broker.faults.release(address="jobs", after="1")  # type: ignore[typeddict-item]
+    assert len(broker.faults) == 0

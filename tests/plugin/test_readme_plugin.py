@@ -1,5 +1,6 @@
-"""The README's "pytest plugin" examples run as a test suite: its conftest block as conftest.py,
-its test blocks as test files, with nothing else configured."""
+"""The documentation's examples that use the pytest plugin run as a test suite, as a reader would
+paste them: per page, its ``# conftest.py`` blocks as conftest.py and its fixture-using blocks, in
+order, as one test file, with nothing else configured."""
 
 from __future__ import annotations
 
@@ -8,21 +9,36 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[2] / "README.md"
-SECTION = README.read_text().split("\n## pytest plugin\n", 1)[1].split("\n## ", 1)[0]
-BLOCKS = re.findall(r"```python\n(.*?)```", SECTION, flags=re.S)
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
-def test_the_section_has_a_test_file_and_a_conftest() -> None:
-    assert any(block.startswith("# conftest.py") for block in BLOCKS)
-    assert any("def test_" in block for block in BLOCKS)
+def _blocks(page: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S)
 
 
-def test_readme_plugin_examples_pass(pytester: pytest.Pytester) -> None:
-    conftest = [block for block in BLOCKS if block.startswith("# conftest.py")]
-    tests = [block for block in BLOCKS if "def test_" in block]
+def _suite(page: Path) -> tuple[list[str], list[str]]:
+    """(conftest blocks, test blocks) of a page; blocks with a ``...`` placeholder are sketches."""
+    blocks = [block for block in _blocks(page) if "..." not in block]
+    conftest = [block for block in blocks if block.startswith("# conftest.py")]
+    tests = [block for block in blocks if "amqp_broker" in block and block not in conftest]
+    return conftest, tests
+
+
+SUITES = [page for page in PAGES if any(_suite(page))]
+
+
+def test_the_plugin_page_has_a_test_file_and_a_conftest() -> None:
+    conftest, tests = _suite(ROOT / "docs" / "pytest-plugin.md")
+    assert conftest and tests
+    assert {page.name for page in SUITES} >= {"pytest-plugin.md", "faults.md", "servicebus.md"}
+
+
+@pytest.mark.parametrize("page", SUITES, ids=lambda page: page.relative_to(ROOT).as_posix())
+def test_plugin_examples_pass(pytester: pytest.Pytester, page: Path) -> None:
+    conftest, tests = _suite(page)
     pytester.makeconftest("\n".join(conftest))
-    pytester.makepyfile(**{f"test_readme_{index}": block for index, block in enumerate(tests)})
-    expected = sum(block.count("\ndef test_") for block in tests)
-    result = pytester.runpytest()
+    pytester.makepyfile(**{f"test_{page.stem.replace('-', '_')}_examples": "\n\n".join(tests)})
+    expected = sum(len(re.findall(r"^(?:async )?def test_", block, flags=re.M)) for block in tests)
+    result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=expected)
