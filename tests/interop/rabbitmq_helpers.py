@@ -41,9 +41,10 @@ class Collect(AMQPMessagingHandler):  # type: ignore[misc]
         return [Converter.bytes_to_string(m.body) for m in self.messages]
 
 
-def consume(connection: Connection, address: str, count: int, **options: Any) -> Collect:
+def consume(connection: Connection, address: str, count: int, handler: Collect | None = None, **options: Any) -> Collect:
     """Consume ``count`` messages from ``address`` with a handler, as the client's examples do."""
-    handler = Collect(count, settle=options.pop("settle", True))
+    if handler is None:
+        handler = Collect(count, settle=options.pop("settle", True))
     consumer = connection.consumer(address, message_handler=handler, **options)
     handler.running = True
     try:

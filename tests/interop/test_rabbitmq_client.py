@@ -7,8 +7,10 @@ errors), over a real socket, with only the broker URI changed.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from rabbitmq_amqp_python_client import (
@@ -282,3 +284,45 @@ def test_a_broker_without_the_rabbitmq_option_is_refused_by_the_client() -> None
     with minibroker.ThreadedBroker() as plain:
         with pytest.raises(ValidationCodeException, match="non-RabbitMQ server"):
             Environment(uri=uri(plain.port)).connection().dial()
+
+
+class Responder(Collect):
+    """The RPC example's server: answers each request to its reply-to, with its correlation-id."""
+
+    def __init__(self, count: int, publisher: Any) -> None:
+        super().__init__(count, settle=True)
+        self.publisher = publisher
+
+    def on_amqp_message(self, event: Event) -> None:
+        request = event.message
+        response = Message(body=Converter.string_to_bytes(Converter.bytes_to_string(request.body) + "-from the server"))
+        response.correlation_id = request.correlation_id
+        response.address = request.reply_to
+        assert self.publisher.publish(response).remote_state == OutcomeState.ACCEPTED
+        super().on_amqp_message(event)
+
+
+def test_rpc_client_and_server(environment: Environment) -> None:
+    server = environment.connection()
+    server.dial()
+    server.management().declare_queue(QuorumQueueSpecification("rpc_queue"))
+    client = environment.connection()
+    client.dial()
+    replies = client.consumer(consumer_options=ConsumerOptions(settle_strategy=ConsumerSettleStrategy.DirectReplyTo))
+    requests = client.publisher(AddressHelper.queue_address("rpc_queue"))
+    for i in range(5):
+        request = Message(body=Converter.string_to_bytes(f"hello {i}"))
+        request.reply_to = replies.address
+        request.correlation_id = str(i)
+        requests.publish(request)
+
+    def serve() -> None:  # the server's blocking loop, on its own connection
+        consume(server, AddressHelper.queue_address("rpc_queue"), 5, handler=Responder(5, server.publisher()))
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    with pytest.warns(DeprecationWarning):
+        answers = [replies.consume(timeout=30) for _ in range(5)]
+    thread.join(30)
+    assert [Converter.bytes_to_string(a.body) for a in answers] == [f"hello {i}-from the server" for i in range(5)]
+    assert [a.correlation_id for a in answers] == [str(i) for i in range(5)]
