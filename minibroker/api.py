@@ -24,6 +24,8 @@ from .broker.statistics import (
     TopicSnapshot,
     TransactionSnapshot,
 )
+from .broker.stored import StoredMessage
+from .rabbitmq.addresses import EXCHANGES, parse_destination
 from .rabbitmq.exchanges import Binding
 from .rabbitmq.layer import RabbitMQLayer
 from .rabbitmq.snapshots import ExchangeSnapshot
@@ -188,6 +190,9 @@ class BrokerAPI:
     def publish(self, address: str, body: Any = None, *, message: Message | None = None, **fields: Any) -> None:
         """Put a message on ``address`` without a client: ``publish("orders", {"id": 1}, priority=7)``.
 
+        With the RabbitMQ layer on, ``/exchanges/{name}/{key}`` routes through that exchange
+        (a message no queue takes counts in ``exchange(name).unroutable``).
+
         The fields are those of :func:`build_message`; a bad one raises before the broker
         changes (no queue is created).
         """
@@ -197,7 +202,20 @@ class BrokerAPI:
         elif body is not None or fields:
             raise TypeError("pass either message=Message(...) or a body with fields, not both")
         payload = _encoded(lambda: message.encode())
-        self._call(self._broker.publish, address, payload)
+        if address.startswith(EXCHANGES):
+            self._call(self._publish_to_exchange, address, payload)
+        else:
+            self._call(self._broker.publish, address, payload)
+
+    def _publish_to_exchange(self, address: str, payload: bytes) -> None:
+        """Route through a RabbitMQ exchange as a client's publish would (unroutable: counted, dropped)."""
+        layer = self._rabbitmq()
+        destination = parse_destination(address)
+        if destination.name not in layer.exchanges.exchanges:
+            raise NodeError(f"no exchange named {destination.name!r}; declare it first (broker.declare_exchange)")
+        now = self._broker.now()
+        layer.publish(destination, StoredMessage(payload, now), now)
+        self._broker.flush()
 
     def publish_many(
         self,

@@ -161,8 +161,9 @@ class RabbitMQLayer:
                 destination = parse_destination(to)
             except AddressError as exc:
                 return Rejected(error=amqp_error(conditions.INVALID_FIELD, str(exc)))
-            if destination.kind == "exchange" and destination.name not in self.exchanges.exchanges:
-                return Rejected(error=amqp_error(conditions.NOT_FOUND, f"no exchange '{destination.name}' in vhost '/'"))
+        if destination.kind == "exchange" and destination.name not in self.exchanges.exchanges:
+            # Named by `to`, or deleted since the link attached.
+            return Rejected(error=amqp_error(conditions.NOT_FOUND, f"no exchange '{destination.name}' in vhost '/'"))
         if destination.kind == "queue":
             return self.route("", destination.name, message, now)
         if destination.key is not None:

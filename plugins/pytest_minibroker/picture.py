@@ -128,6 +128,9 @@ def render(nodeid: str, state: State, failure: str) -> str:
         else:
             body = repr(event.body())
             inline = _inline(body)
+            route = event.route()
+            if route is not None:  # RabbitMQ: the exchange and routing key that brought it here
+                inline = f"(exchange {route[0]!r}, key {route[1]!r}) {inline}"
             rows.append(
                 f'<g><title>{escape(event.address)}: {escape(body)}</title>'
                 f'<rect class="msg" x="{x_broker - 60}" y="{y - 12}" width="{LANE - 10 + 60}" height="18" rx="3"/>'

@@ -91,7 +91,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        f"{MARKER}(*queues, queues=..., topics=..., clock='manual', users=..., auto_create=False, "
+        f"{MARKER}(*queues, queues=..., topics=..., exchanges=..., bindings=..., clock='manual', users=..., auto_create=False, "
         "**BrokerConfig fields): the broker this test's amqp_broker fixture gets",
     )
     config.stash[_SESSION] = _Session(config)

@@ -1,7 +1,8 @@
 """What a test asks of its broker: ``amqp_broker_config``, the marker and ini defaults, checked.
 
 One vocabulary everywhere (the ``amqp_broker_config`` fixture, ``@pytest.mark.amqp_broker(...)``
-and ``amqp_broker_factory(...)``): ``queues``, ``topics``, ``clock``, ``faults`` and every
+and ``amqp_broker_factory(...)``): ``queues``, ``topics``, ``clock``, ``faults``, RabbitMQ's
+``exchanges`` and ``bindings`` (which turn on ``rabbitmq=RabbitMQOptions()``) and every
 :class:`minibroker.BrokerConfig` field.
 """
 
@@ -12,19 +13,23 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from minibroker import BrokerConfig, ManualClock, QueueOptions, ThreadedBroker
+from minibroker import BrokerConfig, ManualClock, QueueOptions, RabbitMQOptions, ThreadedBroker
 from minibroker.broker.faults import Fault, FaultPlan
 
 __all__ = ["BrokerSettings", "VALID_KEYWORDS", "QueueSpec"]
 
 CONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(BrokerConfig))
 #: Every keyword the marker, the config fixture and the factory accept.
-VALID_KEYWORDS = ("clock", "queues", "topics", "faults", *CONFIG_FIELDS)
+VALID_KEYWORDS = ("clock", "queues", "topics", "faults", "exchanges", "bindings", *CONFIG_FIELDS)
 CLOCKS = ("system", "manual")
 QUEUE_OPTIONS = tuple(f.name for f in dataclasses.fields(QueueOptions))
 
 #: ``"orders"``, ``("orders", {"max_delivery_count": 2})``; or a mapping name -> options.
 QueueSpec = str | tuple[str, Mapping[str, Any]]
+#: Keywords of ``ThreadedBroker.declare_exchange`` an exchange entry may give.
+EXCHANGE_OPTIONS = ("type", "durable", "auto_delete", "internal", "arguments")
+#: Keys of a binding given as a mapping (``ThreadedBroker.bind``'s keywords plus ``source``).
+BINDING_KEYS = ("source", "queue", "exchange", "key", "arguments")
 
 
 @dataclass
@@ -37,6 +42,9 @@ class BrokerSettings:
     topics: list[str] = field(default_factory=list)
     #: Faults each test starts with (``faults=[faults.release(address="jobs")]``), installed as copies.
     faults: list[Fault] = field(default_factory=list)
+    #: RabbitMQ exchanges (name -> ``declare_exchange`` keywords) and bindings (``bind`` keywords).
+    exchanges: dict[str, dict[str, Any]] = field(default_factory=dict)
+    bindings: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def build(cls, *layers: Mapping[str, Any], where: Iterable[str] = ()) -> BrokerSettings:
@@ -61,6 +69,10 @@ class BrokerSettings:
                     settings.topics.extend(t for t in _names(value, source, "topics") if t not in settings.topics)
                 elif key == "faults":
                     settings.faults.extend(_faults(value, source))
+                elif key == "exchanges":
+                    settings.exchanges.update(_exchanges(value, source))
+                elif key == "bindings":
+                    settings.bindings.extend(_bindings(value, source))
                 elif key == "clock":
                     if value not in CLOCKS:
                         raise ValueError(f"{source}: clock={value!r}; use one of {', '.join(map(repr, CLOCKS))}")
@@ -69,6 +81,8 @@ class BrokerSettings:
                     fields[key] = QueueOptions(**_queue_options(value, source, "queue_defaults"))
                 else:
                     fields[key] = value
+        if (settings.exchanges or settings.bindings) and fields.get("rabbitmq") is None:
+            fields["rabbitmq"] = RabbitMQOptions()  # exchanges are the RabbitMQ layer's
         settings.config = BrokerConfig(**fields)
         return settings
 
@@ -91,6 +105,11 @@ class BrokerSettings:
             broker.declare_queue(name, **options)
         for name in self.topics:
             broker.declare_topic(name)
+        for name, options in self.exchanges.items():
+            broker.declare_exchange(name, **options)
+        for binding in self.bindings:
+            options = dict(binding)
+            broker.bind(options.pop("source"), **options)
         FaultPlan(tuple(self.faults)).install(broker.faults)
 
 
@@ -141,3 +160,55 @@ def _queues(value: Any, source: str) -> dict[str, dict[str, Any]]:
                 f"{source}: queues entries are names or (name, {{option: value}}) pairs, got {item!r}"
             )
     return queues
+
+
+def _exchanges(value: Any, source: str) -> dict[str, dict[str, Any]]:
+    """``["a", ("b", "topic"), ("c", {"type": "headers"})]`` or ``{"b": "topic"}`` -> {name: options}."""
+    if isinstance(value, str):
+        return {value: {}}
+    items = value.items() if isinstance(value, Mapping) else value
+    exchanges: dict[str, dict[str, Any]] = {}
+    for item in items:
+        if isinstance(item, str):
+            exchanges[item] = {}
+            continue
+        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)):
+            raise TypeError(
+                f"{source}: exchanges entries are names, (name, type) or (name, {{option: value}}) pairs, got {item!r}"
+            )
+        name, options = item
+        if isinstance(options, str):
+            exchanges[name] = {"type": options}
+        elif isinstance(options, Mapping):
+            unknown = sorted(set(options) - set(EXCHANGE_OPTIONS))
+            if unknown:
+                raise TypeError(
+                    f"{source}: unknown option(s) {', '.join(unknown)} for exchange {name!r}; "
+                    f"exchange options are: {', '.join(EXCHANGE_OPTIONS)}"
+                )
+            exchanges[name] = dict(options)
+        else:
+            raise TypeError(f"{source}: exchange {name!r} takes a type (str) or options (dict), got {options!r}")
+    return exchanges
+
+
+def _bindings(value: Any, source: str) -> list[dict[str, Any]]:
+    """``[("logs", "all", "#"), ("logs", "errors"), {"source": "a", "exchange": "b", "key": "k"}]``."""
+    bindings = []
+    for item in [value] if isinstance(value, (tuple, Mapping)) and not isinstance(value, list) else value:
+        if isinstance(item, tuple) and len(item) in (2, 3) and all(isinstance(part, str) for part in item):
+            bindings.append({"source": item[0], "queue": item[1], "key": item[2] if len(item) == 3 else ""})
+        elif isinstance(item, Mapping):
+            unknown = sorted(set(item) - set(BINDING_KEYS))
+            if unknown or "source" not in item or ("queue" in item) == ("exchange" in item):
+                raise TypeError(
+                    f"{source}: a binding mapping has 'source', one of 'queue' or 'exchange', and may have "
+                    f"'key' and 'arguments'; got {dict(item)!r}"
+                )
+            bindings.append(dict(item))
+        else:
+            raise TypeError(
+                f"{source}: bindings entries are (exchange, queue) or (exchange, queue, key) tuples, or mappings "
+                f"like {{'source': 'a', 'exchange': 'b', 'key': 'k', 'arguments': {{...}}}}; got {item!r}"
+            )
+    return bindings
