@@ -17,6 +17,7 @@ from .amqp.types import symbol
 from .broker.addresses import node_name, parse_address
 from .broker.config import QueueOptions
 from .broker.engine import Broker, NodeError
+from .broker.publish import Source
 from .broker.statistics import (
     BrokerStatistics,
     FrameRecord,
@@ -214,7 +215,7 @@ class BrokerAPI:
         if destination.name not in layer.exchanges.exchanges:
             raise NodeError(f"no exchange named {destination.name!r}; declare it first (broker.declare_exchange)")
         now = self._broker.now()
-        layer.publish(destination, StoredMessage(payload, now), now)
+        layer.publish(destination, StoredMessage(payload, now), now, Source.API)
         self._broker.flush()
 
     def publish_many(

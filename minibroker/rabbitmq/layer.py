@@ -28,7 +28,7 @@ from ..amqp.performatives import Error, amqp_error
 from ..amqp.types import symbol
 from ..broker.attach import Refusal, capabilities
 from ..broker.config import RabbitMQOptions
-from ..broker.limits import admit
+from ..broker.publish import Source as MessageSource
 from ..broker.publish import route_all
 from ..broker.queue import Queue
 from ..broker.stored import Entry, StoredMessage
@@ -121,7 +121,8 @@ class RabbitMQLayer:
             self.broker.router.declare_queue(name, temporary=True)
             link.source = dataclasses.replace(source, dynamic=False, address=queue_address(name))
             consumer = self.broker.attacher.consumer(connection, link, connection.container_id, RabbitConsumer)
-            consumer.dynamic = True  # the queue goes when the link does
+            if isinstance(consumer, RabbitConsumer):
+                consumer.dynamic = True  # the queue goes when the link does
             self.broker.add_consumer(consumer)
             return True
         if not isinstance(address, str) or not (address.startswith(QUEUES) or address.startswith("/exchanges/")):
@@ -150,13 +151,17 @@ class RabbitMQLayer:
 
     # ----------------------------------------------------------------- routing
 
-    def publish(self, destination: Destination | None, message: StoredMessage, now: float) -> Any:
+    def publish(
+        self, destination: Destination | None, message: StoredMessage, now: float,
+        source: MessageSource = MessageSource.CLIENT,
+    ) -> Any:  # fmt: skip
         """Route one message; the outcome to settle it with (RabbitMQ 4: ``released`` when unroutable)."""
         if destination is None:
             properties = message.properties
             to = properties.to if properties is not None else None
             if not isinstance(to, str) or not (to.startswith(QUEUES) or to.startswith("/exchanges/")):
-                return route_all(self.broker.router, None, [message], now)  # a plain address: the broker's
+                router = self.broker.router  # a plain address: the broker's anonymous relay
+                return route_all(router.node_for_publish, router.publisher, None, [message], now)
             try:
                 destination = parse_destination(to)
             except AddressError as exc:
@@ -165,15 +170,20 @@ class RabbitMQLayer:
             # Named by `to`, or deleted since the link attached.
             return Rejected(error=amqp_error(conditions.NOT_FOUND, f"no exchange '{destination.name}' in vhost '/'"))
         if destination.kind == "queue":
-            return self.route("", destination.name, message, now)
+            return self.route("", destination.name, message, now, source)
         if destination.key is not None:
-            return self.route(destination.name, destination.key, message, now)
+            return self.route(destination.name, destination.key, message, now, source)
         # /exchanges/{name}: the routing key is the message's subject
         subject = message.properties.subject if message.properties is not None else None
-        return self.route(destination.name, str(subject) if subject is not None else "", message, now)
+        return self.route(destination.name, str(subject) if subject is not None else "", message, now, source)
 
-    def route(self, exchange: str, key: str, message: StoredMessage, now: float) -> Any:
-        """Publish to ``exchange`` with ``key``: each queue it routes to gets the message once."""
+    def route(self, exchange: str, key: str, message: StoredMessage, now: float, source: MessageSource) -> Any:
+        """Publish to ``exchange`` with ``key``: each queue it routes to gets the message once.
+
+        Each copy enters its queue through the broker's publish path, so limits
+        (x-max-length, x-max-length-bytes) apply to what clients send and the
+        plugin's recorder sees every message.
+        """
         queues = self.exchanges.route(exchange, key, message.application_properties)
         if not queues:
             self.unroutable += 1
@@ -182,12 +192,9 @@ class RabbitMQLayer:
         refused: list[Error] = []
         router = self.broker.router
         for name in queues:
-            queue = router.queues[name]
-            full = admit(queue, annotated)  # x-max-length, x-max-length-bytes (limits.py)
-            if full is not None:
-                refused.append(full)
-            else:
-                router.route(queue, annotated, now)
+            error = router.route(router.queues[name], annotated, now, source)
+            if error is not None:
+                refused.append(error)
         return Rejected(error=refused[0]) if refused else Accepted()
 
     # ------------------------------------------------------------------ queues
@@ -281,7 +288,7 @@ class RabbitMQLayer:
         queue.counters.dead_lettered += 1
         # RabbitMQ drops the message's TTL when it dead-letters it, so it does not expire again.
         message = StoredMessage(entry.payload_for_delivery(now, keep_ttl=False), now)
-        self.route(exchange, key, message, now)
+        self.route(exchange, key, message, now, MessageSource.DEAD_LETTER)
 
     # ------------------------------------------------------------- inspection
 
