@@ -33,7 +33,15 @@ from ..broker.publish import route_all
 from ..broker.queue import Queue
 from ..broker.stored import Entry, StoredMessage
 from ..protocol.endpoints import Link
-from .addresses import MANAGEMENT, QUEUES, AddressError, Destination, parse_destination, queue_address
+from .addresses import (
+    MANAGEMENT,
+    QUEUES,
+    AddressError,
+    Destination,
+    is_rabbitmq_address,
+    parse_destination,
+    queue_address,
+)
 from .arguments import QueueSpec
 from .exchanges import Binding, ExchangeError, Exchanges
 from .links import X_EXCHANGE, X_ROUTING_KEY, ManagementReplies, ManagementRequests, Publisher, RabbitConsumer
@@ -69,6 +77,8 @@ class RabbitMQLayer:
         self.specs: dict[str, QueueSpec] = {}
         #: Messages no queue received (settled ``released``), over all exchanges.
         self.unroutable = 0
+        if broker.permissions is not None:  # RabbitMQ addresses never create a node: send/receive rights suffice
+            broker.permissions.creates_nothing = is_rabbitmq_address
 
     # ------------------------------------------------------------ connections
 
@@ -207,8 +217,9 @@ class RabbitMQLayer:
         if spec.type == "stream":
             raise ExchangeError(400, f"COMMAND_INVALID - queue '{name}': stream queues are not emulated yet")
         router = self.broker.router
-        if name in router.topics:
-            raise ExchangeError(409, f"PRECONDITION_FAILED - '{name}' is a topic of this broker, not a queue")
+        other = router.nodes.get(name)
+        if other is not None and other.KIND != "queue":
+            raise ExchangeError(409, f"PRECONDITION_FAILED - '{name}' is a {other.KIND} of this broker, not a queue")
         queue = router.queues.get(name)
         existing = self.specs.get(name) if queue is not None else None
         if existing is not None:

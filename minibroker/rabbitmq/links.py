@@ -27,7 +27,7 @@ from ..amqp.composite import Composite, DescribedValue
 from ..amqp.errors import AMQPDecodeError
 from ..amqp.message import Message, decode_message, encode_message
 from ..amqp.messaging import Accepted, AmqpValue, Properties, Rejected
-from ..amqp.performatives import amqp_error
+from ..amqp.performatives import Error, amqp_error
 from ..amqp.transactions import TransactionalState
 from ..amqp.types import symbol
 from ..broker.extension import ExtensionLink
@@ -165,9 +165,20 @@ class Publisher(ExtensionLink):
                 except (AMQPDecodeError, IndexError) as exc:
                     outcome = Rejected(error=amqp_error(conditions.DECODE_ERROR, f"malformed message: {exc}"))
                 else:
-                    outcome = self.layer.publish(self.destination, message, now)
+                    denied = self._relay_refusal(message)
+                    outcome = Rejected(error=denied) if denied is not None else self.layer.publish(
+                        self.destination, message, now
+                    )
         if not delivery.remote_settled:
             self.connection.engine.settle(delivery, outcome)
+
+    def _relay_refusal(self, message: StoredMessage) -> Error | None:
+        """On the null address, the user's right to send to each message's ``to`` (permissions.py)."""
+        permissions = self.layer.broker.permissions
+        if self.destination is not None or permissions is None:
+            return None  # a named target was checked when the link attached
+        to = message.properties.to if message.properties is not None else None
+        return permissions.relay_refusal(self.connection.engine.user, to)
 
 
 class RabbitConsumer(ConsumerLink):

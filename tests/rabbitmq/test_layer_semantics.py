@@ -14,7 +14,7 @@ import pytest
 from minibroker import ManualClock, build_message
 from minibroker.amqp.message import Message
 from minibroker.amqp.messaging import Accepted, Properties, Rejected, Released
-from minibroker.amqp.performatives import Transfer
+from minibroker.amqp.performatives import Detach, Disposition, Transfer
 from minibroker.broker.config import BrokerConfig, RabbitMQOptions
 from minibroker.broker.engine import Broker
 from minibroker.broker.stored import StoredMessage
@@ -153,3 +153,24 @@ def test_single_active_consumer(broker: Broker) -> None:
     publish(broker, "sac", "d")
     pump.send(b"")
     assert [int(t.handle) for t in pump.frames.of(Transfer)][3:] == [1, 1, 1, 1]  # its 3 unsettled come back, and d
+
+
+def test_permissions_hold_on_rabbitmq_addresses(clock: ManualClock) -> None:
+    broker = Broker(
+        BrokerConfig(rabbitmq=RabbitMQOptions(), permissions={"guest": {"/exchanges/logs/*": "send", "/management": "all"}}),
+        clock,
+    )
+    assert request(broker, "PUT", "/exchanges/logs", {"type": "fanout"}).status == 204
+    assert request(broker, "PUT", "/exchanges/audit", {"type": "fanout"}).status == 204
+    peer = Peer()
+    pump = connect(broker, peer)
+    pump.send(peer.sasl_plain("guest", "guest") + peer.header() + peer.open() + peer.begin())
+    pump.send(peer.attach_sender("named", "/exchanges/audit/k", 0))  # refused at attach
+    detach = pump.frames.last(Detach)
+    assert detach.error is not None and detach.error.condition == "amqp:unauthorized-access"
+    pump.send(peer.attach_sender("relay", None, 1))
+    pump.send(peer.transfer(1, 0, b"x", Message(body="x", properties=Properties(to="/exchanges/audit/k")).encode()))
+    outcome = pump.frames.last(Disposition).state
+    assert isinstance(outcome, Rejected) and outcome.error.condition == "amqp:unauthorized-access"
+    pump.send(peer.transfer(1, 1, b"y", Message(body="y", properties=Properties(to="/exchanges/logs/k")).encode()))
+    assert isinstance(pump.frames.last(Disposition).state, Released)  # allowed; no queue bound
