@@ -11,8 +11,9 @@
   message) or ``rejected``.
 * :class:`RabbitConsumer`: a consumer of a ``/queues/`` address; every
   delivery carries message-annotations (RabbitMQ's ``x-exchange`` and
-  ``x-routing-key``, which its client reads), and a single-active-consumer
-  queue gives credit to its first consumer only.
+  ``x-routing-key``, which its client reads), a single-active-consumer
+  queue gives credit to its first consumer only, and ``modified`` with
+  undeliverable-here discards, as RabbitMQ 4 does.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from ..amqp import errors as conditions
 from ..amqp.composite import Composite, DescribedValue
 from ..amqp.errors import AMQPDecodeError
 from ..amqp.message import Message, decode_message, encode_message
-from ..amqp.messaging import Accepted, AmqpValue, Properties, Rejected
+from ..amqp.messaging import Accepted, AmqpValue, Modified, Properties, Rejected
 from ..amqp.performatives import Error, amqp_error
 from ..amqp.transactions import TransactionalState
 from ..amqp.types import symbol
@@ -190,6 +191,17 @@ class RabbitConsumer(ConsumerLink):
         if self.single_active and self.queue.consumers and self.queue.consumers[0] is not self:
             return 0  # x-single-active-consumer: the first attached consumer gets every message
         return super().credit()
+
+    def on_outcome(self, delivery: Delivery, state: Any, settled: bool) -> None:
+        if isinstance(state, Modified) and state.undeliverable_here:
+            # RabbitMQ 4: modified with undeliverable-here discards the message (dead-letters
+            # it when the queue does), its annotations merged first; the client's
+            # discard_with_annotations sends exactly this.
+            entry = self.unsettled.get(delivery.delivery_id)
+            if entry is not None and state.message_annotations:
+                entry.annotate(dict(state.message_annotations))
+            state = Rejected()
+        super().on_outcome(delivery, state, settled)
 
     def payload(self, entry: Entry) -> bytes:
         if not entry.merged_annotations():

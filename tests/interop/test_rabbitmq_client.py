@@ -32,6 +32,7 @@ from rabbitmq_amqp_python_client import (
     QuorumQueueSpecification,
     RecoveryConfiguration,
     ValidationCodeException,
+    symbol,
 )
 from rabbitmq_amqp_python_client.qpid.proton import ConnectionException
 from rabbitmq_amqp_python_client.qpid.proton._utils import SendException
@@ -326,3 +327,36 @@ def test_rpc_client_and_server(environment: Environment) -> None:
     thread.join(30)
     assert [Converter.bytes_to_string(a.body) for a in answers] == [f"hello {i}-from the server" for i in range(5)]
     assert [a.correlation_id for a in answers] == [str(i) for i in range(5)]
+
+
+class Settle(Collect):
+    """Settles every message with one of the client's delivery-context calls, with annotations."""
+
+    def __init__(self, count: int, how: str) -> None:
+        super().__init__(count, settle=False)
+        self.how = how
+
+    def on_amqp_message(self, event: Event) -> None:
+        self.messages.append(event.message)
+        self.annotations.append(dict(event.message.annotations or {}))
+        getattr(self.delivery_context, self.how)(event, {symbol("x-opt-string"): f"{self.how} {len(self.messages)}"})
+        if self.running and len(self.messages) >= self.count:
+            raise Done()
+
+
+def test_discard_and_requeue_with_annotations(broker: minibroker.ThreadedBroker, connection: Connection) -> None:
+    management = connection.management()
+    management.declare_exchange(ExchangeSpecification(name="dlx", exchange_type=ExchangeType.fanout))
+    management.declare_queue(QuorumQueueSpecification(name="dead"))
+    management.bind(ExchangeToQueueBindingSpecification(source_exchange="dlx", destination_queue="dead"))
+    management.declare_queue(QuorumQueueSpecification(name="work", dead_letter_exchange="dlx"))
+    publish(connection, AddressHelper.queue_address("work"), ["m"])
+    # requeue_with_annotations: modified (not failed, deliverable): back in the queue, annotated
+    consume(connection, AddressHelper.queue_address("work"), 1, handler=Settle(1, "requeue_with_annotations"))
+    assert broker.queue("work").messages[0].annotations["x-opt-string"] == "requeue_with_annotations 1"
+    # discard_with_annotations: modified with undeliverable-here, which RabbitMQ 4 dead-letters
+    consume(connection, AddressHelper.queue_address("work"), 1, handler=Settle(1, "discard_with_annotations"))
+    assert broker.queue("work").depth == 0
+    dead = broker.queue("dead").messages[0]
+    assert dead.annotations["x-opt-string"] == "discard_with_annotations 1"
+    assert dead.annotations["x-first-death-reason"] == "rejected"
