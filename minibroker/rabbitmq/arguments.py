@@ -14,7 +14,8 @@
                              one level; quorum queues have two, as RabbitMQ 4's)
 ``x-delivery-limit``         ``max_delivery_count`` (quorum: 20 by default, as RabbitMQ 4)
 ``x-single-active-consumer``  one consumer at a time gets messages (the layer's consumers)
-``x-expires`` and others     kept and shown by queue info; not enforced
+``x-expires`` (ms)           the queue is deleted after that long unused (the layer's timer)
+others                       kept and shown by queue info; not enforced
 ===========================  ================================================================
 
 Values are checked as RabbitMQ checks them (a negative length is refused
@@ -56,6 +57,8 @@ class QueueSpec:
     dead_letter_exchange: str | None
     dead_letter_routing_key: str | None
     single_active_consumer: bool
+    #: ``x-expires`` in seconds: unused that long, the queue is deleted.
+    expires: float | None = None
 
     def equivalent(self, other: QueueSpec) -> str | None:
         """None when ``other`` declares the same queue; else the first argument that differs (for 409)."""
@@ -130,4 +133,5 @@ def queue_spec(name: str, body: Mapping[str, Any], defaults: QueueOptions) -> Qu
         dead_letter_exchange=None if dlx is None else str(dlx),
         dead_letter_routing_key=None if dlk is None else str(dlk),
         single_active_consumer=bool(arguments.get("x-single-active-consumer", False)),
+        expires=arguments["x-expires"] / 1000 if arguments.get("x-expires") else None,
     )

@@ -77,6 +77,8 @@ class RabbitMQLayer:
         self.specs: dict[str, QueueSpec] = {}
         #: Messages no queue received (settled ``released``), over all exchanges.
         self.unroutable = 0
+        #: Queues with ``x-expires``: since when each has been unused (no consumer, no declare or get).
+        self.idle_since: dict[str, float] = {}
         if broker.permissions is not None:  # RabbitMQ addresses never create a node: send/receive rights suffice
             broker.permissions.creates_nothing = is_rabbitmq_address
 
@@ -144,6 +146,7 @@ class RabbitMQLayer:
         spec = self.specs.get(destination.name)
         if isinstance(consumer, RabbitConsumer) and spec is not None:
             consumer.single_active = spec.single_active_consumer
+            consumer.on_end = self._consumer_ended
         self.broker.add_consumer(consumer)
         return True
 
@@ -230,6 +233,7 @@ class RabbitMQLayer:
                     f"PRECONDITION_FAILED - inequivalent arg '{differs}' for queue '{name}' in vhost '/': "
                     f"received {_shown(spec, differs)} but current is {_shown(existing, differs)}",
                 )
+            self.used(name)
             return
         if queue is None:
             queue = self.broker.declare_queue(name, spec.options)
@@ -238,10 +242,12 @@ class RabbitMQLayer:
         self.specs[name] = spec
         if spec.dead_letter_exchange is not None:
             queue.dead_letter = self._dead_letter
+        self.used(name)
 
     def delete_queue(self, name: str) -> int:
         """``DELETE /queues/{name}``: the queue, its bindings and declaration; its ready-message count."""
         self.specs.pop(name, None)
+        self.idle_since.pop(name, None)
         self.exchanges.drop_destination(name, "queue")
         queue = self.broker.router.queues.get(name)
         if queue is None:
@@ -325,16 +331,50 @@ class RabbitMQLayer:
         self.exchanges.bind(binding)
 
     # ------------------------------------------------------------------ timers
+    #
+    # x-expires (RabbitMQ: "queue TTL"): a queue unused for that long is deleted.  Unused: no
+    # consumer, and not declared or read (GET) through /management since.  Message TTLs are
+    # the queues' own timers.
+
+    def used(self, name: str) -> None:
+        """``name`` was declared or read: an ``x-expires`` queue's idle time starts again."""
+        spec = self.specs.get(name)
+        if spec is None or spec.expires is None:
+            return
+        now = self.broker.now()
+        first = self.next_deadline()
+        self.idle_since[name] = now
+        if first is None or now + spec.expires < first:
+            self._timers_changed()
+
+    def _consumer_ended(self, name: str, now: float) -> None:
+        self.used(name)
+
+    def _expires_at(self, name: str, since: float) -> float | None:
+        spec = self.specs.get(name)
+        queue = self.broker.router.queues.get(name)
+        if spec is None or spec.expires is None or queue is None or queue.consumers:
+            return None  # a queue with consumers is in use; its time starts when the last one goes
+        return since + spec.expires
 
     def next_deadline(self) -> float | None:
-        return None  # nothing here runs on the clock: TTLs are the queues' own
+        deadlines = [at for name, since in self.idle_since.items() if (at := self._expires_at(name, since)) is not None]
+        return min(deadlines) if deadlines else None
 
     def run_timers(self, now: float) -> None:
-        pass
+        for name, since in list(self.idle_since.items()):
+            at = self._expires_at(name, since)
+            if at is not None and at <= now:
+                self.delete_queue(name)
+
+    def _timers_changed(self) -> None:
+        if self.broker.on_timers_changed is not None:
+            self.broker.on_timers_changed()
 
     def reset(self) -> None:
         self.exchanges.reset()
         self.specs.clear()
+        self.idle_since.clear()
         self.unroutable = 0
 
 

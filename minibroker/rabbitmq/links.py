@@ -12,14 +12,16 @@
 * :class:`RabbitConsumer`: a consumer of a ``/queues/`` address; every
   delivery carries message-annotations (RabbitMQ's ``x-exchange`` and
   ``x-routing-key``, which its client reads), a single-active-consumer
-  queue gives credit to its first consumer only, and ``modified`` with
-  undeliverable-here discards, as RabbitMQ 4 does.
+  queue gives credit to its first consumer only, ``modified`` with
+  undeliverable-here discards, as RabbitMQ 4 does, and its end starts an
+  ``x-expires`` queue's idle time.
 """
 
 from __future__ import annotations
 
 import struct
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..amqp import codec
@@ -186,6 +188,13 @@ class RabbitConsumer(ConsumerLink):
     """A consumer of a ``/queues/`` address (see the module's docstring)."""
 
     single_active = False
+    #: Told (queue name, clock time) when this consumer's link ends: a queue's x-expires counts from then.
+    on_end: Callable[[str, float], None] | None = None
+
+    def end(self, closed: bool, now: float) -> None:
+        super().end(closed, now)
+        if self.on_end is not None:
+            self.on_end(self.queue.name, now)
 
     def credit(self) -> int:
         if self.single_active and self.queue.consumers and self.queue.consumers[0] is not self:

@@ -132,6 +132,7 @@ def _queue(layer: RabbitMQLayer, method: str, name: str, body: Any) -> Response:
     if method == "GET":
         if name not in broker.queues:
             raise ExchangeError(404, f"NOT_FOUND - no queue '{name}' in vhost '/'")
+        layer.used(name)
         return Response(200, layer.queue_info(name))
     raise ExchangeError(405, f"method {method!r} is not allowed on a queue: PUT, GET or DELETE")
 

@@ -174,3 +174,22 @@ def test_permissions_hold_on_rabbitmq_addresses(clock: ManualClock) -> None:
     assert isinstance(outcome, Rejected) and outcome.error.condition == "amqp:unauthorized-access"
     pump.send(peer.transfer(1, 1, b"y", Message(body="y", properties=Properties(to="/exchanges/logs/k")).encode()))
     assert isinstance(pump.frames.last(Disposition).state, Released)  # allowed; no queue bound
+
+
+def test_x_expires_deletes_an_unused_queue(broker: Broker, clock: ManualClock) -> None:
+    declare(broker, "idle", **{"x-expires": 10_000})
+    declare(broker, "busy", **{"x-expires": 10_000})
+    peer = Peer()
+    pump = connect(broker, peer)
+    pump.send(peer.header() + peer.open() + peer.begin() + peer.attach_receiver("r", queue_address("busy"), 0))
+    clock.advance(6)
+    assert request(broker, "GET", queue_address("idle")).status == 200  # a read counts as use
+    clock.advance(6)
+    assert sorted(broker.queues) == ["busy", "idle"]
+    clock.advance(5)
+    assert sorted(broker.queues) == ["busy"]  # 10 s after its last use
+    pump.send(peer.detach(0, closed=True))  # the consumer goes: busy's 10 s start now
+    clock.advance(9)
+    assert "busy" in broker.queues
+    clock.advance(1)
+    assert "busy" not in broker.queues
