@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 ROUTING = """
+from pathlib import Path
+
 import pytest
 
 pytestmark = pytest.mark.amqp_broker(
@@ -58,3 +62,20 @@ def test_a_bad_binding_entry_says_the_forms(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest()
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*bindings entries are (exchange, queue) or (exchange, queue, key) tuples*"])
+
+
+def test_the_picture_names_the_exchange_and_key(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.amqp_broker(queues=["errors"], exchanges=[("logs", "topic")], bindings=[("logs", "errors", "*.error")])
+        def test_routed(amqp_broker):
+            amqp_broker.publish("/exchanges/logs/kern.error", "disk full")
+            assert amqp_broker.queue("errors").depth == 2
+        """
+    )
+    result = pytester.runpytest(f"--minibroker-html={tmp_path}")
+    result.assert_outcomes(failed=1)
+    (page,) = tmp_path.glob("*.html")
+    assert "routed to errors: (exchange &#x27;logs&#x27;, key &#x27;kern.error&#x27;) &#x27;disk full&#x27;" in page.read_text()
