@@ -5,8 +5,8 @@ names a queue, ``topic://name`` a topic.  A plain name is whichever node of
 that name exists, else a node of the first kind whose capabilities the
 terminus carries (``topic``), else a queue.  All kinds share one name space.
 RabbitMQ 4's ``/queues/{name}`` (the name percent-encoded, RFC 3986 §2.1)
-names the same queue as ``queue://name`` (``minibroker.rabbitmq`` adds its
-exchange addresses).
+names the node ``name`` as a plain name does (RabbitMQ's queues include its
+streams; ``minibroker.rabbitmq`` adds its exchange addresses).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def parse_address(address: str, capabilities: frozenset[str] = frozenset()) -> t
     """``(name, kind, explicit)``: ``explicit`` when a ``kind://`` prefix fixed the kind."""
     rest = address[len(RABBITMQ_QUEUE_PREFIX) :]
     if address.startswith(RABBITMQ_QUEUE_PREFIX) and rest and "/" not in rest:
-        return unquote(rest), "queue", True
+        return unquote(rest), _DEFAULT_KIND, False  # whichever node has the name, else a queue
     for row in ADDRESS_KINDS:
         if address.startswith(row.prefix):
             return address[len(row.prefix) :], row.kind, True

@@ -62,6 +62,8 @@ _DEATH_REASONS = {
     "MaxLengthExceeded": "maxlen",
     "MaxDeliveryCountExceeded": "delivery_limit",
 }
+#: The node kinds RabbitMQ calls queues (its classic and quorum queues, and its streams).
+QUEUE_KINDS = ("queue", "stream")
 #: The node name RabbitMQ reports as a queue's leader and replica.
 NODE_NAME = "rabbit@minibroker"
 
@@ -72,7 +74,7 @@ class RabbitMQLayer:
     def __init__(self, broker: Broker, options: RabbitMQOptions | None = None) -> None:
         self.broker = broker
         self.options = options or RabbitMQOptions()
-        self.exchanges = Exchanges(lambda name: name in broker.router.queues)
+        self.exchanges = Exchanges(self.is_queue)
         #: Queues declared through /management, with their type and arguments.
         self.specs: dict[str, QueueSpec] = {}
         #: Messages no queue received (settled ``released``), over all exchanges.
@@ -81,6 +83,11 @@ class RabbitMQLayer:
         self.idle_since: dict[str, float] = {}
         if broker.permissions is not None:  # RabbitMQ addresses never create a node: send/receive rights suffice
             broker.permissions.creates_nothing = is_rabbitmq_address
+
+    def is_queue(self, name: str) -> bool:
+        """Whether ``name`` is what RabbitMQ calls a queue here (a queue or a stream node)."""
+        node = self.broker.router.nodes.get(name)
+        return node is not None and node.KIND in QUEUE_KINDS
 
     # ------------------------------------------------------------ connections
 
@@ -158,7 +165,7 @@ class RabbitMQLayer:
             raise Refusal(conditions.INVALID_FIELD, str(exc)) from None
         if destination.kind == "exchange" and destination.name not in self.exchanges.exchanges:
             raise Refusal(conditions.NOT_FOUND, f"no exchange '{destination.name}' in vhost '/'")
-        if destination.kind == "queue" and destination.name not in self.broker.router.queues:
+        if destination.kind == "queue" and not self.is_queue(destination.name):
             raise Refusal(conditions.NOT_FOUND, f"no queue '{destination.name}' in vhost '/'")
         return destination
 
@@ -205,7 +212,7 @@ class RabbitMQLayer:
         refused: list[Error] = []
         router = self.broker.router
         for name in queues:
-            error = router.route(router.queues[name], annotated, now, source)
+            error = router.route(router.nodes[name], annotated, now, source)
             if error is not None:
                 refused.append(error)
         return Rejected(error=refused[0]) if refused else Accepted()

@@ -44,7 +44,7 @@ def test_encoding_round_trips_like_the_client() -> None:
 
 
 def test_plain_and_v2_queue_addresses_name_one_queue() -> None:
-    assert parse_address("/queues/a%20b") == ("a b", "queue", True)
+    assert parse_address("/queues/a%20b") == ("a b", "queue", False)
     assert parse_address("a b") == ("a b", "queue", False)
 
 
