@@ -1,7 +1,8 @@
 """Queue arguments RabbitMQ users rely on, mapped onto minibroker's queue options.
 
 ===========================  ================================================================
-``x-queue-type``             ``classic`` (default), ``quorum``; ``stream`` needs a stream node
+``x-queue-type``             ``classic`` (default), ``quorum``: a queue; ``stream``: a stream node
+                             (``x-max-length-bytes`` and ``x-max-age`` its retention)
 ``x-message-ttl`` (ms)       ``default_ttl`` and ``max_ttl``: RabbitMQ uses the lower of the
                              message's and the queue's TTL
 ``x-max-length``             ``max_depth``
@@ -28,7 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..broker.config import QueueOptions
+from ..broker.config import QueueOptions, StreamOptions
+from ..broker.streamlog import interval_seconds
 from .exchanges import ExchangeError
 
 __all__ = ["QUEUE_TYPES", "QueueSpec", "queue_spec", "QUORUM_DELIVERY_LIMIT"]
@@ -59,6 +61,8 @@ class QueueSpec:
     single_active_consumer: bool
     #: ``x-expires`` in seconds: unused that long, the queue is deleted.
     expires: float | None = None
+    #: For ``x-queue-type: stream``: retention from ``x-max-length-bytes`` and ``x-max-age``.
+    stream: StreamOptions | None = None
 
     def equivalent(self, other: QueueSpec) -> str | None:
         """None when ``other`` declares the same queue; else the first argument that differs (for 409)."""
@@ -108,6 +112,13 @@ def queue_spec(name: str, body: Mapping[str, Any], defaults: QueueOptions) -> Qu
     else:
         priorities = max_priority + 1 if max_priority else 1
         max_delivery_count = limit if limit else _NO_LIMIT
+    stream = None
+    if kind == "stream":
+        age = arguments.get("x-max-age")
+        max_age = interval_seconds(age) if isinstance(age, str) else None
+        if age is not None and not max_age:
+            raise _bad("x-max-age", name, f"expected a duration such as '7D' or '3600s' (units Y M D h m s), got {age!r}")
+        stream = StreamOptions(max_bytes=max_bytes or None, max_age=max_age)
     dlx = arguments.get("x-dead-letter-exchange")
     dlk = arguments.get("x-dead-letter-routing-key")
     options = QueueOptions(
@@ -134,4 +145,5 @@ def queue_spec(name: str, body: Mapping[str, Any], defaults: QueueOptions) -> Qu
         dead_letter_routing_key=None if dlk is None else str(dlk),
         single_active_consumer=bool(arguments.get("x-single-active-consumer", False)),
         expires=arguments["x-expires"] / 1000 if arguments.get("x-expires") else None,
+        stream=stream,
     )

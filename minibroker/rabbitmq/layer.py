@@ -224,14 +224,16 @@ class RabbitMQLayer:
         name = spec.name
         if name.startswith("amq."):
             raise ExchangeError(403, f"ACCESS_REFUSED - queue name '{name}' contains reserved prefix 'amq.*'")
-        if spec.type == "stream":
-            raise ExchangeError(400, f"COMMAND_INVALID - queue '{name}': stream queues are not emulated yet")
         router = self.broker.router
+        kind = "stream" if spec.type == "stream" else "queue"
         other = router.nodes.get(name)
-        if other is not None and other.KIND != "queue":
-            raise ExchangeError(409, f"PRECONDITION_FAILED - '{name}' is a {other.KIND} of this broker, not a queue")
-        queue = router.queues.get(name)
-        existing = self.specs.get(name) if queue is not None else None
+        if other is not None and other.KIND != kind:
+            raise ExchangeError(
+                409 if other.KIND in QUEUE_KINDS else 400,
+                f"PRECONDITION_FAILED - inequivalent arg 'x-queue-type' for queue '{name}' in vhost '/': "
+                f"received '{spec.type}' but '{name}' is a {other.KIND} here",
+            )
+        existing = self.specs.get(name) if other is not None else None
         if existing is not None:
             differs = existing.equivalent(spec)
             if differs is not None:
@@ -242,11 +244,15 @@ class RabbitMQLayer:
                 )
             self.used(name)
             return
+        self.specs[name] = spec
+        if spec.stream is not None:  # a node made another way takes the declaration too
+            self.broker.declare_stream(name, spec.stream)
+            return
+        queue = router.queues.get(name)
         if queue is None:
             queue = self.broker.declare_queue(name, spec.options)
         else:
             queue.options = spec.options  # a queue made by a plain address takes the declaration
-        self.specs[name] = spec
         if spec.dead_letter_exchange is not None:
             queue.dead_letter = self._dead_letter
         self.used(name)
@@ -256,29 +262,40 @@ class RabbitMQLayer:
         self.specs.pop(name, None)
         self.idle_since.pop(name, None)
         self.exchanges.drop_destination(name, "queue")
-        queue = self.broker.router.queues.get(name)
-        if queue is None:
+        node = self.broker.router.nodes.get(name)
+        if node is None or node.KIND not in QUEUE_KINDS:
             return 0
-        count = queue.available_count
+        count = self.message_count(name)
         self.broker.delete_node(name)
         return count
 
+    def message_count(self, name: str) -> int:
+        """RabbitMQ's ``message_count``: a queue's ready messages, a stream's retained ones."""
+        router = self.broker.router
+        queue = router.queues.get(name)
+        if queue is not None:
+            return queue.available_count
+        return len(router.streams[name].log)
+
     def queue_info(self, name: str) -> dict[str, Any]:
         """What ``GET /queues/{name}`` answers (RabbitMQ's fields)."""
-        queue = self.broker.router.queues[name]
+        router = self.broker.router
+        queue = router.queues.get(name)
         spec = self.specs.get(name)
+        kind = "stream" if queue is None else "classic"
+        consumers = len(queue.consumers) if queue is not None else len(router.streams[name].readers)
         return {
             "name": name,
             "vhost": "/",
             "durable": spec.durable if spec is not None else True,
             "auto_delete": spec.auto_delete if spec is not None else False,
             "exclusive": spec.exclusive if spec is not None else False,
-            "type": spec.type if spec is not None else "classic",
+            "type": spec.type if spec is not None else kind,
             "arguments": dict(spec.arguments) if spec is not None else {},
             "leader": NODE_NAME,
             "replicas": [NODE_NAME],
-            "message_count": queue.available_count,
-            "consumer_count": len(queue.consumers),
+            "message_count": self.message_count(name),
+            "consumer_count": consumers,
         }
 
     def _dead_letter(self, queue: Queue, entry: Entry, reason: str, description: str | None) -> None:

@@ -13,7 +13,7 @@ What RabbitMQ answers, and what this node answers:
 ``PUT /queues/{q}``                         200 and the queue's info; 409 inequivalent; 400
 ``DELETE /queues/{q}``                      200 ``{message_count}`` (a missing queue too)
 ``GET /queues/{q}``                         200 and the queue's info; 404
-``DELETE /queues/{q}/messages``             200 ``{message_count}`` (purge); 404
+``DELETE /queues/{q}/messages``             200 ``{message_count}`` (purge); 404; 400 for a stream
 ``POST /bindings``                          204; 404 if either end is missing
 ``DELETE /bindings/src=..;dstq=..;key=..``  204 (a missing binding too)
 ==========================================  ==========================================
@@ -75,6 +75,8 @@ def _dispatch(layer: RabbitMQLayer, method: str, path: str, body: Any) -> Respon
         return Response(204)
     if path.startswith("/queues/") and path.endswith("/messages") and method == "DELETE":
         name = parse_destination(path[: -len("/messages")]).name
+        if name in layer.broker.router.streams:
+            raise ExchangeError(400, f"PRECONDITION_FAILED - queue '{name}' is a stream: streams cannot be purged")
         if name not in layer.broker.queues:
             raise ExchangeError(404, f"NOT_FOUND - no queue '{name}' in vhost '/'")
         return Response(200, {"message_count": layer.broker.purge(name)})
@@ -130,7 +132,7 @@ def _queue(layer: RabbitMQLayer, method: str, name: str, body: Any) -> Response:
         count = layer.delete_queue(name)
         return Response(200, {"message_count": count})
     if method == "GET":
-        if name not in broker.queues:
+        if not layer.is_queue(name):
             raise ExchangeError(404, f"NOT_FOUND - no queue '{name}' in vhost '/'")
         layer.used(name)
         return Response(200, layer.queue_info(name))
