@@ -23,6 +23,7 @@ from rabbitmq_amqp_python_client import (
     ExchangeToQueueBindingSpecification,
     ExchangeType,
     Message,
+    MessageProperties,
     OffsetSpecification,
     QueueType,
     StreamConsumerOptions,
@@ -162,3 +163,49 @@ def test_an_exchange_routes_to_a_stream(broker: minibroker.ThreadedBroker, conne
     received = consume(connection, STREAM, 1, consumer_options=StreamConsumerOptions(offset_specification=OffsetSpecification.first))
     assert received.bodies == ["through the exchange"]
     assert received.annotations[0]["x-exchange"] == "fan" and received.annotations[0]["x-stream-offset"] == 0
+
+
+def publish_fruit(connection: Connection) -> None:
+    publisher = connection.publisher(STREAM)
+    for i in range(4):
+        publisher.publish(Message(body=Converter.string_to_bytes(f"apple: {i}")))
+    for i in range(3):
+        publisher.publish(
+            Message(
+                body=Converter.string_to_bytes(f"the_right_one {i}"),
+                subject=f"something_in_the_filter_{i}",
+                application_properties={"a_in_the_filter_key": "a_in_the_filter_value"},
+            )
+        )
+    publisher.close()
+
+
+def test_sql_filter(connection: Connection) -> None:
+    publish_fruit(connection)
+    sql = "properties.subject LIKE '%in_the_filter%' AND a_in_the_filter_key = 'a_in_the_filter_value'"
+    received = consume(
+        connection,
+        STREAM,
+        3,
+        consumer_options=StreamConsumerOptions(
+            offset_specification=OffsetSpecification.first, filter_options=StreamFilterOptions(sql=sql)
+        ),
+    )
+    assert received.bodies == [f"the_right_one {i}" for i in range(3)]
+
+
+def test_properties_and_application_properties_filters(connection: Connection) -> None:
+    publish_fruit(connection)
+    received = consume(
+        connection,
+        STREAM,
+        1,
+        consumer_options=StreamConsumerOptions(
+            offset_specification=OffsetSpecification.first,
+            filter_options=StreamFilterOptions(
+                message_properties=MessageProperties(subject="something_in_the_filter_2"),
+                application_properties={"a_in_the_filter_key": "a_in_the_filter_value"},
+            ),
+        ),
+    )
+    assert received.bodies == ["the_right_one 2"]
