@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..amqp.types import Array, Described, symbol, timestamp
-from .expressions import Expression, parse_expression_filters
+from .expressions import EXPRESSION_FILTERS, Expression, parse_expression_filters
 from .filters import FilterError, parse_filter_set, selector_matches
 from .selector import Selector
 from .stored import StoredMessage
@@ -103,8 +103,11 @@ def _kind(name: Any, value: Any) -> str | None:
 
 
 def has_stream_filters(filter_set: Mapping[Any, Any] | None) -> bool:
-    """Whether a filter-set carries any of RabbitMQ's stream filters (to refuse them on a queue)."""
-    return bool(filter_set) and any(_kind(k, v) is not None for k, v in (filter_set or {}).items())
+    """Whether a filter-set carries any of RabbitMQ's stream filters or filter expressions (to refuse them on a queue)."""
+    return bool(filter_set) and any(
+        _kind(k, v) is not None or (isinstance(v, Described) and v.descriptor in EXPRESSION_FILTERS)
+        for k, v in (filter_set or {}).items()
+    )
 
 
 def parse_stream_filters(filter_set: Mapping[Any, Any] | None, now: float) -> tuple[StreamFilter, dict[Any, Any] | None]:

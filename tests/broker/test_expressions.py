@@ -72,3 +72,10 @@ def test_bad_filters_refuse_the_link_with_what_was_wrong() -> None:
         parse_expression_filters({symbol("p"): described("amqp:properties-filter", "subject")})
     with pytest.raises(FilterError, match="at most"):
         parse_expression_filters({symbol("s"): described("amqp:sql-filter", "a = 1 OR " * 1000 + "a = 2")})
+
+
+def test_an_expression_alone_makes_a_stream_reader() -> None:
+    # The client sends only the SQL filter when no offset is asked for: the link is still a stream reader's.
+    from minibroker.broker.streamfilters import has_stream_filters
+
+    assert has_stream_filters({symbol("sql-filter"): described("amqp:sql-filter", "p.subject = 'a'")})
