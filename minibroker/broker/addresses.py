@@ -65,6 +65,8 @@ def parse_address(address: str, capabilities: frozenset[str] = frozenset()) -> t
     rest = address[len(RABBITMQ_QUEUE_PREFIX) :]
     if address.startswith(RABBITMQ_QUEUE_PREFIX) and rest and "/" not in rest:
         return unquote(rest), _DEFAULT_KIND, False  # whichever node has the name, else a queue
+    if not capabilities and "://" not in address:
+        return address, _DEFAULT_KIND, False  # the common case, on every message: a plain name
     for row in ADDRESS_KINDS:
         if address.startswith(row.prefix):
             return address[len(row.prefix) :], row.kind, True
