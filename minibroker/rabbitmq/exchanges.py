@@ -117,15 +117,16 @@ def topic_matches(pattern: str, key: str) -> bool:
     """Whether a topic binding key (``*`` one word, ``#`` zero or more) matches ``key``."""
     words = key.split(".") if key else []
     parts = pattern.split(".") if pattern else []
-    # Dynamic programming over (pattern position, key position): bounded by len(parts) * len(words).
+    # The key positions each pattern prefix can reach: work bounded by len(parts) * len(words).
     reachable = {0}
     for part in parts:
         following: set[int] = set()
-        for position in reachable:
-            if part == "#":
-                following.update(range(position, len(words) + 1))
-            elif position < len(words) and (part == "*" or part == words[position]):
-                following.add(position + 1)
+        if part == "#":  # from the first reachable position, any number of words
+            following.update(range(min(reachable), len(words) + 1))
+        else:
+            for position in reachable:
+                if position < len(words) and (part == "*" or part == words[position]):
+                    following.add(position + 1)
         reachable = following
         if not reachable:
             return False
