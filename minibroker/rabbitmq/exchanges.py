@@ -29,7 +29,8 @@ followed breadth first, each exchange visited once, so a cycle ends.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -102,21 +103,34 @@ class Exchange:
     unroutable: int = 0
     _turn: int = 0
 
-    def matches(self, binding: Binding, routing_key: str, headers: Mapping[str, Any] | None) -> bool:
+    def matches(
+        self, binding: Binding, routing_key: str, headers: Mapping[str, Any] | None, words: Sequence[str] | None = None
+    ) -> bool:
         kind = self.type
         if kind == "fanout" or kind == "x-local-random":
             return True
         if kind == "topic":
-            return topic_matches(binding.key, routing_key)
+            return topic_matches(binding.key, routing_key, words)
         if kind == "headers":
             return headers_match(binding.arguments, headers or {})
         return binding.key == routing_key  # direct
 
 
-def topic_matches(pattern: str, key: str) -> bool:
-    """Whether a topic binding key (``*`` one word, ``#`` zero or more) matches ``key``."""
-    words = key.split(".") if key else []
-    parts = pattern.split(".") if pattern else []
+@functools.lru_cache(maxsize=4096)  # binding keys are few and reused for every message
+def _words(pattern: str) -> tuple[str, ...] | None:
+    """A topic binding key's words, or None when it has no wildcard (it then matches itself only)."""
+    if "*" not in pattern and "#" not in pattern:
+        return None
+    return tuple(pattern.split(".")) if pattern else ()
+
+
+def topic_matches(pattern: str, key: str, words: Sequence[str] | None = None) -> bool:
+    """Whether a topic binding key (``*`` one word, ``#`` zero or more) matches ``key`` (split: ``words``)."""
+    parts = _words(pattern)
+    if parts is None:
+        return pattern == key
+    if words is None:
+        words = key.split(".") if key else []
     # The key positions each pattern prefix can reach: work bounded by len(parts) * len(words).
     reachable = {0}
     for part in parts:
@@ -280,7 +294,8 @@ class Exchanges:
         return list(queues)
 
     def _matching(self, exchange: Exchange, routing_key: str, headers: Mapping[str, Any] | None) -> Iterable[Binding]:
-        matched = [b for b in exchange.bindings if exchange.matches(b, routing_key, headers)]
+        words = routing_key.split(".") if exchange.type == "topic" and routing_key else []  # split once per exchange
+        matched = [b for b in exchange.bindings if exchange.matches(b, routing_key, headers, words)]
         if exchange.type == "x-local-random" and matched:
             exchange._turn += 1
             return [matched[exchange._turn % len(matched)]]
