@@ -264,7 +264,10 @@ class BrokerAPI:
         if destination.name not in layer.exchanges.exchanges:
             raise NodeError(f"no exchange named {destination.name!r}; declare it first (broker.declare_exchange)")
         now = self._broker.now()
-        layer.publish(destination, StoredMessage(payload, now), now, Source.API)
+        outcome = layer.publish(destination, StoredMessage(payload, now), now, Source.API)
+        error = getattr(outcome, "error", None)  # rejected: e.g. an internal exchange takes no publishers
+        if error is not None:
+            raise ValueError(f"{address!r} refused the message: {error.description}")
         self._broker.flush()
 
     def publish_many(

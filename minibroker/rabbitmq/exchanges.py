@@ -23,7 +23,9 @@ ordering guarantees": one copy per queue, in publication order).
     here a single node is local, and turns make tests repeatable).
 
 The default exchange (named ``""``) is bound implicitly to every queue by its
-name; it takes no explicit bindings.  Exchange-to-exchange bindings are
+name; it takes no explicit bindings.  An ``auto_delete`` exchange is deleted
+when its last binding is removed; an ``internal`` one takes no publishers
+(only exchange-to-exchange bindings reach it).  Exchange-to-exchange bindings are
 followed breadth first, each exchange visited once, so a cycle ends.
 """
 
@@ -224,10 +226,16 @@ class Exchanges:
 
     def drop_destination(self, name: str, kind: Literal["queue", "exchange"]) -> None:
         """A queue or exchange went: the bindings to it go too."""
-        for exchange in self.exchanges.values():
-            exchange.bindings = [
-                b for b in exchange.bindings if not (b.destination == name and b.destination_kind == kind)
-            ]
+        for exchange in list(self.exchanges.values()):
+            kept = [b for b in exchange.bindings if not (b.destination == name and b.destination_kind == kind)]
+            if len(kept) != len(exchange.bindings):
+                exchange.bindings = kept
+                self._auto_delete(exchange)
+
+    def _auto_delete(self, exchange: Exchange) -> None:
+        """An auto-delete exchange goes when its last binding does (RabbitMQ: once it has had one)."""
+        if exchange.auto_delete and not exchange.bindings and exchange.name in self.exchanges:
+            self.delete(exchange.name)
 
     def bind(self, binding: Binding) -> None:
         """Add a binding (an identical one is not added twice); 404 if either end is missing."""
@@ -261,6 +269,8 @@ class Exchanges:
         ]
         removed = len(source.bindings) - len(kept)
         source.bindings = kept
+        if removed:
+            self._auto_delete(source)
         return removed
 
     # ------------------------------------------------------------- routing

@@ -165,6 +165,8 @@ class RabbitMQLayer:
             raise Refusal(conditions.INVALID_FIELD, str(exc)) from None
         if destination.kind == "exchange" and destination.name not in self.exchanges.exchanges:
             raise Refusal(conditions.NOT_FOUND, f"no exchange '{destination.name}' in vhost '/'")
+        if destination.kind == "exchange" and self.exchanges.exchanges[destination.name].internal:
+            raise Refusal(conditions.UNAUTHORIZED_ACCESS, f"forbidden to publish to internal exchange '{destination.name}'")
         if destination.kind == "queue" and not self.is_queue(destination.name):
             raise Refusal(conditions.NOT_FOUND, f"no queue '{destination.name}' in vhost '/'")
         return destination
@@ -186,9 +188,16 @@ class RabbitMQLayer:
                 destination = parse_destination(to)
             except AddressError as exc:
                 return Rejected(error=amqp_error(conditions.INVALID_FIELD, str(exc)))
-        if destination.kind == "exchange" and destination.name not in self.exchanges.exchanges:
-            # Named by `to`, or deleted since the link attached.
-            return Rejected(error=amqp_error(conditions.NOT_FOUND, f"no exchange '{destination.name}' in vhost '/'"))
+        if destination.kind == "exchange":
+            exchange = self.exchanges.exchanges.get(destination.name)
+            if exchange is None:  # named by `to`, or deleted since the link attached
+                return Rejected(error=amqp_error(conditions.NOT_FOUND, f"no exchange '{destination.name}' in vhost '/'"))
+            if exchange.internal:
+                return Rejected(
+                    error=amqp_error(
+                        conditions.UNAUTHORIZED_ACCESS, f"forbidden to publish to internal exchange '{destination.name}'"
+                    )
+                )
         if destination.kind == "queue":
             return self.route("", destination.name, message, now, source)
         if destination.key is not None:
@@ -372,6 +381,11 @@ class RabbitMQLayer:
             self._timers_changed()
 
     def _consumer_ended(self, name: str, now: float) -> None:
+        spec = self.specs.get(name)
+        queue = self.broker.router.queues.get(name)
+        if spec is not None and spec.auto_delete and queue is not None and not queue.consumers:
+            self.delete_queue(name)  # RabbitMQ: an auto-delete queue goes with its last consumer
+            return
         self.used(name)
 
     def _expires_at(self, name: str, since: float) -> float | None:

@@ -193,3 +193,30 @@ def test_x_expires_deletes_an_unused_queue(broker: Broker, clock: ManualClock) -
     assert "busy" in broker.queues
     clock.advance(1)
     assert "busy" not in broker.queues
+
+
+def test_internal_and_auto_delete_exchanges(broker: Broker) -> None:
+    declare(broker, "q")
+    assert request(broker, "PUT", "/exchanges/inner", {"type": "fanout", "internal": True}).status == 204
+    assert request(broker, "PUT", "/exchanges/front", {"type": "fanout", "auto_delete": True}).status == 204
+    assert request(broker, "POST", "/bindings", {"source": "inner", "destination_queue": "q"}).status == 204
+    assert request(broker, "POST", "/bindings", {"source": "front", "destination_exchange": "inner"}).status == 204
+    now = broker.now()
+    direct = layer_of(broker).publish(Destination("exchange", "inner", ""), StoredMessage(build_message("x").encode(), now), now)
+    assert isinstance(direct, Rejected) and direct.error.condition == "amqp:unauthorized-access"
+    through = layer_of(broker).publish(Destination("exchange", "front", ""), StoredMessage(build_message("y").encode(), now), now)
+    assert isinstance(through, Accepted) and bodies(broker, "q") == ["y"]  # reached through a binding
+    assert request(broker, "DELETE", "/bindings/src=front;dste=inner;key=;args=").status == 204
+    assert "front" not in layer_of(broker).exchanges.exchanges  # its last binding went
+
+
+def test_auto_delete_queue_goes_with_its_last_consumer(broker: Broker) -> None:
+    assert request(broker, "PUT", queue_address("temp"), {"auto_delete": True, "arguments": {}}).status == 200
+    peer = Peer()
+    pump = connect(broker, peer)
+    pump.send(peer.header() + peer.open() + peer.begin())
+    pump.send(peer.attach_receiver("a", queue_address("temp"), 0) + peer.attach_receiver("b", queue_address("temp"), 1))
+    pump.send(peer.detach(0, closed=True))
+    assert "temp" in broker.queues  # one consumer left
+    pump.send(peer.detach(1, closed=True))
+    assert "temp" not in broker.queues
