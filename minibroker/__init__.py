@@ -12,6 +12,7 @@ try:
 except PackageNotFoundError:  # run from a source tree that was never installed
     __version__ = "0+unknown"
 
+from . import rabbitmq as rabbitmq  # registers the RabbitMQ layer for /management
 from . import servicebus as servicebus  # registers the Service Bus layer for $cbs
 from .amqp.message import Message as Message
 from .api import build_message as build_message
@@ -20,6 +21,7 @@ from .broker.clock import ManualClock as ManualClock
 from .broker.clock import SystemClock as SystemClock
 from .broker.config import BrokerConfig as BrokerConfig
 from .broker.config import QueueOptions as QueueOptions
+from .broker.config import RabbitMQOptions as RabbitMQOptions
 from .broker.config import ServiceBusOptions as ServiceBusOptions
 from .broker.config import StreamOptions as StreamOptions
 from .broker.engine import Broker as Broker
@@ -43,7 +45,7 @@ from .trio_broker import TrioClock as TrioClock
 from .trio_broker import open_broker as open_broker
 
 __all__ = [
-    "__version__", "Broker", "BrokerConfig", "ServiceBusOptions", "ExposedBrokerWarning", "BrokerStatistics", "Client", "Clock", "FaultNotFired", "FrameRecord",
+    "__version__", "Broker", "BrokerConfig", "RabbitMQOptions", "ServiceBusOptions", "ExposedBrokerWarning", "BrokerStatistics", "Client", "Clock", "FaultNotFired", "FrameRecord",
     "ManualClock", "Message", "NodeError",
     "NodeStatistics", "QueueOptions", "QueueSnapshot", "QueuedMessage", "StreamMessage", "StreamOptions",
     "StreamSnapshot", "SystemClock", "ThreadedBroker",

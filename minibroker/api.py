@@ -15,6 +15,7 @@ from .broker.addresses import node_name, parse_address
 from .broker.clock import Clock
 from .broker.config import QueueOptions, StreamOptions
 from .broker.engine import Broker, NodeError
+from .broker.publish import Source
 from .broker.statistics import (
     BrokerStatistics,
     FrameRecord,
@@ -26,6 +27,10 @@ from .broker.statistics import (
 from .broker.stored import StoredMessage
 from .broker.tap import Observer
 from .message_fields import build_message, data_body
+from .rabbitmq.addresses import EXCHANGES, parse_destination
+from .rabbitmq.exchanges import Binding
+from .rabbitmq.layer import RabbitMQLayer
+from .rabbitmq.snapshots import ExchangeSnapshot
 from .testing.assertions import assert_queue, assert_stream
 
 __all__ = ["BrokerAPI", "build_message", "check", "timed_out"]
@@ -235,6 +240,9 @@ class BrokerAPI:
     def publish(self, address: str, body: Any = None, *, message: Message | None = None, **fields: Any) -> None:
         """Put a message on ``address`` without a client: ``publish("orders", {"id": 1}, priority=7)``.
 
+        With the RabbitMQ layer on, ``/exchanges/{name}/{key}`` routes through that exchange
+        (a message no queue takes counts in ``exchange(name).unroutable``).
+
         The fields are those of :func:`build_message`; a bad one raises before the broker
         changes (no queue is created).
         """
@@ -244,7 +252,23 @@ class BrokerAPI:
         elif body is not None or fields:
             raise TypeError("pass either message=Message(...) or a body with fields, not both")
         payload = _encoded(lambda: message.encode())
-        self._call(self._broker.publish, address, payload)
+        if address.startswith(EXCHANGES):
+            self._call(self._publish_to_exchange, address, payload)
+        else:
+            self._call(self._broker.publish, address, payload)
+
+    def _publish_to_exchange(self, address: str, payload: bytes) -> None:
+        """Route through a RabbitMQ exchange as a client's publish would (unroutable: counted, dropped)."""
+        layer = self._rabbitmq()
+        destination = parse_destination(address)
+        if destination.name not in layer.exchanges.exchanges:
+            raise NodeError(f"no exchange named {destination.name!r}; declare it first (broker.declare_exchange)")
+        now = self._broker.now()
+        outcome = layer.publish(destination, StoredMessage(payload, now), now, Source.API)
+        error = getattr(outcome, "error", None)  # rejected: e.g. an internal exchange takes no publishers
+        if error is not None:
+            raise ValueError(f"{address!r} refused the message: {error.description}")
+        self._broker.flush()
 
     def publish_many(
         self,
@@ -305,6 +329,61 @@ class BrokerAPI:
     def transactions(self) -> list[TransactionSnapshot]:
         """Open transactions with their staged work."""
         return self._read(self._broker.transaction_snapshots)
+
+    # ------------------------------------------------- RabbitMQ exchanges
+
+    def _rabbitmq(self) -> RabbitMQLayer:
+        layer = self._broker.extension
+        if not isinstance(layer, RabbitMQLayer):
+            raise RuntimeError(
+                "exchanges belong to the RabbitMQ layer: start the broker with "
+                "rabbitmq=RabbitMQOptions() (or the marker's rabbitmq=RabbitMQOptions())"
+            )
+        return layer
+
+    def exchange(self, name: str) -> ExchangeSnapshot:
+        """A frozen snapshot of a RabbitMQ exchange: type, bindings, messages published and unroutable."""
+        return self._read(lambda: self._rabbitmq().exchange_snapshot(name))
+
+    def exchanges(self) -> list[str]:
+        """Names of all RabbitMQ exchanges (the default one is ``""``), sorted."""
+        return self._read(lambda: sorted(self._rabbitmq().exchanges.exchanges))
+
+    def declare_exchange(
+        self,
+        name: str,
+        type: str = "direct",
+        *,
+        durable: bool = True,
+        auto_delete: bool = False,
+        internal: bool = False,
+        arguments: dict[str, Any] | None = None,
+    ) -> None:
+        """Declare a RabbitMQ exchange (``direct``, ``fanout``, ``topic``, ``headers``, ``x-local-random``),
+        as ``PUT /exchanges/{name}`` would; an existing one must be declared the same."""
+        self._call(
+            lambda: self._rabbitmq().exchanges.declare(
+                name, type, durable=durable, auto_delete=auto_delete, internal=internal, arguments=arguments
+            )
+        )
+
+    def bind(
+        self,
+        source: str,
+        *,
+        queue: str | None = None,
+        exchange: str | None = None,
+        key: str = "",
+        arguments: dict[str, Any] | None = None,
+    ) -> None:
+        """Bind exchange ``source`` to a ``queue`` or to an ``exchange`` with a binding ``key``
+        (``arguments``: a headers exchange's ``x-match`` and values)."""
+        if (queue is None) == (exchange is None):
+            raise TypeError("bind() takes one destination: queue=NAME or exchange=NAME")
+        destination = queue if queue is not None else exchange
+        assert destination is not None
+        binding = Binding(source, destination, "queue" if queue is not None else "exchange", key, dict(arguments or {}))
+        self._call(lambda: self._rabbitmq().exchanges.bind(binding))
 
 
 def check(predicate: Callable[[Any], Any], broker: Any) -> tuple[Any, NodeError | None]:

@@ -13,8 +13,10 @@ import warnings
 import trio
 
 from . import __version__
-from .broker.config import BrokerConfig, ServiceBusOptions
+from .broker.config import BrokerConfig, RabbitMQOptions, ServiceBusOptions
 from .broker.engine import Broker
+from .rabbitmq.exchanges import EXCHANGE_TYPES
+from .rabbitmq.layer import RabbitMQLayer
 from .server import DEFAULT_HOST, ExposedBrokerWarning, serve, stop
 from .tls import server_context
 
@@ -51,6 +53,14 @@ def _parser() -> argparse.ArgumentParser:
         "--servicebus-config", metavar="FILE",
         help="declare Service Bus entities from a Service Bus emulator Config.json",
     )  # fmt: skip
+    serve_cmd.add_argument(
+        "--rabbitmq", action="store_true",
+        help="present the broker as RabbitMQ 4 (its official client, exchanges, /management; guest/guest)",
+    )  # fmt: skip
+    serve_cmd.add_argument(
+        "--exchange", action="append", default=[], metavar="NAME:TYPE", type=_exchange,
+        help="declare a RabbitMQ exchange at start-up (implies --rabbitmq)",
+    )  # fmt: skip
     serve_cmd.add_argument("--ssl-certfile", help="serve amqps (TLS) with this PEM certificate (chain)")
     serve_cmd.add_argument("--ssl-keyfile", help="the certificate's PEM private key (if not in --ssl-certfile)")
     serve_cmd.add_argument("--ssl-keyfile-password", help="password of an encrypted --ssl-keyfile")
@@ -78,6 +88,13 @@ def _subscription(text: str) -> tuple[str, str]:
     return topic, name
 
 
+def _exchange(text: str) -> tuple[str, str]:
+    name, _, kind = text.partition(":")
+    if not name or kind not in EXCHANGE_TYPES:
+        raise argparse.ArgumentTypeError(f"an exchange is NAME:TYPE with TYPE one of {', '.join(EXCHANGE_TYPES)}, got {text!r}")
+    return name, kind
+
+
 def _servicebus_options(config_file: str | None, subscriptions: list[tuple[str, str]]) -> ServiceBusOptions:
     """The emulator config file's entities, with the ``--subscription`` ones added."""
     from .servicebus.emulator import load_emulator_config  # only when asked for
@@ -97,8 +114,13 @@ def build_broker(args: argparse.Namespace, servicebus: ServiceBusOptions | None 
         allow_anonymous=not args.no_anonymous,
         auto_create=not args.no_auto_create,
         servicebus=servicebus,
+        rabbitmq=RabbitMQOptions() if args.rabbitmq or args.exchange else None,
     )
     broker = Broker(config)
+    layer = broker.extension
+    for name, kind in args.exchange:
+        assert isinstance(layer, RabbitMQLayer)
+        layer.exchanges.declare(name, kind)
     for name in args.queue:
         broker.declare_queue(name)
     for name in args.topic:

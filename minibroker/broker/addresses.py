@@ -4,17 +4,22 @@ Each kind of node has one row in :data:`ADDRESS_KINDS`: ``queue://name``
 names a queue, ``topic://name`` a topic, ``stream://name`` a stream.  A plain name is whichever node of
 that name exists, else a node of the first kind whose capabilities the
 terminus carries (``topic``), else a queue.  All kinds share one name space.
+RabbitMQ 4's ``/queues/{name}`` (the name percent-encoded, RFC 3986 §2.1)
+names the node ``name`` as a plain name does (RabbitMQ's queues include its
+streams; ``minibroker.rabbitmq`` adds its exchange addresses).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 __all__ = [
     "ADDRESS_KINDS",
     "AddressKind",
     "QUEUE_PREFIX",
+    "RABBITMQ_QUEUE_PREFIX",
     "TOPIC_PREFIX",
     "STREAM_PREFIX",
     "TOPIC_CAPABILITIES",
@@ -41,6 +46,7 @@ class AddressKind:
 
 
 QUEUE_PREFIX = "queue://"
+RABBITMQ_QUEUE_PREFIX = "/queues/"
 TOPIC_PREFIX = "topic://"
 STREAM_PREFIX = "stream://"
 TOPIC_CAPABILITIES = frozenset({"topic", "temporary-topic"})
@@ -56,6 +62,9 @@ _DEFAULT_KIND = ADDRESS_KINDS[0].kind
 
 def parse_address(address: str, capabilities: frozenset[str] = frozenset()) -> tuple[str, Kind, bool]:
     """``(name, kind, explicit)``: ``explicit`` when a ``kind://`` prefix fixed the kind."""
+    rest = address[len(RABBITMQ_QUEUE_PREFIX) :]
+    if address.startswith(RABBITMQ_QUEUE_PREFIX) and rest and "/" not in rest:
+        return unquote(rest), _DEFAULT_KIND, False  # whichever node has the name, else a queue
     if not capabilities and "://" not in address:
         return address, _DEFAULT_KIND, False  # the common case, on every message: a plain name
     for row in ADDRESS_KINDS:

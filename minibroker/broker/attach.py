@@ -88,11 +88,14 @@ class Attacher:
         #: consume from the node; others may send to it (a reply-to address is made to be sent to).
         self._dynamic_owners: weakref.WeakKeyDictionary[Node, Client] = weakref.WeakKeyDictionary()
 
-    def consumer(self, connection: Client, link: Link, container_id: str | None) -> NodeConsumer:
+    def consumer(
+        self, connection: Client, link: Link, container_id: str | None, factory: type[ConsumerLink] = ConsumerLink
+    ) -> NodeConsumer:
         """Accept a link on which the client receives (source: any node, or a dynamic one), or raise :class:`Refusal`.
 
         The node builds the consumer (``Node.open_consumer``); the link is
         answered (attach) but the consumer not yet registered: the caller does that.
+        ``factory`` is the class of a consumer on a queue (a layer's subclass, e.g. RabbitMQ's).
         """
         source = link.source
         if not isinstance(source, Source):
@@ -147,7 +150,7 @@ class Attacher:
                     f"declare it as a stream (declare_stream) or attach without them",
                 )
             return self._queue_consumer(
-                connection, link, queue, browse, selector, source, outcomes, subscription, topic, dynamic
+                factory, connection, link, queue, browse, selector, source, outcomes, subscription, topic, dynamic
             )
 
         request = ConsumerRequest(
@@ -185,6 +188,7 @@ class Attacher:
 
     def _queue_consumer(
         self,
+        factory: type[ConsumerLink],
         connection: Client,
         link: Link,
         queue: Queue,
@@ -197,7 +201,7 @@ class Attacher:
         dynamic: bool,
     ) -> ConsumerLink:
         """The broker's consuming link on a queue (or a topic's subscription queue)."""
-        return ConsumerLink(
+        return factory(
             connection,
             link,
             queue,

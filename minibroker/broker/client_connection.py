@@ -59,6 +59,11 @@ class BrokerConnection:
         self.notify = notify
         self.peer = peer
         config = broker.config
+        properties: dict[str, Any] = {"product": "minibroker"}
+        users = dict(config.users)
+        if config.rabbitmq is not None:  # RabbitMQ's client checks product and version (minibroker.rabbitmq)
+            properties = {"product": "RabbitMQ", "version": config.rabbitmq.version, "minibroker": True}
+            users = {**config.rabbitmq.users, **users}
         #: The connection's protocol state machine (minibroker.protocol): sessions, links, frames out.
         self.protocol = Connection(
             ConnectionConfig(
@@ -66,13 +71,13 @@ class BrokerConnection:
                 max_frame_size=config.max_frame_size,
                 idle_timeout=config.idle_timeout,
                 handshake_timeout=config.handshake_timeout,
-                users=dict(config.users),
+                users=users,
                 allow_anonymous=config.allow_anonymous,
                 max_message_size=config.max_message_size,
                 max_unsettled_incoming=config.link_credit,
                 channel_max=config.max_sessions - 1,
                 offered_capabilities=(ANONYMOUS_RELAY,),
-                properties={"product": "minibroker"},
+                properties=properties,
             ),
             hook=self if broker.tap.active else None,
         )

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["BrokerConfig", "QueueOptions", "ServiceBusOptions", "StreamOptions", "DEFAULT_DEAD_LETTER_SUFFIX"]
+__all__ = [
+    "BrokerConfig", "QueueOptions", "RabbitMQOptions", "ServiceBusOptions", "StreamOptions", "DEFAULT_DEAD_LETTER_SUFFIX",
+]
 
 #: A queue's dead-letter address is ``<queue>/$DeadLetterQueue`` unless configured.
 DEFAULT_DEAD_LETTER_SUFFIX = "/$DeadLetterQueue"
@@ -230,6 +232,31 @@ class ServiceBusOptions:
                 raise TypeError(f"rules[{key!r}] must be a tuple of SubscriptionRule, got {rules!r}")
 
 
+@dataclass(frozen=True, slots=True)
+class RabbitMQOptions:
+    """How the broker presents itself to RabbitMQ 4 clients (``minibroker.rabbitmq``).
+
+    Every connection's ``open`` says product ``RabbitMQ`` and ``version``
+    (RabbitMQ's own client refuses any other broker, and turns features on
+    by version: 4.1 stream filters, 4.2 SQL filters and direct reply-to);
+    ``minibroker`` in the properties says what it really is.  ``vhosts`` are
+    the virtual hosts a client may name in ``open``'s hostname
+    (``vhost:NAME``); another is refused with ``amqp:not-found``.  ``users``
+    log in with SASL PLAIN, as RabbitMQ's default ``guest``/``guest``.
+    """
+
+    version: str = "4.2.0"
+    vhosts: tuple[str, ...] = ("/",)
+    users: Mapping[str, str] = field(default_factory=lambda: {"guest": "guest"}, repr=False)
+
+    def __post_init__(self) -> None:
+        parts = self.version.split(".")
+        if len(parts) != 3 or not all(p.isdigit() for p in parts) or int(parts[0]) < 4:
+            raise ValueError(f"version must be a RabbitMQ version MAJOR.MINOR.PATCH, 4.0.0 or later, got {self.version!r}")
+        if isinstance(self.vhosts, str):
+            raise TypeError(f"vhosts must be a tuple of names, got the string {self.vhosts!r}; write ({self.vhosts!r},)")
+
+
 @dataclass(slots=True)
 class BrokerConfig:
     """Options for the whole broker."""
@@ -273,3 +300,5 @@ class BrokerConfig:
     frame_log: int = 0
     #: The Azure Service Bus layer's options; it also turns on (with defaults) when a client attaches ``$cbs``.
     servicebus: ServiceBusOptions | None = None
+    #: Present the broker as RabbitMQ 4 (exchanges, ``/management``, its client's checks); see RabbitMQOptions.
+    rabbitmq: RabbitMQOptions | None = None

@@ -57,6 +57,9 @@ __all__ = ["Broker", "BrokerConnection", "NodeError", "ANONYMOUS_RELAY"]
 #: The claims-based-security node Azure Service Bus clients attach first; ``BrokerConfig.servicebus``
 #: turns the layer registered for it (minibroker.servicebus) on up front.
 SERVICEBUS_ADDRESS = "$cbs"
+#: RabbitMQ 4's management node; ``BrokerConfig.rabbitmq`` turns the layer registered for it
+#: (minibroker.rabbitmq) on up front.
+RABBITMQ_ADDRESS = "/management"
 
 
 
@@ -128,10 +131,14 @@ class Broker:
             self.clock.subscribe(self.run_timers)
         #: A protocol layer on top (the Service Bus layer), or None: plain AMQP 1.0.
         self.extension: Extension | None = None
+        if self.config.servicebus is not None and self.config.rabbitmq is not None:
+            raise ValueError("a broker runs one layer: set BrokerConfig.servicebus or BrokerConfig.rabbitmq, not both")
         #: What the broker does for each protocol event (policy.py).
         self.policy = EventPolicy(self)
         if self.config.servicebus is not None:
             self.enable_layer(SERVICEBUS_ADDRESS)
+        if self.config.rabbitmq is not None:
+            self.enable_layer(RABBITMQ_ADDRESS)
 
     # ------------------------------------------------------------ connections
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .links import ConsumerLink
 
 if TYPE_CHECKING:
+    from ..amqp.performatives import Error
     from ..protocol.endpoints import Delivery, Link
     from .client_connection import BrokerConnection
 
@@ -28,6 +29,9 @@ __all__ = ["Extension", "ExtensionConsumer", "ExtensionLink", "LayerFactory", "l
 
 class Extension(Protocol):
     """A layer the broker consults on attach and on its timers."""
+
+    def opened(self, connection: BrokerConnection, hostname: str | None) -> Error | None:
+        """The client's ``open`` arrived naming ``hostname``: the error to close it with, or None."""
 
     def attach(self, connection: BrokerConnection, link: Link) -> bool:
         """Take (accept or refuse) a link the peer attached; False leaves it to the broker."""

@@ -131,9 +131,13 @@ class ConsumerLink:
             return selector_matches(self.selector, entry.message, entry.delivery_count)
         return True
 
+    def payload(self, entry: Entry) -> bytes:
+        """The bytes of ``entry``'s transfer (a layer's consumer may add what its clients expect)."""
+        return entry.payload_for_delivery(self.now())
+
     def deliver(self, entry: Entry) -> None:
         self._tags += 1
-        payload = entry.payload_for_delivery(self.now())
+        payload = self.payload(entry)
         settled = self.presettled
         connection = self.connection
         delivery = connection.protocol.send_transfer(self.link, _TAG.pack(self._tags & _TAG_MASK), payload, settled)

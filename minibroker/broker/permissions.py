@@ -27,7 +27,7 @@ as the links a transaction uses are checked themselves.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
@@ -81,6 +81,8 @@ class Permissions:
         self, table: Mapping[str, Mapping[str, str | Iterable[str]]], *nodes: Mapping[str, object]
     ) -> None:
         self._nodes = nodes  # the router's node tables, to tell a new address (``manage``) from a known one
+        #: Addresses a layer owns that never create a node (RabbitMQ's ``/exchanges/...``): no ``manage`` needed.
+        self.creates_nothing: Callable[[str], bool] | None = None
         self._grants: dict[str, tuple[_Grant, ...]] = {
             user: tuple(_Grant(pattern, _rights(rights, user, pattern)) for pattern, rights in patterns.items())
             for user, patterns in table.items()
@@ -95,6 +97,8 @@ class Permissions:
         )
 
     def _exists(self, address: str) -> bool:
+        if self.creates_nothing is not None and self.creates_nothing(address):
+            return True  # naming it cannot create anything: judged by send/receive alone
         bare = _bare(address)
         return any(bare in table for table in self._nodes)
 

@@ -26,8 +26,10 @@ descriptor's name as key.  Both forms are read here:
     carry no ``x-stream-filter-value``.
 
 The JMS selector filter (``apache.org:selector-filter:string``, see
-:mod:`.filters`) is honoured on streams as on queues.  Anything else refuses
-the link (broker paper 2.3.10: a filter is never silently ignored).
+:mod:`.filters`) is honoured on streams as on queues, and so are the AMQP
+filter expressions RabbitMQ 4.1 and 4.2 read (properties, application-properties
+and SQL filters, :mod:`.expressions`).  Anything else refuses the link
+(broker paper 2.3.10: a filter is never silently ignored).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..amqp.types import Array, Described, symbol, timestamp
+from .expressions import EXPRESSION_FILTERS, Expression, parse_expression_filters
 from .filters import FilterError, parse_filter_set, selector_matches
 from .selector import Selector
 from .stored import StoredMessage
@@ -66,6 +69,8 @@ class StreamFilter:
     values: frozenset[str] | None = None
     match_unfiltered: bool = False
     selector: Selector | None = None
+    #: AMQP filter expressions (:mod:`.expressions`), all of which must match.
+    expressions: tuple[Expression, ...] = ()
 
     def matches(self, message: StoredMessage) -> bool:
         """Whether the reader wants ``message`` (its filter value, then its selector)."""
@@ -77,6 +82,8 @@ class StreamFilter:
                     return False
             elif value not in self.values:
                 return False
+        if self.expressions and not all(expression(message) for expression in self.expressions):
+            return False
         if self.selector is not None:
             return selector_matches(self.selector, message)
         return True
@@ -84,7 +91,7 @@ class StreamFilter:
     @property
     def selects(self) -> bool:
         """Whether any message may be left out (so each one must be looked at)."""
-        return self.values is not None or self.selector is not None
+        return self.values is not None or self.selector is not None or bool(self.expressions)
 
 
 def _kind(name: Any, value: Any) -> str | None:
@@ -96,8 +103,11 @@ def _kind(name: Any, value: Any) -> str | None:
 
 
 def has_stream_filters(filter_set: Mapping[Any, Any] | None) -> bool:
-    """Whether a filter-set carries any of RabbitMQ's stream filters (to refuse them on a queue)."""
-    return bool(filter_set) and any(_kind(k, v) is not None for k, v in (filter_set or {}).items())
+    """Whether a filter-set carries any of RabbitMQ's stream filters or filter expressions (to refuse them on a queue)."""
+    return bool(filter_set) and any(
+        _kind(k, v) is not None or (isinstance(v, Described) and v.descriptor in EXPRESSION_FILTERS)
+        for k, v in (filter_set or {}).items()
+    )
 
 
 def parse_stream_filters(filter_set: Mapping[Any, Any] | None, now: float) -> tuple[StreamFilter, dict[Any, Any] | None]:
@@ -129,10 +139,12 @@ def parse_stream_filters(filter_set: Mapping[Any, Any] | None, now: float) -> tu
             if not isinstance(value, bool):
                 raise FilterError(f"{MATCH_UNFILTERED} takes a boolean, got {value!r}")
             match_unfiltered = value
+    expressions, expressed, rest = parse_expression_filters(rest)
+    accepted.update(expressed)
     selector, echoed = parse_filter_set(rest)
     if echoed:
         accepted.update(echoed)
-    return StreamFilter(offset, values, match_unfiltered, selector), accepted
+    return StreamFilter(offset, values, match_unfiltered, selector, tuple(expressions)), accepted
 
 
 def _offset_spec(value: Any, now: float) -> OffsetSpec:

@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 
 from ..amqp import errors as conditions
 from ..amqp.messaging import Accepted, Properties, Rejected
-from ..amqp.performatives import RCV_FIRST, amqp_error
+from ..amqp.performatives import RCV_FIRST, Error, amqp_error
 from ..amqp.types import symbol
 from ..broker.client_connection import BrokerConnection
 from ..broker.config import EntityProperties, ServiceBusOptions
@@ -110,6 +110,9 @@ class ServiceBusLayer:
                 self.subscription_queue(topic, subscription, create=True)
 
     # ------------------------------------------------------------ attach
+
+    def opened(self, connection: BrokerConnection, hostname: str | None) -> Error | None:
+        return None  # any hostname: the SDKs name the namespace's host
 
     def attach(self, connection: BrokerConnection, link: Link) -> bool:
         address = link.address

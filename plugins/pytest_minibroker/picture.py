@@ -134,7 +134,11 @@ def render(nodeid: str, state: State, failure: str) -> str:
             )
         else:
             body = repr(event.body())
-            text = f"routed to {_inline(event.address, HEAD)}: {_inline(body)}"
+            inline = _inline(body)
+            route = event.route()
+            if route is not None:  # RabbitMQ: the exchange and routing key that brought it here
+                inline = f"(exchange {route[0]!r}, key {route[1]!r}) {inline}"
+            text = f"routed to {_inline(event.address, HEAD)}: {inline}"
             # The note starts on the broker's lane, right of the time column, and is as wide as
             # its text, so it never covers the times nor lets its text run out of the box.
             note_x = x_broker + PAD

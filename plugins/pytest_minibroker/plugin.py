@@ -93,7 +93,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        f"{MARKER}(*queues, queues=..., topics=..., streams=..., clock='manual', tls=True, ssl_context=..., "
+        f"{MARKER}(*queues, queues=..., topics=..., streams=..., exchanges=..., bindings=..., clock='manual', tls=True, ssl_context=..., "
         "users=..., auto_create=False, **BrokerConfig fields): the broker this test's amqp_broker fixture gets",
     )
     config.stash[_SESSION] = _Session(config)

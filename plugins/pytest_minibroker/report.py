@@ -1,5 +1,6 @@
 """What a failing test's report shows about its broker: queues with their messages, streams with
-their newest, the last frames by performative name, fault firings; plus the recorder the HTML picture is drawn from."""
+their newest, RabbitMQ exchanges with their bindings, the last frames by performative name, fault
+firings; plus the recorder the HTML picture is drawn from."""
 
 from __future__ import annotations
 
@@ -108,6 +109,15 @@ class Routed:
     def body(self) -> Any:
         return _body(self.message.payload)
 
+    def route(self) -> tuple[str, str] | None:
+        """The RabbitMQ exchange and routing key the message came through, if it did."""
+        try:
+            annotations = self.message.message_annotations or {}
+        except Exception:  # an undecodable message is shown, not fatal to the picture
+            return None
+        exchange, key = annotations.get("x-exchange"), annotations.get("x-routing-key")
+        return None if exchange is None or key is None else (str(exchange), str(key))
+
 
 @dataclass(slots=True)
 class Frame:
@@ -207,6 +217,8 @@ class State:
     firings: tuple[Any, ...]
     errors: tuple[Exception, ...]
     events: tuple[Frame | Routed, ...]
+    #: RabbitMQ exchanges (``ExchangeSnapshot``) other than the predeclared ones, when the layer is on.
+    exchanges: tuple[Any, ...] = ()
 
 
 def capture(broker: Any, recorder: Recorder | None, frames_shown: int) -> State:
@@ -239,6 +251,10 @@ def capture(broker: Any, recorder: Recorder | None, frames_shown: int) -> State:
         frames = []
     faults = getattr(broker, "faults", None)
     firings = tuple(faults.history) if faults is not None else ()
+    try:
+        exchanges = tuple(broker.exchange(name) for name in broker.exchanges() if name and not name.startswith("amq."))
+    except RuntimeError:  # the RabbitMQ layer is off: no exchanges
+        exchanges = ()
     return State(
         url=broker.url,
         queues=tuple(queues),
@@ -248,6 +264,7 @@ def capture(broker: Any, recorder: Recorder | None, frames_shown: int) -> State:
         firings=firings,
         errors=tuple(broker.errors()),
         events=tuple(recorder.events) if recorder is not None else (),
+        exchanges=exchanges,
     )
 
 
@@ -272,6 +289,14 @@ def format_section(state: State, html_path: str | None = None) -> str:
             + (f", the newest {len(stream.newest)}:" if len(stream.newest) < stream.count else ":")
         )
         lines.extend(f"    @{offset} {_short(body)}" for offset, body in stream.newest)
+    if state.exchanges:
+        lines.append("exchanges (RabbitMQ):")
+        for exchange in state.exchanges:
+            unroutable = f", {exchange.unroutable} unroutable" if exchange.unroutable else ""
+            lines.append(f"  {exchange.name!r} {exchange.type}: {exchange.published} published{unroutable}")
+            for binding in exchange.bindings:
+                arguments = f" {dict(binding.arguments)!r}" if binding.arguments else ""
+                lines.append(f"    -> {binding.destination_kind} {binding.destination!r} key {binding.key!r}{arguments}")
     if state.frames:
         start = state.frames[0].time
         lines.append(f"last {len(state.frames)} of {state.frames_total} frame(s) (-> into the broker, <- out of it):")

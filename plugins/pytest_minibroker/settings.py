@@ -3,7 +3,8 @@
 One vocabulary everywhere (the ``amqp_broker_config`` fixture, ``@pytest.mark.amqp_broker(...)``
 and ``amqp_broker_factory(...)``): ``queues``, ``topics``, ``streams``, ``clock``, ``faults``, the TLS
 keywords ``ssl_context`` (a server-side ``ssl.SSLContext``) and ``tls=True`` (a throwaway CA, needs
-``trustme``), and every :class:`minibroker.BrokerConfig` field.
+``trustme``), RabbitMQ's ``exchanges`` and ``bindings`` (which turn on ``rabbitmq=RabbitMQOptions()``)
+and every :class:`minibroker.BrokerConfig` field.
 """
 
 from __future__ import annotations
@@ -14,20 +15,26 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from minibroker import BrokerConfig, ManualClock, QueueOptions, StreamOptions, ThreadedBroker
+from minibroker import BrokerConfig, ManualClock, QueueOptions, RabbitMQOptions, StreamOptions, ThreadedBroker
 from minibroker.broker.faults import Fault, FaultPlan
 
 __all__ = ["BrokerSettings", "VALID_KEYWORDS", "QueueSpec"]
 
 CONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(BrokerConfig))
 #: Every keyword the marker, the config fixture and the factory accept.
-VALID_KEYWORDS = ("clock", "queues", "topics", "streams", "faults", "ssl_context", "tls", *CONFIG_FIELDS)
+VALID_KEYWORDS = (
+    "clock", "queues", "topics", "streams", "faults", "ssl_context", "tls", "exchanges", "bindings", *CONFIG_FIELDS,
+)
 CLOCKS = ("system", "manual")
 QUEUE_OPTIONS = tuple(f.name for f in dataclasses.fields(QueueOptions))
 STREAM_OPTIONS = tuple(f.name for f in dataclasses.fields(StreamOptions))
 
 #: ``"orders"``, ``("orders", {"max_delivery_count": 2})``; or a mapping name -> options.
 QueueSpec = str | tuple[str, Mapping[str, Any]]
+#: Keywords of ``ThreadedBroker.declare_exchange`` an exchange entry may give.
+EXCHANGE_OPTIONS = ("type", "durable", "auto_delete", "internal", "arguments")
+#: Keys of a binding given as a mapping (``ThreadedBroker.bind``'s keywords plus ``source``).
+BINDING_KEYS = ("source", "queue", "exchange", "key", "arguments")
 
 
 @dataclass
@@ -46,6 +53,9 @@ class BrokerSettings:
     ssl_context: ssl.SSLContext | None = None
     #: ... or with a throwaway CA made for the broker (``tls=True``; ``broker.tls`` holds it).
     tls: bool = False
+    #: RabbitMQ exchanges (name -> ``declare_exchange`` keywords) and bindings (``bind`` keywords).
+    exchanges: dict[str, dict[str, Any]] = field(default_factory=dict)
+    bindings: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def build(cls, *layers: Mapping[str, Any], where: Iterable[str] = ()) -> BrokerSettings:
@@ -72,6 +82,10 @@ class BrokerSettings:
                     settings.topics.extend(t for t in _names(value, source, "topics") if t not in settings.topics)
                 elif key == "faults":
                     settings.faults.extend(_faults(value, source))
+                elif key == "exchanges":
+                    settings.exchanges.update(_exchanges(value, source))
+                elif key == "bindings":
+                    settings.bindings.extend(_bindings(value, source))
                 elif key == "clock":
                     if value not in CLOCKS:
                         raise ValueError(f"{source}: clock={value!r}; use one of {', '.join(map(repr, CLOCKS))}")
@@ -94,6 +108,8 @@ class BrokerSettings:
                     fields[key] = QueueOptions(**_queue_options(value, source, "queue_defaults"))
                 else:
                     fields[key] = value
+        if (settings.exchanges or settings.bindings) and fields.get("rabbitmq") is None:
+            fields["rabbitmq"] = RabbitMQOptions()  # exchanges are the RabbitMQ layer's
         settings.config = BrokerConfig(**fields)
         return settings
 
@@ -123,6 +139,11 @@ class BrokerSettings:
             broker.declare_topic(name)
         for name, options in self.streams.items():
             broker.declare_stream(name, **options)
+        for name, options in self.exchanges.items():
+            broker.declare_exchange(name, **options)
+        for binding in self.bindings:
+            options = dict(binding)
+            broker.bind(options.pop("source"), **options)
         FaultPlan(tuple(self.faults)).install(broker.faults)
 
 
@@ -178,3 +199,55 @@ def _queues(
                 f"{source}: {key} entries are names or (name, {{option: value}}) pairs, got {item!r}"
             )
     return nodes
+
+
+def _exchanges(value: Any, source: str) -> dict[str, dict[str, Any]]:
+    """``["a", ("b", "topic"), ("c", {"type": "headers"})]`` or ``{"b": "topic"}`` -> {name: options}."""
+    if isinstance(value, str):
+        return {value: {}}
+    items = value.items() if isinstance(value, Mapping) else value
+    exchanges: dict[str, dict[str, Any]] = {}
+    for item in items:
+        if isinstance(item, str):
+            exchanges[item] = {}
+            continue
+        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)):
+            raise TypeError(
+                f"{source}: exchanges entries are names, (name, type) or (name, {{option: value}}) pairs, got {item!r}"
+            )
+        name, options = item
+        if isinstance(options, str):
+            exchanges[name] = {"type": options}
+        elif isinstance(options, Mapping):
+            unknown = sorted(set(options) - set(EXCHANGE_OPTIONS))
+            if unknown:
+                raise TypeError(
+                    f"{source}: unknown option(s) {', '.join(unknown)} for exchange {name!r}; "
+                    f"exchange options are: {', '.join(EXCHANGE_OPTIONS)}"
+                )
+            exchanges[name] = dict(options)
+        else:
+            raise TypeError(f"{source}: exchange {name!r} takes a type (str) or options (dict), got {options!r}")
+    return exchanges
+
+
+def _bindings(value: Any, source: str) -> list[dict[str, Any]]:
+    """``[("logs", "all", "#"), ("logs", "errors"), {"source": "a", "exchange": "b", "key": "k"}]``."""
+    bindings = []
+    for item in [value] if isinstance(value, (tuple, Mapping)) and not isinstance(value, list) else value:
+        if isinstance(item, tuple) and len(item) in (2, 3) and all(isinstance(part, str) for part in item):
+            bindings.append({"source": item[0], "queue": item[1], "key": item[2] if len(item) == 3 else ""})
+        elif isinstance(item, Mapping):
+            unknown = sorted(set(item) - set(BINDING_KEYS))
+            if unknown or "source" not in item or ("queue" in item) == ("exchange" in item):
+                raise TypeError(
+                    f"{source}: a binding mapping has 'source', one of 'queue' or 'exchange', and may have "
+                    f"'key' and 'arguments'; got {dict(item)!r}"
+                )
+            bindings.append(dict(item))
+        else:
+            raise TypeError(
+                f"{source}: bindings entries are (exchange, queue) or (exchange, queue, key) tuples, or mappings "
+                f"like {{'source': 'a', 'exchange': 'b', 'key': 'k', 'arguments': {{...}}}}; got {item!r}"
+            )
+    return bindings

@@ -97,3 +97,29 @@ def test_bad_service_bus_arguments_exit_with_the_reason(args: list[str], complai
     )
     assert proc.returncode == 2
     assert complaint in proc.stderr
+
+
+def test_serve_as_rabbitmq_for_its_official_client() -> None:
+    from rabbitmq_amqp_python_client import (
+        AddressHelper,
+        Environment,
+        ExchangeToQueueBindingSpecification,
+        QuorumQueueSpecification,
+    )
+    from rabbitmq_amqp_python_client import Message as RabbitMessage
+
+    proc, url = _start("--exchange", "logs:topic")
+    try:
+        port = url.rsplit(":", 1)[1]
+        environment = Environment(uri=f"amqp://guest:guest@127.0.0.1:{port}/")
+        connection = environment.connection()
+        connection.dial()
+        management = connection.management()
+        management.declare_queue(QuorumQueueSpecification(name="errors"))
+        management.bind(ExchangeToQueueBindingSpecification(source_exchange="logs", destination_queue="errors", binding_key="*.error"))
+        connection.publisher(AddressHelper.exchange_address("logs", "kern.error")).publish(RabbitMessage(body=b"disk"))
+        assert management.queue_info("errors").message_count == 1
+        environment.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0

@@ -1,0 +1,154 @@
+"""RabbitMQ 4's management node: HTTP over AMQP 1.0 (``/management``).
+
+A request is a message whose ``subject`` is the HTTP method, ``to`` the
+path and body an AMQP map (or null); the answer goes back with
+``correlation-id`` = the request's ``message-id``, the status code as a
+string in ``subject`` and a map body (or, for an error, the error text).
+What RabbitMQ answers, and what this node answers:
+
+==========================================  ==========================================
+``PUT /exchanges/{x}``                      204; 409 declared differently; 403 ``amq.*``
+``DELETE /exchanges/{x}``                   204 (a missing exchange too)
+``GET /exchanges/{x}``                      200 and its properties; 404
+``PUT /queues/{q}``                         200 and the queue's info; 409 inequivalent; 400
+``DELETE /queues/{q}``                      200 ``{message_count}`` (a missing queue too)
+``GET /queues/{q}``                         200 and the queue's info; 404
+``DELETE /queues/{q}/messages``             200 ``{message_count}`` (purge); 404; 400 for a stream
+``POST /bindings``                          204; 404 if either end is missing
+``DELETE /bindings/src=..;dstq=..;key=..``  204 (a missing binding too)
+==========================================  ==========================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from ..amqp.message import Message
+from .addresses import AddressError, parse_binding_path, parse_destination
+from .arguments import queue_spec
+from .exchanges import Binding, ExchangeError
+
+if TYPE_CHECKING:
+    from .layer import RabbitMQLayer
+
+__all__ = ["Response", "handle_request"]
+
+
+class Response(NamedTuple):
+    """An answer: the status code and the body (a map, or the error text)."""
+
+    status: int
+    body: Any = None
+
+
+def _map(body: Any) -> Mapping[str, Any]:
+    if body is None:
+        return {}
+    if not isinstance(body, Mapping):
+        raise ExchangeError(400, f"the request body must be a map, got {type(body).__name__}")
+    return {str(k): v for k, v in body.items()}
+
+
+def handle_request(layer: RabbitMQLayer, request: Message) -> Response:
+    """Answer one management request; errors become RabbitMQ's status codes with its messages."""
+    properties = request.properties
+    method = str(properties.subject) if properties is not None and properties.subject is not None else ""
+    path = str(properties.to) if properties is not None and properties.to is not None else ""
+    try:
+        return _dispatch(layer, method.upper(), path, request.body)
+    except ExchangeError as exc:
+        return Response(exc.status, str(exc))
+    except AddressError as exc:
+        return Response(400, str(exc))
+
+
+def _dispatch(layer: RabbitMQLayer, method: str, path: str, body: Any) -> Response:
+    if path == "/bindings" and method == "POST":
+        return _bind(layer, _map(body))
+    if path.startswith("/bindings/") and method == "DELETE":
+        binding = parse_binding_path(path)
+        layer.exchanges.unbind(
+            Binding(binding.source, binding.destination, binding.destination_kind, binding.key),
+            any_arguments=bool(binding.arguments),
+        )
+        return Response(204)
+    if path.startswith("/queues/") and path.endswith("/messages") and method == "DELETE":
+        name = parse_destination(path[: -len("/messages")]).name
+        if name in layer.broker.router.streams:
+            raise ExchangeError(400, f"PRECONDITION_FAILED - queue '{name}' is a stream: streams cannot be purged")
+        if name not in layer.broker.queues:
+            raise ExchangeError(404, f"NOT_FOUND - no queue '{name}' in vhost '/'")
+        return Response(200, {"message_count": layer.broker.purge(name)})
+    destination = parse_destination(path)
+    if destination.kind == "exchange":
+        if destination.key is not None:
+            raise ExchangeError(400, f"{path!r}: an exchange's path is /exchanges/{{name}}")
+        return _exchange(layer, method, destination.name, body)
+    return _queue(layer, method, destination.name, body)
+
+
+def _exchange(layer: RabbitMQLayer, method: str, name: str, body: Any) -> Response:
+    exchanges = layer.exchanges
+    if method == "PUT":
+        fields = _map(body)
+        exchanges.declare(
+            name,
+            str(fields.get("type", "direct")),
+            durable=bool(fields.get("durable", True)),
+            auto_delete=bool(fields.get("auto_delete", False)),
+            internal=bool(fields.get("internal", False)),
+            arguments=_map(fields.get("arguments")),
+        )
+        return Response(204)
+    if method == "DELETE":
+        exchanges.delete(name)
+        return Response(204)
+    if method == "GET":
+        exchange = exchanges.exchanges.get(name)
+        if exchange is None:
+            raise ExchangeError(404, f"NOT_FOUND - no exchange '{name}' in vhost '/'")
+        return Response(
+            200,
+            {
+                "name": exchange.name,
+                "type": exchange.type,
+                "durable": exchange.durable,
+                "auto_delete": exchange.auto_delete,
+                "internal": exchange.internal,
+                "arguments": dict(exchange.arguments),
+            },
+        )
+    raise ExchangeError(405, f"method {method!r} is not allowed on an exchange: PUT, GET or DELETE")
+
+
+def _queue(layer: RabbitMQLayer, method: str, name: str, body: Any) -> Response:
+    broker = layer.broker
+    if method == "PUT":
+        spec = queue_spec(name, _map(body), broker.config.queue_defaults)
+        layer.declare_queue(spec)
+        return Response(200, layer.queue_info(name))
+    if method == "DELETE":
+        count = layer.delete_queue(name)
+        return Response(200, {"message_count": count})
+    if method == "GET":
+        if not layer.is_queue(name):
+            raise ExchangeError(404, f"NOT_FOUND - no queue '{name}' in vhost '/'")
+        layer.used(name)
+        return Response(200, layer.queue_info(name))
+    raise ExchangeError(405, f"method {method!r} is not allowed on a queue: PUT, GET or DELETE")
+
+
+def _bind(layer: RabbitMQLayer, body: Mapping[str, Any]) -> Response:
+    source = body.get("source")
+    queue = body.get("destination_queue")
+    exchange = body.get("destination_exchange")
+    if not isinstance(source, str) or (queue is None) == (exchange is None):
+        raise ExchangeError(
+            400, "a binding needs 'source' and one of 'destination_queue' or 'destination_exchange'"
+        )
+    destination = str(queue if queue is not None else exchange)
+    kind: Any = "queue" if queue is not None else "exchange"
+    arguments = _map(body.get("arguments"))
+    layer.exchanges.bind(Binding(source, destination, kind, str(body.get("binding_key") or ""), arguments))
+    return Response(204)
