@@ -12,13 +12,17 @@ try:
 except PackageNotFoundError:  # run from a source tree that was never installed
     __version__ = "0+unknown"
 
-from . import servicebus as servicebus  # registers the Service Bus layer for $cbs
+# The Event Hubs layer wraps the Service Bus layer: importing it registers that one for $cbs first.
+from . import eventhubs as eventhubs  # registers the Event Hubs layer for $cbs, over Service Bus
+from . import servicebus as servicebus
 from .amqp.message import Message as Message
 from .api import build_message as build_message
 from .broker.clock import Clock as Clock
 from .broker.clock import ManualClock as ManualClock
 from .broker.clock import SystemClock as SystemClock
 from .broker.config import BrokerConfig as BrokerConfig
+from .broker.config import EventHubOptions as EventHubOptions
+from .broker.config import EventHubsOptions as EventHubsOptions
 from .broker.config import QueueOptions as QueueOptions
 from .broker.config import ServiceBusOptions as ServiceBusOptions
 from .broker.engine import Broker as Broker
@@ -41,7 +45,7 @@ from .trio_broker import open_broker as open_broker
 
 __all__ = [
     "__version__", "Broker", "BrokerConfig", "ServiceBusOptions", "ExposedBrokerWarning", "BrokerStatistics", "Client", "Clock", "FaultNotFired", "FrameRecord",
-    "ManualClock", "Message", "NodeError",
+    "EventHubOptions", "EventHubsOptions", "ManualClock", "Message", "NodeError",
     "NodeStatistics", "QueueOptions", "QueueSnapshot", "QueuedMessage", "SystemClock", "ThreadedBroker",
     "TopicSnapshot", "TransactionSnapshot", "TrioBroker", "TrioClock", "build_message", "open_broker", "serve",
 ]  # fmt: skip

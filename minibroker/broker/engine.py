@@ -61,8 +61,8 @@ from .transactions import TransactionManager
 
 __all__ = ["Broker", "BrokerConnection", "NodeError", "ANONYMOUS_RELAY"]
 
-#: The claims-based-security node Azure Service Bus clients attach first; ``BrokerConfig.servicebus``
-#: turns the layer registered for it (minibroker.servicebus) on up front.
+#: The claims-based-security node Azure Service Bus and Event Hubs clients attach first;
+#: ``BrokerConfig.servicebus`` or ``.event_hubs`` turns the layer registered for it on up front.
 SERVICEBUS_ADDRESS = "$cbs"
 
 
@@ -122,7 +122,7 @@ class Broker:
             self.clock.subscribe(self.run_timers)
         #: A protocol layer on top (the Service Bus layer), or None: plain AMQP 1.0.
         self.extension: Extension | None = None
-        if self.config.servicebus is not None:
+        if self.config.servicebus is not None or self.config.event_hubs is not None:
             self.enable_layer(SERVICEBUS_ADDRESS)
 
     # ------------------------------------------------------------ connections
@@ -425,6 +425,8 @@ class Broker:
         for link in list(event.session.links_by_handle.values()):
             if isinstance(link.context, ConsumerLink):
                 link.context.queue.dispatch(now)
+            elif isinstance(link.context, ExtensionLink):
+                link.context.on_credit()  # e.g. an Event Hubs reader waiting for the window
 
     def _on_message(self, connection: BrokerConnection, event: ev.MessageReceived) -> None:
         link, delivery = event.link, event.delivery
@@ -515,6 +517,8 @@ class Broker:
                 self.router.drop_temporary(owner.address)
         elif isinstance(owner, CoordinatorLink):
             self.transactions.coordinator_gone(owner)
+        elif isinstance(owner, ExtensionLink):
+            owner.on_detach()
 
     def detach_link(self, connection: BrokerConnection, link: Link, error: Error) -> None:
         """Detach any link from the broker's side with ``error``, closing it, and end it (Part 2 §2.6.5)."""

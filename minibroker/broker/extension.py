@@ -10,6 +10,8 @@ A layer is not imported by the broker: the layer's package registers a
 factory with :func:`register_layer` under the address whose attach turns it on
 (``minibroker.servicebus`` registers ``$cbs``), and the broker looks it up
 with :func:`layer_for`.  So the dependency runs one way, from the layer down.
+A layer built on another registers over it under the same address
+(``minibroker.eventhubs`` wraps the Service Bus layer: both begin at ``$cbs``).
 """
 
 from __future__ import annotations
@@ -49,7 +51,10 @@ class ExtensionLink:
         raise NotImplementedError
 
     def on_credit(self) -> None:
-        """The peer granted credit on this (sending) link."""
+        """The peer granted credit on this (sending) link, or its session window opened."""
+
+    def on_detach(self) -> None:
+        """The link ended (detached by either side, or its session or connection ended)."""
 
 
 class ExtensionConsumer(ConsumerLink):

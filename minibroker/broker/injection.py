@@ -40,7 +40,7 @@ from .client_connection import BrokerConnection
 from .clock import Clock
 from .config import BrokerConfig
 from .faults import Fault, FaultSet, Site
-from .links import ConsumerLink, CoordinatorLink, ProducerLink
+from .links import ConsumerLink, CoordinatorLink, FaultableLink, ProducerLink
 from .queue import Queue
 from .stored import Entry
 from .tap import Observer, Tap, TapConnection
@@ -166,7 +166,7 @@ class FaultInjector(Observer):
         owner = link.context
         if isinstance(owner, CoordinatorLink):
             return self._discharge(connection, event)
-        if not isinstance(owner, ProducerLink):
+        if not isinstance(owner, (ProducerLink, FaultableLink)):
             return False
         decoded: list[Any] = []
 
@@ -175,7 +175,7 @@ class FaultInjector(Observer):
                 decoded.append(decode_message(delivery.payload))
             return decoded[0]
 
-        address = owner.address
+        address = owner.address if isinstance(owner, ProducerLink) else owner.fault_address
         if address is None:  # anonymous relay: the message's ``to`` names the node
             address = getattr(subject().properties, "to", None)
         site = self._site(connection, link, address, f"transfer delivery-id={int(delivery.delivery_id)}")
@@ -302,6 +302,8 @@ class FaultInjector(Observer):
                 link = self._link(connection, channel, Transfer(handle=handle))
                 if link is not None and isinstance(link.context, ConsumerLink):
                     self._delivered(connection, link.context, delivery_id)
+                elif link is not None and isinstance(link.context, FaultableLink):
+                    self._layer_delivered(connection, link, link.context.fault_address, delivery_id)
         self._update(self.faults.has_live())
 
     def _delivered(self, connection: BrokerConnection, consumer: ConsumerLink, delivery_id: int) -> None:
@@ -336,6 +338,15 @@ class FaultInjector(Observer):
             connection.engine.settle(delivery, outcome)
         connection.mark_dirty()
         consumer.queue.dispatch(self.broker.clock.now())
+
+    def _layer_delivered(self, connection: BrokerConnection, link: Link, address: str, delivery_id: int) -> None:
+        """A layer's link sent a message: faults that take the link or connection may fire on it."""
+        if not connection.open or link.state is not LinkState.ATTACHED:
+            return
+        site = self._site(connection, link, address, f"transfer delivery-id={int(delivery_id)}")
+        fault = self._fire("transfer", site, lambda: None)  # the layer keeps no decoded message to offer `when=`
+        if fault is not None:
+            self._disconnect(fault, connection, link)
 
     # ------------------------------------------------------------ actions
 
