@@ -31,7 +31,8 @@ from .capture import Run
 from .client_connection import ANONYMOUS_RELAY, BrokerConnection
 from .clock import Clock, ManualClock, SystemClock
 from .config import BrokerConfig, QueueOptions
-from .extension import Extension, ExtensionConsumer, ExtensionLink, layer_for
+from .consuming import NodeConsumer
+from .extension import Extension, ExtensionLink, layer_for
 from .faults import FaultSet
 from .injection import FaultInjector
 from .limits import CreditGate, connection_refusal, link_refusal
@@ -42,8 +43,9 @@ from .links import (
     ProducerLink,
     apply_outcome,
 )
+from .node import Node
 from .permissions import Permissions
-from .publish import format_refusal, messages_of, relay_refusal, route_all
+from .publish import Source, format_refusal, messages_of, relay_refusal, route_all
 from .queue import Queue
 from .router import NodeError, Router
 from .statistics import (
@@ -92,7 +94,7 @@ class Broker:
         self.credit_gate = CreditGate(self.config.link_credit)
         #: Per-user rights by address (``BrokerConfig.permissions``); None checks nothing.
         self.permissions = (
-            Permissions(self.config.permissions, self.router.queues, self.router.topics)
+            Permissions(self.config.permissions, self.router.nodes)
             if self.config.permissions is not None
             else None
         )
@@ -104,9 +106,11 @@ class Broker:
             detach_consumer=self._detach_consumer,
             timers_changed=self._timers_changed,
         )
-        self.attacher = Attacher(self.router, self.now, self.config.link_credit, self.credit_gate)
+        self.attacher = Attacher(
+            self.router, self.now, self.config.link_credit, self.credit_gate, on_outcome=self._consumer_outcome
+        )
         self._dirty: set[BrokerConnection] = set()
-        self._consumers: set[ConsumerLink] = set()
+        self._consumers: set[NodeConsumer] = set()
         #: Exceptions raised while handling a connection (each closed it with amqp:internal-error).
         self.errors: list[Exception] = []
         self.version = 0  # bumped after every change, for waiters
@@ -191,8 +195,7 @@ class Broker:
 
     def next_deadline(self) -> float | None:
         """The clock time at which something expires next (TTL, transaction timeout)."""
-        deadlines = [q.next_expiry() for q in self.router.all_queues()]
-        deadlines.append(self.transactions.next_deadline())
+        deadlines = [self.router.next_expiry(), self.transactions.next_deadline()]
         if self.injector is not None:
             deadlines.append(self.injector.next_deadline())
         if self.extension is not None:
@@ -203,9 +206,7 @@ class Broker:
     def run_timers(self, now: float | None = None) -> None:
         """Expire what is due at ``now`` (the clock's time by default) and dispatch."""
         now = self.clock.now() if now is None else now
-        for queue in list(self.router.all_queues()):
-            queue.expire(now)
-            queue.dispatch(now)
+        self.router.expire(now)
         self.transactions.expire(now)
         if self.injector is not None:
             self.injector.run_timers(now)
@@ -229,9 +230,9 @@ class Broker:
             self.extension = factory(self)
         return self.extension
 
-    def add_consumer(self, consumer: ConsumerLink) -> None:
-        """Dispatch to a consumer an extension attached (and end it with its link)."""
-        consumer.queue.add_consumer(consumer)
+    def add_consumer(self, consumer: NodeConsumer) -> None:
+        """Start a consumer (one an extension attached, too) and end it with its link."""
+        consumer.start()
         self._consumers.add(consumer)
 
     # ------------------------------------------------------------------- nodes
@@ -260,14 +261,14 @@ class Broker:
         """Delete a queue or topic; links to it are detached with ``amqp:resource-deleted``."""
         self.router.delete_node(name)
 
-    def resolve(self, address: str, capabilities: frozenset[str] = frozenset()) -> Queue | Topic | None:
+    def resolve(self, address: str, capabilities: frozenset[str] = frozenset()) -> Node | None:
         """The node an address names (see :meth:`Router.resolve`)."""
         return self.router.resolve(address, capabilities)
 
-    def _node_deleted(self, name: str, queue: Queue | None, topic: Topic | None) -> None:
+    def _node_deleted(self, name: str, node: Node) -> None:
         error = amqp_error(conditions.RESOURCE_DELETED, f"node {name!r} was deleted")
         for consumer in list(self._consumers):
-            if consumer.queue is queue or (topic is not None and consumer.topic is topic):
+            if consumer.reads_from(node):
                 consumer.connection.engine.detach_link(consumer.link, error)
                 self._end_consumer(consumer, closed=True)
                 consumer.connection.mark_dirty()
@@ -289,8 +290,9 @@ class Broker:
             raise NodeError(self.router.unresolved(address))
         now = self.clock.now()
         count = 0
+        publish = self.router.publisher.publish
         for payload in payloads:
-            self.router.route(node, StoredMessage(payload, now), now)
+            publish(node, StoredMessage(payload, now), now, Source.API)  # not limited (publish.py)
             count += 1
         self.flush()
         return count
@@ -299,7 +301,7 @@ class Broker:
         """Remove available messages from one queue (or all); return how many."""
         if name is not None:
             return self.router.queue_named(name).purge()
-        return sum(q.purge() for q in self.router.all_queues())
+        return sum(node.purge() for node in self.router.nodes.values())
 
     def reset(self) -> None:
         """Back to empty: every connection closed; nodes, transactions, counters, errors, frame log and faults gone."""
@@ -318,7 +320,7 @@ class Broker:
 
     def drop_transient(self) -> int:
         """After a restart (every connection gone): lose non-durable messages, keep durable ones."""
-        dropped = sum(queue.drop_transient() for queue in list(self.router.all_queues()))
+        dropped = sum(node.drop_transient() for node in list(self.router.nodes.values()))
         self.flush()
         return dropped
 
@@ -408,23 +410,23 @@ class Broker:
 
     def _on_credit(self, connection: BrokerConnection, event: ev.CreditChanged) -> None:
         consumer = event.link.context
-        if not isinstance(consumer, ConsumerLink):
-            if isinstance(consumer, ExtensionLink):
-                consumer.on_credit()
+        if isinstance(consumer, ExtensionLink):
+            consumer.on_credit()
             return
-        self.transactions.on_flow(consumer, event.properties)
+        if isinstance(consumer, ConsumerLink):
+            self.transactions.on_flow(consumer, event.properties)
         if consumer not in self._consumers:
-            return  # refused: the flow named a transaction that does not exist
+            return  # not a consumer, or refused: the flow named a transaction that does not exist
         now = self.clock.now()
-        consumer.queue.dispatch(now)
+        consumer.pump(now)
         if event.link.drain:
             connection.engine.drained(event.link)
 
     def _on_window(self, connection: BrokerConnection, event: ev.SessionWindowOpened) -> None:
         now = self.clock.now()
         for link in list(event.session.links_by_handle.values()):
-            if isinstance(link.context, ConsumerLink):
-                link.context.queue.dispatch(now)
+            if link.context in self._consumers:
+                link.context.pump(now)
             elif isinstance(link.context, ExtensionLink):
                 link.context.on_credit()  # e.g. an Event Hubs reader waiting for the window
 
@@ -458,10 +460,9 @@ class Broker:
                             rejected = TransactionalState(txn_id=state.txn_id, outcome=rejected)
                         engine.settle(delivery, rejected)
                 elif isinstance(state, TransactionalState):
-                    for message in messages:
-                        self.transactions.stage_publish(producer, delivery, message, state.txn_id)
+                    self.transactions.stage_publish(producer, delivery, messages, state.txn_id)
                 else:
-                    outcome = route_all(self.router, producer.address, messages, now)
+                    outcome = route_all(self.router.node_for_publish, self.router.publisher, producer.address, messages, now)
                     if not delivery.remote_settled:
                         engine.settle(delivery, outcome, settled=link.rcv_settle_mode != RCV_SECOND)
         elif isinstance(producer, ExtensionLink):
@@ -475,11 +476,8 @@ class Broker:
 
     def _on_delivery_updated(self, connection: BrokerConnection, event: ev.DeliveryUpdated) -> None:
         owner = event.link.context
-        if isinstance(owner, ConsumerLink):
-            if isinstance(owner, ExtensionConsumer):
-                owner.on_outcome(event.delivery, event.state, event.settled)
-                return
-            self._consumer_outcome(owner, event.delivery, event.state, event.settled)
+        if isinstance(owner, ConsumerLink) or owner in self._consumers:
+            owner.on_outcome(event.delivery, event.state, event.settled)  # a queue's: _consumer_outcome
 
     def _consumer_outcome(self, consumer: ConsumerLink, delivery: Delivery, state: Any, settled: bool) -> None:
         entry = consumer.unsettled.get(delivery.delivery_id)
@@ -509,7 +507,7 @@ class Broker:
 
     def _on_detached(self, connection: BrokerConnection, event: ev.LinkDetached) -> None:
         owner = event.link.context
-        if isinstance(owner, ConsumerLink):
+        if owner in self._consumers:
             self._end_consumer(owner, event.closed)
         elif isinstance(owner, ProducerLink):
             self.credit_gate.detach(owner)
@@ -525,22 +523,23 @@ class Broker:
         connection.engine.detach_link(link, error)
         self._on_detached(connection, ev.LinkDetached(link, True, error))
 
-    def _detach_consumer(self, consumer: ConsumerLink, error: Error) -> None:
+    def _detach_consumer(self, consumer: NodeConsumer, error: Error) -> None:
         """Detach a consumer's link with ``error`` (closing it) and end it."""
         consumer.connection.engine.detach_link(consumer.link, error)
         self._end_consumer(consumer, closed=True)
 
-    def _end_consumer(self, consumer: ConsumerLink, closed: bool) -> None:
+    def _end_consumer(self, consumer: NodeConsumer, closed: bool) -> None:
         """A consumer's link ended: what it held goes back, a dynamic node goes with it."""
         if consumer not in self._consumers:
             return
         self._consumers.discard(consumer)
         now = self.clock.now()
         consumer.end(closed, now)
-        queue = consumer.queue
-        if consumer.subscription is None and consumer.dynamic:
-            self.router.drop_temporary(queue.name)
-        queue.dispatch(now)
+        if isinstance(consumer, ConsumerLink):
+            queue = consumer.queue
+            if consumer.subscription is None and consumer.dynamic:
+                self.router.drop_temporary(queue.name)
+            queue.dispatch(now)  # what it held is available to the others
 
 
 _HANDLERS: dict[type, Callable[[Broker, BrokerConnection, Any], None]] = {

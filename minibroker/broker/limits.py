@@ -25,23 +25,31 @@ know it, says what happens then:
     held back per address) is rejected as for ``reject-publish``.
 
 A topic is full when any of its subscription queues is (``drop-head`` makes
-room in each).  Limits apply to what clients send; the Python API's
-``publish`` and dead-lettering are not limited.
+room in each).  Limits apply to what clients send, directly or in a
+transaction (publish.py names the sources and decides this once); the
+Python API's ``publish``, dead-lettering and scheduled messages are not
+limited.  A transactional transfer is refused on arrival when it would not
+fit with what its transaction already holds for that node, and the commit
+fails with ``amqp:transaction:rollback`` if the room has gone meanwhile
+(transactions.py).  The sums are in bounds.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from ..amqp import errors as conditions
 from ..amqp.performatives import Error, amqp_error
 from ..protocol.connection import Connection
+from .bounds import room
 from .links import ProducerLink
 from .queue import Queue
-from .stored import StoredMessage
-from .topic import Topic
 
-__all__ = ["OVERFLOW_POLICIES", "admit", "CreditGate", "connection_refusal", "link_refusal"]
+if TYPE_CHECKING:
+    from .node import Node
+
+__all__ = ["OVERFLOW_POLICIES", "CreditGate", "connection_refusal", "link_refusal"]
 
 OVERFLOW_POLICIES = ("reject-publish", "drop-head", "withhold-credit")
 
@@ -67,54 +75,6 @@ def link_refusal(engine: Connection, max_links: int) -> Error | None:
     )
 
 
-def _full(queue: Queue, size: int) -> bool:
-    options = queue.options
-    return (options.max_depth is not None and queue.depth + 1 > options.max_depth) or (
-        options.max_bytes is not None and queue.bytes + size > options.max_bytes
-    )
-
-
-def _queues(node: Queue | Topic) -> Iterator[Queue]:
-    if isinstance(node, Queue):
-        yield node
-    else:
-        for subscription in node.subscriptions.values():
-            yield subscription.queue
-
-
-def admit(node: Queue | Topic, message: StoredMessage) -> Error | None:
-    """Make room for ``message`` by the node's policy; the error to reject it with if there is none."""
-    if isinstance(node, Queue) and not node.limited:
-        return None  # the common case, on every message: one test
-    size = len(message.payload)
-    for queue in _queues(node):
-        if not queue.limited:
-            continue
-        queue.largest = max(queue.largest, size)
-        if queue.options.overflow == "drop-head":
-            while _full(queue, size) and queue.drop_head("MaxLengthExceeded", "the queue was full"):
-                pass
-        if _full(queue, size):
-            options = queue.options
-            return amqp_error(
-                conditions.RESOURCE_LIMIT_EXCEEDED,
-                f"queue {queue.name!r} is full (max_depth={options.max_depth}, max_bytes={options.max_bytes}, "
-                f"holding {queue.depth} messages / {queue.bytes} bytes; overflow={options.overflow})",
-            )
-    return None
-
-
-def _room(queue: Queue) -> int:
-    """How many more messages fit: by depth, and by bytes counting each as the largest seen so far
-    (one at a time before any is seen: sizes are not known ahead)."""
-    options = queue.options
-    room = options.max_depth - queue.depth if options.max_depth is not None else 2**31
-    if options.max_bytes is not None:
-        free = options.max_bytes - queue.bytes
-        room = min(room, free // queue.largest if queue.largest else (1 if free > 0 else 0))
-    return max(0, room)
-
-
 class CreditGate:
     """Grants producers of ``withhold-credit`` queues credit only as far as there is room."""
 
@@ -124,8 +84,9 @@ class CreditGate:
         self._queue_of: dict[ProducerLink, Queue] = {}
 
     @staticmethod
-    def gates(node: Queue | Topic | None) -> bool:
-        return isinstance(node, Queue) and node.limited and node.options.overflow == "withhold-credit"
+    def gated(node: Node | None) -> Queue | None:
+        """The queue whose room bounds the credit of producers to ``node``, if any (``withhold-credit``)."""
+        return node.producer_credit_queue() if node is not None else None
 
     def attach(self, queue: Queue, producer: ProducerLink) -> None:
         """A producer now sends to a gated queue: grant it what room allows."""
@@ -156,7 +117,7 @@ class CreditGate:
         the queue passes ``max_depth`` only if a client ignores its credit.
         """
         attached = self._producers.get(queue, {})
-        free = _room(queue) - sum(p.link.credit for p in attached)
+        free = room(queue) - sum(p.link.credit for p in attached)
         for producer in producers:
             link = producer.link
             if free <= 0:

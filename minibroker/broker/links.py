@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from ..amqp.messaging import Accepted, Modified, Rejected, Released
 from ..amqp.performatives import SND_SETTLED
-from ..protocol.connection import Connection
 from ..protocol.endpoints import Delivery, Link
+from .consuming import Client
 from .filters import selector_matches
 from .stored import Entry
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Client", "ConsumerLink", "CreditTransaction", "ProducerLink", "CoordinatorLink", "apply_outcome", "DELIVERY_FAILED",
-    "SUPPORTED_OUTCOMES", "LinkOwner", "FaultableLink",
+    "SUPPORTED_OUTCOMES", "LinkOwner", "OutcomeHandler", "FaultableLink",
 ]  # fmt: skip
 
 #: The outcomes a consumer may give (Part 3 §3.4), by descriptor name as a source lists them.
@@ -42,19 +42,6 @@ _TAG = struct.Struct(">I")
 _TAG_MASK = 0xFFFFFFFF
 
 
-class Client(Protocol):
-    """What a link needs of the client connection it belongs to."""
-
-    @property
-    def engine(self) -> Connection: ...
-
-    @property
-    def open(self) -> bool: ...
-
-    def mark_dirty(self) -> None:
-        """Output was queued for this client by work done for another: have it written."""
-
-
 class CreditTransaction(Protocol):
     """The transaction a flow's ``txn-id`` named (Part 4 §4.4.3), as a consumer sees it."""
 
@@ -62,8 +49,15 @@ class CreditTransaction(Protocol):
         """``entry`` went out on this transaction's credit: it is acquired within it."""
 
 
+#: Applies a client's outcome to a delivery from a queue: (consumer, delivery, state, settled).
+OutcomeHandler = Callable[["ConsumerLink", Delivery, Any, bool], None]
+
+
 class ConsumerLink:
-    """A link on which the broker sends messages from one queue (or subscription queue)."""
+    """A link on which the broker sends messages from one queue (or subscription queue).
+
+    The :class:`~.consuming.NodeConsumer` of queues and topics.
+    """
 
     def __init__(
         self,
@@ -80,6 +74,7 @@ class ConsumerLink:
         subscription: Subscription | None = None,
         topic: Topic | None = None,
         dynamic: bool = False,
+        on_outcome: OutcomeHandler | None = None,
     ) -> None:
         self.connection = connection
         self.link = link
@@ -98,6 +93,23 @@ class ConsumerLink:
         #: Set by a flow carrying txn-id (Part 4 §4.4.3): what is sent on that credit is acquired in it.
         self.transaction: CreditTransaction | None = None
         self._tags = 0
+        self._on_outcome = on_outcome
+
+    # NodeConsumer protocol (consuming.py) ------------------------------
+
+    def start(self) -> None:
+        self.queue.add_consumer(self)
+
+    def reads_from(self, node: object) -> bool:
+        return self.queue is node or (self.topic is not None and self.topic is node)
+
+    def pump(self, now: float) -> None:
+        self.queue.dispatch(now)
+
+    def on_outcome(self, delivery: Delivery, state: Any, settled: bool) -> None:
+        if self._on_outcome is None:
+            raise RuntimeError(f"{self!r} was built without an outcome handler; build consumers through the Attacher")
+        self._on_outcome(self, delivery, state, settled)
 
     # Consumer protocol -------------------------------------------------
 

@@ -36,13 +36,14 @@ from ..amqp import errors as conditions
 from ..amqp.messaging import Source, Target
 from ..amqp.performatives import Error, amqp_error
 from ..protocol.endpoints import Link
+from .addresses import ADDRESS_KINDS
 
 __all__ = ["ANONYMOUS_USER", "RIGHTS", "Permissions"]
 
 #: The name permissions use for a client that authenticated with SASL ANONYMOUS or skipped SASL.
 ANONYMOUS_USER = "anonymous"
 RIGHTS = frozenset({"send", "receive", "manage"})
-_PREFIXES = ("queue://", "topic://")
+_PREFIXES = tuple(row.prefix for row in ADDRESS_KINDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,13 +78,9 @@ class Permissions:
     """The permission table, checked when a link attaches and when the anonymous relay routes."""
 
     def __init__(
-        self,
-        table: Mapping[str, Mapping[str, str | Iterable[str]]],
-        queues: Mapping[str, object],
-        topics: Mapping[str, object],
+        self, table: Mapping[str, Mapping[str, str | Iterable[str]]], *nodes: Mapping[str, object]
     ) -> None:
-        self._queues = queues  # the router's node tables, to tell a new address (``manage``) from a known one
-        self._topics = topics
+        self._nodes = nodes  # the router's node tables, to tell a new address (``manage``) from a known one
         self._grants: dict[str, tuple[_Grant, ...]] = {
             user: tuple(_Grant(pattern, _rights(rights, user, pattern)) for pattern, rights in patterns.items())
             for user, patterns in table.items()
@@ -99,7 +96,7 @@ class Permissions:
 
     def _exists(self, address: str) -> bool:
         bare = _bare(address)
-        return bare in self._queues or bare in self._topics
+        return any(bare in table for table in self._nodes)
 
     def _denied(self, user: str | None, right: str, address: str) -> Error | None:
         if self.allows(user, right, address):

@@ -1,4 +1,20 @@
-"""What a client publishes: the messages a delivery carries and where each goes.
+"""The one way a message enters a node, with where it came from; and what a client's delivery carries.
+
+Every message that enters a node goes through :meth:`Publisher.publish`,
+which names its :class:`Source`: a client's transfer (``CLIENT``), a
+committed transactional transfer (``COMMIT``), the Python API (``API``), a
+message dead-lettered by a queue (``DEAD_LETTER``) or a scheduled message
+coming due (``SCHEDULE``).  So the observer (``on_route``), limits and
+counters see every message once, whatever brought it.
+
+Which sources limits apply to (``max_depth``, ``max_bytes``, ``overflow``;
+limits.py) is decided here, once, in :data:`LIMITED_SOURCES`: what clients
+send, directly or in a transaction, is limited (a client can be told no: the
+transfer is rejected, Part 3 §3.4.2, or the discharge fails, Part 4 §4.4);
+what the broker moves on its own (dead letters, scheduled messages whose
+sender was answered long ago) and what a test puts there through the Python
+API is not, so that a test can fill a queue past its bounds on purpose and
+no message the broker already took is lost for want of room.
 
 A delivery of message-format 0 is one AMQP message (Part 3 §3.2); a batch
 (:data:`BATCH_FORMAT`, as Azure Service Bus and Event Hubs clients send)
@@ -10,7 +26,9 @@ delivery's outcome is the first rejection, else accepted.
 
 from __future__ import annotations
 
-from typing import Any
+import enum
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ..amqp import errors as conditions
 from ..amqp.errors import AMQPDecodeError
@@ -18,12 +36,62 @@ from ..amqp.message import decode_message
 from ..amqp.messaging import Accepted, Rejected
 from ..amqp.performatives import Error, amqp_error
 from ..protocol.endpoints import Delivery
-from .limits import admit
 from .permissions import Permissions
-from .router import Router
 from .stored import StoredMessage
 
-__all__ = ["BATCH_FORMAT", "format_refusal", "messages_of", "relay_refusal", "route_all"]
+if TYPE_CHECKING:
+    from .node import Node
+
+__all__ = [
+    "BATCH_FORMAT", "LIMITED_SOURCES", "Publisher", "Source", "format_refusal", "messages_of", "relay_refusal",
+    "route_all",
+]  # fmt: skip
+
+
+class Source(enum.Enum):
+    """Where a message entering a node comes from, and whether limits apply to it (the one decision)."""
+
+    CLIENT = ("client", True)  #: a transfer on a client's sending link
+    COMMIT = ("commit", True)  #: a transactional transfer, published when its transaction commits (Part 4 §4.4.1)
+    API = ("api", False)  #: ``Broker.publish`` / ``publish_many`` (the Python API)
+    DEAD_LETTER = ("dead-letter", False)  #: a queue gave up on a message (expired, rejected, delivery limit, dropped)
+    SCHEDULE = ("schedule", False)  #: a scheduled message came due (the Service Bus layer)
+
+    def __init__(self, label: str, limited: bool) -> None:
+        self.label = label
+        #: Limits apply (a plain attribute: read for every message on the hot path).
+        self.limited = limited
+
+
+#: The sources limits apply to: what a client sends, directly or committed (see the module docstring).
+LIMITED_SOURCES = frozenset(source for source in Source if source.limited)
+
+#: Finds the node for a message sent to an address (None: the anonymous relay, by ``to``), or the error.
+NodeFinder = Callable[[str | None, StoredMessage], "Node | Error"]
+
+
+class Publisher:
+    """Puts messages on nodes: the only caller of ``Node.put``."""
+
+    def __init__(self) -> None:
+        #: Observes every message a node receives: (node name, message).  The pytest plugin's recorder.
+        self.on_route: Callable[[str, StoredMessage], None] | None = None
+
+    def publish(
+        self, node: Node, message: StoredMessage, now: float, source: Source, seq: int | None = None
+    ) -> Error | None:
+        """Put ``message`` on ``node``; for a limited source, the error refusing it instead (limits.py).
+
+        ``seq``: a number the node gave out earlier for this message (a scheduled one).
+        """
+        if source.limited:
+            refused = node.admit(message)  # max_depth, max_bytes; drop-head makes room (bounds.py)
+            if refused is not None:
+                return refused
+        if self.on_route is not None:  # observation point: every message a node receives
+            self.on_route(node.name, message)
+        node.put(message, now, seq)
+        return None
 
 #: Message format of a batch: the body's data sections each hold one encoded message
 #: (the format Azure Service Bus and Event Hubs clients send batches in).
@@ -60,19 +128,18 @@ def messages_of(delivery: Delivery, now: float) -> list[StoredMessage]:
     return [StoredMessage(payload, now) for payload in (body if isinstance(body, list) else [body])]
 
 
-def route_all(router: Router, address: str | None, messages: list[StoredMessage], now: float) -> Any:
-    """Route each message; the outcome for their delivery: the first rejection, else accepted."""
+def route_all(
+    find: NodeFinder, publisher: Publisher, address: str | None, messages: list[StoredMessage], now: float
+) -> Any:
+    """Publish each message a client sent; the outcome for their delivery: the first rejection, else accepted."""
     outcomes: list[Any] = []
     for message in messages:
-        node = router.node_for_publish(address, message)
-        full = admit(node, message) if not isinstance(node, Error) else None  # max_depth, max_bytes (limits.py)
+        node = find(address, message)
         if isinstance(node, Error):
             outcomes.append(Rejected(error=node))
-        elif full is not None:
-            outcomes.append(Rejected(error=full))
-        else:
-            router.route(node, message, now)
-            outcomes.append(Accepted())
+            continue
+        refused = publisher.publish(node, message, now, Source.CLIENT)
+        outcomes.append(Accepted() if refused is None else Rejected(error=refused))
     rejected = [o for o in outcomes if isinstance(o, Rejected)]
     return rejected[0] if rejected else outcomes[0]
 

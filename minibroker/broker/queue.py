@@ -25,15 +25,20 @@ from __future__ import annotations
 import heapq
 import math
 import weakref
-from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from sortedcontainers import SortedList
 
+from .bounds import refusal
 from .capture import Capture, Run
 from .config import QueueOptions
-from .statistics import NodeCounters
+from .statistics import NodeCounters, QueuedMessages, QueueSnapshot
 from .stored import ACQUIRED, ARCHIVED, AVAILABLE, Entry, StoredMessage
+
+if TYPE_CHECKING:
+    from ..amqp.performatives import Error
+    from .consuming import ConsumerRequest, NodeConsumer
 
 __all__ = ["Consumer", "Queue", "priority_level", "DeadLetter"]
 
@@ -69,7 +74,11 @@ class Consumer(Protocol):
 
 
 class Queue:
-    """A queue node (a distribution node with ``move`` semantics, §3.5.3)."""
+    """A queue node (a distribution node with ``move`` semantics, §3.5.3); a :class:`~.node.Node`."""
+
+    KIND: ClassVar[str] = "queue"
+    #: A queue keeps the dead letters routed to it (``keeps_expired``), so their copy carries no ttl.
+    DEAD_LETTER_TTL: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -115,6 +124,42 @@ class Queue:
     def limited(self) -> bool:
         """Whether ``max_depth`` or ``max_bytes`` bounds this queue (limits.py)."""
         return self.options.max_depth is not None or self.options.max_bytes is not None
+
+    # ------------------------------------------------------- Node protocol
+
+    def admit(self, message: StoredMessage, staged: Sequence[StoredMessage] | None = None) -> Error | None:
+        """The error to refuse ``message`` with when the queue is bounded and full (bounds.py), or None."""
+        if not self.limited:
+            return None  # the common case, on every message: one test
+        return refusal(self, message, staged)
+
+    def put(self, message: StoredMessage, now: float, seq: int | None = None) -> None:
+        """Enqueue a message (publish.py is the only caller) and hand it to a consumer with credit."""
+        if self.enqueue(message, now, seq) is not None:
+            self.dispatch(now)
+
+    def open_consumer(self, request: ConsumerRequest) -> NodeConsumer:
+        """Consumers compete for the queue's messages; a ``copy`` source browses them (2.3.12)."""
+        return request.queue_consumer(self, browse=request.copy)
+
+    def producer_credit_queue(self) -> Queue | None:
+        """Itself when its overflow is ``withhold-credit``: producers get credit only for the room."""
+        return self if self.limited and self.options.overflow == "withhold-credit" else None
+
+    def queues(self) -> Iterator[Queue]:
+        yield self
+
+    def snapshot(self, now: float, run: Run | None = None) -> QueueSnapshot:
+        """Counters now; messages copied only when read (``run`` runs that copy in the broker's thread)."""
+        return QueueSnapshot(
+            name=self.name,
+            depth=self.depth,
+            available=self.available_count,
+            acquired=self.depth - self.available_count,
+            consumers=len(self.consumers),
+            messages=QueuedMessages(self.capture(run), now),
+            statistics=self.counters.freeze(),
+        )
 
     # ----------------------------------------------------------- contents
 

@@ -1,41 +1,48 @@
-"""The router: every node of the broker, found by address, and where messages go.
+"""The router: every node of the broker, found by address, and where dead letters go.
 
-It owns the queues and topics (broker paper 2.1: an address names a node),
-creates them on demand when ``auto_create`` is on, makes the queues of
-dynamic nodes (2.3.13) and topic subscriptions (2.3.11), routes a message
-to a node and dead-letters what a queue gives up on.  It knows nothing of
-connections or links: time comes in as ``now``, and it tells its owner of a
-new expiry (``on_timers_changed``) and of a deleted node (``on_deleted``,
-so that links to it can be detached) through callbacks, the way
-:class:`~minibroker.broker.queue.Queue` takes its own.
+It owns the nodes (broker paper 2.1: an address names a node), creates them
+on demand when ``auto_create`` is on (each kind through its factory in
+kinds.py), makes the queues of dynamic nodes (2.3.13) and dead-letters what
+a queue gives up on, through the publish path (publish.py) like every other
+message.  It knows nothing of connections or links and never asks a node
+what kind it is beyond ``Node.KIND``: time comes in as ``now``, and it tells
+its owner of a new expiry (``on_timers_changed``) and of a deleted node
+(``on_deleted``, so that links to it can be detached) through callbacks.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..amqp import errors as conditions
 from ..amqp.performatives import Error, amqp_error
 from ..amqp.types import symbol
-from .addresses import QUEUE_PREFIX, TOPIC_CAPABILITIES, TOPIC_PREFIX, parse_address, unresolved_reason
+from .addresses import QUEUE_PREFIX, TOPIC_CAPABILITIES, TOPIC_PREFIX, clash, parse_address, unresolved_reason
 from .capture import Run
 from .config import DEFAULT_DEAD_LETTER_SUFFIX, BrokerConfig, QueueOptions
-from .filters import selector_matches
+from .kinds import NODE_KINDS, make_queue
+from .node import Node, NodeServices
+from .publish import Publisher, Source
 from .queue import Queue
-from .selector import Selector
-from .statistics import NodeCounters, QueuedMessages, QueueSnapshot, SubscriptionSnapshot, TopicSnapshot
+from .statistics import NodeCounters, QueueSnapshot, TopicSnapshot
 from .stored import Entry, StoredMessage
 from .topic import Subscription, Topic
 
-__all__ = ["Router", "NodeError", "Node", "QUEUE_PREFIX", "TOPIC_PREFIX", "TOPIC_CAPABILITIES", "DYNAMIC_PREFIX"]
+if TYPE_CHECKING:
+    from .selector import Selector
+
+__all__ = [
+    "Router", "NodeError", "Node", "DeadLetterHook", "QUEUE_PREFIX", "TOPIC_PREFIX", "TOPIC_CAPABILITIES",
+    "DYNAMIC_PREFIX",
+]  # fmt: skip
 
 #: Addresses the broker makes up for dynamic nodes (broker paper 2.3.13) start with this.
 DYNAMIC_PREFIX = "$dynamic/"
 
-Node = Queue | Topic
+#: Sees each entry a queue dead-letters before it moves: (queue, entry, reason, description).
+DeadLetterHook = Callable[[Queue, Entry, str, "str | None"], None]
 
 
 class NodeError(LookupError):
@@ -43,54 +50,78 @@ class NodeError(LookupError):
 
 
 class Router:
-    """Address -> node, on-demand and dynamic nodes, routing and dead-lettering."""
+    """Address -> node, on-demand and dynamic nodes, and dead-lettering."""
 
     def __init__(
         self,
         config: BrokerConfig,
         now: Callable[[], float],
         on_timers_changed: Callable[[], None],
-        on_deleted: Callable[[str, Queue | None, Topic | None], None],
+        on_deleted: Callable[[str, Node], None],
     ) -> None:
         self.config = config
         self.now = now
         self._timers_changed = on_timers_changed
         self._on_deleted = on_deleted
-        self.queues: dict[str, Queue] = {}
-        self.topics: dict[str, Topic] = {}
+        #: Every node by name (all kinds share one name space).
+        self.nodes: dict[str, Node] = {}
+        #: The nodes of each kind by name; ``queues`` and ``topics`` are two of them.
+        self.by_kind: dict[str, dict[str, Any]] = {kind: {} for kind in NODE_KINDS}
+        self.queues: dict[str, Queue] = self.by_kind[Queue.KIND]
+        self.topics: dict[str, Topic] = self.by_kind[Topic.KIND]
         self.counters: dict[str, NodeCounters] = {}
-        #: Observes every message routed to a node: (node name, message); see ``route``.
-        self.on_route: Callable[[str, StoredMessage], None] | None = None
+        #: The one way into a node (publish.py); its ``on_route`` observes every message.
+        self.publisher = Publisher()
+        #: Sees what a queue dead-letters before it moves (the Service Bus layer adds its properties).
+        self.dead_letter_hook: DeadLetterHook | None = None
+        self.services = NodeServices(config, self.dead_letter, self._expiry_added)
+
+    @property
+    def on_route(self) -> Callable[[str, StoredMessage], None] | None:
+        """Observes every message a node receives: (node name, message); see publish.py."""
+        return self.publisher.on_route
+
+    @on_route.setter
+    def on_route(self, observer: Callable[[str, StoredMessage], None] | None) -> None:
+        self.publisher.on_route = observer
 
     # -------------------------------------------------------------- nodes
 
+    def declare(self, name: str, kind: str, options: Any = None) -> Node:
+        """Create a node of ``kind`` (kinds.py), or return the existing one of that name and kind."""
+        node = self.nodes.get(name)
+        if node is not None:
+            if node.KIND != kind:
+                raise NodeError(f"{name!r} is a {node.KIND}; {clash(kind, node.KIND)}")
+            return node
+        factory = NODE_KINDS.get(kind)
+        if factory is None:
+            raise NodeError(f"no node kind {kind!r}; the kinds are {sorted(NODE_KINDS)}")
+        node = factory(name, self.services, self.counters.setdefault(name, NodeCounters()), options)
+        self._add(node)
+        return node
+
+    def _add(self, node: Node) -> None:
+        self.nodes[node.name] = node
+        self.by_kind.setdefault(node.KIND, {})[node.name] = node
+
     def declare_queue(self, name: str, options: QueueOptions | None = None, temporary: bool = False) -> Queue:
-        """Create a queue, or return the existing one of that name."""
-        if name in self.topics:
-            raise NodeError(f"{name!r} is a topic; a queue and a topic cannot share a name")
+        """Create a queue, or return the existing one of that name (taking ``options`` if given)."""
         queue = self.queues.get(name)
         if queue is None:
-            if options is None:
-                options = self.config.queue_defaults
-                if name.endswith(DEFAULT_DEAD_LETTER_SUFFIX):
-                    options = dataclasses.replace(options, dead_letter_address="")
+            if name in self.nodes:
+                self.declare(name, Queue.KIND)  # raises: the name is taken by another kind
             counters = self.counters.setdefault(name, NodeCounters())
-            queue = Queue(name, options, counters, self.dead_letter, temporary, self._expiry_added)
-            queue.keeps_expired = name.endswith(DEFAULT_DEAD_LETTER_SUFFIX)
-            self.queues[name] = queue
+            queue = make_queue(name, self.services, counters, options, temporary)
+            self._add(queue)
         elif options is not None and options != queue.options:
             queue.options = options
         return queue
 
     def declare_topic(self, name: str) -> Topic:
         """Create a topic, or return the existing one of that name."""
-        if name in self.queues:
-            raise NodeError(f"{name!r} is a queue; a queue and a topic cannot share a name")
-        topic = self.topics.get(name)
-        if topic is None:
-            topic = Topic(name, self.counters.setdefault(name, NodeCounters()))
-            self.topics[name] = topic
-        return topic
+        self.declare(name, Topic.KIND)
+        return self.topics[name]
 
     def declare_dynamic(self) -> tuple[str, Queue]:
         """A temporary queue under a fresh address, for a dynamic terminus (broker paper 2.3.13)."""
@@ -98,13 +129,13 @@ class Router:
         return address, self.declare_queue(address, temporary=True)
 
     def delete_node(self, name: str) -> None:
-        """Delete a queue or topic; the owner's ``on_deleted`` detaches the links to it."""
-        queue = self.queues.pop(name, None)
-        topic = self.topics.pop(name, None)
-        if queue is None and topic is None:
+        """Delete a node; the owner's ``on_deleted`` detaches the links to it."""
+        node = self.nodes.pop(name, None)
+        if node is None:
             raise NodeError(f"no queue or topic named {name!r}")
+        del self.by_kind[node.KIND][name]
         self.counters.pop(name, None)
-        self._on_deleted(name, queue, topic)
+        self._on_deleted(name, node)
 
     def drop_temporary(self, name: str) -> None:
         """A dynamic node's link ended: the node goes, and its dead-letter queue if empty."""
@@ -117,63 +148,49 @@ class Router:
 
     def subscribe(self, topic: Topic, key: str, durable: bool, selector: Selector | None) -> Subscription:
         """The subscription ``key`` on ``topic``: an existing durable one, or a new one (2.3.11)."""
-        subscription = topic.subscriptions.get(key) if durable else None
-        if subscription is not None:
-            subscription.links += 1  # e.g. a client reconnecting before its old connection is noticed gone
-            subscription.selector = selector
-            return subscription
-        options = self.config.queue_defaults
-        if options.dead_letter_address is None:  # a subscription dead-letters for its topic
-            options = dataclasses.replace(options, dead_letter_address=topic.name + DEFAULT_DEAD_LETTER_SUFFIX)
-        queue = Queue(key, options, NodeCounters(), self.dead_letter, not durable, self._expiry_added)
-        subscription = Subscription(key, queue, durable, selector)
-        topic.subscriptions[key] = subscription
-        return subscription
+        return topic.subscribe(key, durable, selector)
 
-    def resolve(self, address: str, capabilities: frozenset[str] = frozenset()) -> Node | None:
+    def resolve(
+        self, address: str, capabilities: frozenset[str] = frozenset(), create: bool = True
+    ) -> Node | None:
         """Find (or, with auto-create, create) the node an address names (broker paper 2.1).
 
-        ``queue://name`` is a queue, ``topic://name`` a topic; a plain name is
-        whichever exists, else a queue, or a topic when the terminus carries
-        the ``topic`` capability.
+        ``kind://name`` is a node of that kind (addresses.py); a plain name is
+        whichever exists, else a node of the kind the terminus's capabilities
+        ask for (a queue by default).  ``create=False`` only looks.
         """
         name, kind, explicit = parse_address(address, capabilities)
-        if not explicit:
-            if name in self.queues:
-                return self.queues[name]
-            if name in self.topics:
-                return self.topics[name]
-        if kind == "queue" and name in self.queues:
-            return self.queues[name]
-        if kind == "topic" and name in self.topics:
-            return self.topics[name]
-        if not name or not self.config.auto_create or name in self.queues or name in self.topics:
+        node = self.nodes.get(name)
+        if node is not None:
+            return node if not explicit or node.KIND == kind else None
+        if not name or not self.config.auto_create or not create:
             return None
-        return self.declare_queue(name) if kind == "queue" else self.declare_topic(name)
+        return self.declare_queue(name) if kind == Queue.KIND else self.declare(name, kind)
 
     def unresolved(self, address: str, capabilities: frozenset[str] = frozenset()) -> str:
         """Why :meth:`resolve` found no node for ``address`` (a name clash, or auto-create off)."""
-        return unresolved_reason(address, self.queues, self.topics, capabilities)
+        return unresolved_reason(address, {name: node.KIND for name, node in self.nodes.items()}, capabilities)
 
-    def node_for_publish(self, address: str | None, message: StoredMessage) -> Node | Error:
-        """The node a message sent to ``address`` goes to (None: by its ``to``), or the error to reject it with."""
+    def node_for_publish(self, address: str | None, message: StoredMessage, create: bool = True) -> Node | Error:
+        """The node a message sent to ``address`` goes to (None: by its ``to``), or the error to reject it with.
+
+        ``create=False`` finds only a node that exists (auto-create waits for the message to be published).
+        """
         if address is None:
             props = message.properties
             to = props.to if props is not None else None
             if not isinstance(to, str) or not to:
                 return amqp_error(conditions.INVALID_FIELD, "anonymous relay needs the message's 'to' property set")
             address = to
-        node = self.resolve(address)
+        node = self.resolve(address, create=create)
         if node is None:
             return amqp_error(conditions.NOT_FOUND, self.unresolved(address))
         return node
 
     def all_queues(self) -> Iterator[Queue]:
         """Every queue, topic subscriptions' included."""
-        yield from self.queues.values()
-        for topic in self.topics.values():
-            for subscription in topic.subscriptions.values():
-                yield subscription.queue
+        for node in list(self.nodes.values()):
+            yield from node.queues()
 
     def queue_named(self, name: str) -> Queue:
         """A queue, or a topic subscription's queue, by name."""
@@ -183,25 +200,37 @@ class Router:
         raise NodeError(f"no queue named {name!r}; known queues: {sorted(self.queues)}")
 
     def clear(self) -> None:
-        self.queues.clear()
-        self.topics.clear()
+        self.nodes.clear()
+        for table in self.by_kind.values():
+            table.clear()
         self.counters.clear()
+
+    # ------------------------------------------------------------ timers
+
+    def next_expiry(self) -> float | None:
+        """The clock time of the next expiry in any node."""
+        expiries = [e for e in (node.next_expiry() for node in self.nodes.values()) if e is not None]
+        return min(expiries) if expiries else None
+
+    def expire(self, now: float) -> None:
+        """Expire what is due in every node, then dispatch (time may have changed what can go)."""
+        for node in list(self.nodes.values()):
+            node.expire(now)
+            node.dispatch(now)
 
     # ------------------------------------------------------------ routing
 
-    def route(self, node: Node, message: StoredMessage, now: float) -> None:
-        """Put a message on a node and hand it to a consumer if one can take it."""
-        if self.on_route is not None:  # observation point: every message a node receives
-            self.on_route(node.name, message)
-        if isinstance(node, Queue):
-            if node.enqueue(message, now) is not None:
-                node.dispatch(now)
-        else:
-            for queue in node.publish(message, now, selector_matches):
-                queue.dispatch(now)
+    def route(self, node: Node, message: StoredMessage, now: float, source: Source = Source.API) -> Error | None:
+        """Put a message on a node through the publish path (publish.py); the refusal for a limited source."""
+        return self.publisher.publish(node, message, now, source)
 
     def dead_letter(self, queue: Queue, entry: Entry, reason: str, description: str | None) -> None:
-        """Move an entry to its queue's dead-letter address with the reason in message-annotations."""
+        """Move an entry to its queue's dead-letter address with the reason in message-annotations.
+
+        ``dead_letter_hook`` sees the entry first (the Service Bus layer adds its own properties).
+        """
+        if self.dead_letter_hook is not None:
+            self.dead_letter_hook(queue, entry, reason, description)
         address = queue.options.dead_letter_address
         if address is None:
             address = queue.name + DEFAULT_DEAD_LETTER_SUFFIX
@@ -215,9 +244,9 @@ class Router:
         target = self.resolve(address) or self.declare_queue(address)
         # A queue that keeps dead letters never expires them, so the copy carries no
         # ttl (else a spent one, 0, which tells any later hop it is dead, §3.2.1).
-        payload = entry.payload_for_delivery(now, keep_ttl=not isinstance(target, Queue))
+        payload = entry.payload_for_delivery(now, keep_ttl=target.DEAD_LETTER_TTL)
         queue.counters.dead_lettered += 1
-        self.route(target, StoredMessage(payload, now), now)
+        self.publisher.publish(target, StoredMessage(payload, now), now, Source.DEAD_LETTER)
 
     def _expiry_added(self, expires_at: float) -> None:
         self._timers_changed()
@@ -227,25 +256,10 @@ class Router:
     def queue_snapshot(self, name: str, now: float, run: Run | None = None) -> QueueSnapshot:
         """Counters now; messages copied only when read (``run`` runs that copy in the broker's thread)."""
         queue = self.queues.get(name) or self.queue_named(name)
-        return QueueSnapshot(
-            name=queue.name,
-            depth=queue.depth,
-            available=queue.available_count,
-            acquired=queue.depth - queue.available_count,
-            consumers=len(queue.consumers),
-            messages=QueuedMessages(queue.capture(run), now),
-            statistics=queue.counters.freeze(),
-        )
+        return queue.snapshot(now, run)
 
     def topic_snapshot(self, name: str) -> TopicSnapshot:
         topic = self.topics.get(name)
         if topic is None:
             raise NodeError(f"no topic named {name!r}; known topics: {sorted(self.topics)}")
-        return TopicSnapshot(
-            name=name,
-            subscriptions=tuple(
-                SubscriptionSnapshot(s.queue.name, s.durable, s.attached, s.queue.depth)
-                for s in topic.subscriptions.values()
-            ),
-            statistics=topic.counters.freeze(),
-        )
+        return topic.snapshot(self.now())

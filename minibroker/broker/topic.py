@@ -8,13 +8,22 @@ link until a detach with ``closed=true`` cancels it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import dataclasses
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, ClassVar
 
+from .config import DEFAULT_DEAD_LETTER_SUFFIX
+from .filters import selector_matches
 from .queue import Queue
-from .statistics import NodeCounters
+from .statistics import NodeCounters, SubscriptionSnapshot, TopicSnapshot
 from .stored import StoredMessage
 
 if TYPE_CHECKING:
+    from ..amqp.performatives import Error
+    from .capture import Run
+    from .consuming import ConsumerRequest, NodeConsumer
+    from .node import NodeServices
     from .selector import Selector
 
 __all__ = ["Subscription", "Topic"]
@@ -36,14 +45,19 @@ class Subscription:
 
 
 class Topic:
-    """A topic node."""
+    """A topic node: each subscriber reads its own copy from its subscription queue; a :class:`~.node.Node`."""
 
-    def __init__(self, name: str, counters: NodeCounters) -> None:
+    KIND: ClassVar[str] = "topic"
+    #: A copy dead-lettered to a topic passes on to its subscriptions with its ttl.
+    DEAD_LETTER_TTL: ClassVar[bool] = True
+
+    def __init__(self, name: str, counters: NodeCounters, services: NodeServices | None = None) -> None:
         self.name = name
         self.counters = counters
+        self.services = services
         self.subscriptions: dict[str, Subscription] = {}
 
-    def publish(self, message: StoredMessage, now: float, matches: object) -> list[Queue]:
+    def publish(self, message: StoredMessage, now: float, matches: object = selector_matches) -> list[Queue]:
         """Copy a message to every subscription; return the queues that received it."""
         self.counters.enqueued += 1
         if not self.subscriptions:
@@ -58,3 +72,83 @@ class Topic:
                 targets.append(subscription.queue)
         self.counters.delivered += len(targets)
         return targets
+
+    def subscribe(self, key: str, durable: bool, selector: Selector | None) -> Subscription:
+        """The subscription ``key``: an existing durable one, or a new one (2.3.11)."""
+        subscription = self.subscriptions.get(key) if durable else None
+        if subscription is not None:
+            subscription.links += 1  # e.g. a client reconnecting before its old connection is noticed gone
+            subscription.selector = selector
+            return subscription
+        services = self.services
+        if services is None:
+            raise RuntimeError(f"topic {self.name!r} was made without NodeServices; declare topics through the router")
+        options = services.config.queue_defaults
+        if options.dead_letter_address is None:  # a subscription dead-letters for its topic
+            options = dataclasses.replace(options, dead_letter_address=self.name + DEFAULT_DEAD_LETTER_SUFFIX)
+        queue = Queue(key, options, NodeCounters(), services.dead_letter, not durable, services.expiry_added)
+        subscription = Subscription(key, queue, durable, selector)
+        self.subscriptions[key] = subscription
+        return subscription
+
+    # ------------------------------------------------------- Node protocol
+
+    def admit(self, message: StoredMessage, staged: Sequence[StoredMessage] | None = None) -> Error | None:
+        """Full when any subscription queue is (``drop-head`` makes room in each); limits.py."""
+        for subscription in self.subscriptions.values():
+            queue = subscription.queue
+            if not queue.limited:
+                continue
+            if staged is not None and subscription.selector is not None:
+                if not selector_matches(subscription.selector, message):
+                    continue  # it would not reach this subscription
+                staged = [m for m in staged if selector_matches(subscription.selector, m)]
+            refused = queue.admit(message, staged)
+            if refused is not None:
+                return refused
+        return None
+
+    def put(self, message: StoredMessage, now: float, seq: int | None = None) -> None:
+        """Copy to every subscription (``seq`` is a queue's notion: a topic numbers nothing) and dispatch."""
+        for queue in self.publish(message, now):
+            queue.dispatch(now)
+
+    def open_consumer(self, request: ConsumerRequest) -> NodeConsumer:
+        """A subscriber reads its own subscription queue: durable ones by container and link name (2.3.11)."""
+        key = f"{self.name}::{request.durable_name}" if request.durable else f"{self.name}::{uuid.uuid4().hex}"
+        subscription = self.subscribe(key, request.durable, request.selector)
+        return request.queue_consumer(subscription.queue, browse=False, subscription=subscription, topic=self)
+
+    def producer_credit_queue(self) -> Queue | None:
+        return None  # producers to a topic are never held back by credit (its queues reject or drop)
+
+    def queues(self) -> Iterator[Queue]:
+        for subscription in self.subscriptions.values():
+            yield subscription.queue
+
+    def next_expiry(self) -> float | None:
+        expiries = [e for e in (q.next_expiry() for q in self.queues()) if e is not None]
+        return min(expiries) if expiries else None
+
+    def expire(self, now: float) -> int:
+        return sum(queue.expire(now) for queue in list(self.queues()))
+
+    def dispatch(self, now: float) -> None:
+        for queue in list(self.queues()):
+            queue.dispatch(now)
+
+    def purge(self) -> int:
+        return sum(queue.purge() for queue in self.queues())
+
+    def drop_transient(self) -> int:
+        return sum(queue.drop_transient() for queue in list(self.queues()))
+
+    def snapshot(self, now: float, run: Run | None = None) -> TopicSnapshot:
+        return TopicSnapshot(
+            name=self.name,
+            subscriptions=tuple(
+                SubscriptionSnapshot(s.queue.name, s.durable, s.attached, s.queue.depth)
+                for s in self.subscriptions.values()
+            ),
+            statistics=self.counters.freeze(),
+        )

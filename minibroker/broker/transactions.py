@@ -4,7 +4,9 @@ A client attaches a sending link whose target is a ``coordinator`` and sends
 ``declare`` and ``discharge`` messages on it (§4.3-§4.4).  Work tagged with a
 ``transactional-state`` is staged in its :class:`Transaction`:
 
-* publishes are held back and routed, in publication order, on commit;
+* publishes are held back and published, in publication order, on commit
+  (through the publish path, source ``commit``, so limits apply: see
+  "Transactions and limits" below);
 * outcomes a consumer gives are applied on commit; on rollback a delivery the
   consumer still holds unsettled stays acquired by it, anything else becomes
   available again in its original place (acknowledgements are transactional,
@@ -14,6 +16,26 @@ A client attaches a sending link whose target is a ``coordinator`` and sends
 
 Transactions may span sessions and several may be open per session
 (``amqp:multi-txns-per-ssn``, ``amqp:multi-ssns-per-txn``).
+
+Transactions and limits
+-----------------------
+A transactional transfer to a bounded node (``max_depth``, ``max_bytes``,
+limits.py) is checked when it arrives, counting what the same transaction
+already holds for that node: one that would not fit is settled at once with
+``transactional-state`` carrying ``rejected``
+(``amqp:resource-limit-exceeded``) and is not part of the transaction; the
+rest commit.  This is what the transactions document describes for a
+transactional publish the resource cannot take (a ``rejected``
+transactional-state on that delivery), and what RabbitMQ does: it "performs
+the necessary checks immediately (rather than, say, at the time of commit)"
+(RabbitMQ broker semantics, "Semantics of tx").  The client learns which
+message did not fit, on the delivery that carried it.  Room can still go
+between arrival and discharge (other producers, other transactions): then
+the commit publishes nothing and fails with ``amqp:transaction:rollback``,
+as "the transaction coordinator can always also indicate a failing
+discharge if it is unable to honor the transaction controller's request"
+(transactions document, discharge).  Either way the node never passes its
+bounds because of a transaction, and a commit is all or nothing.
 """
 
 from __future__ import annotations
@@ -45,6 +67,7 @@ from ..protocol import LinkState
 from ..protocol.endpoints import Delivery, Link
 from .config import BrokerConfig
 from .links import Client, ConsumerLink, CoordinatorLink, ProducerLink, apply_outcome
+from .publish import Source
 from .router import Router
 from .statistics import TransactionSnapshot
 from .stored import ACQUIRED, Entry, StoredMessage
@@ -65,6 +88,8 @@ class Transaction:
     controller: CoordinatorLink
     started: float
     publishes: list[tuple[ProducerLink, Delivery, StoredMessage]] = field(default_factory=list)
+    #: What the transaction holds for each node, by name, in publication order (checked against its limits).
+    staged: dict[str, list[StoredMessage]] = field(default_factory=dict)
     outcomes: list[tuple[ConsumerLink, Delivery, Entry, Any]] = field(default_factory=list)
     acquisitions: list[tuple[ConsumerLink, Entry, Delivery]] = field(default_factory=list)
     #: Consumers given credit by a flow naming this transaction (§4.4.3).
@@ -209,24 +234,52 @@ class TransactionManager:
         return amqp_error(conditions.TRANSACTION_UNKNOWN_ID, f"no open transaction {txn_id!r} (unknown or already discharged)")
 
     def _cannot_commit(self, txn: Transaction) -> str | None:
+        """Why the commit cannot be honoured (a message with no node, or no room left), or None."""
+        held: dict[str, list[StoredMessage]] = {}
         for producer, _delivery, message in txn.publishes:
             target = self.router.node_for_publish(producer.address, message)
             if isinstance(target, Error):
                 return f"a message of the transaction cannot be routed: {target.description}"
+            ahead = held.setdefault(target.name, [])
+            full = target.admit(message, ahead)  # changes nothing: do all of them still fit?
+            if full is not None:
+                return f"the transaction no longer fits: {full.description}"
+            ahead.append(message)
         return None
 
     # -------------------------------------------------------------- staging
 
-    def stage_publish(self, producer: ProducerLink, delivery: Delivery, message: StoredMessage, txn_id: bytes) -> None:
-        """Hold a transactional publish until discharge (§4.4.1); answer provisionally accepted."""
+    def stage_publish(
+        self, producer: ProducerLink, delivery: Delivery, messages: list[StoredMessage], txn_id: bytes
+    ) -> None:
+        """Hold a delivery's transactional publishes until discharge (§4.4.1); answer provisionally accepted.
+
+        A message that would not fit its node, with what the transaction already
+        holds for it, refuses the whole delivery now (module docstring).
+        """
         engine = producer.connection.engine
         txn = self.open.get(txn_id)
         if txn is None:
             engine.settle(delivery, Rejected(error=self._unknown(txn_id)))
             return
-        first_of_delivery = all(staged is not delivery for _p, staged, _m in txn.publishes)  # a batch stages several
-        txn.publishes.append((producer, delivery, message))
-        if first_of_delivery and not delivery.remote_settled:
+        placed: list[tuple[str, StoredMessage]] = []
+        for message in messages:
+            # Only a node that exists now: one auto-created for the message is made at commit (if any).
+            target = self.router.node_for_publish(producer.address, message, create=False)
+            if isinstance(target, Error):
+                continue  # no node yet: made at commit, or the discharge fails with transaction:rollback
+            ahead = txn.staged.get(target.name, []) + [m for name, m in placed if name == target.name]
+            full = target.admit(message, ahead)
+            if full is not None:
+                if not delivery.remote_settled:
+                    engine.settle(delivery, TransactionalState(txn_id=txn_id, outcome=Rejected(error=full)))
+                return
+            placed.append((target.name, message))
+        for name, message in placed:
+            txn.staged.setdefault(name, []).append(message)
+        for message in messages:
+            txn.publishes.append((producer, delivery, message))
+        if not delivery.remote_settled:
             engine.settle(delivery, TransactionalState(txn_id=txn_id, outcome=Accepted()), settled=False)
 
     def stage_outcome(
@@ -268,7 +321,8 @@ class TransactionManager:
         for producer, delivery, message in txn.publishes:
             target = router.node_for_publish(producer.address, message)
             if not isinstance(target, Error):
-                router.route(target, message, now)
+                # Limited (publish.py), but _cannot_commit has just found room for all of them.
+                router.publisher.publish(target, message, now, Source.COMMIT)
             self._settle(producer.connection, delivery, TransactionalState(txn_id=txn.txn_id, outcome=Accepted()))
         for consumer, delivery, entry, outcome in txn.outcomes:
             entry.transaction = None

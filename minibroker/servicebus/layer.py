@@ -29,6 +29,7 @@ from sortedcontainers import SortedList
 from ..amqp import errors as conditions
 from ..amqp.performatives import RCV_FIRST, amqp_error
 from ..broker.config import ServiceBusOptions
+from ..broker.publish import Source
 from ..broker.queue import Queue
 from ..broker.router import NodeError
 from ..broker.stored import Entry, StoredMessage
@@ -75,6 +76,7 @@ class ServiceBusLayer:
         self._clients: weakref.WeakSet[BrokerConnection] = weakref.WeakSet()
         self._entities: weakref.WeakSet[Queue] = weakref.WeakSet()
         self._link_ids = itertools.count(-1, -1)  # apart from the broker's own (positive) link ids
+        broker.router.dead_letter_hook = self._dead_lettering
         self._declare()
 
     def _declare(self) -> None:
@@ -180,6 +182,8 @@ class ServiceBusLayer:
             return f"{entity.name!r} is a topic: receive from one of its subscriptions, {entity.name}/{SUBSCRIPTIONS}/<name>"
         if node is None:
             return f"no queue {entity.node!r} (auto-create is off; declare it in ServiceBusOptions.queues)"
+        if not isinstance(node, Queue):
+            return f"{entity.name!r} is a {node.KIND}, not a queue"
         return self.entity_queue(node)
 
     def node_for(self, entity: Entity) -> Queue | Topic | str:
@@ -217,17 +221,15 @@ class ServiceBusLayer:
         limit = self.options.max_delivery_count
         if queue.options.max_delivery_count != limit:
             queue.options = dataclasses.replace(queue.options, max_delivery_count=limit)
-        original = queue.dead_letter
-        if original is not None:
-
-            def dead_letter(source: Queue, entry: Entry, reason: str, description: str | None) -> None:
-                if reason != DEAD_LETTER:  # the broker's own reason (expiry, delivery limit)
-                    entry.message = with_application_properties(entry.message, _reason(reason, description))
-                entry.annotate({DEAD_LETTER_SOURCE: source.name})
-                original(source, entry, reason, description)
-
-            queue.dead_letter = dead_letter
         return queue
+
+    def _dead_lettering(self, source: Queue, entry: Entry, reason: str, description: str | None) -> None:
+        """The router's dead-letter hook: an entity's dead letters carry Service Bus's properties."""
+        if source not in self._entities:
+            return
+        if reason != DEAD_LETTER:  # the broker's own reason (expiry, delivery limit)
+            entry.message = with_application_properties(entry.message, _reason(reason, description))
+        entry.annotate({DEAD_LETTER_SOURCE: source.name})
 
     # --------------------------------------------------------- deliveries
 
@@ -314,12 +316,8 @@ class ServiceBusLayer:
             if scheduled is None:
                 continue  # cancelled
             node, payload = scheduled
-            message = StoredMessage(payload, now)
-            if isinstance(node, Queue):
-                if node.enqueue(message, now, seq=number) is not None:
-                    node.dispatch(now)
-            else:
-                self.broker.router.route(node, message, now)
+            seq = number if isinstance(node, Queue) else None  # a queue reserved the number (schedule)
+            self.broker.router.publisher.publish(node, StoredMessage(payload, now), now, Source.SCHEDULE, seq)
 
     # ------------------------------------------------------------- timers
 

@@ -1,0 +1,79 @@
+"""The consumer side of a node: what a receiving link's attach asks, and what the broker drives.
+
+A receiving link attached to a node is served by a :class:`NodeConsumer` the
+node builds from a :class:`ConsumerRequest` (``Node.open_consumer``, node.py):
+the broker registers it, tells it of credit and outcomes and ends it with its
+link, without knowing which kind of node it reads from.  Kept apart from
+node.py so that nodes can name these types without naming each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from ..protocol.connection import Connection
+    from ..protocol.endpoints import Delivery, Link
+    from .selector import Selector
+
+__all__ = ["Client", "ConsumerRequest", "NodeConsumer"]
+
+
+class Client(Protocol):
+    """What a link needs of the client connection it belongs to."""
+
+    @property
+    def engine(self) -> Connection: ...
+
+    @property
+    def open(self) -> bool: ...
+
+    def mark_dirty(self) -> None:
+        """Output was queued for this client by work done for another: have it written."""
+
+
+class NodeConsumer(Protocol):
+    """The broker's side of a receiving link, as the broker drives it (built by ``Node.open_consumer``).
+
+    The broker registers it, tells it of credit and of the client's outcomes,
+    and ends it with its link; what it reads and how it settles is its own.
+    """
+
+    connection: Client
+    link: Link
+    #: It reads without acquiring (the client asked for ``copy`` and the node browses): echoed in the attach.
+    browse: bool
+
+    def start(self) -> None:
+        """Begin reading: join the node's readers (the broker calls it once, after the attach is answered)."""
+
+    def reads_from(self, node: object) -> bool:
+        """Whether it reads from ``node`` (deleting the node detaches it)."""
+
+    def pump(self, now: float) -> None:
+        """Credit or session window opened: send what it may now."""
+
+    def on_outcome(self, delivery: Delivery, state: Any, settled: bool) -> None:
+        """The client gave a delivery an outcome (Part 3 §3.4), or settled it."""
+
+    def end(self, closed: bool, now: float) -> None:
+        """Its link ended (``closed``: detached with closed=true): give back what it held."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerRequest:
+    """What a receiving link's attach asks of the node its source names (attach.py fills it in)."""
+
+    connection: Client
+    link: Link
+    #: The client asked for ``copy`` distribution (browse, broker paper 2.3.12).
+    copy: bool
+    selector: Selector | None
+    #: Durable (source durability and expiry-policy ``never``, Part 3 §3.5.3): a topic keeps its subscription.
+    durable: bool
+    #: Names a durable subscription: ``container-id:link-name``.
+    durable_name: str
+    #: Builds the broker's consuming link on a queue: ``(queue, browse=, subscription=, topic=)``.
+    queue_consumer: Callable[..., NodeConsumer]
