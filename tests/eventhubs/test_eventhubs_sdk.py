@@ -13,6 +13,7 @@ from eventhubs_helpers import CLIENT_OPTIONS, HUB, WAIT, receive, wait_until
 import minibroker
 from minibroker.eventhubs import connection_string
 
+pytestmark = pytest.mark.interop
 
 def send(producer: EventHubProducerClient, bodies: list[str], **batch_options: Any) -> None:
     batch = producer.create_batch(**batch_options)
