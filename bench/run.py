@@ -62,6 +62,13 @@ What is measured (``--only`` takes these group names):
     + teardown is timed by a hook, the overhead is the difference of the medians (target
     < 2 ms; ``bench/fixture_bench.py``).  The same with ``--minibroker-fresh`` (a broker
     started and stopped per test) for comparison.
+``streams``
+    The engine in-process, no sockets (``bench/stream_bench.py``): reading 100,000 messages
+    (10,000 quick) from a stream vs draining a queue of as many, same client bytes, credit
+    1,000 at a time, pre-settled (target: stream <= 2x queue); attaching at offset
+    ``N - 10`` of an N-message stream and reading the 10 (target < 50 ms); browsing a queue
+    of 200,000 vs 20,000 (20,000 vs 2,000 quick) with credit 100 at a time, time per message
+    (target: <= 2x).
 ``spark``
     Rows per second through the PySpark ``amqp`` data source (``bench/spark_bench.py``): a
     batch write of 20,000 rows (2,000 quick) and an ``availableNow`` streaming read of them, in
@@ -115,7 +122,7 @@ from minibroker.amqp import Open, decode, encode  # noqa: E402
 from minibroker.protocol.framing import AMQP_HEADER, frame, frame_header  # noqa: E402
 
 T = TypeVar("T")
-GROUPS = ("startup", "api", "fixture", "throughput", "features", "workloads", "memory", "depth", "spark")
+GROUPS = ("startup", "api", "fixture", "throughput", "features", "workloads", "memory", "depth", "streams", "spark")
 DEFAULT_JSON = HERE / "results.jsonl"
 
 
@@ -140,6 +147,9 @@ class Settings:
     depth_ops: int = 10_000
     engine_limit_s: float = 90.0
     api_messages: int = 100_000
+    stream_messages: int = 100_000
+    browse_small: int = 20_000
+    browse_large: int = 200_000
     api_polls: int = 200
     rounds: int = 3
     fixture_tests: int = 300
@@ -151,7 +161,7 @@ class Settings:
                 mode="quick", startup_reps=20, startup_limit_s=5.0, messages=2_000, round_trips=200,
                 job_limit_s=5.0, selector_limit_s=4.0, memory_messages=20_000, proton_memory_messages=5_000,
                 depth_large=50_000, depth_ops=2_000, engine_limit_s=5.0, api_messages=10_000, api_polls=50, rounds=1,
-                fixture_tests=60,
+                fixture_tests=60, stream_messages=10_000, browse_small=2_000, browse_large=20_000,
             )  # fmt: skip
         return cls(mode="full", startup_reps=200, messages=20_000, round_trips=2_000)
 
@@ -1045,6 +1055,62 @@ def bench_depth(report: Report, s: Settings) -> None:
                mb=f"{hi['fill_cpu_us_per_message']:.3g} us / {hi['fill_rss_bytes_per_message']:,.0f} B")  # fmt: skip
 
 
+def run_stream_bench(args: list[str], timeout: float) -> list[dict[str, Any]]:
+    proc = subprocess.run([sys.executable, str(HERE / "stream_bench.py"), *args], capture_output=True, text=True,
+                          timeout=timeout, env=child_env())  # fmt: skip
+    if proc.returncode != 0:
+        raise ChildError(f"stream_bench {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+def bench_streams(report: Report, s: Settings) -> None:
+    n, limit = s.stream_messages, s.engine_limit_s
+    progress(f"streams: read {n:,} from a stream vs drain a queue of {n:,}; seek to {n - 10:,}; "
+             f"browse {s.browse_large:,} vs {s.browse_small:,}")  # fmt: skip
+    reads = run_stream_bench(["read", "--messages", str(n), "--window", "1000", "--size", str(s.size),
+                              "--limit-s", str(limit)], timeout=limit * 4 + 120)  # fmt: skip
+    by_kind = {line["kind"]: line for line in reads}
+    queue, stream = by_kind["read_queue"], by_kind["read_stream"]
+    ratio = stream["cpu_us_per_message"] / queue["cpu_us_per_message"] if queue["cpu_us_per_message"] else None
+    ok = ratio <= 2.0 if ratio is not None else None
+    for line in (queue, stream):
+        report.record("streams", line["kind"] + "_cpu_us_per_message", "minibroker", line["cpu_us_per_message"], "us",
+                      count=line["messages"], complete=line["complete"], wall_us=line["us_per_message"])  # fmt: skip
+    if ratio is not None:
+        report.record("streams", "read_stream_vs_drain_queue_ratio", "ratio", ratio, "x", target="<= 2x",
+                      status=verdict(ok), count=n)  # fmt: skip
+    partial_note = "" if queue["complete"] and stream["complete"] else " (partial)"
+    report.row("streams", f"read {n:,} from a stream, per message (CPU){partial_note}",
+               mb=fmt(stream["cpu_us_per_message"], "us"), base=fmt(queue["cpu_us_per_message"], "us"),
+               ratio=fmt(ratio, "x") if ratio else "", target="<= 2x", status=verdict(ok),
+               note="baseline: draining a queue of as many, same client")  # fmt: skip
+    [seek] = run_stream_bench(["seek", "--messages", str(n), "--size", str(s.size), "--limit-s", str(limit)],
+                              timeout=limit * 2 + 120)  # fmt: skip
+    seek_ok = seek["ms"] < 50 and seek["complete"]
+    report.record("streams", "seek_ms", "minibroker", seek["ms"], "ms", offset=seek["offset"], count=seek["messages"],
+                  complete=seek["complete"], target="< 50 ms", status=verdict(seek_ok))  # fmt: skip
+    report.row("streams", f"attach at offset {seek['offset']:,} of {n:,} and read 10", mb=fmt(seek["ms"], "ms"),
+               target="< 50 ms", status=verdict(seek_ok))  # fmt: skip
+    browses = run_stream_bench(["browse", "--depth", str(s.browse_small), "--depth", str(s.browse_large),
+                                "--window", "100", "--size", str(s.size), "--limit-s", str(limit)],
+                               timeout=limit * 4 + 120)  # fmt: skip
+    by_depth = {line["depth"]: line for line in browses}
+    small, large = by_depth[s.browse_small], by_depth[s.browse_large]
+    b_ratio = large["cpu_us_per_message"] / small["cpu_us_per_message"] if small["cpu_us_per_message"] else None
+    b_ok = b_ratio <= 2.0 and large["complete"] if b_ratio is not None else None
+    for line in (small, large):
+        report.record("streams", f"browse_{line['depth']}_cpu_us_per_message", "minibroker", line["cpu_us_per_message"],
+                      "us", depth=line["depth"], browsed=line["browsed"], complete=line["complete"])  # fmt: skip
+    if b_ratio is not None:
+        report.record("streams", "browse_depth_ratio", "ratio", b_ratio, "x", target="<= 2x", status=verdict(b_ok),
+                      depth_small=small["depth"], depth_large=large["depth"])  # fmt: skip
+    report.row("streams", f"browse a queue of {large['depth']:,}, per message (CPU)" +
+               ("" if large["complete"] else " (partial)"),
+               mb=fmt(large["cpu_us_per_message"], "us"), base=fmt(small["cpu_us_per_message"], "us"),
+               ratio=fmt(b_ratio, "x") if b_ratio else "", target="<= 2x", status=verdict(b_ok),
+               note=f"baseline: browsing a queue of {small['depth']:,}")  # fmt: skip
+
+
 # ----------------------------------------------------------------------------- profile
 
 
@@ -1186,6 +1252,8 @@ def main(argv: list[str] | None = None) -> int:
                     other.close(signal.SIGTERM)
         if "depth" in groups:
             timed("depth", bench_depth, report, s)
+        if "streams" in groups:
+            timed("streams", bench_streams, report, s)
         if "spark" in groups:
             timed("spark", bench_spark, report, s)
         if args.profile is not None and env is not None:

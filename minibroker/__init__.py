@@ -25,6 +25,7 @@ from .broker.config import EventHubOptions as EventHubOptions
 from .broker.config import EventHubsOptions as EventHubsOptions
 from .broker.config import QueueOptions as QueueOptions
 from .broker.config import ServiceBusOptions as ServiceBusOptions
+from .broker.config import StreamOptions as StreamOptions
 from .broker.engine import Broker as Broker
 from .broker.engine import NodeError as NodeError
 from .broker.faults import FaultNotFired as FaultNotFired
@@ -33,6 +34,8 @@ from .broker.statistics import FrameRecord as FrameRecord
 from .broker.statistics import NodeStatistics as NodeStatistics
 from .broker.statistics import QueuedMessage as QueuedMessage
 from .broker.statistics import QueueSnapshot as QueueSnapshot
+from .broker.statistics import StreamMessage as StreamMessage
+from .broker.statistics import StreamSnapshot as StreamSnapshot
 from .broker.statistics import TopicSnapshot as TopicSnapshot
 from .broker.statistics import TransactionSnapshot as TransactionSnapshot
 from .client import Client as Client
@@ -46,6 +49,7 @@ from .trio_broker import open_broker as open_broker
 __all__ = [
     "__version__", "Broker", "BrokerConfig", "ServiceBusOptions", "ExposedBrokerWarning", "BrokerStatistics", "Client", "Clock", "FaultNotFired", "FrameRecord",
     "EventHubOptions", "EventHubsOptions", "ManualClock", "Message", "NodeError",
-    "NodeStatistics", "QueueOptions", "QueueSnapshot", "QueuedMessage", "SystemClock", "ThreadedBroker",
+    "NodeStatistics", "QueueOptions", "QueueSnapshot", "QueuedMessage", "StreamMessage", "StreamOptions",
+    "StreamSnapshot", "SystemClock", "ThreadedBroker",
     "TopicSnapshot", "TransactionSnapshot", "TrioBroker", "TrioClock", "build_message", "open_broker", "serve",
 ]  # fmt: skip

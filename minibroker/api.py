@@ -7,7 +7,7 @@ snapshots, never live objects.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from typing import Any, TypeVar
 
 from . import message_fields
@@ -15,19 +15,20 @@ from .amqp.message import BodyKind, Message, encode_bodies
 from .amqp.messaging import Properties
 from .amqp.types import symbol
 from .broker.addresses import node_name, parse_address
-from .broker.config import EventHubOptions, QueueOptions
+from .broker.config import EventHubOptions, QueueOptions, StreamOptions
 from .broker.engine import Broker, NodeError
 from .broker.statistics import (
     BrokerStatistics,
     FrameRecord,
     QueueSnapshot,
+    StreamSnapshot,
     TopicSnapshot,
     TransactionSnapshot,
 )
 from .eventhubs.snapshots import EventHubSnapshot
 from .eventhubs.snapshots import snapshot as event_hub_snapshot
 from .servicebus.addresses import CBS
-from .testing.assertions import assert_queue
+from .testing.assertions import assert_queue, assert_stream
 
 __all__ = ["BrokerAPI", "build_message", "check", "timed_out"]
 
@@ -79,7 +80,9 @@ def build_message(
 
 def _check_address(address: object) -> None:
     if not isinstance(address, str) or not address:
-        raise TypeError(f"address must be a queue or topic name (or queue://NAME, topic://NAME), got {address!r}")
+        raise TypeError(
+            f"address must be a queue, topic or stream name (or queue://NAME, topic://NAME, stream://NAME), got {address!r}"
+        )
 
 
 def _encoded(encode: Callable[[], T]) -> T:
@@ -149,7 +152,37 @@ class BrokerAPI:
     def _topic_snapshot(self, name: str) -> TopicSnapshot:
         if name in self._broker.queues:
             raise NodeError(f"{name!r} is a queue, not a topic: use broker.queue({name!r})")
+        if name in self._broker.streams:
+            raise NodeError(f"{name!r} is a stream, not a topic: use broker.stream({name!r})")
         return self._broker.topic_snapshot(name)
+
+    def stream(self, name: str) -> StreamSnapshot:
+        """A frozen snapshot of a stream: ``first_offset``, ``last_offset``, ``count``, ``bytes``
+        retained, and ``messages`` (each with its ``offset``) / ``bodies``, decoded when read.
+
+        ``name`` may be written ``stream://name``.
+        """
+        return self._read(self._stream_snapshot, node_name(name, "stream"))
+
+    def _stream_snapshot(self, name: str) -> StreamSnapshot:
+        for kind, nodes in (("queue", self._broker.queues), ("topic", self._broker.topics)):
+            if name in nodes:
+                raise NodeError(f"{name!r} is a {kind}, not a stream: use broker.{kind}({name!r})")
+        return self._broker.stream_snapshot(name)
+
+    def assert_stream(
+        self,
+        name: str,
+        bodies: Sequence[Any] | None = None,
+        *,
+        count: int | None = None,
+        first_offset: int | None = None,
+        last_offset: int | None = None,
+    ) -> StreamSnapshot:
+        """Assert a stream's retained bodies (oldest first), count and/or offsets; fails with
+        expected vs actual and a diff. Returns the snapshot it checked."""
+        __tracebackhide__ = True
+        return assert_stream(self, name, bodies, count=count, first_offset=first_offset, last_offset=last_offset)
 
     def queues(self) -> list[str]:
         """Names of all queues, sorted."""
@@ -158,6 +191,10 @@ class BrokerAPI:
     def topics(self) -> list[str]:
         """Names of all topics, sorted."""
         return self._read(lambda: sorted(self._broker.topics))
+
+    def streams(self) -> list[str]:
+        """Names of all streams, sorted."""
+        return self._read(lambda: sorted(self._broker.streams))
 
     def declare_queue(self, name: str, **options: Any) -> None:
         """Create a queue with :class:`QueueOptions` fields (priorities, default_ttl, max_ttl,
@@ -173,14 +210,29 @@ class BrokerAPI:
         """Create a topic (``name`` or ``topic://name``)."""
         self._call(self._broker.declare_topic, node_name(name, "topic"))
 
+    def declare_stream(self, name: str, max_bytes: int | None = None, max_age: float | None = None) -> None:
+        """Create a stream (``name`` or ``stream://name``): an append-only log clients read from an
+        offset (``rabbitmq:stream-offset-spec``) without removing anything.
+
+        Retention drops the oldest messages beyond ``max_bytes`` (encoded bytes; the newest
+        always stays) and those older than ``max_age`` seconds on the broker's clock (a
+        ``ManualClock`` drives it in tests).  Declaring an existing stream with a limit sets
+        its retention to the limits given.
+        """
+        options = None if max_bytes is None and max_age is None else StreamOptions(max_bytes, max_age)
+        self._call(self._broker.declare_stream, node_name(name, "stream"), options)
+
     def delete(self, name: str) -> None:
-        """Delete a queue or topic (``name``, ``queue://name`` or ``topic://name``); its links are
-        detached with ``amqp:resource-deleted``."""
+        """Delete a queue, topic or stream (``name``, or with its ``queue://``/``topic://``/``stream://``
+        prefix); its links are detached with ``amqp:resource-deleted``."""
         _check_address(name)
         self._call(self._delete, *parse_address(name))
 
     def _delete(self, name: str, kind: str, explicit: bool) -> None:
-        nodes = self._broker.queues if kind == "queue" else self._broker.topics
+        tables: dict[str, Container[str]] = {
+            "queue": self._broker.queues, "topic": self._broker.topics, "stream": self._broker.streams,
+        }  # fmt: skip
+        nodes = tables[kind]
         if explicit and name not in nodes:
             raise NodeError(f"no {kind} named {name!r}")
         self._broker.delete_node(name)
@@ -230,9 +282,12 @@ class BrokerAPI:
         return self._call(self._broker.publish_many, address, payloads)
 
     def purge(self, name: str | None = None) -> int:
-        """Remove available messages from one queue (``name`` or ``queue://name``), or from all;
-        returns how many."""
-        return self._call(self._broker.purge, None if name is None else node_name(name, "queue"))
+        """Remove available messages from one queue (``name`` or ``queue://name``) or every message
+        of a stream (``stream://name``; its offsets go on), or from all; returns how many."""
+        if name is not None:
+            stream = isinstance(name, str) and parse_address(name)[1] == "stream"
+            name = node_name(name, "stream" if stream else "queue")
+        return self._call(self._broker.purge, name)
 
     def reset(self) -> None:
         """Back to empty: all connections closed, all nodes, messages and transactions gone."""

@@ -39,6 +39,9 @@ def _parser() -> argparse.ArgumentParser:
     serve_cmd.add_argument("--no-auto-create", action="store_true", help="refuse links to unknown addresses")
     serve_cmd.add_argument("--queue", action="append", default=[], help="declare a queue at start-up")
     serve_cmd.add_argument("--topic", action="append", default=[], help="declare a topic at start-up")
+    serve_cmd.add_argument(
+        "--stream", action="append", default=[], help="declare a stream (append-only log, read by offset) at start-up"
+    )
     serve_cmd.add_argument("--ssl-certfile", help="serve amqps (TLS) with this PEM certificate (chain)")
     serve_cmd.add_argument("--ssl-keyfile", help="the certificate's PEM private key (if not in --ssl-certfile)")
     serve_cmd.add_argument("--ssl-keyfile-password", help="password of an encrypted --ssl-keyfile")
@@ -59,6 +62,23 @@ async def _serve(broker: Broker, host: str, port: int, context: ssl.SSLContext |
                 break
 
 
+def build_broker(args: argparse.Namespace) -> Broker:
+    """The broker ``serve`` runs: its config and the nodes declared on the command line."""
+    config = BrokerConfig(
+        users=dict(args.user),
+        allow_anonymous=not args.no_anonymous,
+        auto_create=not args.no_auto_create,
+    )
+    broker = Broker(config)
+    for name in args.queue:
+        broker.declare_queue(name)
+    for name in args.topic:
+        broker.declare_topic(name)
+    for name in args.stream:
+        broker.declare_stream(name)
+    return broker
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -71,16 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(str(exc))
     elif args.ssl_keyfile:
         parser.error("--ssl-keyfile needs --ssl-certfile")
-    config = BrokerConfig(
-        users=dict(args.user),
-        allow_anonymous=not args.no_anonymous,
-        auto_create=not args.no_auto_create,
-    )
-    broker = Broker(config)
-    for name in args.queue:
-        broker.declare_queue(name)
-    for name in args.topic:
-        broker.declare_topic(name)
+    broker = build_broker(args)
     failure: OSError | None = None
     try:
         trio.run(_serve, broker, args.host, args.port, context)

@@ -23,6 +23,8 @@ use one per thread.
 
 from __future__ import annotations
 
+import datetime as dt
+import selectors
 import socket
 import threading
 import time
@@ -50,7 +52,7 @@ from .amqp.performatives import (
     Transfer,
 )
 from .amqp.sasl_frames import SaslOutcome
-from .amqp.types import symbol
+from .amqp.types import Described, symbol, timestamp
 from .api import build_message
 from .protocol.framing import EMPTY_FRAME
 from .testing.peer import Frame, FrameReader, Peer, PeerLink
@@ -61,6 +63,10 @@ __all__ = [
 ]  # fmt: skip
 
 DEFAULT_PORT = 5672
+#: The source filter RabbitMQ 4 streams read from (and its value's descriptor), and the annotation
+#: that carries each delivery's offset (see docs/streams.md).
+STREAM_OFFSET_SPEC = symbol("rabbitmq:stream-offset-spec")
+STREAM_OFFSET = symbol("x-stream-offset")
 
 
 class ClientError(Exception):
@@ -144,6 +150,13 @@ class Delivery:
         if self._message is None:
             self._message = decode_message(self.payload)
         return self._message
+
+    @property
+    def offset(self) -> int | None:
+        """Its offset in a stream (the ``x-stream-offset`` message annotation), or None from a queue."""
+        annotations = self.message.message_annotations
+        value = annotations.get(STREAM_OFFSET) if annotations else None
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     def accept(self) -> None:
         """Settle as ``accepted`` (§3.4.2): the broker removes the message."""
@@ -260,6 +273,19 @@ class Sender(_Link):
             if not isinstance(state, Accepted):
                 raise _failure(state, self.address)
         return len(results)
+
+
+def _offset_spec(offset: str | int | dt.datetime) -> Any:
+    """The ``rabbitmq:stream-offset-spec`` value for ``offset`` (as RabbitMQ's clients send it)."""
+    if isinstance(offset, dt.datetime):
+        if offset.tzinfo is None:
+            raise ValueError(f"offset needs an aware datetime (with a tzinfo), got {offset!r}")
+        return timestamp(round(offset.timestamp() * 1000))
+    if isinstance(offset, bool) or not isinstance(offset, (str, int)):
+        raise TypeError(f"offset is 'first', 'last', 'next', an int or an aware datetime, got {offset!r}")
+    if isinstance(offset, int) and offset < 0:
+        raise ValueError(f"a stream offset is >= 0, got {offset}")
+    return offset
 
 
 def _left(deadline: float) -> float:
@@ -395,9 +421,15 @@ class Client:
         except OSError as exc:
             raise ConnectionFailed(f"cannot connect to the AMQP broker at {host}:{port}: {exc}") from exc
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # The socket stays blocking, with ``timeout`` bounding each write (a large message is written
+        # whole or the connection is lost); reads wait on a selector, so they never change its mode.
+        self._sock.settimeout(timeout)
+        self._readable = selectors.DefaultSelector()
+        self._readable.register(self._sock, selectors.EVENT_READ)
         try:
             self._handshake(user, password, timeout)
         except BaseException:
+            self._readable.close()
             self._sock.close()
             self.closed = True
             raise
@@ -442,9 +474,14 @@ class Client:
         return sender
 
     def receiver(self, address: str, *, credit: int = 100, browse: bool = False,
-                 timeout: float | None = None) -> Receiver:
+                 offset: str | int | dt.datetime | None = None, timeout: float | None = None) -> Receiver:
         """Attach a link receiving from ``address``; ``browse=True`` reads without removing
         (distribution-mode copy, Part 3 §3.5.3; deliveries arrive settled).
+
+        ``offset`` reads a stream (RabbitMQ 4 streams, minibroker's ``declare_stream``) from
+        ``"first"``, ``"last"``, ``"next"``, an offset (int) or an aware ``datetime``: the source
+        carries the ``rabbitmq:stream-offset-spec`` filter, deliveries arrive settled (reading a
+        stream removes nothing) and :attr:`Delivery.offset` is each one's offset.
 
         No credit is granted until :meth:`Receiver.receive` or :meth:`Receiver.fetch`.
         """
@@ -452,11 +489,14 @@ class Client:
             raise ValueError(f"credit must be at least 1, got {credit}")
         handle = self._next_handle()
         fields: dict[str, Any] = {"distribution_mode": symbol("copy")} if browse else {}
+        if offset is not None:
+            fields["filter"] = {STREAM_OFFSET_SPEC: Described(STREAM_OFFSET_SPEC, _offset_spec(offset))}
+        settled = browse or offset is not None
         self._send(self._peer.attach_receiver(
             f"receiver-{handle}-{address}", address, handle,
-            snd_settle_mode=SND_SETTLED if browse else SND_UNSETTLED, **fields,
+            snd_settle_mode=SND_SETTLED if settled else SND_UNSETTLED, **fields,
         ))  # fmt: skip
-        receiver = Receiver(self, address, self._peer.link(handle), credit, browse)
+        receiver = Receiver(self, address, self._peer.link(handle), credit, settled)
         self._links[handle] = receiver
         receiver._attached(timeout)
         return receiver
@@ -519,8 +559,10 @@ class Client:
         self._read(0.0)
 
     def _read(self, wait: float) -> None:
+        """Handle what arrives within ``wait`` seconds (0: only what is already here)."""
         try:
-            self._sock.settimeout(wait if wait > 0 else 0.0)
+            if not self._readable.select(max(wait, 0.0)):
+                return
             data = self._sock.recv(1 << 16)
         except (BlockingIOError, TimeoutError, InterruptedError):
             return
@@ -594,6 +636,7 @@ class Client:
         finally:
             self.closed = True
             self._stop_heartbeat.set()
+            self._readable.close()
             self._sock.close()
 
     def __enter__(self) -> Client:

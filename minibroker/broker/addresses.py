@@ -1,7 +1,7 @@
 """Address forms and what they name (AMQP 1.0 broker paper 2.1).
 
 Each kind of node has one row in :data:`ADDRESS_KINDS`: ``queue://name``
-names a queue, ``topic://name`` a topic.  A plain name is whichever node of
+names a queue, ``topic://name`` a topic, ``stream://name`` a stream.  A plain name is whichever node of
 that name exists, else a node of the first kind whose capabilities the
 terminus carries (``topic``), else a queue.  All kinds share one name space.
 """
@@ -16,6 +16,7 @@ __all__ = [
     "AddressKind",
     "QUEUE_PREFIX",
     "TOPIC_PREFIX",
+    "STREAM_PREFIX",
     "TOPIC_CAPABILITIES",
     "Kind",
     "clash",
@@ -41,12 +42,14 @@ class AddressKind:
 
 QUEUE_PREFIX = "queue://"
 TOPIC_PREFIX = "topic://"
+STREAM_PREFIX = "stream://"
 TOPIC_CAPABILITIES = frozenset({"topic", "temporary-topic"})
 
 #: Every address kind; the first is what a plain name with no capability asks for.
 ADDRESS_KINDS: tuple[AddressKind, ...] = (
     AddressKind("queue", QUEUE_PREFIX),
     AddressKind("topic", TOPIC_PREFIX, TOPIC_CAPABILITIES),
+    AddressKind("stream", STREAM_PREFIX),
 )
 _DEFAULT_KIND = ADDRESS_KINDS[0].kind
 

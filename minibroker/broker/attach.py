@@ -29,6 +29,7 @@ from .node import Node
 from .queue import Queue
 from .router import Router
 from .selector import Selector
+from .streamfilters import StreamFilter, has_stream_filters, parse_stream_filters
 from .topic import Subscription, Topic
 
 __all__ = ["Attacher", "Refusal", "capabilities"]
@@ -91,8 +92,13 @@ class Attacher:
                     conditions.NOT_IMPLEMENTED,
                     f"outcomes {sorted(unknown)} are not supported; supported: {sorted(SUPPORTED_OUTCOMES)}",
                 )
+        stream_filter: StreamFilter | None = None
         try:
-            selector, filters = parse_filter_set(source.filter)
+            if has_stream_filters(source.filter):  # RabbitMQ's rabbitmq:stream-* filters (streamfilters.py)
+                stream_filter, filters = parse_stream_filters(source.filter, self.now())
+                selector = stream_filter.selector
+            else:
+                selector, filters = parse_filter_set(source.filter)
         except FilterError as exc:
             raise Refusal(conditions.INVALID_FIELD, str(exc)) from None
         dynamic = bool(source.dynamic)
@@ -110,6 +116,12 @@ class Attacher:
         def queue_consumer(
             queue: Queue, *, browse: bool, subscription: Subscription | None = None, topic: Topic | None = None
         ) -> ConsumerLink:
+            if stream_filter is not None:
+                raise Refusal(
+                    conditions.INVALID_FIELD,
+                    f"the rabbitmq:stream-* filters apply to streams, and {address!r} is a {node.KIND}; "
+                    f"declare it as a stream (declare_stream) or attach without them",
+                )
             return self._queue_consumer(
                 connection, link, queue, browse, selector, source, outcomes, subscription, topic, dynamic
             )
@@ -122,6 +134,7 @@ class Attacher:
             durable=bool(source.durable) and source.expiry_policy == "never",
             durable_name=f"{container_id}:{link.name}",
             queue_consumer=queue_consumer,
+            stream_filter=stream_filter,
         )
         consumer = node.open_consumer(request)
         browse = consumer.browse

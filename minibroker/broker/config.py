@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 __all__ = [
-    "BrokerConfig", "EventHubOptions", "EventHubsOptions", "QueueOptions", "ServiceBusOptions",
+    "BrokerConfig", "EventHubOptions", "EventHubsOptions", "QueueOptions", "ServiceBusOptions", "StreamOptions",
     "DEFAULT_CONSUMER_GROUP", "DEFAULT_DEAD_LETTER_SUFFIX",
 ]  # fmt: skip
 
@@ -79,6 +79,30 @@ def _check_types(options: object, table: dict[str, tuple[str, tuple[type, ...], 
         wrong_bool = isinstance(value, bool) and bool not in types
         if wrong_bool or not isinstance(value, types):
             raise TypeError(f"{what} {name} must be {expected}, got {value!r} ({type(value).__name__})")
+
+
+@dataclass(frozen=True, slots=True)
+class StreamOptions:
+    """Retention of a stream (see :mod:`minibroker.broker.streamlog`).
+
+    ``max_bytes`` bounds the encoded bytes kept (the oldest messages are
+    dropped first, the newest always stays); ``max_age`` drops messages that
+    many seconds after they were appended, on the broker's clock (so a
+    ``ManualClock`` drives it in tests).  None: no bound.
+    """
+
+    max_bytes: int | None = None
+    max_age: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_bytes", "max_age"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                raise TypeError(f"{name} must be a number or None, got {type(value).__name__} {value!r}")
+        if self.max_bytes is not None and self.max_bytes < 1:
+            raise ValueError(f"max_bytes must be a positive number of bytes or None (no bound), got {self.max_bytes!r}")
+        if self.max_age is not None and self.max_age <= 0:
+            raise ValueError(f"max_age must be a positive number of seconds or None (no bound), got {self.max_age!r}")
 
 
 @dataclass(frozen=True, slots=True)

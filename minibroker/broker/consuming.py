@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ..protocol.connection import Connection
     from ..protocol.endpoints import Delivery, Link
     from .selector import Selector
+    from .streamfilters import StreamFilter
 
 __all__ = ["Client", "ConsumerRequest", "NodeConsumer"]
 
@@ -75,5 +76,9 @@ class ConsumerRequest:
     durable: bool
     #: Names a durable subscription: ``container-id:link-name``.
     durable_name: str
-    #: Builds the broker's consuming link on a queue: ``(queue, browse=, subscription=, topic=)``.
+    #: Builds the broker's consuming link on a queue: ``(queue, browse=, subscription=, topic=)``;
+    #: it refuses a request that carries a ``stream_filter`` (those filters apply to streams only).
     queue_consumer: Callable[..., NodeConsumer]
+    #: Where a stream reader starts and what it reads (RabbitMQ's ``rabbitmq:stream-*`` filters,
+    #: streamfilters.py), or None when the source carries none of them.
+    stream_filter: StreamFilter | None = None

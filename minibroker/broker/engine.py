@@ -30,7 +30,7 @@ from .attach import Attacher, Refusal
 from .capture import Run
 from .client_connection import ANONYMOUS_RELAY, BrokerConnection
 from .clock import Clock, ManualClock, SystemClock
-from .config import BrokerConfig, QueueOptions
+from .config import BrokerConfig, QueueOptions, StreamOptions
 from .consuming import NodeConsumer
 from .extension import Extension, ExtensionLink, layer_for
 from .faults import FaultSet
@@ -53,10 +53,12 @@ from .statistics import (
     FrameRecord,
     NodeCounters,
     QueueSnapshot,
+    StreamSnapshot,
     TopicSnapshot,
     TransactionSnapshot,
 )
 from .stored import Entry, StoredMessage
+from .stream import Stream
 from .tap import FrameLog, FrameTrace, Tap, TraceObserver
 from .topic import Topic
 from .transactions import TransactionManager
@@ -257,6 +259,16 @@ class Broker:
         """Create a topic, or return the existing one of that name."""
         return self.router.declare_topic(name)
 
+    def declare_stream(self, name: str, options: StreamOptions | None = None) -> Stream:
+        """Create a stream, or return the existing one of that name (applying ``options`` if given)."""
+        stream = self.router.declare_stream(name, options)
+        self._timers_changed()  # max_age may have come into force
+        return stream
+
+    @property
+    def streams(self) -> dict[str, Stream]:
+        return self.router.streams
+
     def delete_node(self, name: str) -> None:
         """Delete a queue or topic; links to it are detached with ``amqp:resource-deleted``."""
         self.router.delete_node(name)
@@ -300,7 +312,8 @@ class Broker:
     def purge(self, name: str | None = None) -> int:
         """Remove available messages from one queue (or all); return how many."""
         if name is not None:
-            return self.router.queue_named(name).purge()
+            stream = self.router.streams.get(name)
+            return stream.purge() if stream is not None else self.router.queue_named(name).purge()
         return sum(node.purge() for node in self.router.nodes.values())
 
     def reset(self) -> None:
@@ -330,6 +343,9 @@ class Broker:
 
     def topic_snapshot(self, name: str) -> TopicSnapshot:
         return self.router.topic_snapshot(name)
+
+    def stream_snapshot(self, name: str) -> StreamSnapshot:
+        return self.router.stream_snapshot(name)
 
     def statistics(self) -> BrokerStatistics:
         links = sum(

@@ -43,6 +43,7 @@ from .faults import Fault, FaultSet, Site
 from .links import ConsumerLink, CoordinatorLink, FaultableLink, ProducerLink
 from .queue import Queue
 from .stored import Entry
+from .stream import StreamConsumer
 from .tap import Observer, Tap, TapConnection
 from .transactions import TransactionManager
 
@@ -302,6 +303,8 @@ class FaultInjector(Observer):
                 link = self._link(connection, channel, Transfer(handle=handle))
                 if link is not None and isinstance(link.context, ConsumerLink):
                     self._delivered(connection, link.context, delivery_id)
+                elif link is not None and isinstance(link.context, StreamConsumer):
+                    self._read_from_stream(connection, link.context, delivery_id)
                 elif link is not None and isinstance(link.context, FaultableLink):
                     self._layer_delivered(connection, link, link.context.fault_address, delivery_id)
         self._update(self.faults.has_live())
@@ -347,6 +350,35 @@ class FaultInjector(Observer):
         fault = self._fire("transfer", site, lambda: None)  # the layer keeps no decoded message to offer `when=`
         if fault is not None:
             self._disconnect(fault, connection, link)
+
+    def _read_from_stream(self, connection: BrokerConnection, reader: StreamConsumer, delivery_id: int) -> None:
+        """A delivery to a stream reader: faults act on that reader's link only (the stream is unchanged)."""
+        link = reader.link
+        if not connection.open or link.state is not LinkState.ATTACHED:
+            return
+        delivery = link.unsettled.get(delivery_id)
+        site = self._site(connection, link, reader.stream.name, f"transfer delivery-id={int(delivery_id)}")
+
+        def subject() -> Any:
+            return decode_message(delivery.payload) if delivery is not None and delivery.payload else None
+
+        fault = self._fire("delivery", site, subject) if delivery is not None else None
+        fault = fault or self._fire("transfer", site, subject)
+        if fault is None:
+            return
+        if fault.kind not in ("release", "modify"):
+            self._disconnect(fault, connection, link)
+            return
+        assert delivery is not None
+        outcome: Released | Modified = (
+            Released()
+            if fault.kind == "release"
+            else Modified(
+                delivery_failed=fault.params["delivery_failed"], undeliverable_here=fault.params["undeliverable_here"]
+            )
+        )
+        reader.outcome(delivery, outcome, False)  # counted and settled: nothing to put back in a stream
+        connection.mark_dirty()
 
     # ------------------------------------------------------------ actions
 

@@ -10,10 +10,11 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from .config import DEFAULT_DEAD_LETTER_SUFFIX, QueueOptions
+from .config import DEFAULT_DEAD_LETTER_SUFFIX, QueueOptions, StreamOptions
 from .node import Node, NodeServices
 from .queue import Queue
 from .statistics import NodeCounters
+from .stream import Stream
 from .topic import Topic
 
 __all__ = ["NODE_KINDS", "NodeFactory", "make_queue"]
@@ -40,7 +41,12 @@ def _make_topic(name: str, services: NodeServices, counters: NodeCounters, optio
     return Topic(name, counters, services)
 
 
+def _make_stream(name: str, services: NodeServices, counters: NodeCounters, options: StreamOptions | None) -> Stream:
+    return Stream(name, options or StreamOptions(), counters, services.expiry_added)
+
+
 NODE_KINDS: dict[str, NodeFactory] = {
     Queue.KIND: make_queue,
     Topic.KIND: _make_topic,
+    Stream.KIND: _make_stream,
 }

@@ -54,10 +54,10 @@ A node never imports the broker, the router or the links: time comes in as
 :class:`NodeServices` callbacks, and consumers are built through
 ``request.queue_consumer`` (the link class lives above the nodes).
 
-Adding a kind (say a stream: an append-only log where each reader holds a
-position) is one class implementing :class:`Node`, whose ``open_consumer``
-returns its own :class:`~.consuming.NodeConsumer` (the reader), one row in
-``ADDRESS_KINDS`` and one entry in ``NODE_KINDS``.
+Adding a kind is one class implementing :class:`Node`, whose ``open_consumer``
+returns its own :class:`~.consuming.NodeConsumer`, one row in ``ADDRESS_KINDS``
+and one entry in ``NODE_KINDS``: :class:`~.stream.Stream` (an append-only log
+where each reader holds a position) was added that way.
 """
 
 from __future__ import annotations

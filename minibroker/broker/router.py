@@ -21,13 +21,14 @@ from ..amqp.performatives import Error, amqp_error
 from ..amqp.types import symbol
 from .addresses import QUEUE_PREFIX, TOPIC_CAPABILITIES, TOPIC_PREFIX, clash, parse_address, unresolved_reason
 from .capture import Run
-from .config import DEFAULT_DEAD_LETTER_SUFFIX, BrokerConfig, QueueOptions
+from .config import DEFAULT_DEAD_LETTER_SUFFIX, BrokerConfig, QueueOptions, StreamOptions
 from .kinds import NODE_KINDS, make_queue
 from .node import Node, NodeServices
 from .publish import Publisher, Source
 from .queue import Queue
-from .statistics import NodeCounters, QueueSnapshot, TopicSnapshot
+from .statistics import NodeCounters, QueueSnapshot, StreamSnapshot, TopicSnapshot
 from .stored import Entry, StoredMessage
+from .stream import Stream
 from .topic import Subscription, Topic
 
 if TYPE_CHECKING:
@@ -69,6 +70,7 @@ class Router:
         self.by_kind: dict[str, dict[str, Any]] = {kind: {} for kind in NODE_KINDS}
         self.queues: dict[str, Queue] = self.by_kind[Queue.KIND]
         self.topics: dict[str, Topic] = self.by_kind[Topic.KIND]
+        self.streams: dict[str, Stream] = self.by_kind[Stream.KIND]
         self.counters: dict[str, NodeCounters] = {}
         #: The one way into a node (publish.py); its ``on_route`` observes every message.
         self.publisher = Publisher()
@@ -123,6 +125,18 @@ class Router:
         self.declare(name, Topic.KIND)
         return self.topics[name]
 
+    def declare_stream(self, name: str, options: StreamOptions | None = None) -> Stream:
+        """Create a stream, or return the existing one of that name (with ``options``, if given:
+        a smaller limit drops what it no longer keeps at once)."""
+        stream = self.streams.get(name)
+        if stream is None:
+            self.declare(name, Stream.KIND, options)
+            return self.streams[name]
+        if options is not None and options != stream.options:
+            stream.options = options
+            stream.expire(self.now())
+        return stream
+
     def declare_dynamic(self) -> tuple[str, Queue]:
         """A temporary queue under a fresh address, for a dynamic terminus (broker paper 2.3.13)."""
         address = f"{DYNAMIC_PREFIX}{uuid.uuid4().hex}"
@@ -132,7 +146,7 @@ class Router:
         """Delete a node; the owner's ``on_deleted`` detaches the links to it."""
         node = self.nodes.pop(name, None)
         if node is None:
-            raise NodeError(f"no queue or topic named {name!r}")
+            raise NodeError(f"no queue, topic or stream named {name!r}")
         del self.by_kind[node.KIND][name]
         self.counters.pop(name, None)
         self._on_deleted(name, node)
@@ -257,6 +271,12 @@ class Router:
         """Counters now; messages copied only when read (``run`` runs that copy in the broker's thread)."""
         queue = self.queues.get(name) or self.queue_named(name)
         return queue.snapshot(now, run)
+
+    def stream_snapshot(self, name: str) -> StreamSnapshot:
+        stream = self.streams.get(name)
+        if stream is None:
+            raise NodeError(f"no stream named {name!r}; known streams: {sorted(self.streams)}")
+        return stream.snapshot(self.now())
 
     def topic_snapshot(self, name: str) -> TopicSnapshot:
         topic = self.topics.get(name)

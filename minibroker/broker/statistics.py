@@ -11,11 +11,12 @@ from ..amqp.message import Message, decode_message
 from .capture import Capture, QueuedRow
 
 if TYPE_CHECKING:
-    from .stored import Entry
+    from .config import StreamOptions
+    from .stored import Entry, StoredMessage
 
 __all__ = [
     "NodeCounters", "NodeStatistics", "BrokerStatistics", "QueueSnapshot", "QueuedMessage", "QueuedMessages",
-    "QueuedRow", "TopicSnapshot", "SubscriptionSnapshot", "TransactionSnapshot", "FrameRecord",
+    "QueuedRow", "StreamMessage", "StreamMessages", "StreamSnapshot", "TopicSnapshot", "SubscriptionSnapshot", "TransactionSnapshot", "FrameRecord",
 ]  # fmt: skip
 
 
@@ -201,6 +202,117 @@ class _NoEntries:
 
     def entries(self) -> Iterator[Entry]:
         return iter(())
+
+
+@dataclass(frozen=True, slots=True)
+class StreamMessage:
+    """A message in a stream snapshot, decoded as a reader would receive it (``x-stream-offset`` included)."""
+
+    offset: int
+    message: Message
+
+    @property
+    def body(self) -> Any:
+        return self.message.body
+
+    @property
+    def properties(self) -> Any:
+        """The AMQP properties section (§3.2.4), or None."""
+        return self.message.properties
+
+    @property
+    def application_properties(self) -> dict[str, Any] | None:
+        """The application-properties section (§3.2.5): what python-qpid-proton calls ``Message.properties``."""
+        return self.message.application_properties
+
+    @property
+    def annotations(self) -> dict[Any, Any] | None:
+        return self.message.message_annotations
+
+
+class StreamMessages(Sequence[StreamMessage]):
+    """The messages of a stream snapshot, oldest first, each decoded when first read.
+
+    Holds references to the stored messages (immutable bytes), never copies of them.
+    """
+
+    __slots__ = ("_stored", "_decoded")
+
+    def __init__(self, stored: tuple[tuple[int, StoredMessage], ...]) -> None:
+        self._stored = stored
+        self._decoded: dict[int, StreamMessage] = {}
+
+    def _message(self, index: int) -> StreamMessage:
+        found = self._decoded.get(index)
+        if found is None:
+            from .stream import delivery_payload  # noqa: PLC0415  (statistics is imported by the node modules)
+
+            offset, stored = self._stored[index]
+            found = StreamMessage(offset, decode_message(delivery_payload(stored, offset)))
+            self._decoded[index] = found
+        return found
+
+    def __len__(self) -> int:
+        return len(self._stored)
+
+    def offsets(self) -> list[int]:
+        """The offset of each message, oldest first (nothing decoded)."""
+        return [offset for offset, _message in self._stored]
+
+    @overload
+    def __getitem__(self, index: int) -> StreamMessage: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[StreamMessage, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> StreamMessage | tuple[StreamMessage, ...]:
+        count = len(self._stored)
+        if isinstance(index, slice):
+            return tuple(self._message(i) for i in range(*index.indices(count)))
+        if index < 0:
+            index += count
+        if not 0 <= index < count:
+            raise IndexError(f"message index {index} out of range: the snapshot holds {count}")
+        return self._message(index)
+
+    def __iter__(self) -> Iterator[StreamMessage]:
+        for i in range(len(self._stored)):
+            yield self._message(i)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, (str, bytes)):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"StreamMessages({len(self._stored)} messages)"
+
+
+@dataclass(frozen=True, slots=True)
+class StreamSnapshot:
+    """A stream at one moment: its retained offsets ``first_offset``..``last_offset`` (``last_offset``
+    is ``first_offset - 1`` when empty), ``count`` and ``bytes`` retained, readers attached, and
+    ``messages`` (each with its ``offset``), decoded only when read."""
+
+    name: str
+    first_offset: int
+    last_offset: int
+    count: int
+    bytes: int
+    readers: int
+    options: StreamOptions
+    messages: StreamMessages = field(repr=False)
+    statistics: NodeStatistics
+
+    @property
+    def bodies(self) -> list[Any]:
+        return [m.body for m in self.messages]
+
+    @property
+    def offsets(self) -> list[int]:
+        return self.messages.offsets()
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,10 @@
 """An event hub: partitions (each a stream), consumer groups, and which receiver owns what.
 
 A hub has a fixed number of partitions, named ``"0"``, ``"1"``, ...; each is
-a stream (an append-only log addressed by offset, DESIGN "one spine for
-messages").  Consumer groups are views of the same partitions: each
+a stream node of the broker, ``hub/Partitions/id`` (an append-only log
+addressed by offset, :mod:`minibroker.broker.stream`), so
+``broker.stream("hub/Partitions/0")`` shows it too and a plain AMQP client
+may read it as a stream.  Consumer groups are views of the same partitions: each
 receiver holds only its own position, so groups read independently.
 
 Where an event sent to the hub goes: a producer that names a partition
@@ -28,7 +30,7 @@ from typing import Protocol
 
 from ..broker.config import EventHubOptions
 from ..broker.stored import StoredMessage
-from ._interim_stream import Stream
+from ..broker.stream import Stream
 from .addresses import partition_node
 from .events import LastEnqueued, Position
 
@@ -74,8 +76,7 @@ class EventHub:
     def append(self, partition: str, messages: Iterable[StoredMessage], now: float) -> None:
         stream = self.partitions[partition]
         for message in messages:
-            stream.put(message, now)
-        stream.dispatch(now)
+            stream.put(message, now)  # appends, then sends to the readers waiting with credit
 
     # ------------------------------------------------------------ positions
 

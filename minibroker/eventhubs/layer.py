@@ -17,8 +17,8 @@ It wraps the Service Bus layer (both kinds of client begin by attaching
   with owner levels (``com.microsoft:epoch`` link property) enforced by the
   hub (:mod:`.hub`).
 
-Everything else goes to the Service Bus layer.  Retention is a timer on the
-broker's clock.
+Everything else goes to the Service Bus layer.  Partitions are the
+broker's streams, so their retention runs on the broker's clock.
 """
 
 from __future__ import annotations
@@ -31,16 +31,16 @@ from ..amqp.errors import AMQPDecodeError
 from ..amqp.messaging import Accepted, Rejected
 from ..amqp.performatives import RCV_FIRST, amqp_error
 from ..amqp.types import Described
-from ..broker.config import EventHubOptions, EventHubsOptions
+from ..broker.config import EventHubOptions, EventHubsOptions, StreamOptions
 from ..broker.extension import ExtensionLink
 from ..broker.filters import SELECTOR_DESCRIPTORS
 from ..broker.publish import format_refusal, messages_of
 from ..broker.stored import StoredMessage
+from ..broker.stream import Stream
 from ..protocol.endpoints import Delivery, Link
 from ..servicebus.addresses import CBS, node_name
 from ..servicebus.layer import ServiceBusLayer
 from ..servicebus.requests import ReplyLink, RequestLink
-from ._interim_stream import Stream
 from .addresses import MANAGEMENT, HubAddress, parse_hub_address, partition_node
 from .events import PARTITION_KEY, Position, PositionError, parse_position
 from .hub import EventHub
@@ -90,12 +90,22 @@ class EventHubsLayer:
             return hub
         if options.name in self.broker.queues or options.name in self.broker.topics:
             raise ValueError(f"{options.name!r} is already a queue or topic; an event hub needs a name of its own")
+        taken = [p for p in range(options.partitions) if partition_node(options.name, str(p)) in self._other_nodes()]
+        if taken:
+            raise ValueError(
+                f"{partition_node(options.name, str(taken[0]))!r} is already a queue or topic; "
+                f"event hub {options.name!r} needs its partitions' names"
+            )
         hub = EventHub(options, self.broker.now(), self._stream)
         self.hubs[options.name] = hub
         return hub
 
+    def _other_nodes(self) -> set[str]:
+        return set(self.broker.queues) | set(self.broker.topics)
+
     def _stream(self, name: str, retention: float | None) -> Stream:
-        return Stream(name, retention, lambda _deadline: self._timers_changed())
+        """A partition's stream: a broker node, so the broker's timers apply its retention."""
+        return self.broker.declare_stream(name, StreamOptions(max_age=retention))
 
     def hub_named(self, name: str) -> EventHub | str:
         """The hub called ``name`` (created on first use when ``auto_create`` is on), or why there is none."""
@@ -106,7 +116,10 @@ class EventHubsLayer:
             return f"no event hub {name!r} (auto-create is off; declare it with declare_event_hub or EventHubsOptions)"
         if name in self.broker.queues or name in self.broker.topics:
             return f"{name!r} is a queue or topic, not an event hub"
-        return self.declare(EventHubOptions(name, self.options.default_partitions))
+        try:
+            return self.declare(EventHubOptions(name, self.options.default_partitions))
+        except ValueError as exc:  # a partition's name is already a queue's
+            return str(exc)
 
     # -------------------------------------------------------------- attach
 
@@ -239,22 +252,13 @@ class EventHubsLayer:
 
     # -------------------------------------------------------------- timers
 
+    # Partitions are broker streams: the broker's own timers apply their retention.
+
     def next_deadline(self) -> float | None:
-        deadlines = [self.servicebus.next_deadline()]
-        for hub in self.hubs.values():
-            deadlines += [stream.next_expiry() for stream in hub.partitions.values()]
-        present = [d for d in deadlines if d is not None]
-        return min(present) if present else None
+        return self.servicebus.next_deadline()
 
     def run_timers(self, now: float) -> None:
         self.servicebus.run_timers(now)
-        for hub in self.hubs.values():
-            for stream in hub.partitions.values():
-                stream.dispatch(now)  # drops what retention no longer keeps first
-
-    def _timers_changed(self) -> None:
-        if self.broker.on_timers_changed is not None:
-            self.broker.on_timers_changed()
 
     def reset(self) -> None:
         self.servicebus.reset()

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING
 from ..amqp.performatives import SND_SETTLED
 from ..broker.extension import ExtensionLink
 from ..broker.stored import StoredMessage
+from ..broker.stream import Stream
+from ..broker.streamfilters import StreamFilter
 from ..protocol.endpoints import Link
-from ._interim_stream import Stream
 from .addresses import CONSUMER_GROUPS, PARTITIONS
 from .events import event_payload
 
@@ -55,6 +56,8 @@ class EventHubReader(ExtensionLink):
         self.track_last_enqueued = track_last_enqueued
         self.stream: Stream = hub.partitions[partition]
         self.position = 0
+        #: Every event is wanted: the position filter only says where to start (the hub works it out).
+        self.stream_filter = StreamFilter()
         self.presettled = link.snd_settle_mode == SND_SETTLED
         self._tags = 0
         self.delivered = 0

@@ -17,7 +17,9 @@ from ..broker.faults import FaultNotFired as FaultNotFired
 from ..broker.faults import FaultPlan as FaultPlan
 from ..broker.faults import Firing as Firing
 from .assertions import QueueMismatch as QueueMismatch
+from .assertions import StreamMismatch as StreamMismatch
 from .assertions import assert_queue as assert_queue
+from .assertions import assert_stream as assert_stream
 from .peer import Frame as Frame
 from .peer import FrameReader as FrameReader
 from .peer import Frames as Frames
@@ -55,7 +57,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "Fault", "FaultNotFired", "FaultPlan", "Firing", "Frame", "FrameReader", "Frames", "Peer", "PeerLink", "PeerSession", "ProtocolHeader", "Pump",
-    "QueueMismatch", "ThrowawayTLS", "Transport", "assert_queue", "auto_accept", "connect", "exchange", "fault_plans",
+    "Fault", "FaultNotFired", "FaultPlan", "Firing", "Frame", "FrameReader", "Frames", "Peer", "PeerLink",
+    "PeerSession", "ProtocolHeader", "Pump", "QueueMismatch", "StreamMismatch", "ThrowawayTLS", "Transport",
+    "assert_queue", "assert_stream", "auto_accept", "connect", "exchange", "fault_plans",
     "faults", "parse_frames", "throwaway_tls",
 ]  # fmt: skip

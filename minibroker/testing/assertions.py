@@ -9,16 +9,20 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..broker.engine import NodeError
-from ..broker.statistics import QueueSnapshot
+from ..broker.statistics import QueueSnapshot, StreamSnapshot
 
-__all__ = ["QueueMismatch", "assert_queue", "list_diff"]
+__all__ = ["QueueMismatch", "StreamMismatch", "assert_queue", "assert_stream", "list_diff"]
 
 
 class QueueMismatch(AssertionError):
     """A queue does not hold what a test expected; the message shows both and their diff."""
 
 
-def list_diff(expected: Sequence[Any], actual: Sequence[Any]) -> list[str]:
+class StreamMismatch(AssertionError):
+    """A stream does not hold what a test expected; the message shows both and their diff."""
+
+
+def list_diff(expected: Sequence[Any], actual: Sequence[Any], holder: str = "queue") -> list[str]:
     """Explain how ``actual`` differs from ``expected``: first differing index, extra items, full diff."""
     lines: list[str] = []
     for index, (want, got) in enumerate(zip(expected, actual, strict=False)):
@@ -28,10 +32,12 @@ def list_diff(expected: Sequence[Any], actual: Sequence[Any]) -> list[str]:
     if len(actual) > len(expected):
         extra = actual[len(expected)]
         more = len(actual) - len(expected)
-        lines.append(f"The queue holds {more} more message(s) than expected, first extra: {extra!r}")
+        lines.append(f"The {holder} holds {more} more message(s) than expected, first extra: {extra!r}")
     elif len(expected) > len(actual):
         missing = expected[len(actual)]
-        lines.append(f"The queue holds {len(expected) - len(actual)} message(s) fewer than expected, first missing: {missing!r}")
+        lines.append(
+            f"The {holder} holds {len(expected) - len(actual)} message(s) fewer than expected, first missing: {missing!r}"
+        )
     lines.append("Full diff (- expected, + actual):")
     want_lines = pprint.pformat(list(expected), width=80).splitlines()
     got_lines = pprint.pformat(list(actual), width=80).splitlines()
@@ -78,4 +84,45 @@ def assert_queue(
                 f"queue {name!r} does not hold the expected bodies{order}: it holds {held}, "
                 f"{len(expected)} expected\n" + "\n".join(list_diff(expected, actual))
             )
+    return snapshot
+
+
+def assert_stream(
+    broker: Any,
+    name: str,
+    bodies: Sequence[Any] | None = None,
+    *,
+    count: int | None = None,
+    first_offset: int | None = None,
+    last_offset: int | None = None,
+) -> StreamSnapshot:
+    """Check a stream's retained bodies (oldest first), how many it retains, and/or its offsets.
+
+    Returns the snapshot it checked, for further assertions.
+    """
+    __tracebackhide__ = True
+    if bodies is None and count is None and first_offset is None and last_offset is None:
+        raise TypeError("assert_stream needs what to check: bodies=[...], count=N, first_offset=N and/or last_offset=N")
+    try:
+        snapshot: StreamSnapshot = broker.stream(name)
+    except NodeError as missing:
+        raise StreamMismatch(f"stream {name!r} does not exist: {missing}; declare it with declare_stream") from None
+    held = (
+        f"{snapshot.count} message(s) at offsets {snapshot.first_offset}..{snapshot.last_offset}"
+        if snapshot.count
+        else f"no message (the next offset is {snapshot.last_offset + 1})"
+    )
+    for what, expected, actual in (
+        ("count", count, snapshot.count),
+        ("first_offset", first_offset, snapshot.first_offset),
+        ("last_offset", last_offset, snapshot.last_offset),
+    ):
+        if expected is not None and expected != actual:
+            raise StreamMismatch(f"stream {name!r} has {what} {actual}, expected {expected}: it holds {held}")
+    if bodies is not None and list(bodies) != snapshot.bodies:
+        expected_bodies = list(bodies)
+        raise StreamMismatch(
+            f"stream {name!r} does not hold the expected bodies: it holds {held}, {len(expected_bodies)} expected\n"
+            + "\n".join(list_diff(expected_bodies, snapshot.bodies, "stream"))
+        )
     return snapshot

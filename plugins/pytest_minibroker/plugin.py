@@ -14,7 +14,7 @@ Fixtures
     :class:`minibroker.TrioBroker` in the test's own trio run (needs pytest-trio).
     ``amqp_broker_config``: override it in ``conftest.py`` to set defaults.
 Marker
-    ``@pytest.mark.amqp_broker("orders", queues=[...], topics=[...], clock="manual", **BrokerConfig fields)``.
+    ``@pytest.mark.amqp_broker("orders", queues=[...], topics=[...], streams=[...], clock="manual", **BrokerConfig fields)``.
 Reports
     A failing test's report gets a section titled ``minibroker ...`` (non-empty queues with their
     bodies, the last frames by performative, fault firings); ``--minibroker-html=DIR`` also
@@ -91,7 +91,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        f"{MARKER}(*queues, queues=..., topics=..., clock='manual', users=..., auto_create=False, "
+        f"{MARKER}(*queues, queues=..., topics=..., streams=..., clock='manual', users=..., auto_create=False, "
         "**BrokerConfig fields): the broker this test's amqp_broker fixture gets",
     )
     config.stash[_SESSION] = _Session(config)
@@ -293,7 +293,7 @@ def amqp_broker_config() -> dict[str, Any]:
     def amqp_broker_config():
         return {"queues": ["orders", ("jobs", {"max_delivery_count": 3})], "clock": "manual"}
 
-    Keys: ``queues``, ``topics``, ``clock`` ("system" or "manual") and any ``BrokerConfig`` field.
+    Keys: ``queues``, ``topics``, ``streams``, ``clock`` ("system" or "manual") and any ``BrokerConfig`` field.
     """
     return {}
 

@@ -1,5 +1,5 @@
-"""What a failing test's report shows about its broker: queues with their messages, the last
-frames by performative name, fault firings; plus the recorder the HTML picture is drawn from."""
+"""What a failing test's report shows about its broker: queues with their messages, streams with
+their newest, the last frames by performative name, fault firings; plus the recorder the HTML picture is drawn from."""
 
 from __future__ import annotations
 
@@ -183,11 +183,25 @@ class QueueState:
 
 
 @dataclass(frozen=True, slots=True)
+class StreamState:
+    name: str
+    first_offset: int
+    last_offset: int
+    count: int
+    newest: tuple[tuple[int, Any], ...]  # (offset, body) of the last few messages
+
+
+#: Messages of a stream shown in the report: the newest ones (a stream may retain millions).
+STREAM_SHOWN = 20
+
+
+@dataclass(frozen=True, slots=True)
 class State:
     """What the report shows, read from the broker when the test failed."""
 
     url: str
     queues: tuple[QueueState, ...]
+    streams: tuple[StreamState, ...]
     frames: tuple[FrameRecord, ...]
     frames_total: int
     firings: tuple[Any, ...]
@@ -209,6 +223,16 @@ def capture(broker: Any, recorder: Recorder | None, frames_shown: int) -> State:
         if snapshot.depth:
             messages = tuple((m.body, m.acquired, m.delivery_count) for m in snapshot.messages)
             queues.append(QueueState(name, snapshot.depth, snapshot.acquired, messages))
+    streams = []
+    for name in broker.streams():
+        try:
+            stream = broker.stream(name)
+        except NodeError:  # deleted meanwhile
+            continue
+        if stream.count:
+            newest = stream.messages[-STREAM_SHOWN:]
+            shown = tuple((m.offset, m.body) for m in newest)
+            streams.append(StreamState(name, stream.first_offset, stream.last_offset, stream.count, shown))
     try:
         frames = broker.frames()
     except RuntimeError:  # frame log off (frame_log=0)
@@ -218,6 +242,7 @@ def capture(broker: Any, recorder: Recorder | None, frames_shown: int) -> State:
     return State(
         url=broker.url,
         queues=tuple(queues),
+        streams=tuple(streams),
         frames=tuple(frames[-frames_shown:]) if frames_shown else (),
         frames_total=len(frames),
         firings=firings,
@@ -241,6 +266,12 @@ def format_section(state: State, html_path: str | None = None) -> str:
                 lines.append(f"    [{index}] {_short(body)}" + (f"  ({notes})" if notes else ""))
     else:
         lines.append("every queue is empty")
+    for stream in state.streams:
+        lines.append(
+            f"stream {stream.name}: {stream.count} message(s) at offsets {stream.first_offset}..{stream.last_offset}"
+            + (f", the newest {len(stream.newest)}:" if len(stream.newest) < stream.count else ":")
+        )
+        lines.extend(f"    @{offset} {_short(body)}" for offset, body in stream.newest)
     if state.frames:
         start = state.frames[0].time
         lines.append(f"last {len(state.frames)} of {state.frames_total} frame(s) (-> into the broker, <- out of it):")

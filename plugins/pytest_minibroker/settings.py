@@ -1,7 +1,7 @@
 """What a test asks of its broker: ``amqp_broker_config``, the marker and ini defaults, checked.
 
 One vocabulary everywhere (the ``amqp_broker_config`` fixture, ``@pytest.mark.amqp_broker(...)``
-and ``amqp_broker_factory(...)``): ``queues``, ``topics``, ``clock``, ``faults`` and every
+and ``amqp_broker_factory(...)``): ``queues``, ``topics``, ``streams``, ``clock``, ``faults`` and every
 :class:`minibroker.BrokerConfig` field.
 """
 
@@ -12,16 +12,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from minibroker import BrokerConfig, ManualClock, QueueOptions, ThreadedBroker
+from minibroker import BrokerConfig, ManualClock, QueueOptions, StreamOptions, ThreadedBroker
 from minibroker.broker.faults import Fault, FaultPlan
 
 __all__ = ["BrokerSettings", "VALID_KEYWORDS", "QueueSpec"]
 
 CONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(BrokerConfig))
 #: Every keyword the marker, the config fixture and the factory accept.
-VALID_KEYWORDS = ("clock", "queues", "topics", "faults", *CONFIG_FIELDS)
+VALID_KEYWORDS = ("clock", "queues", "topics", "streams", "faults", *CONFIG_FIELDS)
 CLOCKS = ("system", "manual")
 QUEUE_OPTIONS = tuple(f.name for f in dataclasses.fields(QueueOptions))
+STREAM_OPTIONS = tuple(f.name for f in dataclasses.fields(StreamOptions))
 
 #: ``"orders"``, ``("orders", {"max_delivery_count": 2})``; or a mapping name -> options.
 QueueSpec = str | tuple[str, Mapping[str, Any]]
@@ -35,12 +36,14 @@ class BrokerSettings:
     clock: str = "system"
     queues: dict[str, dict[str, Any]] = field(default_factory=dict)
     topics: list[str] = field(default_factory=list)
+    #: ``streams=["events", ("audit", {"max_age": 60})]``: name -> ``declare_stream`` keywords.
+    streams: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: Faults each test starts with (``faults=[faults.release(address="jobs")]``), installed as copies.
     faults: list[Fault] = field(default_factory=list)
 
     @classmethod
     def build(cls, *layers: Mapping[str, Any], where: Iterable[str] = ()) -> BrokerSettings:
-        """Merge keyword layers (later ones win; ``queues`` and ``topics`` add up) into settings.
+        """Merge keyword layers (later ones win; ``queues``, ``topics`` and ``streams`` add up) into settings.
 
         ``where`` names each layer for error messages (``@pytest.mark.amqp_broker`` ...).
         """
@@ -57,6 +60,8 @@ class BrokerSettings:
             for key, value in layer.items():
                 if key == "queues":
                     settings.queues.update(_queues(value, source))
+                elif key == "streams":
+                    settings.streams.update(_queues(value, source, "streams", STREAM_OPTIONS))
                 elif key == "topics":
                     settings.topics.extend(t for t in _names(value, source, "topics") if t not in settings.topics)
                 elif key == "faults":
@@ -86,11 +91,13 @@ class BrokerSettings:
         return ThreadedBroker(config=dataclasses.replace(self.config), clock=clock).start()
 
     def declare(self, broker: Any) -> None:
-        """Create the queues and topics on ``broker`` (a ``ThreadedBroker`` or ``TrioBroker``)."""
+        """Create the queues, topics and streams on ``broker`` (a ``ThreadedBroker`` or ``TrioBroker``)."""
         for name, options in self.queues.items():
             broker.declare_queue(name, **options)
         for name in self.topics:
             broker.declare_topic(name)
+        for name, options in self.streams.items():
+            broker.declare_stream(name, **options)
         FaultPlan(tuple(self.faults)).install(broker.faults)
 
 
@@ -115,29 +122,34 @@ def _names(value: Any, source: str, key: str) -> list[str]:
     return names
 
 
-def _queue_options(options: Mapping[str, Any], source: str, name: str) -> dict[str, Any]:
-    unknown = sorted(set(options) - set(QUEUE_OPTIONS))
+def _queue_options(
+    options: Mapping[str, Any], source: str, name: str, known: tuple[str, ...] = QUEUE_OPTIONS, kind: str = "queue"
+) -> dict[str, Any]:
+    unknown = sorted(set(options) - set(known))
     if unknown:
         raise TypeError(
-            f"{source}: unknown option(s) {', '.join(unknown)} for queue {name!r}; "
-            f"queue options are: {', '.join(QUEUE_OPTIONS)}"
+            f"{source}: unknown option(s) {', '.join(unknown)} for {kind} {name!r}; "
+            f"{kind} options are: {', '.join(known)}"
         )
     return dict(options)
 
 
-def _queues(value: Any, source: str) -> dict[str, dict[str, Any]]:
-    """``["a", ("b", {...})]``, ``{"a": {}, "b": {...}}`` or ``"a"`` -> {name: options}."""
+def _queues(
+    value: Any, source: str, key: str = "queues", known: tuple[str, ...] = QUEUE_OPTIONS
+) -> dict[str, dict[str, Any]]:
+    """``["a", ("b", {...})]``, ``{"a": {}, "b": {...}}`` or ``"a"`` -> {name: options} (queues or streams)."""
     if isinstance(value, str):
         return {value: {}}
     items = value.items() if isinstance(value, Mapping) else value
-    queues: dict[str, dict[str, Any]] = {}
+    kind = key[:-1]
+    nodes: dict[str, dict[str, Any]] = {}
     for item in items:
         if isinstance(item, str):
-            queues[item] = {}
+            nodes[item] = {}
         elif isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str) and isinstance(item[1], Mapping):
-            queues[item[0]] = _queue_options(item[1], source, item[0])
+            nodes[item[0]] = _queue_options(item[1], source, item[0], known, kind)
         else:
             raise TypeError(
-                f"{source}: queues entries are names or (name, {{option: value}}) pairs, got {item!r}"
+                f"{source}: {key} entries are names or (name, {{option: value}}) pairs, got {item!r}"
             )
-    return queues
+    return nodes

@@ -345,7 +345,7 @@ def test_unknown_queue_names_the_known_ones(broker: ThreadedBroker) -> None:
         broker.topic("orders")
     with pytest.raises(NodeError, match=r"no topic named 'ordrs'; known topics: \[\]"):
         broker.topic("ordrs")
-    with pytest.raises(NodeError, match="no queue or topic named 'nothing'"):
+    with pytest.raises(NodeError, match="no queue, topic or stream named 'nothing'"):
         broker.delete("nothing")
 
 

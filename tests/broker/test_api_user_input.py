@@ -91,7 +91,7 @@ def test_a_bad_publish_field_is_named_and_nothing_changes(
 def test_a_body_that_cannot_be_encoded_creates_no_queue(broker: ThreadedBroker) -> None:
     with pytest.raises(TypeError, match="cannot be encoded as AMQP"):
         broker.publish("orders", object())
-    with pytest.raises(TypeError, match="address must be a queue or topic name"):
+    with pytest.raises(TypeError, match="address must be a queue, topic or stream name"):
         broker.publish("", "body")
     assert broker.queues() == []
 
@@ -302,7 +302,7 @@ def test_a_node_name_that_is_not_a_str_says_so(broker: ThreadedBroker, call: str
         "delete": lambda: broker.delete(123),  # type: ignore[arg-type]
         "assert_queue": lambda: broker.assert_queue(123, bodies=[]),  # type: ignore[arg-type]
     }
-    with pytest.raises(TypeError, match=r"must be a str such as 'orders'|queue or topic name") as raised:
+    with pytest.raises(TypeError, match=r"must be a str such as 'orders'|queue, topic or stream name") as raised:
         calls[call]()
     assert "123" in str(raised.value)
 

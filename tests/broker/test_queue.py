@@ -558,6 +558,78 @@ def test_browser_does_not_see_consumed_messages() -> None:
     assert browser.bodies() == ["b", "c"]
 
 
+def test_browser_skips_what_leaves_while_it_browses() -> None:
+    queue = make_queue()
+    entries = fill(queue, *range(6))
+    browser = FakeConsumer(2, browse=True)
+    queue.add_consumer(browser)
+    queue.dispatch(T0)
+    consumer = FakeConsumer()
+    queue.add_consumer(consumer)
+    held = take(queue, consumer, 4)  # 0..3, acquired
+    queue.accept(held[2])  # 2 leaves: the browser has not seen it yet
+    queue.accept(entries[0])  # 0 leaves: the browser saw it already
+    browser.link_credit = 10
+    queue.dispatch(T0)
+    assert browser.bodies() == [0, 1, 3, 4, 5]
+    fill(queue, "new")
+    queue.dispatch(T0)
+    assert browser.bodies()[-1] == "new"
+
+
+class CountingEntries(dict[int, Entry]):
+    """The queue's seq -> entry map, counting every entry it hands out (lookups and iteration)."""
+
+    reads = 0
+
+    def __getitem__(self, key: int) -> Entry:
+        self.reads += 1
+        return super().__getitem__(key)
+
+    def items(self) -> Any:
+        self.reads += len(self)
+        return super().items()
+
+    def values(self) -> Any:
+        self.reads += len(self)
+        return super().values()
+
+    def __iter__(self) -> Any:
+        self.reads += len(self)
+        return super().__iter__()
+
+
+@pytest.mark.parametrize("depth", [1_000, 20_000])
+def test_a_browser_fetch_reads_only_what_it_sends(depth: int) -> None:
+    """Browsing one message at a time reads one entry per message, at any depth (not the whole queue)."""
+    queue = make_queue()
+    message = stored("m")
+    for _ in range(depth):
+        queue.enqueue(message, T0)
+    browser = FakeConsumer(0, browse=True)
+    queue.add_consumer(browser)
+    counting = CountingEntries(queue._entries)
+    queue._entries = counting
+    for _ in range(50):
+        browser.link_credit = 1
+        queue.dispatch(T0)
+    assert len(browser.delivered) == 50
+    assert counting.reads == 50
+
+
+def test_the_browse_index_lives_only_while_browsers_do() -> None:
+    queue = make_queue()
+    fill(queue, "a")
+    assert queue._arrivals is None
+    browser = FakeConsumer(10, browse=True)
+    queue.add_consumer(browser)
+    assert list(queue._arrivals or ()) == [1]
+    fill(queue, "b")
+    assert list(queue._arrivals or ()) == [1, 2]
+    queue.remove_consumer(browser)
+    assert queue._arrivals is None
+
+
 # ---------------------------------------------------------------------- purge
 
 

@@ -192,3 +192,50 @@ def test_proton_sees_what_the_client_sent_and_browsed(broker: ThreadedBroker) ->
         assert message.application_properties == {"k": 7}
         delivery.accept()
     broker.wait_for(lambda b: b.queue("back").depth == 0 and b.queue("shared").depth == 0, timeout=TIMEOUT)
+
+
+def test_large_messages_are_written_whole_and_exactly_once(broker: ThreadedBroker) -> None:
+    """1 MiB bodies fill the socket's send buffer: the write waits for room, it does not fail with EAGAIN."""
+    body = bytes(range(256)) * 4096  # 1 MiB
+    with Client(broker.url, timeout=TIMEOUT) as client:
+        with client.sender("big") as sender:
+            sender.send(build_message(body, message_id="first", body_kind="data"))
+            batch = (build_message(body, message_id=f"m-{i}", body_kind="data") for i in range(20))
+            assert sender.send_many(batch) == 20
+            # Reading what the broker sent back between writes left the socket blocking, with the
+            # client's timeout (a non-blocking socket fails a write that fills its buffer with EAGAIN).
+            assert client._sock.gettimeout() == TIMEOUT
+    snapshot = broker.queue("big")
+    assert snapshot.depth == 21
+    assert [m.properties.message_id for m in snapshot.messages] == ["first"] + [f"m-{i}" for i in range(20)]
+    assert all(m.body == body for m in snapshot.messages)
+
+
+def test_reading_a_stream_from_an_offset() -> None:
+    import datetime as dt
+
+    from minibroker import ManualClock
+
+    clock = ManualClock(1_700_000_000.0)
+    with ThreadedBroker(clock=clock) as broker:
+        broker.declare_stream("events")
+        broker.publish_many("events", range(5))
+        clock.advance(10)
+        broker.publish_many("events", range(5, 10))
+        with Client(broker.url, timeout=TIMEOUT) as client:
+            got = client.receiver("events", offset=7).fetch(100)
+            assert [(d.offset, d.message.body, d.settled) for d in got] == [(7, 7, True), (8, 8, True), (9, 9, True)]
+            assert [d.offset for d in client.receiver("events", offset="last").fetch(10)] == [9]
+            after = dt.datetime.fromtimestamp(1_700_000_005.0, dt.UTC)
+            assert [d.offset for d in client.receiver("events", offset=after).fetch(10)] == [5, 6, 7, 8, 9]
+            assert client.receiver("events", offset="next").fetch(10) == []
+            with pytest.raises(ValueError, match="aware datetime"):
+                client.receiver("events", offset=dt.datetime(2026, 1, 1))
+            with pytest.raises(TypeError, match="'first', 'last', 'next', an int or an aware datetime"):
+                client.receiver("events", offset=1.5)  # type: ignore[arg-type]
+        broker.assert_stream("events", count=10)  # reading removed nothing
+        broker.publish("orders", "from a queue")
+        with Client(broker.url, timeout=TIMEOUT) as client:
+            (delivery,) = client.receiver("orders").fetch(1)
+            assert delivery.offset is None and not delivery.settled
+            delivery.accept()

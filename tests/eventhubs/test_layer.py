@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from minibroker.amqp.message import Message, decode_message, encode_message
-from minibroker.amqp.messaging import Accepted, Rejected, Target
+from minibroker.amqp.messaging import Accepted, Rejected
 from minibroker.amqp.performatives import Attach, Detach, Disposition, Transfer
 from minibroker.amqp.types import Described, symbol
 from minibroker.broker.clock import ManualClock
@@ -263,14 +263,22 @@ def test_receiving_from_the_hub_itself_is_refused_with_where_to_receive() -> Non
     assert detach.error is not None and "hub/ConsumerGroups/<group>/Partitions/<id>" in (detach.error.description or "")
 
 
-def test_plain_amqp_clients_never_meet_the_layer() -> None:
+def test_a_partition_is_a_broker_stream_that_plain_amqp_clients_can_use() -> None:
     broker, _clock = make_broker()
-    peer = Peer("plain")
-    pump = connect(broker, peer)
-    pump.send(peer.start())
-    frames = pump.send(peer.attach_sender("s", "hub/Partitions/0", 1))
-    assert frames.one(Attach).target == Target(address="hub/Partitions/0")  # a plain queue of that name
-    assert snapshot(layer_of(broker).hubs["hub"]).partition("0").depth == 0
+    peer, pump = open_client(broker)
+    produce(peer, pump, "hub/Partitions/0", event("from-sdk"))
+    plain = Peer("plain")  # no $cbs: plain AMQP 1.0, no Event Hubs semantics
+    plain_pump = connect(broker, plain)
+    plain_pump.send(plain.start())
+    plain_pump.send(plain.attach_sender("s", "hub/Partitions/0", 1))
+    assert isinstance(plain_pump.send(plain.transfer(1, None, None, event("from-amqp"))).one(Disposition).state, Accepted)
+    stream = broker.stream_snapshot("hub/Partitions/0")
+    assert (stream.first_offset, stream.last_offset) == (0, 1)
+    got = events(reader(peer, pump, "hub/ConsumerGroups/$Default/Partitions/0", 5))
+    assert [(body, annotations["x-opt-sequence-number"]) for body, annotations in got] == [
+        (b"from-sdk", 0),
+        (b"from-amqp", 1),
+    ]
 
 
 # ------------------------------------------------------------------ parsing

@@ -8,6 +8,7 @@
 //        modify: {delivery_failed, undeliverable_here, message_annotations} (default {delivery_failed: true}),
 //        reject_error: {condition, description},
 //        selector, browse, dynamic, topic (source capability "topic"), durable (durable=2, expiry never),
+//        stream_offset ({string|long|timestamp: value}), stream_filter ([values]), match_unfiltered, undescribed,
 //        link_name, container_id, credit (fixed credit, no window), credit_window, drain (drain once attached),
 //        end: "close"|"detach" (how the link ends; default close), digest (body sha256 instead of body),
 //        hold (print after `count` messages, then keep the connection open until killed; hold_ms safety),
@@ -68,7 +69,24 @@ function settle(delivery, index) {
 const sourceSpec = {};
 if (a.dynamic) sourceSpec.dynamic = true;
 else sourceSpec.address = a.address;
-if (a.selector !== undefined) sourceSpec.filter = rhea.filter.selector(a.selector);
+const filter = {};
+if (a.selector !== undefined) Object.assign(filter, rhea.filter.selector(a.selector));
+// RabbitMQ stream filters (as its JavaScript client sends them): {stream_offset: {string|long|timestamp: value}},
+// stream_filter: [values], match_unfiltered: bool; `undescribed` sends them as plain values under their names.
+function streamFilter(name, value) {
+    return a.undescribed ? value : rhea.types.wrap_described(value, name);
+}
+if (a.stream_offset !== undefined) {
+    const spec = a.stream_offset;
+    const value = spec.long !== undefined ? rhea.types.wrap_long(spec.long)
+        : spec.timestamp !== undefined ? rhea.types.wrap_timestamp(spec.timestamp) : spec.string;
+    filter['rabbitmq:stream-offset-spec'] = streamFilter('rabbitmq:stream-offset-spec', value);
+}
+if (a.stream_filter !== undefined) filter['rabbitmq:stream-filter'] = streamFilter('rabbitmq:stream-filter', a.stream_filter);
+if (a.match_unfiltered !== undefined) {
+    filter['rabbitmq:stream-match-unfiltered'] = streamFilter('rabbitmq:stream-match-unfiltered', a.match_unfiltered);
+}
+if (Object.keys(filter).length) sourceSpec.filter = filter;
 if (a.browse) sourceSpec.distribution_mode = 'copy';
 if (a.topic) sourceSpec.capabilities = ['topic'];
 if (a.durable) {

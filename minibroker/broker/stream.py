@@ -1,0 +1,349 @@
+"""Stream nodes: an append-only log many readers read, each from its own position.
+
+A stream (RabbitMQ semantics, streams; DESIGN "one spine for messages") keeps
+what is published to it in a :class:`~minibroker.broker.streamlog.StreamLog`
+and hands it to every reader: a reader is a link whose whole state here is
+the offset it reads next, set at attach from its ``rabbitmq:stream-offset-spec``
+filter (:mod:`.streamfilters`).  Nothing is acquired and nothing is removed
+by reading, so the outcome a reader gives a delivery (accepted, released,
+rejected, modified: Part 3 §3.4) settles it on that link and changes nothing
+for anyone else; only retention (``max_bytes``, ``max_age``) drops messages.
+A reader whose position was dropped goes on from the first retained offset.
+
+Each delivery carries the message annotation ``x-stream-offset`` (a long), as
+RabbitMQ's do, so a client can resume from where it stopped.  The rest of the
+message goes out as it came in (Part 3 §3.2: the bare message is immutable);
+delivery-annotations, meant for one hop only, are not passed on.
+
+Credit is honoured exactly: a reader is sent at most what its credit allows,
+one message per unit, and a reader without credit costs nothing per append.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from ..amqp.messaging import Accepted, MessageAnnotations, Modified, Rejected, Released
+from ..amqp.performatives import SND_SETTLED
+from ..amqp.transactions import TransactionalState
+from ..amqp.types import symbol
+from ..protocol.endpoints import Delivery, Link
+from .config import StreamOptions
+from .consuming import Client
+from .statistics import NodeCounters, StreamMessages, StreamSnapshot
+from .stored import StoredMessage
+from .streamfilters import StreamFilter
+from .streamlog import OffsetSpec, StreamLog
+
+if TYPE_CHECKING:
+    from ..amqp.performatives import Error
+    from .capture import Run
+    from .consuming import ConsumerRequest, NodeConsumer
+    from .queue import Queue
+
+__all__ = ["OFFSET_ANNOTATION", "Reader", "Stream", "StreamConsumer", "delivery_payload"]
+
+#: The message annotation every delivery from a stream carries: the message's offset (a long).
+OFFSET_ANNOTATION = symbol("x-stream-offset")
+
+# message-annotations (descriptor 0x72, Part 3 §3.2.3) holding one entry, x-stream-offset -> long,
+# encoded by hand since every delivery needs it: map8 of 27 bytes and 2 items, sym8 key, long (0x81).
+_ANNOTATION_PREFIX = b"\x00\x53\x72\xc1\x1b\x02\xa3\x0f" + OFFSET_ANNOTATION.encode() + b"\x81"
+_LONG = struct.Struct(">q")
+
+
+def delivery_payload(message: StoredMessage, offset: int) -> bytes:
+    """The bytes to send for ``message`` at ``offset``: its own sections plus ``x-stream-offset``.
+
+    The header and the bare message (and footer) are copied as received;
+    delivery-annotations are dropped (they are for the next hop only, Part 3
+    §3.2.2); the message-annotations gain ``x-stream-offset``.
+    """
+    payload = message.payload
+    sections = message.sections
+    header_end = sections.header[1]
+    annotations_start, bare_start = sections.message_annotations
+    if annotations_start == bare_start:  # no annotations of its own: the common case, no encoding needed
+        return b"".join((payload[:header_end], _ANNOTATION_PREFIX, _LONG.pack(offset), payload[bare_start:]))
+    merged: dict[Any, Any] = dict(message.message_annotations or {})
+    merged[OFFSET_ANNOTATION] = offset
+    out = bytearray(payload[:header_end])
+    MessageAnnotations(merged).encode_into(out)
+    out += payload[bare_start:]
+    return bytes(out)
+
+
+class Reader(Protocol):
+    """What a stream needs of a reading link: its position, its filter, its credit, a way to send."""
+
+    #: The offset it reads next (all the state a reader has in the stream).
+    position: int
+    stream_filter: StreamFilter
+
+    def credit(self) -> int: ...
+
+    def deliver_offset(self, offset: int, message: StoredMessage) -> bool:
+        """Send ``message`` (at ``offset``); False if this reader cannot take it (too large for it)."""
+
+
+class Stream:
+    """A stream node (a :class:`~.node.Node`): messages appended to a log, read by any number of
+    readers from their own offsets."""
+
+    KIND: ClassVar[str] = "stream"
+    #: A dead-lettered copy routed here keeps its header as it was (a stream expires nothing by ttl).
+    DEAD_LETTER_TTL: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        name: str,
+        options: StreamOptions,
+        counters: NodeCounters,
+        on_expiry: Callable[[float], None] | None = None,
+    ) -> None:
+        self.name = name
+        self.counters = counters
+        self.log = StreamLog(options)
+        self.readers: list[Reader] = []
+        self.on_expiry = on_expiry  # told of a new retention deadline, so a timer can be rescheduled
+
+    @property
+    def options(self) -> StreamOptions:
+        return self.log.options
+
+    @options.setter
+    def options(self, options: StreamOptions) -> None:
+        self.log.options = options
+
+    # ----------------------------------------------------------- contents
+
+    @property
+    def depth(self) -> int:
+        """Messages retained."""
+        return self.log.count
+
+    @property
+    def bytes(self) -> int:
+        return self.log.bytes
+
+    def messages(self) -> Iterator[tuple[int, StoredMessage]]:
+        """Every retained message with its offset, oldest first."""
+        return self.log.read(self.log.first_offset, self.log.count)
+
+    def append(self, message: StoredMessage, now: float) -> int:
+        """Append ``message`` (retention then drops what it must); return its offset."""
+        log = self.log
+        first_expiry, dropped = log.next_expiry(), log.dropped
+        offset = log.append(message, now)
+        self.counters.enqueued += 1
+        self.counters.expired += log.dropped - dropped  # retention made room (max_bytes) or found some too old
+        self._retained(first_expiry)
+        return offset
+
+    def purge(self) -> int:
+        """Drop every retained message; offsets go on from where they were."""
+        return self.log.clear()
+
+    # ------------------------------------------------------- Node protocol
+
+    def admit(self, message: StoredMessage, staged: Sequence[StoredMessage] | None = None) -> Error | None:
+        """A stream takes every message: retention (``max_bytes``, ``max_age``) drops the oldest instead."""
+        return None
+
+    def put(self, message: StoredMessage, now: float, seq: int | None = None) -> None:
+        """Append (publish.py is the only caller; a stream numbers by offset, so ``seq`` means nothing
+        here) and send it to every reader waiting at the end with credit."""
+        self.append(message, now)
+        self.dispatch(now)
+
+    def open_consumer(self, request: ConsumerRequest) -> NodeConsumer:
+        """A reader: its position from ``rabbitmq:stream-offset-spec`` (none: ``next``), its filters, its credit."""
+        stream_filter = request.stream_filter or StreamFilter(selector=request.selector)
+        return StreamConsumer(request.connection, request.link, self, stream_filter)
+
+    def producer_credit_queue(self) -> Queue | None:
+        return None  # a stream never refuses a message, so producers are never held back
+
+    def drop_transient(self) -> int:
+        """A restart keeps a stream whole: a stream is a durable log (RabbitMQ streams are always persistent)."""
+        return 0
+
+    def queues(self) -> Iterator[Queue]:
+        return iter(())
+
+    def snapshot(self, now: float, run: Run | None = None) -> StreamSnapshot:
+        """Offsets and counters now, and references to the retained messages (immutable: no bytes copied)."""
+        log = self.log
+        return StreamSnapshot(
+            name=self.name,
+            first_offset=log.first_offset,
+            last_offset=log.next_offset - 1,
+            count=log.count,
+            bytes=log.bytes,
+            readers=len(self.readers),
+            options=self.options,
+            messages=StreamMessages(tuple(self.messages())),
+            statistics=self.counters.freeze(),
+        )
+
+    # ------------------------------------------------------------- readers
+
+    def add_reader(self, reader: Reader, spec: OffsetSpec | None = None) -> int:
+        """Attach ``reader`` at ``spec`` (default: its filter's offset spec); return its first offset."""
+        reader.position = self.log.start(reader.stream_filter.offset if spec is None else spec)
+        self.readers.append(reader)
+        return reader.position
+
+    def remove_reader(self, reader: Reader) -> None:
+        if reader in self.readers:
+            self.readers.remove(reader)
+
+    def dispatch(self, now: float) -> None:
+        """Send every reader what its credit allows, from its position on."""
+        expiry = self.log.next_expiry()
+        if expiry is not None and expiry <= now:
+            self.expire(now)
+        if not self.readers:
+            return
+        for reader in list(self.readers):
+            if reader.position < self.log.next_offset:
+                self.feed(reader)
+
+    def feed(self, reader: Reader) -> None:
+        """Send ``reader`` what its credit allows, from its position on."""
+        credit = reader.credit()
+        if credit <= 0:
+            return
+        log = self.log
+        position = max(reader.position, log.first_offset)  # dropped by retention: on from the first retained
+        end = log.next_offset
+        stream_filter = reader.stream_filter
+        selects = stream_filter.selects
+        counters = self.counters
+        while credit > 0 and position < end:
+            message = log.get(position)
+            assert message is not None  # first_offset <= position < next_offset
+            offset = position
+            position += 1
+            if selects and not stream_filter.matches(message):
+                counters.filtered_out += 1
+                continue
+            reader.position = position  # before sending: a reader that ends while sending keeps its place
+            if reader.deliver_offset(offset, message):
+                counters.delivered += 1
+                credit = reader.credit()
+        reader.position = position
+
+    # ----------------------------------------------------------- retention
+
+    def next_expiry(self) -> float | None:
+        """When ``max_age`` next drops a message, or None."""
+        return self.log.next_expiry()
+
+    def expire(self, now: float) -> int:
+        """Drop what ``max_age`` (or ``max_bytes``) no longer keeps; return how many."""
+        first_expiry = self.log.next_expiry()
+        dropped = self.log.trim(now)
+        self.counters.expired += dropped
+        self._retained(first_expiry)
+        return dropped
+
+    def _retained(self, previous_expiry: float | None) -> None:
+        """Tell the timer of the new first retention deadline, if it changed."""
+        expiry = self.log.next_expiry()
+        if expiry is not None and expiry != previous_expiry and self.on_expiry is not None:
+            self.on_expiry(expiry)
+
+    def __repr__(self) -> str:
+        return f"<Stream {self.name!r} {self.log!r}, {len(self.readers)} readers>"
+
+
+#: Tags are a 4-byte big-endian counter per link (Part 2 §2.8.7 allows up to 32 bytes).
+_TAG = struct.Struct(">I")
+
+
+class StreamConsumer:
+    """A link on which the broker sends one reader a stream's messages: the stream's :class:`Reader`,
+    and the broker's :class:`~.consuming.NodeConsumer` for it.
+
+    It holds the reader's position and filter, and settles what the client
+    settles: the outcome of a delivery is counted and echoed, and is
+    otherwise the reader's own business (nothing to requeue, nothing to
+    remove).
+    """
+
+    def __init__(self, connection: Client, link: Link, stream: Stream, stream_filter: StreamFilter) -> None:
+        self.connection = connection
+        self.link = link
+        self.stream = stream
+        self.stream_filter = stream_filter
+        self.position = 0
+        self.presettled = link.snd_settle_mode == SND_SETTLED
+        #: Reading moves nothing: the attach is answered with distribution-mode ``copy``.
+        self.browse = True
+        self._tags = 0
+
+    # NodeConsumer protocol ---------------------------------------------
+
+    def start(self) -> None:
+        self.stream.add_reader(self)
+
+    def reads_from(self, node: object) -> bool:
+        return node is self.stream
+
+    def pump(self, now: float) -> None:
+        self.stream.feed(self)
+
+    def on_outcome(self, delivery: Delivery, state: Any, settled: bool) -> None:
+        self.outcome(delivery, state, settled)
+
+    def end(self, closed: bool, now: float) -> None:
+        """The link ended: the reader leaves (it held nothing but its position)."""
+        self.stream.remove_reader(self)
+
+    # Reader protocol ---------------------------------------------------
+
+    def credit(self) -> int:
+        link = self.link
+        if link.session.remote_incoming_window <= 0 or link.outgoing is not None:
+            return 0  # no room in the session window, or a large message still going out
+        return link.credit
+
+    def deliver_offset(self, offset: int, message: StoredMessage) -> bool:
+        limit = self.link.max_message_size
+        payload = delivery_payload(message, offset)
+        if limit is not None and len(payload) > limit:
+            return False  # larger than this receiver takes (Part 2 §2.7.3): it reads on past it
+        self._tags = (self._tags + 1) & 0xFFFFFFFF
+        connection = self.connection
+        connection.engine.send_transfer(self.link, _TAG.pack(self._tags), payload, self.presettled)
+        connection.mark_dirty()
+        return True
+
+    # Outcomes and ending -----------------------------------------------
+
+    def outcome(self, delivery: Delivery, state: Any, settled: bool) -> None:
+        """The client settled (or gave an outcome for) a delivery: count it, settle it, nothing else.
+
+        Within a transaction (Part 4 §4.5.3) the outcome is the same no-op:
+        reading a stream acquires nothing for a discharge to undo.
+        """
+        counters = self.stream.counters
+        outcome = state.outcome if isinstance(state, TransactionalState) else state
+        if isinstance(outcome, Accepted):
+            counters.acknowledged += 1
+        elif isinstance(outcome, Released):
+            counters.released += 1
+        elif isinstance(outcome, Modified):
+            counters.modified += 1
+        elif isinstance(outcome, Rejected):
+            counters.rejected += 1
+        elif not settled:
+            return  # a non-terminal state (received): wait for the outcome
+        if not settled:
+            self.connection.engine.settle(delivery, state)
+
+    def __repr__(self) -> str:
+        return f"<StreamConsumer {self.link.name!r} on {self.stream.name!r} at {self.position}>"

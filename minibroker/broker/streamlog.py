@@ -1,0 +1,228 @@
+"""The append-only log behind a stream node: offsets, seeking and retention.
+
+Theory of operation
+-------------------
+A stream keeps every message appended to it, in order, until retention drops
+it from the old end; nobody removes a message by consuming it (RabbitMQ
+semantics, streams).  Each message gets the next *offset* when it is
+appended: 0 for the first, then 1, 2, ... with no gaps, and an offset is
+never reused, even after the message it named has been dropped.  A reader
+holds nothing but the offset it reads next, so a reader that falls behind
+costs no memory beyond that one number.
+
+Storage is two parallel arrays, indexed by ``offset - base``:
+
+* ``_messages``: the :class:`~minibroker.broker.stored.StoredMessage` itself
+  (no per-stream wrapper object, so a stored message costs one list slot
+  beyond the message: less than a queue's :class:`~.stored.Entry`);
+* ``_times``: when it was appended, as C doubles (8 bytes each), never
+  decreasing: an append that sees the clock behind the previous one records
+  the previous time again, so the array stays sorted and a seek by time is a
+  binary search even if the wall clock steps back.
+
+Dropping the oldest message clears its slot (the bytes are freed at once) and
+moves ``_head`` on; the cleared prefix is cut off when it is at least half of
+the arrays, so each append and each drop cost O(1) amortised.  Reading or
+seeking to an offset is O(1) arithmetic; seeking to a time is a binary search,
+O(log n).
+
+Retention (``max_bytes``, ``max_age`` on the broker's clock) works message by
+message rather than by segment, so everything under ``max_bytes`` stays
+readable (RabbitMQ drops whole segments and keeps at least half of the limit;
+we keep all of it).  ``max_bytes`` never drops the newest message: a message
+larger than the limit stays until the next one arrives, so a reader waiting at
+the tail always gets what was just appended.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+from .config import StreamOptions
+from .stored import StoredMessage
+
+__all__ = ["Instant", "OffsetSpec", "StreamLog", "interval_seconds"]
+
+#: The slots cleared at the front are cut off once there are this many and they are half the arrays
+#: (below it, the cut would run too often to pay for itself).
+_COMPACT_MIN = 1024
+
+#: RabbitMQ's interval units (``rabbit_amqqueue:check_max_age``): years, months, days, hours, minutes, seconds.
+_UNITS = {"Y": 365 * 86400, "M": 30 * 86400, "D": 86400, "h": 3600, "m": 60, "s": 1}
+_INTERVAL = re.compile(r"([0-9]{1,12})([YMDhms])")
+
+
+@dataclass(frozen=True, slots=True)
+class Instant:
+    """A point in time, seconds since the epoch: start at the first message appended at or after it."""
+
+    seconds: float
+
+
+#: Where a reader starts: ``"first"`` retained message, ``"last"`` appended, ``"next"`` to come,
+#: an offset, or the first message appended at or after an :class:`Instant`.
+OffsetSpec = Literal["first", "last", "next"] | int | Instant
+
+
+def interval_seconds(text: str) -> float | None:
+    """Seconds in a RabbitMQ interval such as ``"7D"`` or ``"12h"``; None if ``text`` is not one."""
+    match = _INTERVAL.fullmatch(text)
+    if match is None:
+        return None
+    return int(match.group(1)) * _UNITS[match.group(2)]
+
+
+class StreamLog:
+    """An append-only log of messages addressed by offset (see the module docstring)."""
+
+    def __init__(self, options: StreamOptions | None = None) -> None:
+        self.options = options if options is not None else StreamOptions()
+        self._messages: list[StoredMessage | None] = []
+        self._times = array("d")
+        self._head = 0  # index of the first retained message
+        self._base = 0  # offset of index 0
+        #: Encoded bytes of the retained messages.
+        self.bytes = 0
+        #: Messages dropped by retention so far.
+        self.dropped = 0
+
+    # ------------------------------------------------------------ positions
+
+    @property
+    def first_offset(self) -> int:
+        """The offset of the oldest retained message (``next_offset`` when none is retained)."""
+        return self._base + self._head
+
+    @property
+    def next_offset(self) -> int:
+        """The offset the next appended message gets."""
+        return self._base + len(self._messages)
+
+    @property
+    def count(self) -> int:
+        """Messages retained."""
+        return len(self._messages) - self._head
+
+    def __len__(self) -> int:
+        return self.count
+
+    def start(self, spec: OffsetSpec) -> int:
+        """The offset a reader attaching with ``spec`` reads first (RabbitMQ semantics, streams).
+
+        An offset before the first retained message starts at the first; one
+        past the end waits for the next message to be appended; ``"last"`` on
+        an empty stream is ``"next"``.
+        """
+        if spec == "first":
+            return self.first_offset
+        if spec == "next":
+            return self.next_offset
+        if spec == "last":
+            return self.next_offset - 1 if self.count else self.next_offset
+        if isinstance(spec, Instant):
+            return self.seek_time(spec.seconds)
+        if isinstance(spec, int) and not isinstance(spec, bool):
+            return min(max(spec, self.first_offset), self.next_offset)
+        raise ValueError(
+            f"an offset spec is 'first', 'last', 'next', an offset (int) or an Instant, got {spec!r}"
+        )
+
+    def seek_time(self, seconds: float) -> int:
+        """The offset of the first retained message appended at or after ``seconds`` (binary search)."""
+        index = bisect.bisect_left(self._times, seconds, self._head)
+        return self._base + index
+
+    def get(self, offset: int) -> StoredMessage | None:
+        """The message at ``offset``, or None if it was dropped or is not appended yet."""
+        index = offset - self._base
+        if index < self._head or index >= len(self._messages):
+            return None
+        return self._messages[index]
+
+    def appended_at(self, offset: int) -> float | None:
+        """When the message at ``offset`` was appended, or None if it is not retained."""
+        index = offset - self._base
+        if index < self._head or index >= len(self._messages):
+            return None
+        return self._times[index]
+
+    def read(self, offset: int, limit: int) -> Iterator[tuple[int, StoredMessage]]:
+        """Up to ``limit`` retained messages from ``offset`` on (from the first retained, if it was dropped)."""
+        start = max(offset, self.first_offset) - self._base
+        stop = min(len(self._messages), start + max(limit, 0))
+        messages = self._messages
+        base = self._base
+        for index in range(start, stop):
+            message = messages[index]
+            assert message is not None  # slots before _head are the only cleared ones
+            yield base + index, message
+
+    # --------------------------------------------------------------- writing
+
+    def append(self, message: StoredMessage, now: float) -> int:
+        """Append ``message``; return its offset.  Retention then drops what it must."""
+        times = self._times
+        offset = self.next_offset
+        self._messages.append(message)
+        times.append(max(now, times[-1]) if len(times) else now)
+        self.bytes += len(message.payload)
+        self.trim(now)
+        return offset
+
+    def trim(self, now: float) -> int:
+        """Drop the oldest messages beyond ``max_bytes`` or older than ``max_age``; return how many."""
+        max_bytes, max_age = self.options.max_bytes, self.options.max_age
+        if max_bytes is None and max_age is None:
+            return 0
+        messages, times = self._messages, self._times
+        end = len(messages)
+        head = self._head
+        start = head
+        cutoff = now - max_age if max_age is not None else None
+        while head < end:
+            if cutoff is not None and times[head] <= cutoff:
+                pass  # older than max_age
+            elif max_bytes is not None and self.bytes > max_bytes and head < end - 1:
+                pass  # beyond max_bytes, and not the newest message
+            else:
+                break
+            message = messages[head]
+            assert message is not None
+            self.bytes -= len(message.payload)
+            messages[head] = None  # its bytes go now, not at the next compaction
+            head += 1
+        self._head = head
+        dropped = head - start
+        self.dropped += dropped
+        if head >= _COMPACT_MIN and head * 2 >= end:
+            del messages[:head]
+            del times[:head]
+            self._base += head
+            self._head = 0
+        return dropped
+
+    def next_expiry(self) -> float | None:
+        """When ``max_age`` next drops a message (the oldest's append time plus ``max_age``), or None."""
+        max_age = self.options.max_age
+        if max_age is None or not self.count:
+            return None
+        return self._times[self._head] + max_age
+
+    def clear(self) -> int:
+        """Drop every message (a purge); offsets go on from where they were.  Return how many."""
+        dropped = self.count
+        self._base = self.next_offset
+        self._messages = []
+        self._times = array("d")
+        self._head = 0
+        self.bytes = 0
+        self.dropped += dropped
+        return dropped
+
+    def __repr__(self) -> str:
+        return f"<StreamLog offsets {self.first_offset}..{self.next_offset - 1} ({self.count} messages)>"
