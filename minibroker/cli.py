@@ -12,7 +12,7 @@ import warnings
 import trio
 
 from . import __version__
-from .broker.config import BrokerConfig
+from .broker.config import BrokerConfig, EventHubOptions, EventHubsOptions
 from .broker.engine import Broker
 from .server import DEFAULT_HOST, ExposedBrokerWarning, serve, stop
 from .tls import server_context
@@ -25,6 +25,14 @@ def _user(text: str) -> tuple[str, str]:
     if not sep or not name:
         raise argparse.ArgumentTypeError(f"--user takes NAME:PASSWORD, got {text!r}")
     return name, password
+
+
+def _event_hub(text: str) -> EventHubOptions:
+    name, sep, partitions = text.partition(":")
+    try:
+        return EventHubOptions(name, int(partitions) if sep else 4)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--event-hub takes NAME or NAME:PARTITIONS (1-1024), got {text!r}: {exc}") from None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -42,6 +50,10 @@ def _parser() -> argparse.ArgumentParser:
     serve_cmd.add_argument(
         "--stream", action="append", default=[], help="declare a stream (append-only log, read by offset) at start-up"
     )
+    serve_cmd.add_argument(
+        "--event-hub", type=_event_hub, action="append", default=[], metavar="NAME[:PARTITIONS]",
+        help="declare an Azure Event Hubs event hub (default 4 partitions) at start-up",
+    )  # fmt: skip
     serve_cmd.add_argument("--ssl-certfile", help="serve amqps (TLS) with this PEM certificate (chain)")
     serve_cmd.add_argument("--ssl-keyfile", help="the certificate's PEM private key (if not in --ssl-certfile)")
     serve_cmd.add_argument("--ssl-keyfile-password", help="password of an encrypted --ssl-keyfile")
@@ -68,6 +80,7 @@ def build_broker(args: argparse.Namespace) -> Broker:
         users=dict(args.user),
         allow_anonymous=not args.no_anonymous,
         auto_create=not args.no_auto_create,
+        event_hubs=EventHubsOptions(hubs=tuple(args.event_hub)) if args.event_hub else None,
     )
     broker = Broker(config)
     for name in args.queue:
