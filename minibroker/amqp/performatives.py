@@ -114,16 +114,18 @@ class Flow(Composite):
     properties: dict[Any, Any] | None = field("fields", default=None)
 
 
-#: Part 1 §1.2 / §1.3: a described type (0x00) whose descriptor is a smallulong (0x53) code.
-_DESCRIBED_SMALLULONG = b"\x00\x53"
-#: Part 1 §1.6.22: list8, a one-byte size and a one-byte count.
-_LIST8 = 0xC0
 #: Transfer's descriptor code (§2.7.5) and its field count (the head carries them all).
 _TRANSFER_CODE = 0x14
 _TRANSFER_FIELDS = 11
-#: The fields after ``settled``, as the generic encoder writes them unset: more=false,
-#: rcv-settle-mode null, state null, resume=false, aborted=false, batchable=false.
-_TRANSFER_TAIL = b"\x42\x40\x40\x42\x42\x42"
+#: Described (0x00) smallulong (0x53) code, list8 (0xc0, Part 1 §1.6.22) with a size byte
+#: filled in last and the count: everything before the fields.
+_TRANSFER_PREFIX = bytes((0x00, 0x53, _TRANSFER_CODE, 0xC0, 0x00, _TRANSFER_FIELDS))
+_SIZE_AT = 4
+#: The fields after the delivery-tag, as the generic encoder writes them: message-format 0 (uint0,
+#: an AMQP message, Part 3 §3.2), settled true/false, then more=false, rcv-settle-mode null,
+#: state null, resume=false, aborted=false, batchable=false.
+_TAIL_SETTLED = b"\x43\x41\x42\x40\x40\x42\x42\x42"
+_TAIL_UNSETTLED = b"\x43\x42\x42\x40\x40\x42\x42\x42"
 
 
 def encode_transfer_head(handle: int, delivery_id: int, tag: bytes, settled: bool) -> bytes:
@@ -134,14 +136,13 @@ def encode_transfer_head(handle: int, delivery_id: int, tag: bytes, settled: boo
     this is the broker's hottest encoding, so it skips the generic path.  ``tag``
     is at most 32 bytes (§2.8.7), so the fields always fit a list8.
     """
-    body = bytearray()
-    codec.enc_uint(handle, body)
-    codec.enc_uint(delivery_id, body)
-    codec.enc_binary(tag, body)
-    codec.enc_uint(0, body)  # message-format 0: an AMQP message (Part 3 §3.2)
-    body.append(0x41 if settled else 0x42)  # boolean true / false (Part 1 §1.6.2)
-    body += _TRANSFER_TAIL
-    return _DESCRIBED_SMALLULONG + bytes((_TRANSFER_CODE, _LIST8, len(body) + 1, _TRANSFER_FIELDS)) + body
+    out = bytearray(_TRANSFER_PREFIX)
+    codec.enc_uint(handle, out)
+    codec.enc_uint(delivery_id, out)
+    codec.enc_binary(tag, out)
+    out += _TAIL_SETTLED if settled else _TAIL_UNSETTLED
+    out[_SIZE_AT] = len(out) - _SIZE_AT - 1  # the list's size counts from the count byte on
+    return bytes(out)
 
 
 @composite(_TRANSFER_CODE, "amqp:transfer:list", full=True)
