@@ -72,7 +72,10 @@ What is measured (``--only`` takes these group names):
 ``spark``
     Rows per second through the PySpark ``amqp`` data source (``bench/spark_bench.py``): a
     batch write of 20,000 rows (2,000 quick) and an ``availableNow`` streaming read of them, in
-    a local Spark session; skipped with a line saying why when pyspark is not installed.
+    a local Spark session; then, at 10,000, 50,000 and 200,000 rows (2,000 quick), a stream read
+    by an ``availableNow`` query vs a JSON-lines file source and a batch scan vs parquet, same
+    session (targets at 200,000: <= 5x and <= 4x); skipped with a line saying why when pyspark
+    is not installed.
 ``depth``
     The engine in-process, no sockets: cost of one publish plus one dispatch-and-accept
     at depth 1,000 and at depth 1,000,000 (50,000 quick), 10,000 rounds each; CPU time is
@@ -148,6 +151,7 @@ class Settings:
     engine_limit_s: float = 90.0
     api_messages: int = 100_000
     stream_messages: int = 100_000
+    spark_stream_sizes: tuple[int, ...] = (10_000, 50_000, 200_000)
     browse_small: int = 20_000
     browse_large: int = 200_000
     api_polls: int = 200
@@ -161,7 +165,7 @@ class Settings:
                 mode="quick", startup_reps=20, startup_limit_s=5.0, messages=2_000, round_trips=200,
                 job_limit_s=5.0, selector_limit_s=4.0, memory_messages=20_000, proton_memory_messages=5_000,
                 depth_large=50_000, depth_ops=2_000, engine_limit_s=5.0, api_messages=10_000, api_polls=50, rounds=1,
-                fixture_tests=60, stream_messages=10_000, browse_small=2_000, browse_large=20_000,
+                fixture_tests=60, stream_messages=10_000, browse_small=2_000, browse_large=20_000, spark_stream_sizes=(2_000,),
             )  # fmt: skip
         return cls(mode="full", startup_reps=200, messages=20_000, round_trips=2_000)
 
@@ -1161,6 +1165,24 @@ def bench_spark(report: Report, s: Settings) -> None:
                       elapsed_s=round(r["elapsed_s"], 3), complete=r["complete"])  # fmt: skip
         report.row("spark", label + ("" if r["complete"] else " (partial)"), mb=fmt(r["rate"], "rows/s"),
                    note=f"{r['rows']:,} rows in {r['elapsed_s']:.2f} s, local[2]")  # fmt: skip
+    sizes = list(s.spark_stream_sizes)
+    progress(f"spark: a stream read by availableNow vs a JSON-lines file source, batch scan vs parquet, at {sizes}")
+    for line in spark_bench.measure_streams(sizes, s.job_limit_s * 20):
+        n, done = line["rows"], "" if line["complete"] else " (partial)"
+        for name, mine, theirs, target, label, base in (
+            ("stream_vs_json", "stream_s", "json_s", 5.0, "availableNow read of a stream", "JSON-lines file source"),
+            ("scan_vs_parquet", "scan_s", "parquet_s", 4.0, "batch scan of a stream (count, sum of lengths)", "parquet"),
+        ):  # fmt: skip
+            ratio = line[mine] / line[theirs] if line[theirs] else None
+            judged = n >= 200_000  # the target is set at 200,000 rows
+            ok = ratio <= target if ratio is not None and judged else None
+            report.record("spark", f"{name}_{n}", "ratio", ratio or 0.0, "x", rows=n, mine_s=round(line[mine], 3),
+                          base_s=round(line[theirs], 3), complete=line["complete"],
+                          target=f"<= {target:g}x" if judged else None, status=verdict(ok))  # fmt: skip
+            report.row("spark", f"{label}, {n:,} rows{done}", mb=fmt(line[mine] * 1e3, "ms"),
+                       base=fmt(line[theirs] * 1e3, "ms"), ratio=fmt(ratio, "x") if ratio else "",
+                       target=f"<= {target:g}x" if judged else "", status=verdict(ok),
+                       note=f"baseline: {base}, same session")  # fmt: skip
 
 
 # -------------------------------------------------------------------------------- main

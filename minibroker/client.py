@@ -53,9 +53,9 @@ from .amqp.performatives import (
 )
 from .amqp.sasl_frames import SaslOutcome
 from .amqp.types import Described, symbol, timestamp
-from .api import build_message
+from .message_fields import build_message
 from .protocol.framing import EMPTY_FRAME
-from .testing.peer import Frame, FrameReader, Peer, PeerLink
+from .protocol.peer import Frame, FrameReader, Peer, PeerLink
 
 __all__ = [
     "Client", "ClientError", "ClientTimeout", "ConnectionFailed", "ConnectionClosed", "Delivery",

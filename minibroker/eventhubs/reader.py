@@ -83,8 +83,11 @@ class EventHubReader(ExtensionLink):
         if limit is not None and len(payload) > limit:
             return False  # larger than this receiver takes (Part 2 §2.7.3): it reads on past it
         self._tags = (self._tags + 1) & 0xFFFFFFFF
-        self.connection.engine.send_transfer(self.link, _TAG.pack(self._tags), payload, self.presettled)
-        self.connection.mark_dirty()
+        connection = self.connection
+        delivery = connection.protocol.send_transfer(self.link, _TAG.pack(self._tags), payload, self.presettled)
+        connection.mark_dirty()
+        if connection.protocol.hook is not None:  # the tap's delivery_out (tap.py): faults see the delivery
+            connection.delivered(self, None, delivery)  # type: ignore[arg-type]  # a layer link, not a NodeConsumer
         self.delivered += 1
         return True
 

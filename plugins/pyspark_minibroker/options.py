@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -10,6 +11,7 @@ from minibroker.client import Client, ConnectionFailed, parse_url
 __all__ = ["Options", "parse_options"]
 
 MODES = ("browse", "consume")
+KINDS = ("stream", "queue")
 
 
 @dataclass(frozen=True)
@@ -24,6 +26,19 @@ class Options:
     retries: int = 3
     user: str | None = None
     password: str | None = None
+    #: ``stream`` or ``queue``; None: learned by attaching (ranges.is_stream).
+    kind: str | None = None
+    #: ``earliest``, ``latest`` or a JSON object of offsets per address (streams).
+    starting_offsets: str = "earliest"
+    #: Most offsets one task reads (streams): a larger range is split so tasks read it in parallel.
+    max_offsets_per_partition: int = 20_000
+    #: Most offsets one micro-batch reads, over all addresses (streams); None: all there is.
+    max_offsets_per_trigger: int | None = None
+
+    @property
+    def addresses(self) -> list[str]:
+        """``address`` may list several, comma-separated (streams)."""
+        return [a.strip() for a in self.address.split(",") if a.strip()]
 
     def connect(self) -> Client:
         """A client for these options; an unreachable broker raises naming the ``url`` option."""
@@ -61,7 +76,8 @@ def _number(options: Mapping[str, str], name: str, default: float, minimum: floa
 
 def parse_options(options: Mapping[str, str]) -> Options:
     """Check the options Spark passes (``url``, ``address``, ``mode``, ``maxBatch``, ``timeout``,
-    ``retries``, ``user``, ``password``); each problem raises ``ValueError`` naming the option."""
+    ``retries``, ``user``, ``password``, ``kind``, ``startingOffsets``, ``maxOffsetsPerPartition``,
+    ``maxOffsetsPerTrigger``); each problem raises ``ValueError`` naming the option."""
     url = _required(options, "url", "amqp://127.0.0.1:5672")
     try:
         _, _, url_user, _ = parse_url(url)
@@ -71,6 +87,21 @@ def parse_options(options: Mapping[str, str]) -> Options:
     mode = options.get("mode", "browse").lower()
     if mode not in MODES:
         raise ValueError(f"option 'mode' must be one of {MODES}, got {mode!r}")
+    kind = options.get("kind")
+    if kind is not None and kind.lower() not in KINDS:
+        raise ValueError(f"option 'kind' must be one of {KINDS} (or left out to be learned), got {kind!r}")
+    starting = options.get("startingOffsets", options.get("startingoffsets", "earliest"))
+    if starting not in ("earliest", "latest"):
+        try:
+            given = json.loads(starting)
+        except ValueError:
+            given = None
+        if not isinstance(given, dict) or not all(isinstance(v, int) and v >= 0 for v in given.values()):
+            raise ValueError(
+                "option 'startingOffsets' is 'earliest', 'latest' or a JSON object of offsets per address, "
+                f'e.g. {{"events": 120}}; got {starting!r}'
+            )
+    per_trigger = options.get("maxOffsetsPerTrigger", options.get("maxoffsetspertrigger"))
     return Options(
         url=url,
         address=address,
@@ -80,4 +111,8 @@ def parse_options(options: Mapping[str, str]) -> Options:
         retries=int(_number(options, "retries", 3, 0)),
         user=options.get("user") or url_user,
         password=options.get("password"),
+        kind=kind.lower() if kind is not None else None,
+        starting_offsets=starting,
+        max_offsets_per_partition=int(_number(options, "maxOffsetsPerPartition", 20_000, 1)),
+        max_offsets_per_trigger=int(_number(options, "maxOffsetsPerTrigger", 0, 1)) if per_trigger else None,
     )

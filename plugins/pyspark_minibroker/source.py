@@ -1,4 +1,7 @@
-"""The ``amqp`` PySpark data source: batch and streaming reads and writes of AMQP 1.0 queues.
+"""The ``amqp`` PySpark data source: batch and streaming reads and writes of AMQP 1.0 queues and streams.
+
+A stream is read by offset ranges on executors (:mod:`.ranges`: ``DataSourceStreamReader``, with
+Spark's checkpoint holding the offsets); a queue by the driver-side simple reader (:mod:`.stream`).
 
 Readers and writers keep only plain values (:class:`~.options.Options`) so Spark
 can pickle them; connections are opened inside ``read``/``write`` (or lazily by
@@ -13,14 +16,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyspark import TaskContext
+from pyspark.errors import PySparkNotImplementedError
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
+    DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
     InputPartition,
     SimpleDataSourceStreamReader,
     WriterCommitMessage,
+)
+
+# Spark 4.2+ (the spark extra's floor): without SupportsTriggerAvailableNow, trigger(availableNow=True)
+# reads one batch only; read limits (maxOffsetsPerTrigger) came in the same release.
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
 )
 from pyspark.sql.types import StructType
 
@@ -28,13 +42,9 @@ from minibroker.amqp.message import Message
 from minibroker.client import Client, ClientTimeout, ConnectionClosed, Delivery, LinkDetached, Sender
 
 from .options import Options, parse_options
+from .ranges import OffsetRange, bounds, is_stream, read_range, split, starting_offsets
 from .rows import READ_SCHEMA, WRITE_COLUMNS, message_from_row, row_from_delivery
 from .stream import StreamState
-
-try:  # Spark 4.2+: without it, trigger(availableNow=True) reads one batch only
-    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
-except ImportError:  # pragma: no cover - older Spark
-    SupportsTriggerAvailableNow = object  # type: ignore[misc,assignment]
 
 __all__ = ["AmqpDataSource"]
 
@@ -62,8 +72,25 @@ class AmqpDataSource(DataSource):
     def schema(self) -> str:
         return READ_SCHEMA
 
+    def _kind(self) -> str:
+        """``stream`` or ``queue``: the ``kind`` option, else learned by attaching (driver side)."""
+        options = self.parsed
+        kind = options.kind or ("stream" if is_stream(options, options.addresses[0]) else "queue")
+        if kind == "queue" and len(options.addresses) > 1:
+            raise ValueError(f"option 'address' lists several addresses {options.addresses}; only streams read several")
+        return kind
+
     def reader(self, schema: StructType) -> DataSourceReader:
+        if self._kind() == "stream":
+            return _StreamBatchReader(self.parsed)
         return _BatchReader(self.parsed)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """A stream is read by offset ranges on executors; for a queue Spark falls back to the
+        driver-side :meth:`simpleStreamReader` (it does so only on ``PySparkNotImplementedError``)."""
+        if self._kind() == "queue":
+            raise PySparkNotImplementedError(errorClass="NOT_IMPLEMENTED", messageParameters={"feature": "streamReader"})
+        return _OffsetStreamReader(self.parsed)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return _BatchWriter(self.parsed, _columns(schema), uuid.uuid4().hex[:12])
@@ -113,6 +140,42 @@ class _BatchReader(DataSourceReader):
                 if not browse:
                     receiver.settle(chunk)
             receiver.close()
+
+
+class _Range(InputPartition):  # type: ignore[misc]
+    """One task's offsets of one stream: plain values, pickled to the executor."""
+
+    def __init__(self, address: str, start: int, end: int) -> None:
+        super().__init__((address, start, end))
+        self.address, self.start, self.end = address, start, end
+
+
+def _ranges(pieces: list[OffsetRange]) -> list[InputPartition]:
+    return [_Range(p.address, p.start, p.end) for p in pieces]
+
+
+def _read(options: Options, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+    assert isinstance(partition, _Range)
+    for delivery in read_range(options, OffsetRange(partition.address, partition.start, partition.end)):
+        yield row_from_delivery(delivery)
+
+
+class _StreamBatchReader(DataSourceReader):
+    """A stream's retained messages, split into offset ranges that tasks read in parallel."""
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+
+    def partitions(self) -> list[InputPartition]:
+        options, pieces = self.options, []
+        for address in options.addresses:
+            found = bounds(options, address)
+            if found.first is not None and found.next is not None:
+                pieces += split(address, found.first, found.next, options.max_offsets_per_partition)
+        return _ranges(pieces)
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        return _read(self.options, partition)
 
 
 # --------------------------------------------------------------------------- writes
@@ -214,6 +277,63 @@ class _StreamWriter(DataSourceStreamWriter):
 
 
 # --------------------------------------------------------------------------- streaming read
+
+
+class _OffsetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+    """Micro-batches of a stream as offset ranges (:mod:`.ranges`); an offset is ``{address: next offset}``.
+
+    ``initialOffset``, ``latestOffset``, ``partitions`` and ``commit`` run on the driver and ask
+    the broker only for a stream's bounds; ``read`` runs in executor tasks, on a pickled copy,
+    and opens its own connection.  Nothing is acknowledged and nothing is held: Spark's
+    checkpoint of the offsets is the whole state.
+    """
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        #: The offsets an ``availableNow`` run stops at (set by ``prepareForTriggerAvailableNow``).
+        self.target: dict[str, int] | None = None
+
+    def initialOffset(self) -> dict[str, int]:
+        return starting_offsets(self.options)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        limit = self.options.max_offsets_per_trigger
+        return ReadMaxRows(limit) if limit else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.target = {address: self._next(address, 0) for address in self.options.addresses}
+
+    def _next(self, address: str, otherwise: int) -> int:
+        found = bounds(self.options, address).next
+        return found if found is not None else otherwise
+
+    def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
+        budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        end: dict[str, int] = {}
+        for address in self.options.addresses:
+            begin = int(start.get(address, 0))  # an address added since the checkpoint starts at 0: the first retained
+            latest = self._next(address, begin)
+            if self.target is not None:
+                latest = min(latest, self.target.get(address, latest))
+            latest = max(begin, latest)
+            if budget is not None:  # maxOffsetsPerTrigger: over all addresses, in the order given
+                latest = begin + min(latest - begin, budget)
+                budget -= latest - begin
+            end[address] = latest
+        return end
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
+        size = self.options.max_offsets_per_partition
+        pieces: list[OffsetRange] = []
+        for address, stop in end.items():
+            pieces += split(address, int(start.get(address, 0)), int(stop), size)
+        return _ranges(pieces)
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        return _read(self.options, partition)
+
+    def commit(self, end: dict[str, int]) -> None:
+        """Nothing to settle: reading a stream removes nothing, and the checkpoint holds the offsets."""
 
 
 class _StreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]

@@ -187,7 +187,7 @@ class _Session:
         observed = bool(hooks.pytest_minibroker_frame.get_hookimpls() or hooks.pytest_minibroker_message.get_hookimpls())
         if not observed and not self.html:
             return None
-        recorder = Recorder(broker._broker.clock, max(self.frame_log, 1), hooks if observed else None, broker)
+        recorder = Recorder(broker.broker_clock, max(self.frame_log, 1), hooks if observed else None, broker)
         _observe(broker, recorder)
         self.recording.add(broker)
         return recorder
@@ -240,22 +240,11 @@ def _reset(broker: ThreadedBroker, settings: BrokerSettings) -> None:
 
 
 def _observe(broker: Any, recorder: Recorder | None) -> None:
-    """Put ``recorder`` (or nothing) on the broker's observation points, instead of any before it.
-
-    Runs in the broker's thread (the tap is the broker's state).
-    """
+    """Put ``recorder`` (or nothing) on the broker's observation points, instead of any before it
+    (``ThreadedBroker.observe`` swaps them in the broker's thread)."""
     from .report import Recorder
 
-    def swap() -> None:
-        engine = broker._broker
-        for observer in engine.tap.observers:
-            if isinstance(observer, Recorder):
-                engine.tap.remove(observer)
-        if recorder is not None:
-            engine.tap.install(recorder)
-        engine.router.on_route = recorder.routed if recorder is not None else None
-
-    broker._read(swap)
+    broker.observe(recorder, recorder.routed if recorder is not None else None, replacing=Recorder)
 
 
 def _watch(node: pytest.Item, label: str, broker: Any, recorder: Recorder | None) -> None:
@@ -267,7 +256,7 @@ def _raise_broker_errors(broker: Any, label: str) -> None:
     """Re-raise what went wrong inside the broker during the test, with the broker's traceback;
     then fail for faults declared ``must_fire=True`` that never fired."""
     # Reading the list's length needs no trip to the broker's thread; errors() copies it there.
-    errors = broker.errors() if broker._broker.errors else []
+    errors = broker.errors() if broker.has_errors else []
     if errors:
         note = (
             f"raised inside the {label} broker ({broker.url}) during this test; "

@@ -99,6 +99,14 @@ def test_batch_write_waits_for_acceptance_with_deterministic_ids(spark: Any, bro
     assert broker.queue("out3").messages[0].message.body == b"\x00"
 
 
+def test_twenty_rows_of_one_mib_write_as_exactly_twenty_messages(spark: Any, broker: ThreadedBroker) -> None:
+    df = spark.range(20).selectExpr("cast(repeat(cast(id as string), 1048576) as binary) as body")
+    amqp(df.repartition(2).write, broker, "big").mode("append").save()
+    snapshot = broker.queue("big")
+    assert snapshot.depth == 20
+    assert sorted(len(m.message.body) for m in snapshot.messages) == [1048576] * 10 + [2097152] * 10
+
+
 def test_write_rejects_unknown_columns_naming_them(spark: Any, broker: ThreadedBroker) -> None:
     df = spark.createDataFrame([("x", 1)], "body string, amount int")
     with pytest.raises(Exception, match="amount"):
@@ -193,3 +201,30 @@ def test_body_written_as_string_reads_back_castable(spark: Any, broker: Threaded
     assert [r.text for r in back] == ["é ✓"]
     with Client(broker.url) as client, client.receiver("q") as receiver:
         assert receiver.receive().message.body == "é ✓"  # an amqp-value string for other clients
+
+
+def test_a_stream_is_read_by_offset_ranges_exactly_once_across_restarts(
+    spark: Any, broker: ThreadedBroker, tmp_path: Path
+) -> None:
+    broker.declare_stream("events")
+    broker.publish_many("events", [f"a{i}" for i in range(45)])
+
+    def query() -> Any:
+        source = amqp(spark.readStream, broker, "events", maxOffsetsPerPartition="10").load()
+        return amqp(source.select("body").writeStream, broker, "out")
+
+    run_available_now(query(), tmp_path / "ck")
+    assert sorted(bodies(broker, "out")) == sorted(f"a{i}".encode() for i in range(45))
+    broker.publish_many("events", [f"b{i}" for i in range(7)])
+    run_available_now(query(), tmp_path / "ck")  # from the checkpoint's offsets: only what is new
+    expected = sorted([f"a{i}".encode() for i in range(45)] + [f"b{i}".encode() for i in range(7)])
+    assert sorted(bodies(broker, "out")) == expected
+    broker.assert_stream("events", count=52)  # reading a stream removes nothing
+
+
+def test_a_batch_read_of_a_stream_splits_into_ranges(spark: Any, broker: ThreadedBroker) -> None:
+    broker.declare_stream("events")
+    broker.publish_many("events", [f"m{i}" for i in range(30)])
+    df = amqp(spark.read, broker, "events", maxOffsetsPerPartition="8").load()
+    assert df.rdd.getNumPartitions() == 4
+    assert sorted(r.body for r in df.select("body").collect()) == sorted(f"m{i}".encode() for i in range(30))

@@ -1,0 +1,129 @@
+"""Reading streams by offset range: what the driver asks the broker, and what an executor task reads.
+
+A stream (RabbitMQ 4 streams; minibroker's ``declare_stream``) is read over plain AMQP 1.0, with
+nothing specific to minibroker: a receiving link whose source carries the filter
+``rabbitmq:stream-offset-spec`` starts at an offset, and every delivery carries its offset in the
+message annotation ``x-stream-offset``.  So:
+
+* the driver learns a stream's bounds by attaching at ``"first"`` and at ``"last"`` and reading
+  one message's offset each (:func:`bounds`);
+* a micro-batch from offset ``start`` to ``end`` (exclusive) is split into ranges of at most
+  ``maxOffsetsPerPartition`` offsets (:func:`split`), each read by one task, anywhere;
+* a task attaches at its range's first offset, grants credit for exactly what is left of its
+  range, and stops at the range's end (:func:`read_range`).  Nothing is acknowledged (reading a
+  stream removes nothing; the deliveries arrive settled), so a failed task is simply run again.
+
+Spark's checkpoint holds the offsets (one next offset per address), so a restarted query reads
+each range again exactly: every message once in the sink, with nothing held on the driver.
+Offsets the stream no longer retains are skipped (a range read starts at the first retained).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from minibroker.client import Client, Delivery, LinkDetached
+
+from .options import Options
+
+__all__ = ["Bounds", "OffsetRange", "bounds", "is_stream", "read_range", "split", "starting_offsets"]
+
+#: Credit granted per fetch while reading a range (bounds what one task buffers).
+WINDOW = 1000
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """A stream's first retained offset and its next offset (what the next append gets), if known."""
+
+    first: int | None
+    next: int | None
+
+
+@dataclass(frozen=True)
+class OffsetRange:
+    """Offsets ``start`` (inclusive) to ``end`` (exclusive) of one address: one task's work."""
+
+    address: str
+    start: int
+    end: int
+
+
+def _one_offset(client: Client, address: str, spec: str, timeout: float) -> int | None:
+    receiver = client.receiver(address, offset=spec, credit=1, timeout=timeout)
+    try:
+        got = receiver.fetch(1, timeout)
+    finally:
+        receiver.close(timeout)
+    return got[0].offset if got else None
+
+
+def bounds(options: Options, address: str) -> Bounds:
+    """The stream's first retained offset and next offset, each None when it retains nothing."""
+    with options.connect() as client:
+        first = _one_offset(client, address, "first", options.timeout)
+        last = _one_offset(client, address, "last", options.timeout)
+    return Bounds(first, None if last is None else last + 1)
+
+
+def is_stream(options: Options, address: str) -> bool:
+    """Whether ``address`` is a stream: the broker takes a reader with an offset spec there.
+
+    minibroker refuses the ``rabbitmq:stream-*`` filters on a queue; a broker that would take
+    them on a queue needs the ``kind`` option instead of this probe.
+    """
+    with options.connect() as client:
+        try:
+            client.receiver(address, offset="next", credit=1, timeout=options.timeout).close(options.timeout)
+        except LinkDetached:
+            return False
+    return True
+
+
+def starting_offsets(options: Options) -> dict[str, int]:
+    """Where a new query starts, per address: ``earliest`` (the first retained), ``latest`` (the
+    next to come) or a JSON object of offsets per address (``{"events": 120}``; others: earliest)."""
+    spec = options.starting_offsets
+    given: dict[str, Any] = {}
+    if spec not in ("earliest", "latest"):
+        given = json.loads(spec)
+    start: dict[str, int] = {}
+    for address in options.addresses:
+        if address in given:
+            start[address] = int(given[address])
+            continue
+        found = bounds(options, address)
+        if spec == "latest":
+            start[address] = found.next if found.next is not None else 0
+        else:
+            start[address] = found.first if found.first is not None else 0
+    return start
+
+
+def split(address: str, start: int, end: int, size: int) -> list[OffsetRange]:
+    """``start``..``end`` in ranges of at most ``size`` offsets (none when the range is empty)."""
+    return [OffsetRange(address, low, min(low + size, end)) for low in range(start, end, size)]
+
+
+def read_range(options: Options, piece: OffsetRange) -> Iterator[Delivery]:
+    """The messages of one range, in offset order; offsets no longer retained are skipped."""
+    with options.connect() as client:
+        receiver = client.receiver(piece.address, offset=piece.start, credit=WINDOW, timeout=options.timeout)
+        position = piece.start
+        while position < piece.end:
+            # Exactly what is left of the range (a drain: the broker says when it has no more).
+            got = receiver.fetch(min(WINDOW, piece.end - position), options.timeout)
+            if not got:
+                return  # nothing more retained from here (the range's end was dropped, or filtered out)
+            for delivery in got:
+                offset = delivery.offset
+                if offset is None:
+                    raise ValueError(f"{piece.address!r} sent a message without x-stream-offset: is it a stream?")
+                if offset >= piece.end:
+                    return
+                yield delivery
+                position = offset + 1
+        receiver.close(options.timeout)

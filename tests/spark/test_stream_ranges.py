@@ -1,0 +1,122 @@
+"""Reading streams by offset range (pyspark_minibroker.ranges and the stream reader), without a Spark session.
+
+The reader's driver-side methods (initialOffset, latestOffset, partitions) and its executor-side
+``read`` are called directly, as Spark would, against a broker on loopback.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterator
+
+import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+from pyspark_minibroker.options import Options, parse_options
+from pyspark_minibroker.ranges import OffsetRange, bounds, is_stream, read_range, split, starting_offsets
+from pyspark_minibroker.source import AmqpDataSource, _OffsetStreamReader, _StreamBatchReader
+
+from minibroker import BrokerConfig, ThreadedBroker
+
+TIMEOUT = 5.0
+
+
+@pytest.fixture
+def broker() -> Iterator[ThreadedBroker]:
+    with ThreadedBroker() as b:
+        b.declare_stream("events")
+        b.publish_many("events", [f"e{i}" for i in range(25)])
+        yield b
+
+
+def options(broker: ThreadedBroker, **extra: str) -> Options:
+    return parse_options({"url": broker.url, "address": "events", "timeout": str(TIMEOUT), **extra})
+
+
+def test_bounds_and_the_probe(broker: ThreadedBroker) -> None:
+    opts = options(broker)
+    assert bounds(opts, "events") == bounds(opts, "events")
+    assert (bounds(opts, "events").first, bounds(opts, "events").next) == (0, 25)
+    broker.declare_stream("empty")
+    assert (bounds(opts, "empty").first, bounds(opts, "empty").next) == (None, None)
+    broker.declare_queue("jobs")
+    assert is_stream(opts, "events") and not is_stream(opts, "jobs")
+    broker.assert_stream("events", count=25)  # probing read nothing away
+
+
+def test_split_and_read_a_range(broker: ThreadedBroker) -> None:
+    assert split("events", 3, 25, 10) == [
+        OffsetRange("events", 3, 13), OffsetRange("events", 13, 23), OffsetRange("events", 23, 25),
+    ]  # fmt: skip
+    assert split("events", 5, 5, 10) == []
+    got = [d.message.body for d in read_range(options(broker), OffsetRange("events", 3, 13))]
+    assert got == [f"e{i}" for i in range(3, 13)]
+    # A range past the end reads what there is and stops when the broker has no more.
+    assert [d.offset for d in read_range(options(broker), OffsetRange("events", 20, 40))] == [20, 21, 22, 23, 24]
+
+
+def test_starting_offsets(broker: ThreadedBroker) -> None:
+    broker.declare_stream("audit")
+    assert starting_offsets(options(broker)) == {"events": 0}
+    assert starting_offsets(options(broker, startingOffsets="latest")) == {"events": 25}
+    assert starting_offsets(options(broker, address="events,audit", startingOffsets='{"events": 7}')) == {
+        "events": 7, "audit": 0,
+    }  # fmt: skip
+    with pytest.raises(ValueError, match="option 'startingOffsets' is 'earliest', 'latest' or a JSON object"):
+        options(broker, startingOffsets="yesterday")
+
+
+def test_micro_batches_as_offset_ranges_read_by_pickled_copies(broker: ThreadedBroker) -> None:
+    reader = _OffsetStreamReader(options(broker, maxOffsetsPerPartition="10"))
+    start = reader.initialOffset()
+    assert start == {"events": 0}
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end == {"events": 25}
+    parts = reader.partitions(start, end)
+    assert [(p.start, p.end) for p in parts] == [(0, 10), (10, 20), (20, 25)]
+    # Each task reads its range on its own pickled copy of the reader, as executors do.
+    rows = [row for part in parts for row in pickle.loads(pickle.dumps(reader)).read(pickle.loads(pickle.dumps(part)))]
+    assert [row[0] for row in rows] == [f"e{i}".encode() for i in range(25)]
+    reader.commit(end)
+    assert reader.latestOffset(end, ReadAllAvailable()) == end  # nothing new: the same offset back
+    broker.publish("events", "late")
+    assert reader.latestOffset(end, ReadAllAvailable()) == {"events": 26}
+    broker.assert_stream("events", count=26)  # nothing was removed by reading
+
+
+def test_max_offsets_per_trigger_and_available_now(broker: ThreadedBroker) -> None:
+    reader = _OffsetStreamReader(options(broker, maxOffsetsPerTrigger="10"))
+    assert reader.getDefaultReadLimit() == ReadMaxRows(10)
+    start = reader.initialOffset()
+    assert reader.latestOffset(start, ReadMaxRows(10)) == {"events": 10}
+    reader.prepareForTriggerAvailableNow()
+    broker.publish("events", "after the trigger")
+    assert reader.latestOffset({"events": 20}, ReadAllAvailable()) == {"events": 25}  # not past the target
+    assert reader.latestOffset({"events": 25}, ReadAllAvailable()) == {"events": 25}
+
+
+def test_the_source_picks_the_reader_by_kind(broker: ThreadedBroker) -> None:
+    from pyspark.errors import PySparkNotImplementedError
+
+    broker.declare_queue("jobs")
+    stream_source = AmqpDataSource({"url": broker.url, "address": "events"})
+    assert isinstance(stream_source.streamReader(None), _OffsetStreamReader)  # type: ignore[arg-type]
+    assert isinstance(stream_source.reader(None), _StreamBatchReader)  # type: ignore[arg-type]
+    queue_source = AmqpDataSource({"url": broker.url, "address": "jobs"})
+    with pytest.raises(PySparkNotImplementedError):
+        queue_source.streamReader(None)  # type: ignore[arg-type]
+    told = AmqpDataSource({"url": broker.url, "address": "jobs", "kind": "queue"})
+    with pytest.raises(PySparkNotImplementedError):
+        told.streamReader(None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="only streams read several"):
+        AmqpDataSource({"url": broker.url, "address": "jobs,other", "kind": "queue"}).reader(None)  # type: ignore[arg-type]
+
+
+def test_retention_during_a_query_skips_what_was_dropped() -> None:
+    with ThreadedBroker(config=BrokerConfig()) as broker:
+        broker.declare_stream("events", max_bytes=500)
+        broker.publish_many("events", [f"m{i:03}" for i in range(100)])
+        opts = parse_options({"url": broker.url, "address": "events", "timeout": str(TIMEOUT)})
+        first = broker.stream("events").first_offset
+        assert first > 0
+        got = [d.offset for d in read_range(opts, OffsetRange("events", 0, 100))]
+        assert got == list(range(first, 100))
