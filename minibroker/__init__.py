@@ -39,6 +39,8 @@ from .broker.statistics import StreamSnapshot as StreamSnapshot
 from .broker.statistics import TopicSnapshot as TopicSnapshot
 from .broker.statistics import TransactionSnapshot as TransactionSnapshot
 from .client import Client as Client
+from .eventhubs.snapshots import EventHubSnapshot as EventHubSnapshot
+from .eventhubs.snapshots import PartitionSnapshot as PartitionSnapshot
 from .server import ExposedBrokerWarning as ExposedBrokerWarning
 from .server import serve as serve
 from .threaded import ThreadedBroker as ThreadedBroker
@@ -48,7 +50,7 @@ from .trio_broker import open_broker as open_broker
 
 __all__ = [
     "__version__", "Broker", "BrokerConfig", "ServiceBusOptions", "ExposedBrokerWarning", "BrokerStatistics", "Client", "Clock", "FaultNotFired", "FrameRecord",
-    "EventHubOptions", "EventHubsOptions", "ManualClock", "Message", "NodeError",
+    "EventHubOptions", "EventHubSnapshot", "EventHubsOptions", "ManualClock", "PartitionSnapshot", "Message", "NodeError",
     "NodeStatistics", "QueueOptions", "QueueSnapshot", "QueuedMessage", "StreamMessage", "StreamOptions",
     "StreamSnapshot", "SystemClock", "ThreadedBroker",
     "TopicSnapshot", "TransactionSnapshot", "TrioBroker", "TrioClock", "build_message", "open_broker", "serve",
