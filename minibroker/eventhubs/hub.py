@@ -19,7 +19,9 @@ per consumer group and partition, a receiver with an owner level
 disconnects every receiver with a lower one and every receiver without
 one; a receiver cannot attach while one with a higher level is attached,
 nor without a level while one with a level is.  Equal levels: the newer wins,
-as the service documents.
+as the service documents.  At most :data:`MAX_RECEIVERS` receivers read one
+partition for one consumer group (the service's quota, which also bounds
+what a client can make the broker hold).
 """
 
 from __future__ import annotations
@@ -34,7 +36,10 @@ from ..broker.stream import Stream
 from .addresses import partition_node
 from .events import LastEnqueued, Position
 
-__all__ = ["EventHub", "Owned", "StreamFactory"]
+__all__ = ["EventHub", "MAX_RECEIVERS", "Owned", "StreamFactory"]
+
+#: Receivers per partition and consumer group (Azure Event Hubs quotas: 5, every tier).
+MAX_RECEIVERS = 5
 
 #: Makes (or finds) the stream of one partition, by node name and retention in seconds.
 StreamFactory = Callable[[str, float | None], Stream]
@@ -107,9 +112,21 @@ class EventHub:
 
     # -------------------------------------------------------------- owners
 
-    def admit(self, group: str, partition: str, level: int | None) -> tuple[list[Owned], str | None]:
-        """Receivers a new one with owner ``level`` disconnects, or why it may not attach."""
+    def admit(self, group: str, partition: str, level: int | None) -> tuple[list[Owned], str | None, bool]:
+        """Receivers a new one with owner ``level`` disconnects, or why it may not attach (and whether
+        that is the quota: True, or owner levels: False)."""
         current = self.receivers.get((group, partition), [])
+        kicked, refusal = self._owners(current, group, partition, level)
+        if refusal is None and len(current) - len(kicked) >= MAX_RECEIVERS:
+            return [], (
+                f"Exceeded the maximum number of allowed receivers per partition in a consumer group which is "
+                f"{MAX_RECEIVERS}: partition {partition!r} of consumer group {group!r}"
+            ), True
+        return kicked, refusal, False
+
+    def _owners(
+        self, current: list[Owned], group: str, partition: str, level: int | None
+    ) -> tuple[list[Owned], str | None]:
         levels = [r.owner_level for r in current if r.owner_level is not None]
         highest = max(levels) if levels else None
         if level is None:

@@ -30,6 +30,7 @@ from ..amqp import errors as conditions
 from ..amqp.errors import AMQPDecodeError
 from ..amqp.messaging import Accepted, Rejected
 from ..amqp.performatives import RCV_FIRST, amqp_error
+from ..amqp.transactions import TransactionalState
 from ..amqp.types import Described
 from ..broker.config import EventHubOptions, EventHubsOptions, StreamOptions
 from ..broker.extension import ExtensionLink
@@ -223,9 +224,10 @@ class EventHubsLayer:
         if level is not None and (isinstance(level, bool) or not isinstance(level, int)):
             engine.refuse_link(link, amqp_error(conditions.INVALID_FIELD, f"{EPOCH} is an integer, got {level!r}"))
             return
-        kicked, refusal = hub.admit(group, partition, level)
+        kicked, refusal, quota = hub.admit(group, partition, level)
         if refusal is not None:
-            engine.refuse_link(link, amqp_error(conditions.STOLEN, refusal))
+            condition = conditions.RESOURCE_LIMIT_EXCEEDED if quota else conditions.STOLEN
+            engine.refuse_link(link, amqp_error(condition, refusal))
             return
         track = RUNTIME_METRIC in (link.attach.desired_capabilities or ())
         reader = EventHubReader(connection, link, hub, group, partition, level, track, self.broker.now)
@@ -300,6 +302,14 @@ class EventHubProducer(ExtensionLink):
         engine = self.connection.engine
         now = self.layer.broker.now()
         outcome: Any = format_refusal(delivery)
+        if outcome is None and isinstance(delivery.state, TransactionalState):
+            # Event Hubs has no transactions: say so rather than append outside the transaction.
+            outcome = TransactionalState(
+                txn_id=delivery.state.txn_id,
+                outcome=Rejected(
+                    error=amqp_error(conditions.NOT_IMPLEMENTED, "Event Hubs takes no transactional sends: send without one")
+                ),
+            )
         if outcome is None:
             try:
                 messages = messages_of(delivery, now)

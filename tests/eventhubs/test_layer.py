@@ -14,6 +14,7 @@ import pytest
 from minibroker.amqp.message import Message, decode_message, encode_message
 from minibroker.amqp.messaging import Accepted, Rejected
 from minibroker.amqp.performatives import Attach, Detach, Disposition, Transfer
+from minibroker.amqp.transactions import TransactionalState
 from minibroker.amqp.types import Described, symbol
 from minibroker.broker.clock import ManualClock
 from minibroker.broker.config import BrokerConfig, EventHubOptions, EventHubsOptions
@@ -336,3 +337,27 @@ def test_options_say_what_they_take() -> None:
     with pytest.raises(TypeError, match="tuple of EventHubOptions"):
         EventHubsOptions(hubs=EventHubOptions("h"))  # type: ignore[arg-type]
     assert EventHubOptions("h", consumer_groups=("x", "$Default")).groups == ("$Default", "x")
+
+
+def test_five_receivers_per_partition_and_group_then_quota_exceeded() -> None:
+    broker, _clock = make_broker()
+    peer, pump = open_client(broker)
+    address = "hub/ConsumerGroups/$Default/Partitions/0"
+    for handle in range(1, 6):
+        assert not reader(peer, pump, address, handle).of(Detach)
+    sixth = reader(peer, pump, address, 6).one(Detach)
+    assert sixth.error is not None and sixth.error.condition == "amqp:resource-limit-exceeded"
+    assert "maximum number of allowed receivers" in (sixth.error.description or "")
+    assert not reader(peer, pump, "hub/ConsumerGroups/$Default/Partitions/1", 7).of(Detach)  # per partition
+    pump.send(peer.detach(1))
+    assert not reader(peer, pump, address, 8).of(Detach)  # a place came free
+
+
+def test_transactional_sends_are_refused() -> None:
+    broker, _clock = make_broker()
+    peer, pump = open_client(broker)
+    frames = produce(peer, pump, "hub/Partitions/0", event("in-txn"), state=TransactionalState(txn_id=b"t1"))
+    state = frames.one(Disposition).state
+    assert isinstance(state, TransactionalState) and isinstance(state.outcome, Rejected)
+    assert state.outcome.error is not None and state.outcome.error.condition == "amqp:not-implemented"
+    assert snapshot(layer_of(broker).hubs["hub"]).partition("0").depth == 0
