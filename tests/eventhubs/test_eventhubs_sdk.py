@@ -290,3 +290,12 @@ def test_the_sdk_recovers_from_dropped_connections(broker: minibroker.ThreadedBr
             thread.join(WAIT)
     assert [e.body_as_str() for e in events] == ["r0", "r1", "r2"]
     assert broker.statistics().connections_total >= 4  # each client connected again after its drop
+
+
+def test_receive_from_every_partition_with_the_in_memory_checkpoint_store(
+    producer: EventHubProducerClient, conn_str: str
+) -> None:
+    send(producer, ["zero"], partition_id="0")
+    send(producer, ["one"], partition_id="1")
+    events = receive(consumer(conn_str), 2, starting_position="-1")  # no partition_id: the SDK claims them all
+    assert sorted((e.body_as_str(), e.sequence_number) for e in events) == [("one", 0), ("zero", 0)]
