@@ -27,7 +27,7 @@ from .broker.stored import StoredMessage
 from .broker.tap import Observer
 from .eventhubs.snapshots import EventHubSnapshot
 from .eventhubs.snapshots import snapshot as event_hub_snapshot
-from .message_fields import build_message
+from .message_fields import build_message, data_body
 from .servicebus.addresses import CBS
 from .testing.assertions import assert_queue, assert_stream
 
@@ -276,6 +276,8 @@ class BrokerAPI:
                     "wrap a single body in a list, or use publish()"
                 )
             template = build_message(None, **fields)
+            if template.body_kind == "data":
+                bodies = [data_body(body) for body in bodies]
             payloads = _encoded(lambda: encode_bodies(template, bodies))
         return self._call(self._broker.publish_many, address, payloads)
 

@@ -23,7 +23,7 @@ from .amqp.message import BodyKind, Message
 from .amqp.messaging import Header, Properties
 from .amqp.types import symbol, timestamp
 
-__all__ = ["MAX_TTL_SECONDS", "build_message", "check_map", "header", "properties"]
+__all__ = ["MAX_TTL_SECONDS", "build_message", "check_map", "data_body", "header", "properties"]
 
 #: The header ttl is a uint of milliseconds (§3.2.1): about 49.7 days.
 MAX_TTL_SECONDS = (2**32 - 1) / 1000
@@ -159,6 +159,11 @@ def build_message(
     ``to``, ``reply_to``, ``correlation_id``, ``content_type``, ``group_id`` ...);
     ``absolute_expiry_time`` and ``creation_time`` take an aware ``datetime`` or seconds since
     the epoch (int or float).
+
+    ``body_kind="data"`` sends the body as a data section (Part 3 §3.2.6), as the Azure SDKs and
+    most JMS clients do: ``bytes`` as they are, a ``str`` as its UTF-8 bytes; say what the bytes
+    are with ``content_type=``.  The default, ``"value"``, is one amqp-value section (§3.2.8)
+    holding any AMQP value (str, int, dict, list ...).
     """
     unknown = set(properties) - _PROPERTY_FIELDS
     if unknown:
@@ -166,6 +171,8 @@ def build_message(
             f"unknown message field(s) {sorted(unknown)}; use body, body_kind, priority, ttl, durable, "
             f"application_properties, annotations or a properties field: {sorted(_PROPERTY_FIELDS)}"
         )
+    if body_kind == "data" and body is not None:  # None: a template for publish_many's bodies
+        body = data_body(body)
     message_header = header(priority, ttl, durable)
     check_map("application_properties", application_properties)
     check_map("annotations", annotations)
@@ -176,4 +183,19 @@ def build_message(
         properties=_properties_section(properties),
         application_properties=application_properties,
         message_annotations={symbol(k): v for k, v in annotations.items()} if annotations else None,
+    )
+
+
+def data_body(body: Any) -> Any:
+    """What a data section holds: bytes; a str is sent as its UTF-8 bytes (as SDK senders do)."""
+    if isinstance(body, str):
+        return body.encode()
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        return bytes(body)
+    if isinstance(body, list) and body and all(isinstance(b, (bytes, bytearray)) for b in body):
+        return body  # one data section per item
+    raise TypeError(
+        f"body_kind='data' takes bytes (or a str, sent as UTF-8), got {type(body).__name__}; encode it "
+        "first, e.g. json.dumps(body).encode() with content_type='application/json', or leave "
+        "body_kind out to send it as an AMQP value"
     )

@@ -71,8 +71,8 @@ class FaultKind:
 FAULT_KINDS: dict[str, FaultKind] = {
     row.name: row
     for row in (
-        FaultKind("release", "delivery", "release"),
-        FaultKind("modify", "delivery", "modify", {"delivery_failed": True, "undeliverable_here": False}),
+        FaultKind("release", "delivery", "release", {"at": "delivery"}),
+        FaultKind("modify", "delivery", "modify", {"delivery_failed": True, "undeliverable_here": False, "at": "delivery"}),
         FaultKind("reject_publish", "publish", "reject", {"error": str(conditions.RESOURCE_LIMIT_EXCEEDED)}),
         FaultKind("detach_link", "transfer", "detach", {"error": str(conditions.DETACH_FORCED)}),
         FaultKind("close_connection", "transfer", "close", {"error": str(conditions.CONNECTION_FORCED)}),
@@ -311,6 +311,19 @@ _TRIGGER_DEFAULTS: dict[str, Any] = {
 }  # fmt: skip
 
 
+#: When a ``release``/``modify`` fault settles: right after sending, or in place of the client's outcome.
+SETTLE_AT = ("delivery", "outcome")
+
+
+def _check_at(at: str) -> str:
+    if at not in SETTLE_AT:
+        raise ValueError(
+            f"at={at!r}: use 'delivery' (the broker settles right after sending) or 'outcome' (the broker "
+            "takes this outcome instead of the client's)"
+        )
+    return at
+
+
 def _direct(fn: Callable[..., Any], *args: Any) -> Any:
     return fn(*args)
 
@@ -354,9 +367,16 @@ class FaultSet:
         """On a message to or from ``address``, drop the socket with no close frame (a crash, a cut cable)."""
         return self._add(Fault("drop_connection", address, **trigger))
 
-    def release(self, address: str | None = None, **trigger: Unpack[Trigger]) -> Fault:
-        """After sending a message from ``address``, settle it ``released`` on the broker's own (Part 3 §3.4.4)."""
-        return self._add(Fault("release", address, **trigger))
+    def release(self, address: str | None = None, *, at: str = "delivery", **trigger: Unpack[Trigger]) -> Fault:
+        """A message sent from ``address`` comes back ``released`` (Part 3 §3.4.4).
+
+        ``at="delivery"``: right after sending it, the broker settles it on its own, as the spec
+        lets a sender do at any time.  ``at="outcome"``: the broker waits for the client's outcome
+        and takes ``released`` instead (the client's accept is lost): the client sees its
+        settlement go through and the message come again, which clients that cannot take a
+        delivery the broker settled first (python-qpid-proton's ``BlockingReceiver``) survive.
+        """
+        return self._add(Fault("release", address, params={"at": _check_at(at)}, **trigger))
 
     def modify(
         self,
@@ -364,10 +384,11 @@ class FaultSet:
         *,
         delivery_failed: bool = True,
         undeliverable_here: bool = False,
+        at: str = "delivery",
         **trigger: Unpack[Trigger],
     ) -> Fault:
-        """After sending a message from ``address``, settle it ``modified`` on the broker's own (Part 3 §3.4.5)."""
-        params = {"delivery_failed": delivery_failed, "undeliverable_here": undeliverable_here}
+        """A message sent from ``address`` comes back ``modified`` (Part 3 §3.4.5); ``at`` as for :meth:`release`."""
+        params = {"delivery_failed": delivery_failed, "undeliverable_here": undeliverable_here, "at": _check_at(at)}
         return self._add(Fault("modify", address, params=params, **trigger))
 
     def refuse_attach(

@@ -30,9 +30,9 @@ from typing import Any, Protocol, cast
 
 from ..amqp import errors as conditions
 from ..amqp.message import decode_message
-from ..amqp.messaging import Modified, Rejected, Released
+from ..amqp.messaging import Modified, Received, Rejected, Released
 from ..amqp.performatives import Error, Flow, amqp_error
-from ..amqp.transactions import Discharge
+from ..amqp.transactions import Discharge, TransactionalState
 from ..protocol import LinkState
 from ..protocol import events as ev
 from ..protocol.endpoints import Delivery, Link
@@ -105,6 +105,9 @@ class FaultInjector(Observer):
         self._silenced: set[BrokerConnection] = set()  # dropped: not even a close frame goes out
         self._holds: dict[BrokerConnection, _Hold] = {}
         self._stalled: dict[Fault, dict[Link, BrokerConnection]] = {}
+        #: Deliveries whose client outcome a ``release``/``modify`` fault with ``at="outcome"`` replaces.
+        #: One entry per firing; it goes when the outcome arrives or its link is gone.
+        self._replaced: dict[Delivery, Released | Modified] = {}
         faults.on_change = self._update
         faults.on_cancel = self._cancelled
 
@@ -113,7 +116,8 @@ class FaultInjector(Observer):
     def _update(self, live: bool) -> None:
         """Stay on the tap while a fault is live or work is left (held frames, pending actions)."""
         broker = self.broker
-        wanted = live or bool(self._holds or self._actions or self._sent)
+        self._forget_ended()
+        wanted = live or bool(self._holds or self._actions or self._sent or self._replaced)
         if wanted and broker.injector is None:
             broker.injector = broker.tap.install(self)
             broker.timers.add(self)
@@ -121,6 +125,11 @@ class FaultInjector(Observer):
             broker.tap.remove(self)
             broker.timers.discard(self)
             broker.injector = None
+
+    def _forget_ended(self) -> None:
+        """Links that ended took their deliveries back (§3.4.5): no outcome of theirs will come."""
+        for gone in [d for d in self._replaced if d.link.state is not LinkState.ATTACHED]:
+            del self._replaced[gone]
 
     def _cancelled(self, fault: Fault) -> None:
         for link, connection in self._stalled.pop(fault, {}).items():
@@ -155,6 +164,9 @@ class FaultInjector(Observer):
             if "attach" not in points:
                 return event
             return None if self._attach(self._own(connection), event.link) else event
+        if kind is ev.DeliveryUpdated and self._replaced:
+            assert isinstance(event, ev.DeliveryUpdated)
+            return self._replace_outcome(event)
         if kind is ev.MessageReceived:
             assert isinstance(event, ev.MessageReceived)
             if self._going and event.link in self._going:
@@ -162,6 +174,19 @@ class FaultInjector(Observer):
             if not points.isdisjoint(_INBOUND_MESSAGE) and self._message(self._own(connection), event):
                 return None
         return event
+
+    def _replace_outcome(self, event: ev.DeliveryUpdated) -> ev.DeliveryUpdated:
+        """The client's outcome of a delivery a fault fired on (``at="outcome"``) becomes the fault's."""
+        if isinstance(event.state, TransactionalState):
+            return event  # a transactional outcome stays the transaction's (Part 4 §4.4.2)
+        if event.state is None or isinstance(event.state, Received):
+            if not event.settled:
+                return event  # progress, not an outcome (§3.4.1): the outcome is still to come
+        outcome = self._replaced.pop(event.delivery, None)
+        if outcome is None:
+            return event
+        self._update(self.faults.has_live())
+        return event._replace(state=outcome)
 
     def _own(self, connection: TapConnection) -> BrokerConnection:
         return cast("BrokerConnection", connection)  # the tap reports this broker's connections
@@ -356,7 +381,6 @@ class FaultInjector(Observer):
             raise ValueError(f"{fault!r} fired on a delivery, but its action {action!r} is not one a delivery can take")
         assert entry is not None
         delivery = link.unsettled.get(delivery_id)
-        del consumer.unsettled[delivery_id]
         outcome: Released | Modified = (
             Released()
             if action == "release"
@@ -364,6 +388,12 @@ class FaultInjector(Observer):
                 delivery_failed=fault.params["delivery_failed"], undeliverable_here=fault.params["undeliverable_here"]
             )
         )
+        if fault.params.get("at") == "outcome":
+            if delivery is not None:
+                self._forget_ended()
+                self._replaced[delivery] = outcome
+            return
+        del consumer.unsettled[delivery_id]
         self.broker.apply_outcome(consumer.queue, entry, outcome, consumer.link_id)
         if delivery is not None:
             connection.protocol.settle(delivery, outcome)

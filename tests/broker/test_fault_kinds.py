@@ -22,7 +22,7 @@ def test_every_action_in_the_table_is_one_the_injector_takes() -> None:
 
 def test_points_and_defaults_are_derived_from_the_table() -> None:
     assert KINDS == {name: row.point for name, row in FAULT_KINDS.items()}
-    assert DEFAULT_PARAMS["modify"] == {"delivery_failed": True, "undeliverable_here": False}
+    assert DEFAULT_PARAMS["modify"] == {"delivery_failed": True, "undeliverable_here": False, "at": "delivery"}
     assert "drop_connection" not in DEFAULT_PARAMS  # no defaults, no entry
 
 
