@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ssl
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -13,7 +14,9 @@ from minibroker.client import ConnectionFailed, parse_url
 
 @pytest.fixture(scope="module")
 def tls_broker() -> Iterator[ThreadedBroker]:
-    with ThreadedBroker(tls=True, idle_timeout=0.2) as broker:
+    # 1 s: the client beats every quarter to half of it, which leaves a loaded machine half a
+    # second per beat (0.2 s left a starved heartbeat thread 0.1 s before the broker hung up).
+    with ThreadedBroker(tls=True, idle_timeout=1.0) as broker:
         yield broker
 
 
@@ -34,14 +37,20 @@ def test_client_speaks_tls_to_an_amqps_url(tls_broker: ThreadedBroker) -> None:
 
 
 def test_heartbeats_and_reads_share_the_tls_connection(tls_broker: ThreadedBroker) -> None:
-    """The broker asks for heartbeats every 0.1 s: the client's heartbeat thread writes while the
+    """The broker asks for heartbeats every 0.5 s: the client's heartbeat thread writes while the
     caller's thread waits in a read, over one TLS connection, and the connection stays up."""
     assert tls_broker.tls is not None
     with Client(tls_broker.url, ssl_context=tls_broker.tls.client_context(), timeout=5) as client:
         receiver = client.receiver("tls-idle")
-        for round_ in range(3):
-            tls_broker.publish("tls-idle", round_)
-            delivery = receiver.receive(timeout=5)  # waits across several heartbeat intervals
+        for round_ in range(2):
+            # Published 0.6 s from now, so the read below waits across at least one heartbeat
+            # (waiting is what is tested: this delay is the subject, not a stand-in for a condition).
+            publisher = threading.Timer(0.6, tls_broker.publish, args=("tls-idle", round_))
+            publisher.start()
+            try:
+                delivery = receiver.receive(timeout=5)
+            finally:
+                publisher.cancel()
             delivery.accept()
             assert delivery.message.body == round_
         assert tls_broker.statistics().connections == 1
