@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from ..amqp import errors as conditions
 from ..amqp.errors import AMQPDecodeError
 from ..amqp.messaging import Accepted, Rejected
-from ..amqp.performatives import RCV_FIRST, amqp_error
+from ..amqp.performatives import RCV_FIRST, SND_SETTLED, amqp_error
 from ..amqp.transactions import TransactionalState
 from ..amqp.types import Described
 from ..broker.config import EventHubOptions, EventHubsOptions, StreamOptions
@@ -232,10 +232,14 @@ class EventHubsLayer:
         track = RUNTIME_METRIC in (link.attach.desired_capabilities or ())
         reader = EventHubReader(connection, link, hub, group, partition, level, track, self.broker.now)
         link.context = reader
+        # Events go out settled (the sender's settle mode is the sender's to say, Part 2 §2.8.2):
+        # reading a partition takes nothing, and the SDKs never settle what they receive, so
+        # unsettled deliveries would pile up for the life of the link.
         engine.accept_link(
             link,
             source=link.source,
             target=link.target,
+            snd_settle_mode=SND_SETTLED,
             offered_capabilities=[RUNTIME_METRIC] if track else None,
             properties={EPOCH: level} if level is not None else None,
         )

@@ -1,8 +1,9 @@
 """A receiver of one partition for one consumer group: a stream reader that speaks Event Hubs.
 
 It holds only its position in the partition (a stream offset), sends what
-its credit and session window allow, and adds Event Hubs' annotations to
-each event (:func:`~minibroker.eventhubs.events.event_payload`).  Outcomes
+its credit and session window allow, settled (the layer answers the attach
+with sender-settle-mode settled), and adds Event Hubs' annotations to each
+event (:func:`~minibroker.eventhubs.events.event_payload`).  Outcomes
 change nothing: reading a partition removes nothing, and checkpoints are the
 client's business (the SDKs keep them in a checkpoint store).
 """
@@ -13,7 +14,6 @@ import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..amqp.performatives import SND_SETTLED
 from ..broker.extension import ExtensionLink
 from ..broker.stored import StoredMessage
 from ..broker.stream import Stream
@@ -58,7 +58,6 @@ class EventHubReader(ExtensionLink):
         self.position = 0
         #: Every event is wanted: the position filter only says where to start (the hub works it out).
         self.stream_filter = StreamFilter()
-        self.presettled = link.snd_settle_mode == SND_SETTLED
         self._tags = 0
         self.delivered = 0
         #: Faults name it ``hub/ConsumerGroups/group/Partitions/id``.
@@ -84,7 +83,7 @@ class EventHubReader(ExtensionLink):
             return False  # larger than this receiver takes (Part 2 §2.7.3): it reads on past it
         self._tags = (self._tags + 1) & 0xFFFFFFFF
         connection = self.connection
-        delivery = connection.protocol.send_transfer(self.link, _TAG.pack(self._tags), payload, self.presettled)
+        delivery = connection.protocol.send_transfer(self.link, _TAG.pack(self._tags), payload, True)
         connection.mark_dirty()
         if connection.protocol.hook is not None:  # the tap's delivery_out (tap.py): faults see the delivery
             connection.delivered(self, None, delivery)  # type: ignore[arg-type]  # a layer link, not a NodeConsumer

@@ -361,3 +361,16 @@ def test_transactional_sends_are_refused() -> None:
     assert isinstance(state, TransactionalState) and isinstance(state.outcome, Rejected)
     assert state.outcome.error is not None and state.outcome.error.condition == "amqp:not-implemented"
     assert snapshot(layer_of(broker).hubs["hub"]).partition("0").depth == 0
+
+
+def test_events_go_out_settled_so_nothing_piles_up_for_a_long_reader() -> None:
+    broker, _clock = make_broker()
+    peer, pump = open_client(broker)
+    for n in range(3):
+        produce(peer, pump, "hub/Partitions/0", event(f"e{n}"), handle=n + 1)
+    frames = reader(peer, pump, "hub/ConsumerGroups/$Default/Partitions/0", 9)  # asks for unsettled, as the SDK does
+    assert frames.one(Attach).snd_settle_mode == 1  # the sender decides: settled (Part 2 §2.8.2)
+    transfers = [f.performative for f in frames if isinstance(f.performative, Transfer)]
+    assert len(transfers) == 3 and all(t.settled for t in transfers)
+    (connection,) = broker.connections
+    assert all(not session.outgoing_unsettled for session in connection.protocol.sessions.values())
