@@ -91,18 +91,13 @@ class EventHubsLayer:
             return hub
         if options.name in self.broker.queues or options.name in self.broker.topics:
             raise ValueError(f"{options.name!r} is already a queue or topic; an event hub needs a name of its own")
-        taken = [p for p in range(options.partitions) if partition_node(options.name, str(p)) in self._other_nodes()]
+        others = set(self.broker.queues) | set(self.broker.topics)
+        taken = [n for p in range(options.partitions) if (n := partition_node(options.name, str(p))) in others]
         if taken:
-            raise ValueError(
-                f"{partition_node(options.name, str(taken[0]))!r} is already a queue or topic; "
-                f"event hub {options.name!r} needs its partitions' names"
-            )
+            raise ValueError(f"{taken[0]!r} is already a queue or topic; event hub {options.name!r} needs its partitions' names")
         hub = EventHub(options, self.broker.now(), self._stream)
         self.hubs[options.name] = hub
         return hub
-
-    def _other_nodes(self) -> set[str]:
-        return set(self.broker.queues) | set(self.broker.topics)
 
     def _stream(self, name: str, retention: float | None) -> Stream:
         """A partition's stream: a broker node, so the broker's timers apply its retention."""

@@ -45,3 +45,13 @@ def test_declare_event_hub_and_snapshots() -> None:
             broker.event_hub("missing")
         with pytest.raises(KeyError, match="not '7'"):
             hub.partition("7")
+
+
+def test_a_hub_cannot_take_the_name_of_a_queue_or_of_its_partitions_queues() -> None:
+    with minibroker.ThreadedBroker() as broker:
+        broker.declare_queue("orders")
+        broker.declare_queue("jobs/Partitions/1")
+        with pytest.raises(ValueError, match="'orders' is already a queue or topic"):
+            broker.declare_event_hub("orders")
+        with pytest.raises(ValueError, match="'jobs/Partitions/1' is already a queue or topic"):
+            broker.declare_event_hub("jobs", partitions=2)
