@@ -95,3 +95,39 @@ def test_aio_receive_batch_from_a_sequence_number(broker: minibroker.ThreadedBro
         return got
 
     assert asyncio.run(scenario()) == ["s2", "s3"]
+
+
+def test_aio_consumer_recovers_from_a_dropped_connection(broker: minibroker.ThreadedBroker, conn_str: str) -> None:
+    dropped = broker.faults.drop_connection(address=f"{HUB}/ConsumerGroups/$Default/Partitions/1", times=1)
+    options = {**CLIENT_OPTIONS, "retry_total": 3, "retry_backoff_factor": 0.01, "retry_mode": "fixed"}
+
+    async def scenario() -> list[str]:
+        got: list[str] = []
+        first, all_three = asyncio.Event(), asyncio.Event()
+
+        async def on_event(_context: PartitionContext, event: EventData | None) -> None:
+            if event is not None:
+                got.append(event.body_as_str())
+                first.set()
+                if len(got) >= 3:
+                    all_three.set()
+
+        async with EventHubProducerClient.from_connection_string(conn_str, **options) as producer:
+            batch = await producer.create_batch(partition_id="1")
+            batch.add(EventData("before"))
+            await producer.send_batch(batch)
+            client = EventHubConsumerClient.from_connection_string(conn_str, consumer_group="$Default", **options)
+            task = asyncio.create_task(client.receive(on_event, partition_id="1", starting_position="-1"))
+            try:
+                await asyncio.wait_for(first.wait(), WAIT)  # its delivery dropped the connection
+                for body in ("after-1", "after-2"):
+                    batch = await producer.create_batch(partition_id="1")
+                    batch.add(EventData(body))
+                    await producer.send_batch(batch)
+                await asyncio.wait_for(all_three.wait(), WAIT)
+            finally:
+                await stop(client, task)
+        return got
+
+    assert asyncio.run(scenario()) == ["before", "after-1", "after-2"]
+    assert dropped.fired
