@@ -45,7 +45,18 @@ class Extension(Protocol):
 
 
 class ExtensionLink:
-    """A link an extension owns: the broker hands it the messages and credit that arrive on it."""
+    """A link an extension owns: the broker hands it the messages and credit that arrive on it.
+
+    One that takes messages for a node (``publishes``) names it in ``address``,
+    so publish and transfer faults aimed at that address fire on it too; one
+    that sends a node's messages names it there and reports each delivery to
+    the tap (``BrokerConnection.delivered``), so transfer faults fire on those.
+    """
+
+    #: The link it owns.
+    link: Link
+    address: str | None = None
+    publishes = False
 
     def on_message(self, delivery: Delivery) -> None:
         raise NotImplementedError

@@ -39,8 +39,9 @@ from ..protocol.endpoints import Delivery, Link
 from .client_connection import BrokerConnection
 from .clock import Clock
 from .config import BrokerConfig
+from .extension import ExtensionLink
 from .faults import Fault, FaultSet, Site, fault_kind
-from .links import ConsumerLink, CoordinatorLink, FaultableLink, ProducerLink
+from .links import ConsumerLink, CoordinatorLink, ProducerLink
 from .queue import Queue
 from .stored import Entry
 from .stream import StreamConsumer
@@ -100,7 +101,7 @@ class FaultInjector(Observer):
         # through run_pending().
         self._actions: list[Callable[[], None]] = []  # run after the batch that fired them
         # Deliveries sent this batch (the tap's delivery_out), offered to delivery faults after it.
-        self._sent: list[tuple[BrokerConnection, ConsumerLink | StreamConsumer | FaultableLink, int]] = []  # (connection, consumer, id)
+        self._sent: list[tuple[BrokerConnection, ConsumerLink | StreamConsumer | ExtensionLink, int]] = []  # (connection, consumer, id)
         self._going: set[Any] = set()  # connections and links whose remaining events this batch are dropped
         self._silenced: set[BrokerConnection] = set()  # dropped: not even a close frame goes out
         self._holds: dict[BrokerConnection, _Hold] = {}
@@ -207,7 +208,7 @@ class FaultInjector(Observer):
         owner = link.context
         if isinstance(owner, CoordinatorLink):
             return self._discharge(connection, event)
-        if not isinstance(owner, (ProducerLink, FaultableLink)):
+        if not isinstance(owner, ProducerLink) and not (isinstance(owner, ExtensionLink) and owner.publishes):
             return False
         decoded: list[Any] = []
 
@@ -216,7 +217,7 @@ class FaultInjector(Observer):
                 decoded.append(decode_message(delivery.payload))
             return decoded[0]
 
-        address = owner.address if isinstance(owner, ProducerLink) else owner.fault_address
+        address = owner.address
         if address is None:  # anonymous relay: the message's ``to`` names the node
             address = getattr(subject().properties, "to", None)
         site = self._site(connection, link, address, f"transfer delivery-id={int(delivery.delivery_id)}")
@@ -292,7 +293,9 @@ class FaultInjector(Observer):
         owned = self._own(connection)
         if owned in self._silenced or owned in self._holds:
             return  # dropped or held output is not on the wire (as frame_out withholds it)
-        if not isinstance(consumer, (ConsumerLink, StreamConsumer, FaultableLink)):
+        if not isinstance(consumer, (ConsumerLink, StreamConsumer)) and not (
+            isinstance(consumer, ExtensionLink) and consumer.address is not None
+        ):
             return  # a link faults do not reach
         if not self.faults.points.isdisjoint(_OUTBOUND_MESSAGE):
             self._sent.append((owned, consumer, delivery.delivery_id))
@@ -353,8 +356,8 @@ class FaultInjector(Observer):
             for connection, consumer, delivery_id in sent:
                 if isinstance(consumer, StreamConsumer):
                     self._read_from_stream(connection, consumer, delivery_id)
-                elif isinstance(consumer, FaultableLink):
-                    self._layer_delivered(connection, consumer.link, consumer.fault_address, delivery_id)
+                elif isinstance(consumer, ExtensionLink):
+                    self._layer_delivered(connection, consumer, delivery_id)
                 else:
                     self._delivered(connection, consumer, delivery_id)
         self._update(self.faults.has_live())
@@ -400,11 +403,12 @@ class FaultInjector(Observer):
         connection.mark_dirty()
         consumer.queue.dispatch(self.broker.clock.now())
 
-    def _layer_delivered(self, connection: BrokerConnection, link: Link, address: str, delivery_id: int) -> None:
+    def _layer_delivered(self, connection: BrokerConnection, sender: ExtensionLink, delivery_id: int) -> None:
         """A layer's link sent a message: faults that take the link or connection may fire on it."""
+        link = sender.link
         if not connection.open or link.state is not LinkState.ATTACHED:
             return
-        site = self._site(connection, link, address, f"transfer delivery-id={int(delivery_id)}")
+        site = self._site(connection, link, sender.address, f"transfer delivery-id={int(delivery_id)}")
         fault = self._fire("transfer", site, lambda: None)  # the layer keeps no decoded message to offer `when=`
         if fault is not None:
             self._disconnect(fault, connection, link)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..amqp.messaging import Accepted, Modified, Rejected, Released
 from ..amqp.performatives import SND_SETTLED
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Client", "ConsumerLink", "CreditTransaction", "ProducerLink", "CoordinatorLink", "apply_outcome", "DELIVERY_FAILED",
-    "SUPPORTED_OUTCOMES", "LinkOwner", "OutcomeHandler", "FaultableLink",
+    "SUPPORTED_OUTCOMES", "LinkOwner", "OutcomeHandler",
 ]  # fmt: skip
 
 #: The outcomes a consumer may give (Part 3 §3.4), by descriptor name as a source lists them.
@@ -204,17 +204,6 @@ class CoordinatorLink:
 
 LinkOwner = ConsumerLink | ProducerLink | CoordinatorLink
 
-
-@runtime_checkable
-class FaultableLink(Protocol):
-    """A protocol layer's link (an Event Hubs producer or reader) that message faults reach.
-
-    Faults that act on a link or connection (detach, close, drop) and
-    ``reject_publish`` fire on its messages when they name ``fault_address``.
-    """
-
-    fault_address: str
-    link: Link
 
 
 def apply_outcome(queue: Queue, entry: Entry, state: Any, link_id: int | None, now: float) -> None:

@@ -159,14 +159,22 @@ class EventPolicy:
                 try:
                     messages = messages_of(delivery, now)
                 except (AMQPDecodeError, IndexError) as exc:
-                    # The broker paper 2.2.1: misrepresented sections are a session error.
-                    protocol.end_session(link.session, amqp_error(conditions.DECODE_ERROR, f"malformed message: {exc}"))
-                    return
+                    # A bad message is that message's problem, not the session's: the frames
+                    # were well formed, so reject this transfer and keep the session.
+                    messages = []
+                    if not delivery.remote_settled:
+                        error = amqp_error(conditions.DECODE_ERROR, f"malformed message, not stored: {exc}")
+                        bad: Any = Rejected(error=error)
+                        if isinstance(delivery.state, TransactionalState):
+                            bad = TransactionalState(txn_id=delivery.state.txn_id, outcome=bad)
+                        protocol.settle(delivery, bad)
                 state = delivery.state
                 denied = None
                 if producer.address is None and self.permissions is not None:  # hook: the relay's permissions
                     denied = relay_refusal(self.permissions, connection.protocol.user, messages)
-                if denied is not None:
+                if not messages:
+                    pass  # rejected above
+                elif denied is not None:
                     if not delivery.remote_settled:
                         rejected: Any = Rejected(error=denied)
                         if isinstance(state, TransactionalState):

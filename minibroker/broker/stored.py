@@ -60,6 +60,11 @@ class StoredMessage:
         sections = split_sections(payload)
         header_start, header_end = sections.header
         da_start, da_end = sections.delivery_annotations
+        if da_start >= sections.bare[1] and da_end > da_start:
+            # Trailing delivery-annotations (tolerated, see split_sections) are for this hop
+            # alone, never passed on: drop them so the fixed order above holds.
+            payload = self.payload = payload[:da_start]
+            da_start = da_end = header_end
         self._header_end = header_end
         self._annotations_start = da_end if da_end > da_start else header_end
         self._bare_start, self._bare_end = sections.bare

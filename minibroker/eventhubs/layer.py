@@ -295,7 +295,8 @@ class EventHubProducer(ExtensionLink):
         self.hub = hub
         self.partition = partition
         #: Faults name it as the hub, or the partition it sends to (``hub/Partitions/id``).
-        self.fault_address = hub.name if partition is None else partition_node(hub.name, partition)
+        self.address = hub.name if partition is None else partition_node(hub.name, partition)
+        self.publishes = True
 
     def on_message(self, delivery: Delivery) -> None:
         engine = self.connection.engine

@@ -61,7 +61,7 @@ class EventHubReader(ExtensionLink):
         self._tags = 0
         self.delivered = 0
         #: Faults name it ``hub/ConsumerGroups/group/Partitions/id``.
-        self.fault_address = f"{hub.name}/{CONSUMER_GROUPS}/{group}/{PARTITIONS}/{partition}"
+        self.address = f"{hub.name}/{CONSUMER_GROUPS}/{group}/{PARTITIONS}/{partition}"
 
     # Reader protocol (the partition stream calls these) ------------------
 

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from minibroker.amqp.message import Message
 from minibroker.broker.filters import field_lookup
-from minibroker.broker.selector import Selector, SelectorError, parse_selector
+from minibroker.broker.selector import Selector, SelectorError, parse_selector, parse_value
 from minibroker.broker.stored import StoredMessage
 
 Props = dict[str, Any]
@@ -899,3 +899,26 @@ def test_annotation_identifier_reads_message_annotations() -> None:
     lookup = field_lookup(StoredMessage(payload, 0.0))
     assert parse_selector("amqp.annotation.x-opt-sequence-number >= '9' AND k = 1").matches(lookup)
     assert not parse_selector("amqp.annotation.x-opt-sequence-number > '9'").matches(lookup)
+
+
+def test_qualified_names_only_when_asked() -> None:
+    with pytest.raises(SelectorError):
+        parse_selector("sys.Label = 'x'")
+    selector = parse_selector("sys.Label = 'x' AND user.n > 1", qualified_names=True)
+    values = {"sys.Label": "x", "user.n": 2}
+    assert selector.matches(values.get)
+    assert parse_value("n * 2 + 1", qualified_names=True)({"n": 4}.get) == 9
+    assert parse_value("'a'")({}.get) == "a"
+    with pytest.raises(SelectorError):
+        parse_value("'a' + 1")
+
+
+def test_service_bus_exists_and_not_equal_only_in_qualified_mode() -> None:
+    selector = parse_selector("EXISTS(user.color) AND sys.Label != 'x'", qualified_names=True)
+    assert selector.matches({"user.color": "red", "sys.Label": "y"}.get)
+    assert not selector.matches({"sys.Label": "y"}.get)
+    assert not selector.matches({"user.color": "red", "sys.Label": "x"}.get)
+    with pytest.raises(SelectorError, match="use <> for 'not equal'"):
+        parse_selector("a != 1")
+    with pytest.raises(SelectorError, match="a property name in EXISTS"):
+        parse_selector("EXISTS(1)", qualified_names=True)
