@@ -324,6 +324,13 @@ class BrokerConfig:
     max_links: int = 1024
     #: Seconds of peer silence before a connection is closed; None: never.
     idle_timeout: float | None = 60.0
+    #: Seconds from accepting a socket to a completed ``open`` (SASL included) before it is
+    #: closed; None: never.  10 s is RabbitMQ's and Artemis' default.
+    handshake_timeout: float | None = 10.0
+    #: Connections still in their handshake at once; they hold no ``max_connections`` slot.
+    #: One more makes the server close the oldest of them, so a client that logs in at once
+    #: always gets through, however many sockets dawdle.
+    max_handshakes: int = 256
     #: Seconds a transaction may stay open before it is rolled back; None: forever.
     transaction_timeout: float | None = None
     #: Keep the last N frames of every connection for ``broker.frames()``; 0 keeps none and costs nothing.
