@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from .amqp.message import Message, encode_bodies
 from .broker.addresses import node_name, parse_address
 from .broker.clock import Clock
-from .broker.config import QueueOptions, StreamOptions
+from .broker.config import EventHubOptions, QueueOptions, StreamOptions
 from .broker.engine import Broker, NodeError
 from .broker.publish import Source
 from .broker.statistics import (
@@ -26,11 +26,14 @@ from .broker.statistics import (
 )
 from .broker.stored import StoredMessage
 from .broker.tap import Observer
+from .eventhubs.snapshots import EventHubSnapshot
+from .eventhubs.snapshots import snapshot as event_hub_snapshot
 from .message_fields import build_message, data_body
 from .rabbitmq.addresses import EXCHANGES, parse_destination
 from .rabbitmq.exchanges import Binding
 from .rabbitmq.layer import RabbitMQLayer
 from .rabbitmq.snapshots import ExchangeSnapshot
+from .servicebus.addresses import CBS
 from .testing.assertions import assert_queue, assert_stream
 
 __all__ = ["BrokerAPI", "build_message", "check", "timed_out"]
@@ -384,6 +387,46 @@ class BrokerAPI:
         assert destination is not None
         binding = Binding(source, destination, "queue" if queue is not None else "exchange", key, dict(arguments or {}))
         self._call(lambda: self._rabbitmq().exchanges.bind(binding))
+
+    # ----------------------------------------------------------- Event Hubs
+
+    def declare_event_hub(
+        self,
+        name: str,
+        *,
+        partitions: int = 4,
+        consumer_groups: Sequence[str] = (),
+        retention: float | None = None,
+    ) -> None:
+        """Create an Azure Event Hubs event hub with ``partitions`` partitions (ids ``"0"``, ``"1"``, ...),
+        the ``$Default`` consumer group plus ``consumer_groups``, and ``retention`` in seconds on the
+        broker's clock (None: keep every event).  Declaring it again adds consumer groups."""
+        if isinstance(consumer_groups, str):
+            raise TypeError(f"consumer_groups is a list of names, got the string {consumer_groups!r}; write [{consumer_groups!r}]")
+        options = EventHubOptions(name, partitions, tuple(consumer_groups), retention)
+        self._call(self._declare_event_hub, options)
+
+    def _declare_event_hub(self, options: EventHubOptions) -> None:
+        from .eventhubs.layer import EventHubsLayer  # the layer loads only when it is used
+
+        layer = self._broker.enable_layer(CBS)
+        if not isinstance(layer, EventHubsLayer):
+            raise RuntimeError(f"the broker runs another protocol layer ({type(layer).__name__}), not Event Hubs")
+        layer.declare(options)
+
+    def event_hub(self, name: str) -> EventHubSnapshot:
+        """A frozen snapshot of an event hub: ``.partition("0").bodies``, sequence numbers, receivers."""
+        return self._read(self._event_hub_snapshot, name)
+
+    def _event_hub_snapshot(self, name: str) -> EventHubSnapshot:
+        from .eventhubs.layer import EventHubsLayer
+
+        layer = self._broker.extension
+        hub = layer.hubs.get(name) if isinstance(layer, EventHubsLayer) else None
+        if hub is None:
+            known: list[str] = sorted(layer.hubs) if isinstance(layer, EventHubsLayer) else []
+            raise NodeError(f"no event hub {name!r} (event hubs: {known}); declare it with declare_event_hub({name!r})")
+        return event_hub_snapshot(hub)
 
 
 def check(predicate: Callable[[Any], Any], broker: Any) -> tuple[Any, NodeError | None]:

@@ -13,7 +13,7 @@ import warnings
 import trio
 
 from . import __version__
-from .broker.config import BrokerConfig, RabbitMQOptions, ServiceBusOptions
+from .broker.config import BrokerConfig, EventHubOptions, EventHubsOptions, RabbitMQOptions, ServiceBusOptions
 from .broker.engine import Broker
 from .rabbitmq.exchanges import EXCHANGE_TYPES
 from .rabbitmq.layer import RabbitMQLayer
@@ -28,6 +28,14 @@ def _user(text: str) -> tuple[str, str]:
     if not sep or not name:
         raise argparse.ArgumentTypeError(f"--user takes NAME:PASSWORD, got {text!r}")
     return name, password
+
+
+def _event_hub(text: str) -> EventHubOptions:
+    name, sep, partitions = text.partition(":")
+    try:
+        return EventHubOptions(name, int(partitions) if sep else 4)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--event-hub takes NAME or NAME:PARTITIONS (1-1024), got {text!r}: {exc}") from None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -45,6 +53,10 @@ def _parser() -> argparse.ArgumentParser:
     serve_cmd.add_argument(
         "--stream", action="append", default=[], help="declare a stream (append-only log, read by offset) at start-up"
     )
+    serve_cmd.add_argument(
+        "--event-hub", type=_event_hub, action="append", default=[], metavar="NAME[:PARTITIONS]",
+        help="declare an Azure Event Hubs event hub (default 4 partitions) at start-up",
+    )  # fmt: skip
     serve_cmd.add_argument(
         "--subscription", type=_subscription, action="append", default=[], metavar="TOPIC/NAME",
         help="declare a Service Bus topic subscription at start-up (TOPIC/Subscriptions/NAME)",
@@ -115,6 +127,7 @@ def build_broker(args: argparse.Namespace, servicebus: ServiceBusOptions | None 
         auto_create=not args.no_auto_create,
         servicebus=servicebus,
         rabbitmq=RabbitMQOptions() if args.rabbitmq or args.exchange else None,
+        event_hubs=EventHubsOptions(hubs=tuple(args.event_hub)) if args.event_hub else None,
     )
     broker = Broker(config)
     layer = broker.extension

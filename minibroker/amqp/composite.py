@@ -5,6 +5,13 @@ declared with :func:`field` into a slotted dataclass that encodes as a
 described list and registers its descriptor with the decoder.  Trailing fields
 that are null or hold their default are omitted on encode, and missing
 trailing fields are padded with defaults on decode (Part 1 §1.4).
+
+``@composite(..., full=True)`` encodes every field instead, the trailing ones
+as they are (null where unset).  Part 1 §1.4 makes the two encodings mean the
+same; the transport performatives use it because Azure's services send every
+field and a widely used SDK (azure-eventhub 5.x's pyamqp) reads the fields
+of ``open``, ``begin``, ``attach``, ``transfer``, ``detach``, ``end`` and ``close`` by
+position without padding a shorter list.
 """
 
 from __future__ import annotations
@@ -132,8 +139,8 @@ T = TypeVar("T")
 
 
 @dataclass_transform(field_specifiers=(field,))
-def composite(code: int, name: str) -> Callable[[type[T]], type[T]]:
-    """Class decorator: declare a composite type encoded as a described list."""
+def composite(code: int, name: str, *, full: bool = False) -> Callable[[type[T]], type[T]]:
+    """Class decorator: declare a composite type encoded as a described list (every field if ``full``)."""
 
     def wrap(cls: type[T]) -> type[T]:
         data_cls: Any = dataclasses.dataclass(slots=True)(cls)
@@ -158,7 +165,7 @@ def composite(code: int, name: str) -> Callable[[type[T]], type[T]]:
         def encode_into(self: Any, out: bytearray) -> None:
             values = [getattr(self, n) for n in names]
             n = count
-            while n and (values[n - 1] is None or values[n - 1] == defaults[n - 1]):
+            while n and not full and (values[n - 1] is None or values[n - 1] == defaults[n - 1]):
                 n -= 1
             out += prefix
             if n == 0:

@@ -1,4 +1,10 @@
-"""Transport performatives and the error type (OASIS AMQP 1.0 Part 2, §2.7 and §2.8.14)."""
+"""Transport performatives and the error type (OASIS AMQP 1.0 Part 2, §2.7 and §2.8.14).
+
+Performatives are encoded with every field, null where unset (``full=True``,
+see :mod:`.composite`): what Azure's services send, and what azure-eventhub
+5.x's pyamqp needs, since it reads fields by position (``begin`` field 7,
+``attach`` 13, ``transfer`` 11 for the payload, ``detach`` 2, ``end``/``close`` 0).
+"""
 
 from __future__ import annotations
 
@@ -41,7 +47,7 @@ def amqp_error(condition: str, description: str) -> Error:
     return Error(condition=symbol(condition), description=description)
 
 
-@composite(0x10, "amqp:open:list")
+@composite(0x10, "amqp:open:list", full=True)
 class Open(Composite):
     """Negotiate connection parameters (§2.7.1)."""
 
@@ -57,7 +63,7 @@ class Open(Composite):
     properties: dict[Any, Any] | None = field("fields", default=None)
 
 
-@composite(0x11, "amqp:begin:list")
+@composite(0x11, "amqp:begin:list", full=True)
 class Begin(Composite):
     """Begin a session on a channel (§2.7.2)."""
 
@@ -71,7 +77,7 @@ class Begin(Composite):
     properties: dict[Any, Any] | None = field("fields", default=None)
 
 
-@composite(0x12, "amqp:attach:list")
+@composite(0x12, "amqp:attach:list", full=True)
 class Attach(Composite):
     """Attach a link to a session (§2.7.3)."""
 
@@ -91,7 +97,7 @@ class Attach(Composite):
     properties: dict[Any, Any] | None = field("fields", default=None)
 
 
-@composite(0x13, "amqp:flow:list")
+@composite(0x13, "amqp:flow:list", full=True)
 class Flow(Composite):
     """Update link and session flow state (§2.7.4)."""
 
@@ -108,33 +114,38 @@ class Flow(Composite):
     properties: dict[Any, Any] | None = field("fields", default=None)
 
 
-#: Part 1 §1.2 / §1.3: a described type (0x00) whose descriptor is a smallulong (0x53) code.
-_DESCRIBED_SMALLULONG = b"\x00\x53"
-#: Part 1 §1.6.22: list8, a one-byte size and a one-byte count.
-_LIST8 = 0xC0
-#: Transfer's descriptor code (§2.7.5) and the fields its head carries: handle .. settled.
+#: Transfer's descriptor code (§2.7.5) and its field count (the head carries them all).
 _TRANSFER_CODE = 0x14
-_TRANSFER_HEAD_FIELDS = 5
+_TRANSFER_FIELDS = 11
+#: Described (0x00) smallulong (0x53) code, list8 (0xc0, Part 1 §1.6.22) with a size byte
+#: filled in last and the count: everything before the fields.
+_TRANSFER_PREFIX = bytes((0x00, 0x53, _TRANSFER_CODE, 0xC0, 0x00, _TRANSFER_FIELDS))
+_SIZE_AT = 4
+#: The fields after the delivery-tag, as the generic encoder writes them: message-format 0 (uint0,
+#: an AMQP message, Part 3 §3.2), settled true/false, then more=false, rcv-settle-mode null,
+#: state null, resume=false, aborted=false, batchable=false.
+_TAIL_SETTLED = b"\x43\x41\x42\x40\x40\x42\x42\x42"
+_TAIL_UNSETTLED = b"\x43\x42\x42\x40\x40\x42\x42\x42"
 
 
 def encode_transfer_head(handle: int, delivery_id: int, tag: bytes, settled: bool) -> bytes:
     """The encoded ``transfer`` of a single-frame delivery of message-format 0 (§2.7.5), built directly.
 
     The same bytes as encoding ``Transfer(handle=, delivery_id=, delivery_tag=tag,
-    message_format=0, settled=)`` (trailing default fields omitted, Part 1 §1.4);
+    message_format=0, settled=)`` (every field, as all performatives are sent);
     this is the broker's hottest encoding, so it skips the generic path.  ``tag``
     is at most 32 bytes (§2.8.7), so the fields always fit a list8.
     """
-    body = bytearray()
-    codec.enc_uint(handle, body)
-    codec.enc_uint(delivery_id, body)
-    codec.enc_binary(tag, body)
-    codec.enc_uint(0, body)  # message-format 0: an AMQP message (Part 3 §3.2)
-    body.append(0x41 if settled else 0x42)  # boolean true / false (Part 1 §1.6.2)
-    return _DESCRIBED_SMALLULONG + bytes((_TRANSFER_CODE, _LIST8, len(body) + 1, _TRANSFER_HEAD_FIELDS)) + body
+    out = bytearray(_TRANSFER_PREFIX)
+    codec.enc_uint(handle, out)
+    codec.enc_uint(delivery_id, out)
+    codec.enc_binary(tag, out)
+    out += _TAIL_SETTLED if settled else _TAIL_UNSETTLED
+    out[_SIZE_AT] = len(out) - _SIZE_AT - 1  # the list's size counts from the count byte on
+    return bytes(out)
 
 
-@composite(_TRANSFER_CODE, "amqp:transfer:list")
+@composite(_TRANSFER_CODE, "amqp:transfer:list", full=True)
 class Transfer(Composite):
     """Transfer a message, or a part of one (§2.7.5)."""
 
@@ -151,7 +162,7 @@ class Transfer(Composite):
     batchable: bool = field("boolean", default=False)
 
 
-@composite(0x15, "amqp:disposition:list")
+@composite(0x15, "amqp:disposition:list", full=True)
 class Disposition(Composite):
     """Inform the peer of delivery state changes (§2.7.6)."""
 
@@ -163,7 +174,7 @@ class Disposition(Composite):
     batchable: bool = field("boolean", default=False)
 
 
-@composite(0x16, "amqp:detach:list")
+@composite(0x16, "amqp:detach:list", full=True)
 class Detach(Composite):
     """Detach a link endpoint from its session (§2.7.7)."""
 
@@ -172,14 +183,14 @@ class Detach(Composite):
     error: Error | None = field("*", default=None)
 
 
-@composite(0x17, "amqp:end:list")
+@composite(0x17, "amqp:end:list", full=True)
 class End(Composite):
     """End a session (§2.7.8)."""
 
     error: Error | None = field("*", default=None)
 
 
-@composite(0x18, "amqp:close:list")
+@composite(0x18, "amqp:close:list", full=True)
 class Close(Composite):
     """Signal a connection close (§2.7.9)."""
 

@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 __all__ = [
-    "BrokerConfig", "QueueOptions", "RabbitMQOptions", "ServiceBusOptions", "StreamOptions", "DEFAULT_DEAD_LETTER_SUFFIX",
-]
+    "BrokerConfig", "EventHubOptions", "EventHubsOptions", "QueueOptions", "RabbitMQOptions", "ServiceBusOptions",
+    "StreamOptions", "DEFAULT_CONSUMER_GROUP", "DEFAULT_DEAD_LETTER_SUFFIX",
+]  # fmt: skip
 
 #: A queue's dead-letter address is ``<queue>/$DeadLetterQueue`` unless configured.
 DEFAULT_DEAD_LETTER_SUFFIX = "/$DeadLetterQueue"
@@ -257,6 +258,67 @@ class RabbitMQOptions:
             raise TypeError(f"vhosts must be a tuple of names, got the string {self.vhosts!r}; write ({self.vhosts!r},)")
 
 
+#: The consumer group every event hub has (Azure Event Hubs' ``$Default``).
+DEFAULT_CONSUMER_GROUP = "$Default"
+
+
+@dataclass(frozen=True, slots=True)
+class EventHubOptions:
+    """One event hub: its partition count, consumer groups (``$Default`` always) and retention.
+
+    ``retention`` is how many seconds an event stays readable, on the
+    broker's clock (a ``ManualClock`` drives it in tests); None keeps every
+    event.  Azure counts retention in hours or days; tests want seconds.
+    """
+
+    name: str
+    partitions: int = 4
+    consumer_groups: tuple[str, ...] = ()
+    retention: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name or "/" in self.name:
+            raise ValueError(f"an event hub name is a non-empty str without '/', got {self.name!r}")
+        if isinstance(self.partitions, bool) or not isinstance(self.partitions, int) or not 1 <= self.partitions <= 1024:
+            raise ValueError(f"partitions must be an int from 1 to 1024 (Azure's limit), got {self.partitions!r}")
+        if isinstance(self.consumer_groups, str):
+            raise TypeError(
+                f"consumer_groups is a tuple of names, got the string {self.consumer_groups!r}; "
+                f"write ({self.consumer_groups!r},)"
+            )
+        for group in self.consumer_groups:
+            if not isinstance(group, str) or not group or "/" in group:
+                raise ValueError(f"a consumer group name is a non-empty str without '/', got {group!r}")
+        if self.retention is not None and (isinstance(self.retention, bool) or self.retention <= 0):
+            raise ValueError(f"retention must be a positive number of seconds or None (keep all), got {self.retention!r}")
+
+    @property
+    def groups(self) -> tuple[str, ...]:
+        """Every consumer group, ``$Default`` first."""
+        return (DEFAULT_CONSUMER_GROUP, *(g for g in self.consumer_groups if g != DEFAULT_CONSUMER_GROUP))
+
+
+@dataclass(frozen=True, slots=True)
+class EventHubsOptions:
+    """How the broker behaves for Azure Event Hubs clients.
+
+    ``hubs`` are declared when the broker starts; with ``auto_create`` on, a
+    hub an Event Hubs client names first is created with
+    ``default_partitions`` partitions and the ``$Default`` consumer group.
+    """
+
+    hubs: tuple[EventHubOptions, ...] = ()
+    default_partitions: int = 4
+
+    def __post_init__(self) -> None:
+        if isinstance(self.hubs, EventHubOptions):
+            raise TypeError(f"hubs is a tuple of EventHubOptions; write ({self.hubs!r},)")
+        for hub in self.hubs:
+            if not isinstance(hub, EventHubOptions):
+                raise TypeError(f"hubs holds EventHubOptions(name, partitions=...), got {hub!r}")
+        EventHubOptions("default", self.default_partitions)  # same bounds as a declared hub
+
+
 @dataclass(slots=True)
 class BrokerConfig:
     """Options for the whole broker."""
@@ -302,3 +364,5 @@ class BrokerConfig:
     servicebus: ServiceBusOptions | None = None
     #: Present the broker as RabbitMQ 4 (exchanges, ``/management``, its client's checks); see RabbitMQOptions.
     rabbitmq: RabbitMQOptions | None = None
+    #: The Azure Event Hubs layer's options (it includes the Service Bus layer and turns on the same way).
+    event_hubs: EventHubsOptions | None = None

@@ -54,8 +54,8 @@ from .transactions import TransactionManager
 
 __all__ = ["Broker", "BrokerConnection", "NodeError", "ANONYMOUS_RELAY"]
 
-#: The claims-based-security node Azure Service Bus clients attach first; ``BrokerConfig.servicebus``
-#: turns the layer registered for it (minibroker.servicebus) on up front.
+#: The claims-based-security node Azure Service Bus and Event Hubs clients attach first;
+#: ``BrokerConfig.servicebus`` or ``.event_hubs`` turns the layer registered for it on up front.
 SERVICEBUS_ADDRESS = "$cbs"
 #: RabbitMQ 4's management node; ``BrokerConfig.rabbitmq`` turns the layer registered for it
 #: (minibroker.rabbitmq) on up front.
@@ -131,11 +131,14 @@ class Broker:
             self.clock.subscribe(self.run_timers)
         #: A protocol layer on top (the Service Bus layer), or None: plain AMQP 1.0.
         self.extension: Extension | None = None
-        if self.config.servicebus is not None and self.config.rabbitmq is not None:
-            raise ValueError("a broker runs one layer: set BrokerConfig.servicebus or BrokerConfig.rabbitmq, not both")
+        azure = self.config.servicebus is not None or self.config.event_hubs is not None
+        if azure and self.config.rabbitmq is not None:
+            raise ValueError(
+                "a broker runs one layer: set BrokerConfig.rabbitmq, or BrokerConfig.servicebus/event_hubs, not both"
+            )
         #: What the broker does for each protocol event (policy.py).
         self.policy = EventPolicy(self)
-        if self.config.servicebus is not None:
+        if self.config.servicebus is not None or self.config.event_hubs is not None:
             self.enable_layer(SERVICEBUS_ADDRESS)
         if self.config.rabbitmq is not None:
             self.enable_layer(RABBITMQ_ADDRESS)

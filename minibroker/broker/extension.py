@@ -10,6 +10,8 @@ A layer is not imported by the broker: the layer's package registers a
 factory with :func:`register_layer` under the address whose attach turns it on
 (``minibroker.servicebus`` registers ``$cbs``), and the broker looks it up
 with :func:`layer_for`.  So the dependency runs one way, from the layer down.
+A layer built on another registers over it under the same address
+(``minibroker.eventhubs`` wraps the Service Bus layer: both begin at ``$cbs``).
 """
 
 from __future__ import annotations
@@ -50,9 +52,13 @@ class ExtensionLink:
     """A link an extension owns: the broker hands it the messages and credit that arrive on it.
 
     One that takes messages for a node (``publishes``) names it in ``address``,
-    so publish and transfer faults aimed at that address fire on it too.
+    so publish and transfer faults aimed at that address fire on it too; one
+    that sends a node's messages names it there and reports each delivery to
+    the tap (``BrokerConnection.delivered``), so transfer faults fire on those.
     """
 
+    #: The link it owns.
+    link: Link
     address: str | None = None
     publishes = False
 
@@ -60,7 +66,10 @@ class ExtensionLink:
         raise NotImplementedError
 
     def on_credit(self) -> None:
-        """The peer granted credit on this (sending) link."""
+        """The peer granted credit on this (sending) link, or its session window opened."""
+
+    def on_detach(self) -> None:
+        """The link ended (detached by either side, or its session or connection ended)."""
 
 
 class ExtensionConsumer(ConsumerLink):

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..amqp.types import Described, symbol, ulong
-from .selector import Selector, SelectorError, parse_selector
+from .selector import ANNOTATION_PREFIX, Selector, SelectorError, parse_selector
 from .stored import StoredMessage
 
 __all__ = ["FilterError", "SELECTOR_DESCRIPTORS", "field_lookup", "parse_filter_set", "selector_matches"]
@@ -57,9 +57,14 @@ def parse_filter_set(filter_set: dict[Any, Any] | None) -> tuple[Selector | None
 
 
 def field_lookup(message: StoredMessage, delivery_count: int = 0) -> Callable[[str], object]:
-    """Resolve selector identifiers: JMS header names map to AMQP fields, others to application-properties."""
+    """Resolve selector identifiers: JMS header names map to AMQP fields, ``amqp.annotation.<key>`` to
+    message-annotations, others to application-properties."""
 
     def lookup(name: str) -> object:
+        if name.startswith(ANNOTATION_PREFIX):
+            annotations = message.message_annotations
+            value = annotations.get(symbol(name[len(ANNOTATION_PREFIX) :])) if annotations else None
+            return value if isinstance(value, (str, bool, int, float)) else None
         if name.startswith("JMS"):
             header = message.header
             props = message.properties

@@ -101,7 +101,7 @@ class FaultInjector(Observer):
         # through run_pending().
         self._actions: list[Callable[[], None]] = []  # run after the batch that fired them
         # Deliveries sent this batch (the tap's delivery_out), offered to delivery faults after it.
-        self._sent: list[tuple[BrokerConnection, ConsumerLink | StreamConsumer, int]] = []  # (connection, consumer, id)
+        self._sent: list[tuple[BrokerConnection, ConsumerLink | StreamConsumer | ExtensionLink, int]] = []  # (connection, consumer, id)
         self._going: set[Any] = set()  # connections and links whose remaining events this batch are dropped
         self._silenced: set[BrokerConnection] = set()  # dropped: not even a close frame goes out
         self._holds: dict[BrokerConnection, _Hold] = {}
@@ -291,8 +291,12 @@ class FaultInjector(Observer):
     ) -> None:
         """A consumer was sent a message: offered to delivery faults after the batch (``run_pending``)."""
         owned = self._own(connection)
-        if owned in self._silenced or owned in self._holds or not isinstance(consumer, (ConsumerLink, StreamConsumer)):
+        if owned in self._silenced or owned in self._holds:
             return  # dropped or held output is not on the wire (as frame_out withholds it)
+        if not isinstance(consumer, (ConsumerLink, StreamConsumer)) and not (
+            isinstance(consumer, ExtensionLink) and consumer.address is not None
+        ):
+            return  # a link faults do not reach
         if not self.faults.points.isdisjoint(_OUTBOUND_MESSAGE):
             self._sent.append((owned, consumer, delivery.delivery_id))
 
@@ -352,6 +356,8 @@ class FaultInjector(Observer):
             for connection, consumer, delivery_id in sent:
                 if isinstance(consumer, StreamConsumer):
                     self._read_from_stream(connection, consumer, delivery_id)
+                elif isinstance(consumer, ExtensionLink):
+                    self._layer_delivered(connection, consumer, delivery_id)
                 else:
                     self._delivered(connection, consumer, delivery_id)
         self._update(self.faults.has_live())
@@ -396,6 +402,16 @@ class FaultInjector(Observer):
             connection.protocol.settle(delivery, outcome)
         connection.mark_dirty()
         consumer.queue.dispatch(self.broker.clock.now())
+
+    def _layer_delivered(self, connection: BrokerConnection, sender: ExtensionLink, delivery_id: int) -> None:
+        """A layer's link sent a message: faults that take the link or connection may fire on it."""
+        link = sender.link
+        if not connection.open or link.state is not LinkState.ATTACHED:
+            return
+        site = self._site(connection, link, sender.address, f"transfer delivery-id={int(delivery_id)}")
+        fault = self._fire("transfer", site, lambda: None)  # the layer keeps no decoded message to offer `when=`
+        if fault is not None:
+            self._disconnect(fault, connection, link)
 
     def _read_from_stream(self, connection: BrokerConnection, reader: StreamConsumer, delivery_id: int) -> None:
         """A delivery to a stream reader: faults act on that reader's link only (the stream is unchanged)."""

@@ -211,6 +211,7 @@ class CoordinatorLink:
 LinkOwner = ConsumerLink | ProducerLink | CoordinatorLink
 
 
+
 def apply_outcome(queue: Queue, entry: Entry, state: Any, link_id: int | None, now: float) -> None:
     """Apply a terminal outcome to an acquired entry (Part 3 §3.4); anything else counts as failed."""
     if isinstance(state, Accepted):

@@ -148,6 +148,8 @@ class EventPolicy:
         for link in list(event.session.links_by_handle.values()):
             if link.context in self.consumers:
                 link.context.pump(now)
+            elif isinstance(link.context, ExtensionLink):
+                link.context.on_credit()  # e.g. an Event Hubs reader waiting for the window
 
     def _on_message(self, connection: BrokerConnection, event: ev.MessageReceived) -> None:
         link, delivery = event.link, event.delivery
@@ -220,6 +222,8 @@ class EventPolicy:
                 self.router.drop_temporary(owner.address)
         elif isinstance(owner, CoordinatorLink):
             self.transactions.coordinator_gone(owner)
+        elif isinstance(owner, ExtensionLink):
+            owner.on_detach()
 
 
 _HANDLERS: dict[type, Callable[[EventPolicy, BrokerConnection, Any], None]] = {

@@ -40,6 +40,15 @@ Types that are certain from the text alone are checked at parse time, so
 ``'a' + 1``, ``NOT 5`` or ``color > 'red'`` are syntax errors rather than
 selectors that never match.
 
+Event Hubs position filters (Azure's SQL filter syntax, as azure-eventhub and
+rhea-promise send them): ``amqp.annotation.<name>`` identifiers name a
+message annotation (``<name>`` may hold ``-``, e.g. ``x-opt-offset``), and a
+string literal of digits compared with ``< <= > >=`` against one is the
+number it spells, since Event Hubs quotes its positions::
+
+    amqp.annotation.x-opt-enqueued-time > '1700000000000'
+    amqp.annotation.x-opt-sequence-number >= '42'
+
 Deliberately left out: Java ``long``/``double`` overflow (Python integers do
 not wrap), float literal suffixes (``1.5f``), and quoted identifiers.
 
@@ -59,7 +68,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Final, TypeGuard
 
-__all__ = ["Selector", "SelectorError", "parse_selector", "parse_value"]
+__all__ = ["ANNOTATION_PREFIX", "Selector", "SelectorError", "parse_selector", "parse_value"]
 
 Lookup = Callable[[str], object]
 """Return an identifier's value: ``str``, ``int``, ``float``, ``bool``, or ``None`` when absent."""
@@ -156,6 +165,11 @@ _KEYWORDS: Final = frozenset(
 _OPERATORS: Final = ("<>", "<=", ">=", "=", "<", ">", "+", "-", "*", "/", "(", ")", ",")
 _DIGITS: Final = frozenset("0123456789")
 _WHITESPACE: Final = re.compile(r"\s+")
+#: A message-annotation identifier of Azure's filter syntax: the prefix, then a name that may hold '-'.
+ANNOTATION_PREFIX: Final = "amqp.annotation."
+_ANNOTATION: Final = re.compile(re.escape(ANNOTATION_PREFIX) + r"[A-Za-z_$][A-Za-z0-9_$-]*")
+#: A quoted position (Event Hubs): an integer, compared as the number it spells.
+_QUOTED_INTEGER: Final = re.compile(r"-?[0-9]{1,19}")
 _NUMBER: Final = re.compile(
     r"""
       (?P<hex>0[xX][0-9a-fA-F]+[lL]?)
@@ -190,6 +204,9 @@ def _tokenize(text: str, qualified: bool = False) -> list[_Token]:
             tokens.append(_string_token(text, pos))
         elif char in _DIGITS or (char == "." and text[pos + 1 : pos + 2] in _DIGITS):
             tokens.append(_number_token(text, pos))
+        elif char == "a" and (annotation := _ANNOTATION.match(text, pos)):
+            word = annotation.group()
+            tokens.append(_Token(_T.IDENT, word, pos, word))
         elif _is_ident_start(char):
             stop = pos + 1
             while stop < end and (_is_ident_part(text[stop]) or (qualified and text[stop] == ".")):
@@ -481,6 +498,8 @@ class _Expr:
     kind: _Kind
     pos: int
     what: str  # how error messages describe it
+    #: The identifier's name, or the string literal's text (for Azure's quoted positions).
+    name: str | None = None
 
 
 class _Parser:
@@ -633,6 +652,7 @@ class _Parser:
             self.advance()
             right = self.sum()
             if op not in ("=", "<>"):
+                left, right = _quoted_position(left, right), _quoted_position(right, left)
                 for side in (left, right):
                     if side.kind in (_Kind.STRING, _Kind.BOOLEAN):
                         raise self.error(
@@ -736,7 +756,8 @@ class _Parser:
             return _Expr(inner.evaluate, inner.kind, token.pos, inner.what)
         if token.kind is _T.STRING:
             self.advance()
-            return _Expr(_constant(token.value), _Kind.STRING, token.pos, token.describe())
+            assert isinstance(token.value, str)
+            return _Expr(_constant(token.value), _Kind.STRING, token.pos, token.describe(), token.value)
         if token.kind in (_T.EXACT, _T.APPROX):
             self.advance()
             return _Expr(_constant(token.value), _Kind.NUMERIC, token.pos, token.describe())
@@ -745,7 +766,7 @@ class _Parser:
             assert isinstance(token.value, str)
             if self.qualified and token.value.upper() == "EXISTS" and self.at_op("("):
                 return self.exists(token)
-            return _Expr(_identifier(token.value), _Kind.ANY, token.pos, token.describe())
+            return _Expr(_identifier(token.value), _Kind.ANY, token.pos, token.describe(), token.value)
         if token.kind is _T.KEYWORD and token.value in ("TRUE", "FALSE"):
             self.advance()
             return _Expr(_constant(token.value == "TRUE"), _Kind.BOOLEAN, token.pos, token.describe())
@@ -753,3 +774,17 @@ class _Parser:
             self.advance()
             return _Expr(_constant(None), _Kind.ANY, token.pos, "NULL")
         raise self.expected("an expression")
+
+
+def _quoted_position(side: _Expr, other: _Expr) -> _Expr:
+    """A quoted integer ordered against an ``amqp.annotation.`` identifier is that number (Event Hubs)."""
+    if (
+        side.kind is _Kind.STRING
+        and side.name is not None
+        and _QUOTED_INTEGER.fullmatch(side.name)
+        and other.kind is _Kind.ANY
+        and other.name is not None
+        and other.name.startswith(ANNOTATION_PREFIX)
+    ):
+        return _Expr(_constant(int(side.name)), _Kind.NUMERIC, side.pos, side.what)
+    return side

@@ -4,7 +4,8 @@ One vocabulary everywhere (the ``amqp_broker_config`` fixture, ``@pytest.mark.am
 and ``amqp_broker_factory(...)``): ``queues``, ``topics``, ``streams``, ``clock``, ``faults``, the TLS
 keywords ``ssl_context`` (a server-side ``ssl.SSLContext``) and ``tls=True`` (a throwaway CA, needs
 ``trustme``), RabbitMQ's ``exchanges`` and ``bindings`` (which turn on ``rabbitmq=RabbitMQOptions()``)
-and every :class:`minibroker.BrokerConfig` field.
+and every :class:`minibroker.BrokerConfig` field; ``event_hubs`` also takes names and
+``(name, {option: value})`` pairs (``EventHubOptions`` fields) like ``queues``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from minibroker import BrokerConfig, ManualClock, QueueOptions, RabbitMQOptions, StreamOptions, ThreadedBroker
+from minibroker import (
+    BrokerConfig,
+    EventHubOptions,
+    EventHubsOptions,
+    ManualClock,
+    QueueOptions,
+    RabbitMQOptions,
+    StreamOptions,
+    ThreadedBroker,
+)
 from minibroker.broker.faults import Fault, FaultPlan
 
 __all__ = ["BrokerSettings", "VALID_KEYWORDS", "QueueSpec"]
@@ -28,6 +38,7 @@ VALID_KEYWORDS = (
 CLOCKS = ("system", "manual")
 QUEUE_OPTIONS = tuple(f.name for f in dataclasses.fields(QueueOptions))
 STREAM_OPTIONS = tuple(f.name for f in dataclasses.fields(StreamOptions))
+EVENT_HUB_OPTIONS = tuple(f.name for f in dataclasses.fields(EventHubOptions) if f.name != "name")
 
 #: ``"orders"``, ``("orders", {"max_delivery_count": 2})``; or a mapping name -> options.
 QueueSpec = str | tuple[str, Mapping[str, Any]]
@@ -90,6 +101,10 @@ class BrokerSettings:
                     if value not in CLOCKS:
                         raise ValueError(f"{source}: clock={value!r}; use one of {', '.join(map(repr, CLOCKS))}")
                     settings.clock = value
+                elif key == "event_hubs" and not isinstance(value, EventHubsOptions | None):
+                    # ``event_hubs=["telemetry", ("orders", {"partitions": 2, "consumer_groups": ["audit"]})]``
+                    hubs = _queues(value, source, "event_hubs", EVENT_HUB_OPTIONS)
+                    fields[key] = EventHubsOptions(hubs=tuple(_event_hub(name, o) for name, o in hubs.items()))
                 elif key == "ssl_context":
                     if value is not None and not isinstance(value, ssl.SSLContext):
                         raise TypeError(
@@ -178,6 +193,11 @@ def _queue_options(
             f"{kind} options are: {', '.join(known)}"
         )
     return dict(options)
+
+
+def _event_hub(name: str, options: Mapping[str, Any]) -> EventHubOptions:
+    groups = options.get("consumer_groups", ())  # a list in a marker; a str goes on to say what to write
+    return EventHubOptions(name, **{**options, "consumer_groups": groups if isinstance(groups, str) else tuple(groups)})
 
 
 def _queues(

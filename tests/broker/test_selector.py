@@ -19,7 +19,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from minibroker.amqp.message import Message
+from minibroker.broker.filters import field_lookup
 from minibroker.broker.selector import Selector, SelectorError, parse_selector, parse_value
+from minibroker.broker.stored import StoredMessage
 
 Props = dict[str, Any]
 
@@ -847,6 +850,55 @@ def test_arbitrary_text_parses_or_raises_selector_error(text: str) -> None:
         assert 0 <= error.position <= len(text)
     else:
         selector.matches(lambda name: None)
+
+
+# --------------------------------------------------------------------------- Event Hubs positions
+
+
+@pytest.mark.parametrize(
+    ("text", "values", "expected"),
+    [
+        ("amqp.annotation.x-opt-enqueued-time > '1700000000000'", {"x-opt-enqueued-time": 1700000000001}, True),
+        ("amqp.annotation.x-opt-enqueued-time > '1700000000000'", {"x-opt-enqueued-time": 1700000000000}, False),
+        ("amqp.annotation.x-opt-enqueued-time >= '1700000000000'", {"x-opt-enqueued-time": 1700000000000}, True),
+        ("amqp.annotation.x-opt-sequence-number > '41'", {"x-opt-sequence-number": 42}, True),
+        ("amqp.annotation.x-opt-sequence-number >= '42'", {"x-opt-sequence-number": 41}, False),
+        ("amqp.annotation.x-opt-offset > '-1'", {"x-opt-offset": 0}, True),
+        ("'5' < amqp.annotation.x-opt-offset", {"x-opt-offset": 6}, True),  # the literal on the left too
+        ("amqp.annotation.x-opt-offset = '7'", {"x-opt-offset": "7"}, True),  # = compares as written
+        ("amqp.annotation.x-opt-offset > '1'", {}, False),  # absent: UNKNOWN
+    ],
+)
+def test_event_hubs_position_filters(text: str, values: dict[str, object], expected: bool) -> None:
+    seen: list[str] = []
+
+    def lookup(name: str) -> object:
+        seen.append(name)
+        return values.get(name.removeprefix("amqp.annotation."))
+
+    assert parse_selector(text).matches(lookup) is expected
+    assert seen and all(name.startswith("amqp.annotation.x-opt-") for name in seen)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x-opt-offset > '1'",  # '-' only inside an amqp.annotation. name
+        "amqp.annotation. > '1'",  # no name
+        "amqp.annotation.x-opt-offset > '@latest'",  # not a number: ordering a string is refused
+        "color > '5'",  # quoted numbers are numbers only against annotations
+    ],
+)
+def test_event_hubs_syntax_refused_elsewhere(text: str) -> None:
+    with pytest.raises(SelectorError):
+        parse_selector(text)
+
+
+def test_annotation_identifier_reads_message_annotations() -> None:
+    payload = Message(body="x", message_annotations={"x-opt-sequence-number": 9}, application_properties={"k": 1}).encode()
+    lookup = field_lookup(StoredMessage(payload, 0.0))
+    assert parse_selector("amqp.annotation.x-opt-sequence-number >= '9' AND k = 1").matches(lookup)
+    assert not parse_selector("amqp.annotation.x-opt-sequence-number > '9'").matches(lookup)
 
 
 def test_qualified_names_only_when_asked() -> None:

@@ -1,0 +1,48 @@
+"""Azure Event Hubs on minibroker: ``azure-eventhub`` works unchanged.
+
+Connect with :func:`connection_string`; the layer turns on when the SDK
+attaches ``$cbs`` (with the Service Bus layer, which it includes), or up
+front with ``BrokerConfig(event_hubs=EventHubsOptions(...))`` to declare
+hubs.  A partition is a stream; see :mod:`.hub` for where events go and who
+owns a partition, :mod:`.events` for what each event carries.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..broker.config import EventHubOptions as EventHubOptions
+from ..broker.config import EventHubsOptions as EventHubsOptions
+from ..broker.extension import Extension, register_layer
+from ..servicebus.addresses import CBS
+
+if TYPE_CHECKING:
+    from ..broker.engine import Broker
+
+__all__ = ["EventHubOptions", "EventHubsOptions", "connection_string"]
+
+
+def _layer(broker: Broker) -> Extension:
+    """The Event Hubs layer (with the Service Bus layer inside) for ``broker``, imported when turned on."""
+    from ..servicebus.layer import ServiceBusLayer
+    from .layer import EventHubsLayer
+
+    return EventHubsLayer(broker, broker.config.event_hubs, ServiceBusLayer(broker, broker.config.servicebus))
+
+
+# Over the Service Bus layer's registration: Event Hubs clients begin at $cbs too, and this layer
+# hands everything that is not Event Hubs on to the Service Bus layer it wraps.
+register_layer(CBS, _layer)
+
+
+def connection_string(port: int, event_hub: str | None = None, host: str = "127.0.0.1") -> str:
+    """An Event Hubs connection string for a broker on ``host:port`` (plain AMQP, any key accepted).
+
+    ``event_hub`` adds ``EntityPath``, which ``EventHubProducerClient.from_connection_string``
+    and ``EventHubConsumerClient.from_connection_string`` take instead of ``eventhub_name``.
+    """
+    entity = f"EntityPath={event_hub};" if event_hub is not None else ""
+    return (
+        f"Endpoint=sb://{host}:{port};SharedAccessKeyName=minibroker;SharedAccessKey=minibroker;"
+        f"{entity}UseDevelopmentEmulator=true"
+    )

@@ -1,0 +1,329 @@
+"""The Event Hubs layer: what Azure Event Hubs clients need on top of the broker.
+
+It wraps the Service Bus layer (both kinds of client begin by attaching
+``$cbs``, and one namespace serves both), and takes for itself:
+
+* ``$management`` (no entity in front): READ of a hub or a partition
+  (:mod:`.management`);
+* producers to a hub or to ``hub/Partitions/id``; they are answered with
+  receiver-settle-mode first and every event is settled at once, as the
+  service does.  An address with no partition is an event hub when a hub of
+  that name exists, or, with ``auto_create``, when the client asks for the
+  ``com.microsoft:georeplication`` capability (azure-eventhub 5.15 does on
+  every link; a Service Bus client never does), otherwise it is left to the
+  Service Bus layer;
+* receivers at ``hub/ConsumerGroups/group/Partitions/id``
+  (:class:`~.reader.EventHubReader`), positioned by their selector filter,
+  with owner levels (``com.microsoft:epoch`` link property) enforced by the
+  hub (:mod:`.hub`).
+
+Everything else goes to the Service Bus layer.  Partitions are the
+broker's streams, so their retention runs on the broker's clock.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from ..amqp import errors as conditions
+from ..amqp.errors import AMQPDecodeError
+from ..amqp.messaging import Accepted, Rejected
+from ..amqp.performatives import RCV_FIRST, SND_SETTLED, Error, amqp_error
+from ..amqp.transactions import TransactionalState
+from ..amqp.types import Described
+from ..broker.config import EventHubOptions, EventHubsOptions, StreamOptions
+from ..broker.extension import ExtensionLink
+from ..broker.filters import SELECTOR_DESCRIPTORS
+from ..broker.publish import format_refusal, messages_of
+from ..broker.stored import StoredMessage
+from ..broker.stream import Stream
+from ..protocol.endpoints import Delivery, Link
+from ..servicebus.addresses import CBS, node_name
+from ..servicebus.layer import ServiceBusLayer
+from ..servicebus.requests import ReplyLink, RequestLink
+from .addresses import MANAGEMENT, HubAddress, parse_hub_address, partition_node
+from .events import PARTITION_KEY, Position, PositionError, parse_position
+from .hub import EventHub
+from .management import read
+from .reader import EventHubReader
+
+if TYPE_CHECKING:
+    from ..broker.client_connection import BrokerConnection
+    from ..broker.engine import Broker
+
+__all__ = ["EventHubsLayer", "EPOCH", "RUNTIME_METRIC", "GEOREPLICATION"]
+
+EPOCH = "com.microsoft:epoch"
+RUNTIME_METRIC = "com.microsoft:enable-receiver-runtime-metric"
+GEOREPLICATION = "com.microsoft:georeplication"
+
+
+class EventHubsLayer:
+    """Event Hubs semantics for clients that authenticated through ``$cbs`` (see the module docstring)."""
+
+    def __init__(self, broker: Broker, options: EventHubsOptions | None, servicebus: ServiceBusLayer) -> None:
+        self.broker = broker
+        self.options = options or EventHubsOptions()
+        self.servicebus = servicebus
+        self.hubs: dict[str, EventHub] = {}
+        self._clients: weakref.WeakSet[BrokerConnection] = weakref.WeakSet()
+        self._declare()
+
+    def _declare(self) -> None:
+        for hub in self.options.hubs:
+            self.declare(hub)
+
+    # ---------------------------------------------------------------- hubs
+
+    def declare(self, options: EventHubOptions) -> EventHub:
+        """Create a hub, or add consumer groups to the one of that name (its partition count is fixed)."""
+        hub = self.hubs.get(options.name)
+        if hub is not None:
+            if options.partitions != len(hub.partition_ids):
+                raise ValueError(
+                    f"event hub {options.name!r} has {len(hub.partition_ids)} partitions; a hub's partition "
+                    f"count is fixed, so it cannot be declared again with {options.partitions}"
+                )
+            for group in options.groups:
+                if group not in hub.consumer_groups:
+                    hub.consumer_groups.append(group)
+            return hub
+        if options.name in self.broker.queues or options.name in self.broker.topics:
+            raise ValueError(f"{options.name!r} is already a queue or topic; an event hub needs a name of its own")
+        others = set(self.broker.queues) | set(self.broker.topics)
+        taken = [n for p in range(options.partitions) if (n := partition_node(options.name, str(p))) in others]
+        if taken:
+            raise ValueError(f"{taken[0]!r} is already a queue or topic; event hub {options.name!r} needs its partitions' names")
+        hub = EventHub(options, self.broker.now(), self._stream)
+        self.hubs[options.name] = hub
+        return hub
+
+    def _stream(self, name: str, retention: float | None) -> Stream:
+        """A partition's stream: a broker node, so the broker's timers apply its retention."""
+        return self.broker.declare_stream(name, StreamOptions(max_age=retention))
+
+    def hub_named(self, name: str) -> EventHub | str:
+        """The hub called ``name`` (created on first use when ``auto_create`` is on), or why there is none."""
+        hub = self.hubs.get(name)
+        if hub is not None:
+            return hub
+        if not self.broker.config.auto_create:
+            return f"no event hub {name!r} (auto-create is off; declare it with declare_event_hub or EventHubsOptions)"
+        if name in self.broker.queues or name in self.broker.topics:
+            return f"{name!r} is a queue or topic, not an event hub"
+        try:
+            return self.declare(EventHubOptions(name, self.options.default_partitions))
+        except ValueError as exc:  # a partition's name is already a queue's
+            return str(exc)
+
+    # -------------------------------------------------------------- attach
+
+    def opened(self, connection: BrokerConnection, hostname: str | None) -> Error | None:
+        return self.servicebus.opened(connection, hostname)  # the SDKs name the namespace's host
+
+    def attach(self, connection: BrokerConnection, link: Link) -> bool:
+        address = link.address
+        if not isinstance(address, str):
+            return False
+        if address == CBS:
+            self._clients.add(connection)
+            return self.servicebus.attach(connection, link)
+        if connection not in self._clients:
+            return False
+        if node_name(address) == MANAGEMENT:
+            self._attach_management(connection, link)
+            return True
+        parsed = parse_hub_address(address)
+        if parsed is not None and self._is_event_hub(parsed, link):
+            if parsed.consumer_group is not None:
+                self._attach_reader(connection, link, parsed)
+            else:
+                self._attach_producer(connection, link, parsed)
+            return True
+        return self.servicebus.attach(connection, link)
+
+    def _is_event_hub(self, parsed: HubAddress, link: Link) -> bool:
+        if parsed.partition is not None or parsed.hub in self.hubs:
+            return True
+        desired = link.attach.desired_capabilities or ()
+        return GEOREPLICATION in desired and self.broker.config.auto_create
+
+    def _attach_management(self, connection: BrokerConnection, link: Link) -> None:
+        engine = connection.engine
+        if link.is_sender:
+            link.context = ReplyLink(connection, link, MANAGEMENT)
+            engine.accept_link(link, source=link.source, target=link.target)
+        else:
+            link.context = RequestLink(
+                connection, link, MANAGEMENT, lambda request: read(request, self.hub_named), "status-code", "status-description"
+            )
+            engine.accept_link(link, source=link.source, target=link.target)
+            engine.grant_credit(link, self.broker.config.link_credit)
+
+    def _attach_producer(self, connection: BrokerConnection, link: Link, parsed: HubAddress) -> None:
+        engine = connection.engine
+        if link.is_sender:
+            engine.refuse_link(
+                link,
+                amqp_error(
+                    conditions.NOT_ALLOWED,
+                    f"cannot receive from {node_name(link.address)!r}: receive from "
+                    f"{parsed.hub}/ConsumerGroups/<group>/Partitions/<id>",
+                ),
+            )
+            return
+        hub = self.hub_named(parsed.hub)
+        if isinstance(hub, str):
+            engine.refuse_link(link, amqp_error(conditions.NOT_FOUND, hub))
+            return
+        if parsed.partition is not None and parsed.partition not in hub.partitions:
+            engine.refuse_link(link, _no_partition(hub, parsed.partition))
+            return
+        link.context = EventHubProducer(self, connection, link, hub, parsed.partition)
+        engine.accept_link(link, source=link.source, target=link.target, rcv_settle_mode=RCV_FIRST)
+        engine.grant_credit(link, self.broker.config.link_credit)
+
+    def _attach_reader(self, connection: BrokerConnection, link: Link, parsed: HubAddress) -> None:
+        engine = connection.engine
+        group, partition = parsed.consumer_group, parsed.partition
+        assert group is not None and partition is not None
+        if not link.is_sender:
+            engine.refuse_link(
+                link, amqp_error(conditions.NOT_ALLOWED, f"cannot send to a consumer group: send to {parsed.hub!r}")
+            )
+            return
+        hub = self.hub_named(parsed.hub)
+        if isinstance(hub, str):
+            engine.refuse_link(link, amqp_error(conditions.NOT_FOUND, hub))
+            return
+        if group not in hub.consumer_groups:
+            if not self.broker.config.auto_create:
+                engine.refuse_link(
+                    link,
+                    amqp_error(
+                        conditions.NOT_FOUND,
+                        f"event hub {hub.name!r} has no consumer group {group!r} (auto-create is off; "
+                        f"declare it in consumer_groups)",
+                    ),
+                )
+                return
+            hub.consumer_groups.append(group)
+        if partition not in hub.partitions:
+            engine.refuse_link(link, _no_partition(hub, partition))
+            return
+        try:
+            position = _position_of(link)
+        except PositionError as exc:
+            engine.refuse_link(link, amqp_error(conditions.INVALID_FIELD, str(exc)))
+            return
+        properties = link.attach.properties or {}
+        level = properties.get(EPOCH)
+        if level is not None and (isinstance(level, bool) or not isinstance(level, int)):
+            engine.refuse_link(link, amqp_error(conditions.INVALID_FIELD, f"{EPOCH} is an integer, got {level!r}"))
+            return
+        kicked, refusal, quota = hub.admit(group, partition, level)
+        if refusal is not None:
+            condition = conditions.RESOURCE_LIMIT_EXCEEDED if quota else conditions.STOLEN
+            engine.refuse_link(link, amqp_error(condition, refusal))
+            return
+        track = RUNTIME_METRIC in (link.attach.desired_capabilities or ())
+        reader = EventHubReader(connection, link, hub, group, partition, level, track, self.broker.now)
+        link.context = reader
+        # Events go out settled (the sender's settle mode is the sender's to say, Part 2 §2.8.2):
+        # reading a partition takes nothing, and the SDKs never settle what they receive, so
+        # unsettled deliveries would pile up for the life of the link.
+        engine.accept_link(
+            link,
+            source=link.source,
+            target=link.target,
+            snd_settle_mode=SND_SETTLED,
+            offered_capabilities=[RUNTIME_METRIC] if track else None,
+            properties={EPOCH: level} if level is not None else None,
+        )
+        for other in kicked:
+            assert isinstance(other, EventHubReader)
+            error = amqp_error(
+                conditions.STOLEN,
+                f"New receiver '{link.name}' with higher epoch of '{level}' is created hence current receiver "
+                f"'{other.link.name}' with epoch '{other.owner_level}' is getting disconnected. If you are "
+                f"recreating the receiver, make sure a higher epoch is used.",
+            )
+            self.broker.detach_link(other.connection, other.link, error)
+            other.connection.mark_dirty()
+        reader.stream.add_reader(reader, hub.start(partition, position))
+        hub.add_receiver(group, partition, reader)
+
+    # -------------------------------------------------------------- timers
+
+    # Partitions are broker streams: the broker's own timers apply their retention.
+
+    def next_deadline(self) -> float | None:
+        return self.servicebus.next_deadline()
+
+    def run_timers(self, now: float) -> None:
+        self.servicebus.run_timers(now)
+
+    def reset(self) -> None:
+        self.servicebus.reset()
+        self.hubs.clear()
+        self._clients = weakref.WeakSet()
+        self._declare()
+
+
+def _no_partition(hub: EventHub, partition: str) -> Any:
+    return amqp_error(conditions.NOT_FOUND, f"event hub {hub.name!r} has partitions {list(hub.partition_ids)}, not {partition!r}")
+
+
+def _position_of(link: Link) -> Position | None:
+    """The receiver's starting position, from its selector filter (None: from the first retained event)."""
+    filters = getattr(link.source, "filter", None) or {}
+    for value in filters.values():
+        if isinstance(value, Described) and value.descriptor in SELECTOR_DESCRIPTORS:
+            if not isinstance(value.value, str):
+                raise PositionError(f"a selector filter holds a string, got {type(value.value).__name__}")
+            return parse_position(value.value)
+    return None
+
+
+class EventHubProducer(ExtensionLink):
+    """A client's sending link to a hub (a partition picked per delivery) or to one partition."""
+
+    def __init__(
+        self, layer: EventHubsLayer, connection: BrokerConnection, link: Link, hub: EventHub, partition: str | None
+    ) -> None:
+        self.layer = layer
+        self.connection = connection
+        self.link = link
+        self.hub = hub
+        self.partition = partition
+        #: Faults name it as the hub, or the partition it sends to (``hub/Partitions/id``).
+        self.address = hub.name if partition is None else partition_node(hub.name, partition)
+        self.publishes = True
+
+    def on_message(self, delivery: Delivery) -> None:
+        engine = self.connection.engine
+        now = self.layer.broker.now()
+        outcome: Any = format_refusal(delivery)
+        if outcome is None and isinstance(delivery.state, TransactionalState):
+            # Event Hubs has no transactions: say so rather than append outside the transaction.
+            outcome = TransactionalState(
+                txn_id=delivery.state.txn_id,
+                outcome=Rejected(
+                    error=amqp_error(conditions.NOT_IMPLEMENTED, "Event Hubs takes no transactional sends: send without one")
+                ),
+            )
+        if outcome is None:
+            try:
+                messages = messages_of(delivery, now)
+                # A batch's partition key is on the batch (azure-eventhub copies it to each event too).
+                annotations = StoredMessage(delivery.payload, now).message_annotations or {}
+            except (AMQPDecodeError, IndexError) as exc:
+                outcome = Rejected(error=amqp_error(conditions.DECODE_ERROR, f"malformed event: {exc}"))
+            else:
+                key = annotations.get(PARTITION_KEY)
+                partition = self.partition or self.hub.partition_for(key if isinstance(key, str) else None)
+                self.hub.append(partition, messages, now)
+                outcome = Accepted()
+        if not delivery.remote_settled:
+            engine.settle(delivery, outcome)
