@@ -107,6 +107,23 @@ def test_twenty_rows_of_one_mib_write_as_exactly_twenty_messages(spark: Any, bro
     assert sorted(len(m.message.body) for m in snapshot.messages) == [1048576] * 10 + [2097152] * 10
 
 
+def test_a_row_that_cannot_become_a_message_fails_is_skipped_or_dead_lettered(
+    spark: Any, broker: ThreadedBroker
+) -> None:
+    df = spark.createDataFrame([("a",), (None,), ("c",)], "body string").coalesce(1)
+    with pytest.raises(Exception, match="row 1 of partition 0 cannot become a message.*onBadRecord"):
+        amqp(df.write, broker, "strict").mode("append").save()
+    amqp(df.write, broker, "lenient", onBadRecord="skip").mode("append").save()
+    assert sorted(bodies(broker, "lenient")) == ["a", "c"]
+    amqp(df.write, broker, "kept", onBadRecord="deadletter", deadLetterAddress="kept-bad").mode("append").save()
+    assert sorted(bodies(broker, "kept")) == ["a", "c"]
+    (bad,) = broker.queue("kept-bad").messages
+    assert bad.message.body == '{"body": null}'
+    assert "'body' column must be a string or binary" in bad.application_properties["x-opt-deadletter-reason"]
+    ids = {m.message.properties.message_id for m in broker.queue("kept").messages} | {bad.properties.message_id}
+    assert len(ids) == 3 and {i.rsplit("-", 1)[1] for i in ids} == {"0", "1", "2"}
+
+
 def test_write_rejects_unknown_columns_naming_them(spark: Any, broker: ThreadedBroker) -> None:
     df = spark.createDataFrame([("x", 1)], "body string, amount int")
     with pytest.raises(Exception, match="amount"):

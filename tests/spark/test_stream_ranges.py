@@ -120,3 +120,15 @@ def test_retention_during_a_query_skips_what_was_dropped() -> None:
         assert first > 0
         got = [d.offset for d in read_range(opts, OffsetRange("events", 0, 100))]
         assert got == list(range(first, 100))
+
+
+def test_bad_record_options_are_checked() -> None:
+    base = {"url": "amqp://127.0.0.1:5672", "address": "out"}
+    assert parse_options(base).on_bad_record == "fail"
+    assert parse_options({**base, "onBadRecord": "SKIP"}).on_bad_record == "skip"
+    parsed = parse_options({**base, "onBadRecord": "deadletter", "deadLetterAddress": "out-bad"})
+    assert (parsed.on_bad_record, parsed.dead_letter_address) == ("deadletter", "out-bad")
+    with pytest.raises(ValueError, match="'onBadRecord' must be one of"):
+        parse_options({**base, "onBadRecord": "ignore"})
+    with pytest.raises(ValueError, match="needs option 'deadLetterAddress'"):
+        parse_options({**base, "onBadRecord": "deadletter"})
