@@ -126,10 +126,12 @@ class _BatchReader(DataSourceReader):
         return [InputPartition(0)]  # one queue, one reader: order is kept
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        """Every message available now; ``browse`` leaves them, ``consume`` accepts each fetched chunk
-        once its rows were taken (a failed task's unaccepted messages go back to the queue)."""
+        """Every message available now; ``browse`` leaves them, ``consume`` accepts them all once the
+        task has taken every row: a task that fails before that removes nothing (its connection
+        ends, and the broker puts what it held back in the queue)."""
         options = self.options
         browse = options.mode == "browse"
+        taken: list[Delivery] = []
         with options.connect() as client:
             receiver = client.receiver(options.address, credit=options.max_batch, browse=browse)
             while True:
@@ -138,8 +140,11 @@ class _BatchReader(DataSourceReader):
                     break
                 for delivery in chunk:
                     yield row_from_delivery(delivery)
-                if not browse:
-                    receiver.settle(chunk)
+                    if not browse:
+                        delivery.drop_payload()  # kept only to be settled, without its bytes
+                        taken.append(delivery)
+            if taken:
+                receiver.settle(taken)
             receiver.close()
 
 
