@@ -245,3 +245,36 @@ def test_a_batch_read_of_a_stream_splits_into_ranges(spark: Any, broker: Threade
     df = amqp(spark.read, broker, "events", maxOffsetsPerPartition="8").load()
     assert df.rdd.getNumPartitions() == 4
     assert sorted(r.body for r in df.select("body").collect()) == sorted(f"m{i}".encode() for i in range(30))
+
+
+def test_kill_9_of_the_driver_mid_stream_then_a_restart_leaves_every_id_once(
+    spark: Any, broker: ThreadedBroker, tmp_path: Path
+) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    broker.declare_stream("ids")
+    broker.publish_many("ids", [f"id-{i:04}" for i in range(600)])
+    sink, checkpoint = tmp_path / "sink", tmp_path / "ck"
+    driver = [sys.executable, str(Path(__file__).with_name("stream_driver.py")), broker.url, "ids", str(sink), str(checkpoint)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    # Its own process group: the kill takes the driver's JVM with it, as a crash of the machine would.
+    slow = subprocess.Popen([*driver, "slow"], env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + WAIT
+        committed = checkpoint / "commits"
+        while not (committed.is_dir() and len(list(committed.glob("[0-9]*"))) >= 2):  # a few batches in
+            assert slow.poll() is None, "the driver ended before it was killed"
+            assert time.monotonic() < deadline, "no micro-batch was committed in time"
+            time.sleep(0.2)  # polling a directory another process writes: no broker event to wait on
+    finally:
+        os.killpg(slow.pid, signal.SIGKILL)
+        slow.wait(30)
+    done = subprocess.run([*driver, "finish"], env=env, capture_output=True, text=True, timeout=WAIT * 2)
+    assert "finished" in done.stdout, done.stderr[-3000:]
+    ids = [row.id for row in spark.read.json(str(sink)).collect()]
+    assert sorted(ids) == [f"id-{i:04}" for i in range(600)]  # every id, each exactly once
