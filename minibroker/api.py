@@ -10,11 +10,9 @@ import struct
 from collections.abc import Callable, Container, Iterable, Sequence
 from typing import Any, TypeVar
 
-from . import message_fields
-from .amqp.message import BodyKind, Message, encode_bodies
-from .amqp.messaging import Properties
-from .amqp.types import symbol
+from .amqp.message import Message, encode_bodies
 from .broker.addresses import node_name, parse_address
+from .broker.clock import Clock
 from .broker.config import QueueOptions, StreamOptions
 from .broker.engine import Broker, NodeError
 from .broker.statistics import (
@@ -25,55 +23,14 @@ from .broker.statistics import (
     TopicSnapshot,
     TransactionSnapshot,
 )
+from .broker.stored import StoredMessage
+from .broker.tap import Observer
+from .message_fields import build_message, data_body
 from .testing.assertions import assert_queue, assert_stream
 
 __all__ = ["BrokerAPI", "build_message", "check", "timed_out"]
 
 T = TypeVar("T")
-
-_PROPERTY_FIELDS = frozenset(Properties.__dataclass_fields__)
-
-
-def build_message(
-    body: Any = None,
-    *,
-    body_kind: BodyKind = "value",
-    priority: int | None = None,
-    ttl: float | None = None,
-    durable: bool = False,
-    application_properties: dict[str, Any] | None = None,
-    annotations: dict[str, Any] | None = None,
-    **properties: Any,
-) -> Message:
-    """A message from keyword fields; each is checked, and a bad one raises ``TypeError`` or
-    ``ValueError`` naming it and what is valid.
-
-    ``priority`` 0-255 (no header: 4); ``ttl`` in seconds, up to about 49.7 days, where ``0``
-    or ``None`` means no TTL (as in python-qpid-proton); ``application_properties`` (what
-    proton calls ``Message.properties``) and ``annotations`` (message-annotations) are dicts
-    with string keys.  Other keywords are AMQP properties fields (``message_id``, ``subject``,
-    ``to``, ``reply_to``, ``correlation_id``, ``content_type``, ``group_id`` ...);
-    ``absolute_expiry_time`` and ``creation_time`` take an aware ``datetime`` or seconds since
-    the epoch (int or float).
-    """
-    unknown = set(properties) - _PROPERTY_FIELDS
-    if unknown:
-        raise TypeError(
-            f"unknown message field(s) {sorted(unknown)}; use body, body_kind, priority, ttl, durable, "
-            f"application_properties, annotations or a properties field: {sorted(_PROPERTY_FIELDS)}"
-        )
-    message_header = message_fields.header(priority, ttl, durable)
-    message_fields.check_map("application_properties", application_properties)
-    message_fields.check_map("annotations", annotations)
-    return Message(
-        body=body,
-        body_kind=body_kind,
-        header=message_header,
-        properties=message_fields.properties(properties),
-        application_properties=application_properties,
-        message_annotations={symbol(k): v for k, v in annotations.items()} if annotations else None,
-    )
-
 
 def _check_address(address: object) -> None:
     if not isinstance(address, str) or not address:
@@ -102,6 +59,47 @@ class BrokerAPI:
     def _read(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn`` in the broker's thread; it only reads, so waiters are not woken."""
         raise NotImplementedError
+
+    # ------------------------------------------------- extension surface (the pytest plugin)
+
+    @property
+    def broker_clock(self) -> Clock:
+        """The broker's own clock: read it in the broker's thread (from a tap observer, say)."""
+        return self._broker.clock
+
+    @property
+    def has_errors(self) -> bool:
+        """Whether anything raised inside the broker since the last reset (no trip to its thread;
+        :meth:`errors` copies them)."""
+        return bool(self._broker.errors)
+
+    def observe(
+        self,
+        observer: Observer | None,
+        on_route: Callable[[str, StoredMessage], None] | None = None,
+        *,
+        replacing: type[Observer] | None = None,
+    ) -> None:
+        """Watch the broker: ``observer`` on its tap (every frame and event in, every frame and
+        delivery out: :mod:`minibroker.broker.tap`) and ``on_route`` told of every message a
+        node receives (:mod:`minibroker.broker.publish`).
+
+        With ``replacing``, observers of that class installed before are removed first;
+        ``observe(None, replacing=Cls)`` only removes them (and ``on_route``).  Runs in the
+        broker's thread, as the observers themselves do.
+        """
+
+        def swap() -> None:
+            tap = self._broker.tap
+            if replacing is not None:
+                for installed in tap.observers:
+                    if isinstance(installed, replacing):
+                        tap.remove(installed)
+            if observer is not None:
+                tap.install(observer)
+            self._broker.router.on_route = on_route
+
+        self._read(swap)
 
     def _inspect(self, fn: Callable[[], None]) -> None:
         """Run a snapshot's deferred copy in the broker's thread (or here, once the broker has stopped)."""
@@ -275,6 +273,8 @@ class BrokerAPI:
                     "wrap a single body in a list, or use publish()"
                 )
             template = build_message(None, **fields)
+            if template.body_kind == "data":
+                bodies = [data_body(body) for body in bodies]
             payloads = _encoded(lambda: encode_bodies(template, bodies))
         return self._call(self._broker.publish_many, address, payloads)
 

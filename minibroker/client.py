@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import selectors
 import socket
+import ssl
 import threading
 import time
 import urllib.parse
@@ -53,9 +54,9 @@ from .amqp.performatives import (
 )
 from .amqp.sasl_frames import SaslOutcome
 from .amqp.types import Described, symbol, timestamp
-from .api import build_message
+from .message_fields import build_message
 from .protocol.framing import EMPTY_FRAME
-from .testing.peer import Frame, FrameReader, Peer, PeerLink
+from .protocol.peer import Frame, FrameReader, Peer, PeerLink
 
 __all__ = [
     "Client", "ClientError", "ClientTimeout", "ConnectionFailed", "ConnectionClosed", "Delivery",
@@ -63,6 +64,8 @@ __all__ = [
 ]  # fmt: skip
 
 DEFAULT_PORT = 5672
+#: The IANA port of AMQP over TLS (``amqps``, Part 5 §5.2.1).
+DEFAULT_TLS_PORT = 5671
 #: The source filter RabbitMQ 4 streams read from (and its value's descriptor), and the annotation
 #: that carries each delivery's offset (see docs/streams.md).
 STREAM_OFFSET_SPEC = symbol("rabbitmq:stream-offset-spec")
@@ -111,13 +114,17 @@ class ClientTimeout(ClientError, TimeoutError):
 
 
 def parse_url(url: str) -> tuple[str, int, str | None, str | None]:
-    """``amqp://[user:password@]host[:port]`` as ``(host, port, user, password)``; port defaults to 5672."""
+    """``amqp[s]://[user:password@]host[:port]`` as ``(host, port, user, password)``; the port
+    defaults to 5672 (``amqp``) or 5671 (``amqps``, Part 5 §5.2.1)."""
+    if not isinstance(url, str):
+        raise TypeError(f"the broker URL must be a str like amqp://127.0.0.1:5672, got {url!r}")
     parts = urllib.parse.urlsplit(url)
-    if parts.scheme != "amqp" or not parts.hostname:
-        raise ValueError(f"expected a URL like amqp://127.0.0.1:5672 (TLS is not supported), got {url!r}")
+    if parts.scheme not in ("amqp", "amqps") or not parts.hostname:
+        raise ValueError(f"expected a URL like amqp://127.0.0.1:5672 or amqps://127.0.0.1:5671, got {url!r}")
     user = urllib.parse.unquote(parts.username) if parts.username else None
     password = urllib.parse.unquote(parts.password) if parts.password else None
-    return parts.hostname, parts.port or DEFAULT_PORT, user, password
+    default = DEFAULT_TLS_PORT if parts.scheme == "amqps" else DEFAULT_PORT
+    return parts.hostname, parts.port or default, user, password
 
 
 def as_message(value: Any) -> Message:
@@ -394,9 +401,12 @@ class Receiver(_Link):
 class Client:
     """One AMQP connection with one session (Part 2 §2.4-§2.5), opened on construction.
 
-    ``url`` is ``amqp://[user:password@]host[:port]``; ``user``/``password`` override
-    the URL's and select SASL PLAIN, otherwise SASL ANONYMOUS is used.  ``timeout``
-    (seconds) bounds connecting and is the default of every later call.
+    ``url`` is ``amqp://[user:password@]host[:port]``, or ``amqps://...`` for TLS (Part 5
+    §5.2.1: TLS first, then SASL) with ``ssl_context`` (a client-side ``ssl.SSLContext``; the
+    system's trusted CAs when omitted), e.g. ``broker.tls.client_context()`` of a broker started
+    with ``tls=True``.  ``user``/``password`` override the URL's and select SASL PLAIN,
+    otherwise SASL ANONYMOUS is used.  ``timeout`` (seconds) bounds connecting and is the
+    default of every later call.
     """
 
     def __init__(
@@ -407,8 +417,14 @@ class Client:
         user: str | None = None,
         password: str | None = None,
         container_id: str | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         host, port, url_user, url_password = parse_url(url)
+        self._tls = url.startswith("amqps:")
+        if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
+            raise TypeError(f"ssl_context must be a client-side ssl.SSLContext, got {type(ssl_context).__name__}")
+        if ssl_context is not None and not self._tls:
+            raise ValueError(f"ssl_context= is for TLS: connect to amqps://{host}:{port} instead of {url!r}")
         self.host, self.port, self.timeout = host, port, timeout
         user = user if user is not None else url_user
         password = password if password is not None else url_password
@@ -423,10 +439,21 @@ class Client:
         self.closed = False
         self._close_error: ConnectionClosed | None = None
         try:
-            self._sock = socket.create_connection((host, port), timeout=timeout)
+            raw = socket.create_connection((host, port), timeout=timeout)
         except OSError as exc:
             raise ConnectionFailed(f"cannot connect to the AMQP broker at {host}:{port}: {exc}") from exc
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock: socket.socket = raw
+        if self._tls:
+            context = ssl_context if ssl_context is not None else ssl.create_default_context()
+            try:
+                self._sock = context.wrap_socket(raw, server_hostname=host)  # handshakes within `timeout`
+            except (OSError, ssl.CertificateError) as exc:
+                raw.close()
+                raise ConnectionFailed(
+                    f"TLS handshake with the AMQP broker at {host}:{port} failed: {exc} "
+                    "(for a broker started with tls=True, pass ssl_context=broker.tls.client_context())"
+                ) from exc
         # The socket stays blocking, with ``timeout`` bounding each write (a large message is written
         # whole or the connection is lost); reads wait on a selector, so they never change its mode.
         self._sock.settimeout(timeout)
@@ -567,10 +594,13 @@ class Client:
     def _read(self, wait: float) -> None:
         """Handle what arrives within ``wait`` seconds (0: only what is already here)."""
         try:
-            if not self._readable.select(max(wait, 0.0)):
-                return
-            data = self._sock.recv(1 << 16)
-        except (BlockingIOError, TimeoutError, InterruptedError):
+            if self._tls:
+                data = self._read_tls(wait)
+            else:
+                if not self._readable.select(max(wait, 0.0)):
+                    return
+                data = self._sock.recv(1 << 16)
+        except (BlockingIOError, TimeoutError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             return
         except OSError as exc:
             self._lost(f"reading from the broker at {self.host}:{self.port} failed: {exc}")
@@ -582,6 +612,22 @@ class Client:
         self._peer.observe(frames)
         for frame in frames:
             self._dispatch(frame)
+
+    def _read_tls(self, wait: float) -> bytes:
+        """One read of decrypted bytes.  An SSL object must not be used by two threads at once
+        (the heartbeat thread writes), so the wait for input happens outside the write lock and
+        the read itself inside it, without blocking (a TLS record may be only partly here); bytes
+        OpenSSL already decrypted (``pending()``) need no wait."""
+        sock = self._sock
+        assert isinstance(sock, ssl.SSLSocket)
+        if not sock.pending() and not self._readable.select(max(wait, 0.0)):
+            raise TimeoutError
+        with self._write_lock:
+            sock.settimeout(0.0)
+            try:
+                return sock.recv(1 << 16)  # SSLWantReadError: only part of a TLS record is here yet
+            finally:
+                sock.settimeout(self.timeout)
 
     def _dispatch(self, frame: Frame) -> None:
         performative = frame.performative
@@ -654,5 +700,6 @@ class Client:
         self.close()
 
     def __repr__(self) -> str:
-        return f"<Client amqp://{self.host}:{self.port}{' closed' if self.closed else ''}>"
+        scheme = "amqps" if self._tls else "amqp"
+        return f"<Client {scheme}://{self.host}:{self.port}{' closed' if self.closed else ''}>"
 

@@ -1,4 +1,7 @@
-"""Checking and converting the keyword fields of ``publish()`` / ``build_message()``.
+"""Checking and converting the keyword fields of ``publish()`` / ``build_message()``, and ``build_message``.
+
+It sits below both the broker's Python API (api.py) and ``minibroker.Client``
+(client.py), which both build messages from keyword fields.
 
 Each check raises ``TypeError`` (wrong kind of value) or ``ValueError`` (out of
 range) naming the argument and what is valid, before anything reaches the
@@ -16,10 +19,11 @@ from typing import Any
 
 from .amqp.codec import encode
 from .amqp.composite import FIELD_ENCODERS
+from .amqp.message import BodyKind, Message
 from .amqp.messaging import Header, Properties
-from .amqp.types import timestamp
+from .amqp.types import symbol, timestamp
 
-__all__ = ["MAX_TTL_SECONDS", "check_map", "header", "properties"]
+__all__ = ["MAX_TTL_SECONDS", "build_message", "check_map", "data_body", "header", "properties"]
 
 #: The header ttl is a uint of milliseconds (§3.2.1): about 49.7 days.
 MAX_TTL_SECONDS = (2**32 - 1) / 1000
@@ -127,3 +131,71 @@ def check_map(name: str, value: Any) -> None:
             encode(item)
         except (TypeError, AttributeError, struct.error) as exc:
             raise TypeError(f"{name}[{key!r}]={item!r} cannot be sent as an AMQP value: {exc}") from exc
+
+
+_PROPERTY_FIELDS = frozenset(Properties.__dataclass_fields__)
+#: ``properties`` under another name: build_message's own ``**properties`` hides it.
+_properties_section = properties
+
+
+def build_message(
+    body: Any = None,
+    *,
+    body_kind: BodyKind = "value",
+    priority: int | None = None,
+    ttl: float | None = None,
+    durable: bool = False,
+    application_properties: dict[str, Any] | None = None,
+    annotations: dict[str, Any] | None = None,
+    **properties: Any,
+) -> Message:
+    """A message from keyword fields; each is checked, and a bad one raises ``TypeError`` or
+    ``ValueError`` naming it and what is valid.
+
+    ``priority`` 0-255 (no header: 4); ``ttl`` in seconds, up to about 49.7 days, where ``0``
+    or ``None`` means no TTL (as in python-qpid-proton); ``application_properties`` (what
+    proton calls ``Message.properties``) and ``annotations`` (message-annotations) are dicts
+    with string keys.  Other keywords are AMQP properties fields (``message_id``, ``subject``,
+    ``to``, ``reply_to``, ``correlation_id``, ``content_type``, ``group_id`` ...);
+    ``absolute_expiry_time`` and ``creation_time`` take an aware ``datetime`` or seconds since
+    the epoch (int or float).
+
+    ``body_kind="data"`` sends the body as a data section (Part 3 §3.2.6), as the Azure SDKs and
+    most JMS clients do: ``bytes`` as they are, a ``str`` as its UTF-8 bytes; say what the bytes
+    are with ``content_type=``.  The default, ``"value"``, is one amqp-value section (§3.2.8)
+    holding any AMQP value (str, int, dict, list ...).
+    """
+    unknown = set(properties) - _PROPERTY_FIELDS
+    if unknown:
+        raise TypeError(
+            f"unknown message field(s) {sorted(unknown)}; use body, body_kind, priority, ttl, durable, "
+            f"application_properties, annotations or a properties field: {sorted(_PROPERTY_FIELDS)}"
+        )
+    if body_kind == "data" and body is not None:  # None: a template for publish_many's bodies
+        body = data_body(body)
+    message_header = header(priority, ttl, durable)
+    check_map("application_properties", application_properties)
+    check_map("annotations", annotations)
+    return Message(
+        body=body,
+        body_kind=body_kind,
+        header=message_header,
+        properties=_properties_section(properties),
+        application_properties=application_properties,
+        message_annotations={symbol(k): v for k, v in annotations.items()} if annotations else None,
+    )
+
+
+def data_body(body: Any) -> Any:
+    """What a data section holds: bytes; a str is sent as its UTF-8 bytes (as SDK senders do)."""
+    if isinstance(body, str):
+        return body.encode()
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        return bytes(body)
+    if isinstance(body, list) and body and all(isinstance(b, (bytes, bytearray)) for b in body):
+        return body  # one data section per item
+    raise TypeError(
+        f"body_kind='data' takes bytes (or a str, sent as UTF-8), got {type(body).__name__}; encode it "
+        "first, e.g. json.dumps(body).encode() with content_type='application/json', or leave "
+        "body_kind out to send it as an AMQP value"
+    )

@@ -17,10 +17,15 @@ import ssl
 
 import trio
 
+from .amqp import errors as conditions
+from .amqp.performatives import amqp_error
 from .broker.engine import Broker
-from .server import serve
+from .server import CLOSE_GRACE, serve
 
 __all__ = ["RestartableServer"]
+
+#: How often a graceful restart looks whether every connection has sent its close (seconds).
+GRACEFUL_POLL = 0.005
 
 
 class RestartableServer:
@@ -59,8 +64,22 @@ class RestartableServer:
         """``amqp://HOST:PORT``, or ``amqps://`` when serving TLS."""
         return f"{'amqp' if self.ssl_context is None else 'amqps'}://{self.host}:{self.port}"
 
-    async def restart(self, nursery: trio.Nursery) -> None:
-        """Stop, lose non-durable messages, serve again on the same port."""
+    async def restart(self, nursery: trio.Nursery, graceful: bool = False) -> None:
+        """Stop, lose non-durable messages, serve again on the same port.
+
+        ``graceful``: every connection gets ``close`` with ``amqp:connection:forced`` first, as a
+        broker shutting down in order sends it (Part 2 §2.4.3, §2.8.15), instead of the crash's
+        bare end of the socket.
+        """
+        if graceful:
+            broker = self.broker
+            broker.close_connections(amqp_error(conditions.CONNECTION_FORCED, "the broker is restarting; reconnect"))
+            broker.flush()
+            # Each connection's writer sends its close and then ends the connection; a peer that
+            # does not read gets no more than the server's grace for a close.
+            with trio.move_on_after(CLOSE_GRACE):
+                while broker.connections:
+                    await trio.sleep(GRACEFUL_POLL)
         await self.stop()
         self.broker.drop_transient()
         await self.start(nursery)

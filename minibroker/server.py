@@ -155,6 +155,10 @@ class _Outbox:
     def flush(self, reader: BrokerConnection) -> None:
         """Write what the other queued connections have (their writers finish what a full socket leaves);
         the ``reader`` writes its own output itself, after these."""
+        # The reader is skipped: it writes its own output right after this, so a routed
+        # message reaches its consumer's socket before the producer's disposition goes out
+        # (module docstring, "Latency").  Nothing here blocks: write_now sends what the socket
+        # takes and leaves the rest to that connection's writer task.
         ready, self.ready = self.ready, []
         for channel in ready:
             if channel.connection is not reader:

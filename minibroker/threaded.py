@@ -20,6 +20,7 @@ from .broker.config import BrokerConfig
 from .broker.engine import Broker
 from .restartable import RestartableServer
 from .server import DEFAULT_HOST, stop
+from .tls import resolve as resolve_tls
 
 __all__ = ["ThreadedBroker"]
 
@@ -52,6 +53,9 @@ class _ThreadedClock:
 class ThreadedBroker(BrokerAPI):
     """An AMQP 1.0 broker serving on a loopback port from its own thread.
 
+    ``ssl_context=`` (a server-side ``ssl.SSLContext``) serves ``amqps`` only; ``tls=True`` does
+    so with a throwaway CA made for this broker (needs ``trustme``), kept in ``broker.tls``.
+
     ::
 
         with ThreadedBroker() as broker:
@@ -67,6 +71,7 @@ class ThreadedBroker(BrokerAPI):
         config: BrokerConfig | None = None,
         clock: Clock | None = None,
         ssl_context: ssl.SSLContext | None = None,
+        tls: bool = False,
         **config_fields: Any,
     ) -> None:
         if config is not None and config_fields:
@@ -74,7 +79,10 @@ class ThreadedBroker(BrokerAPI):
         self._config = config or BrokerConfig(**config_fields)
         self._host = host
         self._requested_port = port
-        self._ssl_context = ssl_context
+        self._ssl_context, tls_files = resolve_tls(ssl_context, tls)
+        #: With ``tls=True``: the throwaway CA the broker serves with (``.client_context()``,
+        #: ``.ca_file`` for the client to trust; see :class:`minibroker.testing.ThrowawayTLS`).
+        self.tls = tls_files
         self._given_clock = clock
         self._thread: threading.Thread | None = None
         self._token: trio.lowlevel.TrioToken | None = None
@@ -149,15 +157,17 @@ class ThreadedBroker(BrokerAPI):
     def _shutdown(self, cancel: trio.CancelScope) -> None:
         stop(self._broker, cancel)
 
-    def restart(self) -> None:
+    def restart(self, *, graceful: bool = False) -> None:
         """Restart as a real broker would: every connection dropped (sockets closed, no ``close``
-        frame), the same port served again, durable messages kept and non-durable ones lost.
+        frame, as in a crash), the same port served again, durable messages kept and non-durable
+        ones lost.  ``graceful=True`` sends each connection ``close`` with
+        ``amqp:connection:forced`` first, as a broker shutting down in order does.
 
         Nodes, counters and durable subscriptions stay; unsettled deliveries went back to their
         queues first (see :mod:`minibroker.restartable`).
         """
         server, nursery, token = self._serving("restart()")
-        trio.from_thread.run(server.restart, nursery, trio_token=token)
+        trio.from_thread.run(server.restart, nursery, graceful, trio_token=token)
 
     def _serving(self, what: str) -> tuple[RestartableServer, trio.Nursery, trio.lowlevel.TrioToken]:
         if self._thread is None or self._token is None or self._server is None or self._nursery is None:

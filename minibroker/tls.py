@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import socket
 import ssl
+from typing import TYPE_CHECKING
 
 import trio
 
-__all__ = ["HANDSHAKE_TIMEOUT", "close_notify", "handshake", "server_context", "wrap"]
+if TYPE_CHECKING:
+    from .testing.tls import ThrowawayTLS
+
+__all__ = ["HANDSHAKE_TIMEOUT", "close_notify", "handshake", "resolve", "server_context", "wrap"]
 
 #: Seconds a client may take to complete the TLS handshake before its socket is closed;
 #: bounds the slot a silent or plain-TCP client holds on a TLS port.
@@ -39,6 +43,28 @@ def server_context(certfile: str, keyfile: str | None = None, password: str | No
             "(expected PEM files; give the key's password if it is encrypted)"
         ) from exc
     return context
+
+
+def resolve(
+    ssl_context: ssl.SSLContext | None, tls: bool
+) -> tuple[ssl.SSLContext | None, ThrowawayTLS | None]:
+    """The server context a broker handle serves with, and the throwaway CA behind it when
+    ``tls=True`` asked for one (``ThreadedBroker(tls=True)``, ``open_broker(tls=True)``)."""
+    if not isinstance(tls, bool):
+        raise TypeError(f"tls must be True or False, got {tls!r}; to serve your own certificate pass ssl_context=")
+    if ssl_context is not None and not isinstance(ssl_context, ssl.SSLContext):
+        raise TypeError(
+            f"ssl_context must be a server-side ssl.SSLContext, got {type(ssl_context).__name__}; "
+            "build one with minibroker.tls.server_context(certfile, keyfile), or pass tls=True for a throwaway CA"
+        )
+    if not tls:
+        return ssl_context, None
+    if ssl_context is not None:
+        raise TypeError("pass either tls=True (a throwaway CA) or ssl_context= (your own certificate), not both")
+    from .testing.tls import throwaway_tls
+
+    throwaway = throwaway_tls()
+    return throwaway.server_context, throwaway
 
 
 def wrap(context: ssl.SSLContext, sock: socket.socket) -> ssl.SSLSocket:

@@ -6,7 +6,7 @@ import ssl
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
@@ -16,6 +16,10 @@ from .broker.config import BrokerConfig
 from .broker.engine import Broker
 from .restartable import RestartableServer
 from .server import DEFAULT_HOST, stop
+from .tls import resolve as resolve_tls
+
+if TYPE_CHECKING:
+    from .testing.tls import ThrowawayTLS
 
 __all__ = ["TrioBroker", "TrioClock", "open_broker"]
 
@@ -43,8 +47,12 @@ class TrioClock:
 class TrioBroker(BrokerAPI):
     """A broker served by the current trio run; the same inspection API as ``ThreadedBroker``."""
 
-    def __init__(self, broker: Broker, server: RestartableServer, nursery: trio.Nursery) -> None:
+    def __init__(
+        self, broker: Broker, server: RestartableServer, nursery: trio.Nursery, tls: ThrowawayTLS | None = None
+    ) -> None:
         self._broker = broker
+        #: With ``open_broker(tls=True)``: the throwaway CA it serves with (see ``ThreadedBroker.tls``).
+        self.tls = tls
         self._server = server
         self._nursery = nursery
         self.host = server.host
@@ -72,10 +80,11 @@ class TrioBroker(BrokerAPI):
         changed, self._changed = self._changed, trio.Event()
         changed.set()  # wakes every waiter that took this event before the change
 
-    async def restart(self) -> None:
-        """Restart as a real broker would: every connection dropped (no ``close`` frame), the same
-        port served again, durable messages kept and non-durable ones lost (see ``ThreadedBroker``)."""
-        await self._server.restart(self._nursery)
+    async def restart(self, *, graceful: bool = False) -> None:
+        """Restart as a real broker would: every connection dropped (no ``close`` frame; with
+        ``graceful=True`` a ``close`` with ``amqp:connection:forced`` first), the same port served
+        again, durable messages kept and non-durable ones lost (see ``ThreadedBroker``)."""
+        await self._server.restart(self._nursery, graceful)
 
     async def wait_for(self, predicate: Callable[[TrioBroker], Any], timeout: float = 5.0) -> Any:
         """Wait until ``predicate(broker)`` is truthy, re-checking after each broker change."""
@@ -102,17 +111,20 @@ async def open_broker(
     config: BrokerConfig | None = None,
     clock: Clock | None = None,
     ssl_context: ssl.SSLContext | None = None,
+    tls: bool = False,
     **config_fields: Any,
 ) -> AsyncIterator[TrioBroker]:
-    """Serve a broker in the current trio run for the duration of the block."""
+    """Serve a broker in the current trio run for the duration of the block (``ssl_context=`` or
+    ``tls=True`` as for ``ThreadedBroker``)."""
     if config is not None and config_fields:
         raise TypeError("pass either config=BrokerConfig(...) or its fields as keywords, not both")
+    context, tls_files = resolve_tls(ssl_context, tls)
     broker = Broker(config or BrokerConfig(**config_fields), clock)
     async with trio.open_nursery() as nursery:
-        server = RestartableServer(broker, host, port, ssl_context)
+        server = RestartableServer(broker, host, port, context)
         await server.start(nursery)
         try:
-            yield TrioBroker(broker, server, nursery)
+            yield TrioBroker(broker, server, nursery, tls_files)
         finally:
             stop(broker, nursery.cancel_scope)
 

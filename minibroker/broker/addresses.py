@@ -56,6 +56,8 @@ _DEFAULT_KIND = ADDRESS_KINDS[0].kind
 
 def parse_address(address: str, capabilities: frozenset[str] = frozenset()) -> tuple[str, Kind, bool]:
     """``(name, kind, explicit)``: ``explicit`` when a ``kind://`` prefix fixed the kind."""
+    if not capabilities and "://" not in address:
+        return address, _DEFAULT_KIND, False  # the common case, on every message: a plain name
     for row in ADDRESS_KINDS:
         if address.startswith(row.prefix):
             return address[len(row.prefix) :], row.kind, True

@@ -154,7 +154,7 @@ class Attacher:
             outcomes=list(source.outcomes) if source.outcomes else [symbol(o) for o in sorted(SUPPORTED_OUTCOMES)],
             capabilities=source.capabilities,
         )
-        connection.engine.accept_link(link, source=reply, target=link.target)
+        connection.protocol.accept_link(link, source=reply, target=link.target)
         return consumer
 
     def _queue_consumer(
@@ -217,11 +217,11 @@ class Attacher:
             ),
             capabilities=target.capabilities,
         )
-        connection.engine.accept_link(link, source=link.source, target=reply)
+        connection.protocol.accept_link(link, source=link.source, target=reply)
         node = self.router.resolve(address, capabilities(target)) if address is not None else None
         gated = self.credit_gate.gated(node) if self.credit_gate is not None else None
         if gated is not None and self.credit_gate is not None:  # withhold-credit (limits.py)
             self.credit_gate.attach(gated, producer)
         else:
-            connection.engine.grant_credit(link, self.link_credit)
+            connection.protocol.grant_credit(link, self.link_credit)
         return producer

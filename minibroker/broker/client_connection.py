@@ -1,7 +1,7 @@
 """One client connection as the broker sees it, and what it needs of the broker that owns it.
 
 The server feeds a :class:`BrokerConnection` bytes and asks it for bytes; the
-connection runs its protocol engine (Part 2) and hands the events to its
+connection runs its protocol state machine (Part 2) and hands the events to its
 owner.  The owner is described by :class:`ConnectionOwner`, so this module
 (and the layers that only need a connection: fault injection, the Service Bus
 layer) does not import the broker engine.
@@ -10,13 +10,18 @@ layer) does not import the broker engine.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..amqp.performatives import Error
 from ..protocol import events as ev
 from ..protocol.connection import Connection, ConnectionConfig
+from ..protocol.endpoints import Delivery
 from .config import BrokerConfig
 from .tap import Tap
+
+if TYPE_CHECKING:
+    from .consuming import NodeConsumer
+    from .stored import Entry
 
 __all__ = ["ANONYMOUS_RELAY", "BrokerConnection", "ConnectionOwner"]
 
@@ -43,14 +48,15 @@ class ConnectionOwner(Protocol):
 
 
 class BrokerConnection:
-    """One client connection as the broker sees it: the protocol engine plus a wake-up callback."""
+    """One client connection as the broker sees it: its protocol state machine plus a wake-up callback."""
 
     def __init__(self, broker: ConnectionOwner, notify: Callable[[], None], peer: str) -> None:
         self.broker = broker
         self.notify = notify
         self.peer = peer
         config = broker.config
-        self.engine = Connection(
+        #: The connection's protocol state machine (minibroker.protocol): sessions, links, frames out.
+        self.protocol = Connection(
             ConnectionConfig(
                 container_id=config.container_id,
                 max_frame_size=config.max_frame_size,
@@ -68,7 +74,16 @@ class BrokerConnection:
         self.open = True
         self.refusal: Error | None = None
 
-    # The engine's frame hook (protocol.hooks.FrameHook), set while the broker's tap has observers.
+    @property
+    def engine(self) -> Connection:
+        """The older name of :attr:`protocol` (kept working for layers and tests written against it)."""
+        return self.protocol
+
+    def delivered(self, consumer: NodeConsumer, entry: Entry | None, delivery: Delivery) -> None:
+        """A consumer on this connection was sent a message: the tap's semantic outbound point."""
+        self.broker.tap.delivery_out(self, consumer, entry, delivery)
+
+    # The protocol's frame hook (protocol.hooks.FrameHook), set while the broker's tap has observers.
 
     def frame_in(self, channel: int, performative: Any) -> None:
         self.broker.tap.frame_in(self, channel, performative)
@@ -78,29 +93,29 @@ class BrokerConnection:
 
     def write(self, data: bytes) -> None:
         """Send ``data`` as it is (a frame an observer withheld) and wake this connection's writer."""
-        self.engine.send_raw(data)
+        self.protocol.send_raw(data)
         self.broker.mark_dirty(self)
         self.broker.flush()
 
     def receive_data(self, data: bytes) -> None:
         """Bytes from the socket: run the protocol and the broker on them."""
         try:
-            self.broker.handle(self, self.engine.receive_data(data))
+            self.broker.handle(self, self.protocol.receive_data(data))
         except Exception as exc:  # a broker bug must cost one connection, not the broker
             self.broker.internalerror(self, exc)
 
     def data_to_send(self) -> bytes:
         """Bytes to write; a failure to produce them closes this connection (amqp:internal-error)."""
         try:
-            return self.engine.data_to_send()
+            return self.protocol.data_to_send()
         except Exception as exc:
             self.broker.internalerror(self, exc)
-            return self.engine.data_to_send()
+            return self.protocol.data_to_send()
 
     def tick(self, now: float) -> float | None:
         """Idle-timeout rules at server time ``now`` (monotonic); returns the next deadline."""
-        deadline = self.engine.tick(now)
-        events = self.engine.take_events()
+        deadline = self.protocol.tick(now)
+        events = self.protocol.take_events()
         if events:
             try:
                 self.broker.handle(self, events)
@@ -110,14 +125,14 @@ class BrokerConnection:
 
     @property
     def finished(self) -> bool:
-        return self.engine.finished
+        return self.protocol.finished
 
     def connection_lost(self) -> None:
         """The transport is gone: every link ends as if detached without closing."""
         if self.open:
             try:
-                self.engine.close(None)
-                self.broker.handle(self, self.engine.take_events())
+                self.protocol.close(None)
+                self.broker.handle(self, self.protocol.take_events())
             except Exception as exc:  # a broker bug must not take the server down
                 self.broker.errors.append(exc)
             self.broker.forget_connection(self)
@@ -127,6 +142,6 @@ class BrokerConnection:
         self.broker.mark_dirty(self)
 
     def close(self, error: Error | None = None) -> None:
-        self.engine.close(error)
-        self.broker.handle(self, self.engine.take_events())
+        self.protocol.close(error)
+        self.broker.handle(self, self.protocol.take_events())
         self.broker.mark_dirty(self)

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ..protocol.connection import Connection
     from ..protocol.endpoints import Delivery, Link
     from .selector import Selector
+    from .stored import Entry
     from .streamfilters import StreamFilter
 
 __all__ = ["Client", "ConsumerRequest", "NodeConsumer"]
@@ -26,13 +27,24 @@ class Client(Protocol):
     """What a link needs of the client connection it belongs to."""
 
     @property
-    def engine(self) -> Connection: ...
+    def protocol(self) -> Connection:
+        """The connection's protocol state machine: sessions, links and the calls that send frames."""
+
+    @property
+    def engine(self) -> Connection:
+        """The older name of ``protocol``."""
 
     @property
     def open(self) -> bool: ...
 
     def mark_dirty(self) -> None:
         """Output was queued for this client by work done for another: have it written."""
+
+    def delivered(self, consumer: NodeConsumer, entry: Entry | None, delivery: Delivery) -> None:
+        """Tell the broker's tap (``delivery_out``) that ``consumer`` was sent a message.
+
+        Called only while ``protocol.hook`` is set (the tap has observers): free otherwise.
+        """
 
 
 class NodeConsumer(Protocol):

@@ -14,38 +14,26 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..amqp import errors as conditions
-from ..amqp.errors import AMQPDecodeError
 from ..amqp.message import Message
-from ..amqp.messaging import (
-    Accepted,
-    Received,
-    Rejected,
-)
-from ..amqp.performatives import RCV_SECOND, Error, amqp_error
-from ..amqp.transactions import Coordinator, TransactionalState
-from ..protocol import LinkState
+from ..amqp.performatives import Error, amqp_error
 from ..protocol import events as ev
-from ..protocol.endpoints import Delivery, Link
-from .attach import Attacher, Refusal
+from ..protocol.endpoints import Link
+from .attach import Attacher
 from .capture import Run
 from .client_connection import ANONYMOUS_RELAY, BrokerConnection
 from .clock import Clock, ManualClock, SystemClock
 from .config import BrokerConfig, QueueOptions, StreamOptions
+from .consumers import Consumers
 from .consuming import NodeConsumer
-from .extension import Extension, ExtensionLink, layer_for
+from .extension import Extension, layer_for
 from .faults import FaultSet
 from .injection import FaultInjector
-from .limits import CreditGate, connection_refusal, link_refusal
-from .links import (
-    DELIVERY_FAILED,
-    ConsumerLink,
-    CoordinatorLink,
-    ProducerLink,
-    apply_outcome,
-)
+from .limits import CreditGate, connection_refusal
+from .links import apply_outcome
 from .node import Node
 from .permissions import Permissions
-from .publish import Source, format_refusal, messages_of, relay_refusal, route_all
+from .policy import EventPolicy
+from .publish import Source
 from .queue import Queue
 from .router import NodeError, Router
 from .statistics import (
@@ -60,6 +48,7 @@ from .statistics import (
 from .stored import Entry, StoredMessage
 from .stream import Stream
 from .tap import FrameLog, FrameTrace, Tap, TraceObserver
+from .timers import Timers
 from .topic import Topic
 from .transactions import TransactionManager
 
@@ -72,14 +61,20 @@ SERVICEBUS_ADDRESS = "$cbs"
 
 
 class Broker:
-    """Connections, protocol-event policy, timers and the inspection API.  Owned by one thread.
+    """The broker engine: its connections and the Python API on its parts.  Owned by one thread.
 
     Nodes and routing belong to :attr:`router`, transactions to
-    :attr:`transactions`; the broker turns each protocol event into calls on
-    them and on the links it attaches.
+    :attr:`transactions`, consumers to :attr:`consumers`, what each protocol
+    event does to :attr:`policy`, deadlines to :attr:`timers`.  The broker
+    builds them, wakes connections with output (``flush``) and answers the
+    inspection API.  ("Engine" names this broker; a connection's protocol
+    state machine is its ``protocol``.)
     """
 
     def __init__(self, config: BrokerConfig | None = None, clock: Clock | None = None, trace: FrameTrace | None = None):
+        # Parts that have deadlines register here (timers.py): the router's expiries and the
+        # transaction timeouts now, a layer when it is enabled, the fault injector while live.
+        self.timers = Timers()
         self.config = config or BrokerConfig()
         self.clock: Clock = clock or SystemClock()
         self.connections: set[BrokerConnection] = set()
@@ -101,18 +96,22 @@ class Broker:
             else None
         )
         self.connections_total = 0
+        #: Every receiving link the broker serves (consumers.py).
+        self.consumers = Consumers(self.router, self.now)
         self.transactions = TransactionManager(
             self.config,
             self.router,
             self.now,
-            detach_consumer=self._detach_consumer,
+            detach_consumer=self.consumers.detach,
             timers_changed=self._timers_changed,
         )
+        self.consumers.transactions = self.transactions
+        self.timers.add(self.router)
+        self.timers.add(self.transactions)
         self.attacher = Attacher(
-            self.router, self.now, self.config.link_credit, self.credit_gate, on_outcome=self._consumer_outcome
+            self.router, self.now, self.config.link_credit, self.credit_gate, on_outcome=self.consumers.queue_outcome
         )
         self._dirty: set[BrokerConnection] = set()
-        self._consumers: set[NodeConsumer] = set()
         #: Exceptions raised while handling a connection (each closed it with amqp:internal-error).
         self.errors: list[Exception] = []
         self.version = 0  # bumped after every change, for waiters
@@ -128,6 +127,8 @@ class Broker:
             self.clock.subscribe(self.run_timers)
         #: A protocol layer on top (the Service Bus layer), or None: plain AMQP 1.0.
         self.extension: Extension | None = None
+        #: What the broker does for each protocol event (policy.py).
+        self.policy = EventPolicy(self)
         if self.config.servicebus is not None:
             self.enable_layer(SERVICEBUS_ADDRESS)
 
@@ -159,8 +160,8 @@ class Broker:
         self.errors.append(exc)
         error = amqp_error(conditions.INTERNAL_ERROR, f"broker error: {type(exc).__name__}: {exc}")
         try:
-            connection.engine.close(error)
-            self.handle(connection, connection.engine.take_events())
+            connection.protocol.close(error)
+            self.handle(connection, connection.protocol.take_events())
         except Exception as second:  # the teardown itself failed: drop the connection
             self.errors.append(second)
             self.forget_connection(connection)
@@ -169,7 +170,7 @@ class Broker:
 
     def _tap_changed(self, active: bool) -> None:
         for connection in self.connections:
-            connection.engine.hook = connection if active else None
+            connection.protocol.hook = connection if active else None
 
     def close_connections(self, error: Error | None = None) -> None:
         """Close every connection with ``close`` (carrying ``error``), as when the broker stops."""
@@ -196,24 +197,12 @@ class Broker:
     # ------------------------------------------------------------------ timers
 
     def next_deadline(self) -> float | None:
-        """The clock time at which something expires next (TTL, transaction timeout)."""
-        deadlines = [self.router.next_expiry(), self.transactions.next_deadline()]
-        if self.injector is not None:
-            deadlines.append(self.injector.next_deadline())
-        if self.extension is not None:
-            deadlines.append(self.extension.next_deadline())
-        present = [d for d in deadlines if d is not None]
-        return min(present) if present else None
+        """The clock time at which something expires next (TTL, transaction timeout, ...; timers.py)."""
+        return self.timers.next_deadline()
 
     def run_timers(self, now: float | None = None) -> None:
-        """Expire what is due at ``now`` (the clock's time by default) and dispatch."""
-        now = self.clock.now() if now is None else now
-        self.router.expire(now)
-        self.transactions.expire(now)
-        if self.injector is not None:
-            self.injector.run_timers(now)
-        if self.extension is not None:
-            self.extension.run_timers(now)
+        """Do what is due at ``now`` (the clock's time by default) and dispatch."""
+        self.timers.run(self.clock.now() if now is None else now)
         self.flush()
 
     def _timers_changed(self) -> None:
@@ -230,12 +219,12 @@ class Broker:
             if factory is None:
                 raise RuntimeError(f"no layer is registered for {address!r}; import the package that provides it")
             self.extension = factory(self)
+            self.timers.add(self.extension)
         return self.extension
 
     def add_consumer(self, consumer: NodeConsumer) -> None:
         """Start a consumer (one an extension attached, too) and end it with its link."""
-        consumer.start()
-        self._consumers.add(consumer)
+        self.consumers.add(consumer)
 
     # ------------------------------------------------------------------- nodes
 
@@ -278,12 +267,7 @@ class Broker:
         return self.router.resolve(address, capabilities)
 
     def _node_deleted(self, name: str, node: Node) -> None:
-        error = amqp_error(conditions.RESOURCE_DELETED, f"node {name!r} was deleted")
-        for consumer in list(self._consumers):
-            if consumer.reads_from(node):
-                consumer.connection.engine.detach_link(consumer.link, error)
-                self._end_consumer(consumer, closed=True)
-                consumer.connection.mark_dirty()
+        self.consumers.node_deleted(name, node)  # (the router is built before the registry)
 
     def apply_outcome(self, queue: Queue, entry: Entry, state: Any, link_id: int | None) -> None:
         """Apply a terminal outcome to an acquired entry (Part 3 §3.4)."""
@@ -320,7 +304,7 @@ class Broker:
         """Back to empty: every connection closed; nodes, transactions, counters, errors, frame log and faults gone."""
         self.close_connections(amqp_error(conditions.CONNECTION_FORCED, "broker reset"))
         self.router.clear()
-        self._consumers.clear()
+        self.consumers.clear()
         self.transactions.reset()
         self.errors.clear()
         self.connections_total = 0
@@ -351,7 +335,7 @@ class Broker:
         links = sum(
             len(session.links_by_handle)
             for connection in self.connections
-            for session in connection.engine.sessions.values()
+            for session in connection.protocol.sessions.values()
         )
         return BrokerStatistics(
             nodes={name: counters.freeze() for name, counters in self.router.counters.items()},
@@ -375,195 +359,9 @@ class Broker:
         """Act on the protocol events of one connection, then wake the others with output."""
         if self.tap.active:
             events = self.tap.events_in(connection, events)
-        for event in events:
-            handler = _HANDLERS[type(event)]
-            handler(self, connection, event)
+        self.policy.handle(connection, events)
         self.flush()
-
-    def _on_opened(self, connection: BrokerConnection, event: ev.ConnectionOpened) -> None:
-        connection.container_id = event.container_id
-        if connection.refusal is not None:  # hook: max_connections (limits.py)
-            connection.close(connection.refusal)
-
-    def _on_closed(self, connection: BrokerConnection, event: ev.ConnectionClosed) -> None:
-        self.forget_connection(connection)
-
-    def _ignore(self, connection: BrokerConnection, event: ev.Event) -> None:
-        pass
-
-    def _on_attached(self, connection: BrokerConnection, event: ev.LinkAttached) -> None:
-        link = event.link
-        if link.state is not LinkState.ATTACH_RCVD:
-            return  # the peer detached it, or ended its session, in the same bytes
-        denied = link_refusal(connection.engine, self.config.max_links)  # hook: max_links (limits.py)
-        if denied is None and self.permissions is not None:  # hook: per-user permissions (permissions.py)
-            denied = self.permissions.link_refusal(connection.engine.user, link)
-        if denied is not None:
-            connection.engine.refuse_link(link, denied)
-            return
-        try:
-            extension = self.extension
-            if extension is None and layer_for(link.address) is not None:  # e.g. an Azure Service Bus client
-                extension = self.enable_layer(link.address)
-            if extension is not None and extension.attach(connection, link):
-                return
-            if link.is_sender:
-                self._attach_consumer(connection, link)
-            else:
-                self._attach_producer(connection, link)
-        except Refusal as refusal:
-            connection.engine.refuse_link(link, refusal.error)
-
-    def _attach_consumer(self, connection: BrokerConnection, link: Link) -> None:
-        self.add_consumer(self.attacher.consumer(connection, link, connection.container_id))
-
-    def _attach_producer(self, connection: BrokerConnection, link: Link) -> None:
-        target = link.target
-        if isinstance(target, Coordinator):
-            self.transactions.attach_coordinator(connection, link, target)
-        else:
-            self.attacher.producer(connection, link)
-
-    def _on_credit(self, connection: BrokerConnection, event: ev.CreditChanged) -> None:
-        consumer = event.link.context
-        if isinstance(consumer, ExtensionLink):
-            consumer.on_credit()
-            return
-        if isinstance(consumer, ConsumerLink):
-            self.transactions.on_flow(consumer, event.properties)
-        if consumer not in self._consumers:
-            return  # not a consumer, or refused: the flow named a transaction that does not exist
-        now = self.clock.now()
-        consumer.pump(now)
-        if event.link.drain:
-            connection.engine.drained(event.link)
-
-    def _on_window(self, connection: BrokerConnection, event: ev.SessionWindowOpened) -> None:
-        now = self.clock.now()
-        for link in list(event.session.links_by_handle.values()):
-            if link.context in self._consumers:
-                link.context.pump(now)
-
-    def _on_message(self, connection: BrokerConnection, event: ev.MessageReceived) -> None:
-        link, delivery = event.link, event.delivery
-        producer = link.context
-        engine = connection.engine
-        if isinstance(producer, CoordinatorLink):
-            self.transactions.on_control_message(producer, delivery)
-        elif isinstance(producer, ProducerLink):
-            now = self.clock.now()
-            refused = format_refusal(delivery)
-            if refused is not None:
-                if not delivery.remote_settled:
-                    engine.settle(delivery, refused)
-            else:
-                try:
-                    messages = messages_of(delivery, now)
-                except (AMQPDecodeError, IndexError) as exc:
-                    # The broker paper 2.2.1: misrepresented sections are a session error.
-                    engine.end_session(link.session, amqp_error(conditions.DECODE_ERROR, f"malformed message: {exc}"))
-                    return
-                state = delivery.state
-                denied = None
-                if producer.address is None and self.permissions is not None:  # hook: the relay's permissions
-                    denied = relay_refusal(self.permissions, connection.engine.user, messages)
-                if denied is not None:
-                    if not delivery.remote_settled:
-                        rejected: Any = Rejected(error=denied)
-                        if isinstance(state, TransactionalState):
-                            rejected = TransactionalState(txn_id=state.txn_id, outcome=rejected)
-                        engine.settle(delivery, rejected)
-                elif isinstance(state, TransactionalState):
-                    self.transactions.stage_publish(producer, delivery, messages, state.txn_id)
-                else:
-                    outcome = route_all(self.router.node_for_publish, self.router.publisher, producer.address, messages, now)
-                    if not delivery.remote_settled:
-                        engine.settle(delivery, outcome, settled=link.rcv_settle_mode != RCV_SECOND)
-        elif isinstance(producer, ExtensionLink):
-            producer.on_message(delivery)
-        if link.credit <= self.config.link_credit // 2 and link.state is LinkState.ATTACHED:
-            gated = self.credit_gate.queue_of(producer) if isinstance(producer, ProducerLink) else None
-            if gated is not None:  # hook: withhold-credit (limits.py)
-                self.credit_gate.top_up(gated, [producer])
-            else:
-                engine.grant_credit(link, self.config.link_credit)
-
-    def _on_delivery_updated(self, connection: BrokerConnection, event: ev.DeliveryUpdated) -> None:
-        owner = event.link.context
-        if isinstance(owner, ConsumerLink) or owner in self._consumers:
-            owner.on_outcome(event.delivery, event.state, event.settled)  # a queue's: _consumer_outcome
-
-    def _consumer_outcome(self, consumer: ConsumerLink, delivery: Delivery, state: Any, settled: bool) -> None:
-        entry = consumer.unsettled.get(delivery.delivery_id)
-        if entry is None:
-            return
-        if isinstance(state, TransactionalState):
-            self.transactions.stage_outcome(consumer, delivery, entry, state, settled)
-            return
-        if state is None or isinstance(state, Received):
-            if not settled:
-                return
-            state = consumer.default_outcome or DELIVERY_FAILED
-        if consumer.outcomes is not None and state.DESCRIPTOR_NAME not in consumer.outcomes:
-            error = amqp_error(
-                conditions.NOT_ALLOWED,
-                f"outcome {state.DESCRIPTOR_NAME} is not among the outcomes this link declared: {sorted(consumer.outcomes)}",
-            )
-            self._detach_consumer(consumer, error)
-            return
-        del consumer.unsettled[delivery.delivery_id]
-        now = self.clock.now()
-        apply_outcome(consumer.queue, entry, state, consumer.link_id, now)
-        if not settled:
-            consumer.connection.engine.settle(delivery, state)
-        if not isinstance(state, (Accepted, Rejected)):
-            consumer.queue.dispatch(self.clock.now())  # the message is available again
-
-    def _on_detached(self, connection: BrokerConnection, event: ev.LinkDetached) -> None:
-        owner = event.link.context
-        if owner in self._consumers:
-            self._end_consumer(owner, event.closed)
-        elif isinstance(owner, ProducerLink):
-            self.credit_gate.detach(owner)
-            if owner.dynamic and owner.address is not None:
-                self.router.drop_temporary(owner.address)
-        elif isinstance(owner, CoordinatorLink):
-            self.transactions.coordinator_gone(owner)
 
     def detach_link(self, connection: BrokerConnection, link: Link, error: Error) -> None:
         """Detach any link from the broker's side with ``error``, closing it, and end it (Part 2 §2.6.5)."""
-        connection.engine.detach_link(link, error)
-        self._on_detached(connection, ev.LinkDetached(link, True, error))
-
-    def _detach_consumer(self, consumer: NodeConsumer, error: Error) -> None:
-        """Detach a consumer's link with ``error`` (closing it) and end it."""
-        consumer.connection.engine.detach_link(consumer.link, error)
-        self._end_consumer(consumer, closed=True)
-
-    def _end_consumer(self, consumer: NodeConsumer, closed: bool) -> None:
-        """A consumer's link ended: what it held goes back, a dynamic node goes with it."""
-        if consumer not in self._consumers:
-            return
-        self._consumers.discard(consumer)
-        now = self.clock.now()
-        consumer.end(closed, now)
-        if isinstance(consumer, ConsumerLink):
-            queue = consumer.queue
-            if consumer.subscription is None and consumer.dynamic:
-                self.router.drop_temporary(queue.name)
-            queue.dispatch(now)  # what it held is available to the others
-
-
-_HANDLERS: dict[type, Callable[[Broker, BrokerConnection, Any], None]] = {
-    ev.ConnectionOpened: Broker._on_opened,
-    ev.ConnectionClosed: Broker._on_closed,
-    ev.SessionBegun: Broker._ignore,
-    ev.SessionEnded: Broker._ignore,
-    ev.LinkAttached: Broker._on_attached,
-    ev.LinkDetached: Broker._on_detached,
-    ev.MessageReceived: Broker._on_message,
-    ev.DeliveryUpdated: Broker._on_delivery_updated,
-    ev.CreditChanged: Broker._on_credit,
-    ev.SessionWindowOpened: Broker._on_window,
-}
-
+        self.policy.detach_link(connection, link, error)

@@ -23,7 +23,7 @@ A matching event is offered to the faults in the order they were added; the firs
 that fires acts on it and the event goes no further. Every firing is kept in
 :attr:`FaultSet.history` (what, where, when on the broker's clock, which frame).
 
-This module is pure data: :mod:`.injection` applies a fired fault with engine
+This module is pure data: :mod:`.injection` applies a fired fault with protocol
 methods. The registry runs every change through ``marshal`` so that
 ``ThreadedBroker.faults`` can be used from the test's thread.
 """
@@ -31,40 +31,75 @@ methods. The registry runs every change through ``marshal`` so that
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, TypedDict, Unpack
 
 from ..amqp import errors as conditions
 
-__all__ = ["Fault", "FaultBuilder", "FaultNotFired", "FaultPlan", "FaultSet", "Firing", "KINDS", "Site", "Trigger"]
+__all__ = [
+    "FAULT_KINDS", "Fault", "FaultBuilder", "FaultKind", "FaultNotFired", "FaultPlan", "FaultSet", "Firing", "KINDS",
+    "Site", "Trigger", "fault_kind",
+]  # fmt: skip
 
-#: Each kind and the events it is offered: ``attach`` (a client's attach), ``transfer`` (a message
-#: in either direction), ``delivery`` (a message the broker sends), ``publish`` (a message a
-#: client sends), ``frame`` (any frame the broker sends), ``credit`` (credit the broker grants a
-#: producer), ``discharge`` (a commit).
-KINDS: dict[str, str] = {
-    "detach_link": "transfer",
-    "close_connection": "transfer",
-    "drop_connection": "transfer",
-    "release": "delivery",
-    "modify": "delivery",
-    "refuse_attach": "attach",
-    "reject_publish": "publish",
-    "delay": "frame",
-    "stall_credit": "credit",
-    "fail_discharge": "discharge",
+@dataclass(frozen=True, slots=True)
+class FaultKind:
+    """One kind of fault: one row of :data:`FAULT_KINDS`, the only place a kind is defined."""
+
+    #: The name (``Fault.kind``, the :class:`FaultSet` method that declares it).
+    name: str
+    #: The events it is offered: ``attach`` (a client's attach), ``transfer`` (a message in either
+    #: direction), ``delivery`` (a message the broker sends), ``publish`` (a message a client
+    #: sends), ``frame`` (any frame the broker sends), ``credit`` (credit the broker grants a
+    #: producer), ``discharge`` (a commit).
+    point: str
+    #: What the injector does when it fires (injection.py dispatches on it; each is one method there).
+    action: str
+    #: Parameters that have a default (``repr`` leaves them out when unchanged).
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    #: Whether ``fault_plans`` may draw it: it needs nothing from the test once declared
+    #: (``delay`` wants a time scale, ``stall_credit`` a ``cancel()``).
+    plannable: bool = True
+    #: Whether ``fault_plans`` draws it when not told which kinds (``fail_discharge`` only matters
+    #: to a scenario that commits transactions, so it is drawn only when named).
+    planned_by_default: bool = True
+    #: Whether it names a node address (``fail_discharge`` acts on a commit, of no one node).
+    addressed: bool = True
+
+
+#: Every fault kind, one row each.  A kind not here cannot be declared (``Fault`` raises).
+FAULT_KINDS: dict[str, FaultKind] = {
+    row.name: row
+    for row in (
+        FaultKind("release", "delivery", "release", {"at": "delivery"}),
+        FaultKind("modify", "delivery", "modify", {"delivery_failed": True, "undeliverable_here": False, "at": "delivery"}),
+        FaultKind("reject_publish", "publish", "reject", {"error": str(conditions.RESOURCE_LIMIT_EXCEEDED)}),
+        FaultKind("detach_link", "transfer", "detach", {"error": str(conditions.DETACH_FORCED)}),
+        FaultKind("close_connection", "transfer", "close", {"error": str(conditions.CONNECTION_FORCED)}),
+        FaultKind("drop_connection", "transfer", "drop"),
+        FaultKind("refuse_attach", "attach", "refuse", {"error": str(conditions.UNAUTHORIZED_ACCESS)}),
+        FaultKind("delay", "frame", "hold", {"frames": None}, plannable=False, planned_by_default=False),
+        FaultKind("stall_credit", "credit", "stall", plannable=False, planned_by_default=False),
+        FaultKind("fail_discharge", "discharge", "rollback", planned_by_default=False, addressed=False),
+    )
 }
 
-#: Parameters of each kind that have a default (``repr`` leaves them out when unchanged).
+#: Each kind and the events it is offered (derived from :data:`FAULT_KINDS`).
+KINDS: dict[str, str] = {name: row.point for name, row in FAULT_KINDS.items()}
+
+#: Parameters of each kind that have a default (derived from :data:`FAULT_KINDS`).
 DEFAULT_PARAMS: dict[str, dict[str, Any]] = {
-    "detach_link": {"error": str(conditions.DETACH_FORCED)},
-    "close_connection": {"error": str(conditions.CONNECTION_FORCED)},
-    "refuse_attach": {"error": str(conditions.UNAUTHORIZED_ACCESS)},
-    "reject_publish": {"error": str(conditions.RESOURCE_LIMIT_EXCEEDED)},
-    "modify": {"delivery_failed": True, "undeliverable_here": False},
-    "delay": {"frames": None},
+    name: dict(row.defaults) for name, row in FAULT_KINDS.items() if row.defaults
 }
+
+
+def fault_kind(name: str) -> FaultKind:
+    """The row of a kind; an unknown kind raises, naming the known ones."""
+    row = FAULT_KINDS.get(name)
+    if row is None:
+        raise ValueError(f"unknown fault kind {name!r}; use one of {sorted(FAULT_KINDS)}")
+    return row
+
 
 #: Frame names ``delay(frames=...)`` accepts (the performatives the broker sends).
 FRAME_NAMES = frozenset({"open", "begin", "attach", "flow", "transfer", "disposition", "detach", "end", "close"})
@@ -152,8 +187,7 @@ class Fault:
         seed: int | None = None,
         must_fire: bool = False,
     ) -> None:
-        if kind not in KINDS:
-            raise ValueError(f"unknown fault kind {kind!r}; use one of {sorted(KINDS)}")
+        fault_kind(kind)  # an unknown kind raises
         if address is not None and not isinstance(address, str):
             raise TypeError(f"address must be a node address (str) or None for any, got {address!r}")
         if not _is_int(after) or after < 0:
@@ -277,6 +311,19 @@ _TRIGGER_DEFAULTS: dict[str, Any] = {
 }  # fmt: skip
 
 
+#: When a ``release``/``modify`` fault settles: right after sending, or in place of the client's outcome.
+SETTLE_AT = ("delivery", "outcome")
+
+
+def _check_at(at: str) -> str:
+    if at not in SETTLE_AT:
+        raise ValueError(
+            f"at={at!r}: use 'delivery' (the broker settles right after sending) or 'outcome' (the broker "
+            "takes this outcome instead of the client's)"
+        )
+    return at
+
+
 def _direct(fn: Callable[..., Any], *args: Any) -> Any:
     return fn(*args)
 
@@ -320,9 +367,16 @@ class FaultSet:
         """On a message to or from ``address``, drop the socket with no close frame (a crash, a cut cable)."""
         return self._add(Fault("drop_connection", address, **trigger))
 
-    def release(self, address: str | None = None, **trigger: Unpack[Trigger]) -> Fault:
-        """After sending a message from ``address``, settle it ``released`` on the broker's own (Part 3 §3.4.4)."""
-        return self._add(Fault("release", address, **trigger))
+    def release(self, address: str | None = None, *, at: str = "delivery", **trigger: Unpack[Trigger]) -> Fault:
+        """A message sent from ``address`` comes back ``released`` (Part 3 §3.4.4).
+
+        ``at="delivery"``: right after sending it, the broker settles it on its own, as the spec
+        lets a sender do at any time.  ``at="outcome"``: the broker waits for the client's outcome
+        and takes ``released`` instead (the client's accept is lost): the client sees its
+        settlement go through and the message come again, which clients that cannot take a
+        delivery the broker settled first (python-qpid-proton's ``BlockingReceiver``) survive.
+        """
+        return self._add(Fault("release", address, params={"at": _check_at(at)}, **trigger))
 
     def modify(
         self,
@@ -330,10 +384,11 @@ class FaultSet:
         *,
         delivery_failed: bool = True,
         undeliverable_here: bool = False,
+        at: str = "delivery",
         **trigger: Unpack[Trigger],
     ) -> Fault:
-        """After sending a message from ``address``, settle it ``modified`` on the broker's own (Part 3 §3.4.5)."""
-        params = {"delivery_failed": delivery_failed, "undeliverable_here": undeliverable_here}
+        """A message sent from ``address`` comes back ``modified`` (Part 3 §3.4.5); ``at`` as for :meth:`release`."""
+        params = {"delivery_failed": delivery_failed, "undeliverable_here": undeliverable_here, "at": _check_at(at)}
         return self._add(Fault("modify", address, params=params, **trigger))
 
     def refuse_attach(

@@ -17,7 +17,7 @@ only the tap's own ``is None`` tests. Through the tap it sees:
   broker has recorded the delivery, :meth:`FaultInjector.run_pending` may
   release, modify, detach or disconnect it.
 
-Each action uses the engine's own operations: ``refuse_link`` and
+Each action uses the protocol state machine's own operations: ``refuse_link`` and
 ``detach_link`` (Part 2 §2.6.3, §2.6.5), ``close`` (§2.4.3), ``settle`` with
 released / modified (Part 3 §3.4.4-5) or rejected (§3.4.2), ``send_link_flow``
 (§2.6.7), and the transaction coordinator's rollback (Part 4 §4.4).
@@ -30,24 +30,30 @@ from typing import Any, Protocol, cast
 
 from ..amqp import errors as conditions
 from ..amqp.message import decode_message
-from ..amqp.messaging import Modified, Rejected, Released
-from ..amqp.performatives import Error, Flow, Transfer, amqp_error
-from ..amqp.transactions import Discharge
+from ..amqp.messaging import Modified, Received, Rejected, Released
+from ..amqp.performatives import Error, Flow, amqp_error
+from ..amqp.transactions import Discharge, TransactionalState
 from ..protocol import LinkState
 from ..protocol import events as ev
-from ..protocol.endpoints import Link
+from ..protocol.endpoints import Delivery, Link
 from .client_connection import BrokerConnection
 from .clock import Clock
 from .config import BrokerConfig
-from .faults import Fault, FaultSet, Site
+from .faults import Fault, FaultSet, Site, fault_kind
 from .links import ConsumerLink, CoordinatorLink, ProducerLink
 from .queue import Queue
 from .stored import Entry
 from .stream import StreamConsumer
 from .tap import Observer, Tap, TapConnection
+from .timers import Timers
 from .transactions import TransactionManager
 
-__all__ = ["FaultInjector", "InjectionHost"]
+#: The actions (faults.FAULT_KINDS) that end a link or a connection: any point may fire them.
+_DISCONNECTS = frozenset({"detach", "close", "drop"})
+#: Every action the injector takes; a kind whose action is not here raises where it fires.
+ACTIONS = _DISCONNECTS | {"release", "modify", "reject", "refuse", "hold", "stall", "rollback"}
+
+__all__ = ["ACTIONS", "FaultInjector", "InjectionHost"]
 
 
 #: Points offered a message a client sends, and a message the broker sends.
@@ -73,6 +79,7 @@ class InjectionHost(Protocol):
     config: BrokerConfig
     transactions: TransactionManager
     injector: FaultInjector | None
+    timers: Timers
 
     def apply_outcome(self, queue: Queue, entry: Entry, state: Any, link_id: int | None) -> None: ...
 
@@ -86,12 +93,21 @@ class FaultInjector(Observer):
         self.broker = broker
         self.faults = faults
         self._timers_changed = timers_changed
+        # A fault fires while the tap is inside the protocol's event or frame loop, where
+        # detaching, closing or settling would change what is being iterated (and a
+        # broker handler may still be about to act on the same event).  So firing only
+        # records what to do; the broker runs it from flush(), after the whole batch,
+        # through run_pending().
         self._actions: list[Callable[[], None]] = []  # run after the batch that fired them
-        self._sent: list[tuple[BrokerConnection, int, int, int]] = []  # (connection, channel, handle, delivery-id)
+        # Deliveries sent this batch (the tap's delivery_out), offered to delivery faults after it.
+        self._sent: list[tuple[BrokerConnection, ConsumerLink | StreamConsumer, int]] = []  # (connection, consumer, id)
         self._going: set[Any] = set()  # connections and links whose remaining events this batch are dropped
         self._silenced: set[BrokerConnection] = set()  # dropped: not even a close frame goes out
         self._holds: dict[BrokerConnection, _Hold] = {}
         self._stalled: dict[Fault, dict[Link, BrokerConnection]] = {}
+        #: Deliveries whose client outcome a ``release``/``modify`` fault with ``at="outcome"`` replaces.
+        #: One entry per firing; it goes when the outcome arrives or its link is gone.
+        self._replaced: dict[Delivery, Released | Modified] = {}
         faults.on_change = self._update
         faults.on_cancel = self._cancelled
 
@@ -100,17 +116,25 @@ class FaultInjector(Observer):
     def _update(self, live: bool) -> None:
         """Stay on the tap while a fault is live or work is left (held frames, pending actions)."""
         broker = self.broker
-        wanted = live or bool(self._holds or self._actions or self._sent)
+        self._forget_ended()
+        wanted = live or bool(self._holds or self._actions or self._sent or self._replaced)
         if wanted and broker.injector is None:
             broker.injector = broker.tap.install(self)
+            broker.timers.add(self)
         elif not wanted and broker.injector is self:
             broker.tap.remove(self)
+            broker.timers.discard(self)
             broker.injector = None
+
+    def _forget_ended(self) -> None:
+        """Links that ended took their deliveries back (§3.4.5): no outcome of theirs will come."""
+        for gone in [d for d in self._replaced if d.link.state is not LinkState.ATTACHED]:
+            del self._replaced[gone]
 
     def _cancelled(self, fault: Fault) -> None:
         for link, connection in self._stalled.pop(fault, {}).items():
             if connection.open and link.state is LinkState.ATTACHED:
-                connection.engine.send_link_flow(link)  # the credit the broker granted all along
+                connection.protocol.send_link_flow(link)  # the credit the broker granted all along
                 connection.mark_dirty()
 
     def _fire(self, point: str, site: Site, subject: Callable[[], Any]) -> Fault | None:
@@ -140,13 +164,29 @@ class FaultInjector(Observer):
             if "attach" not in points:
                 return event
             return None if self._attach(self._own(connection), event.link) else event
+        if kind is ev.DeliveryUpdated and self._replaced:
+            assert isinstance(event, ev.DeliveryUpdated)
+            return self._replace_outcome(event)
         if kind is ev.MessageReceived:
             assert isinstance(event, ev.MessageReceived)
             if self._going and event.link in self._going:
-                return None  # a transfer behind a detach is dropped, as the engine drops late ones
+                return None  # a transfer behind a detach is dropped, as the protocol drops late ones
             if not points.isdisjoint(_INBOUND_MESSAGE) and self._message(self._own(connection), event):
                 return None
         return event
+
+    def _replace_outcome(self, event: ev.DeliveryUpdated) -> ev.DeliveryUpdated:
+        """The client's outcome of a delivery a fault fired on (``at="outcome"``) becomes the fault's."""
+        if isinstance(event.state, TransactionalState):
+            return event  # a transactional outcome stays the transaction's (Part 4 §4.4.2)
+        if event.state is None or isinstance(event.state, Received):
+            if not event.settled:
+                return event  # progress, not an outcome (§3.4.1): the outcome is still to come
+        outcome = self._replaced.pop(event.delivery, None)
+        if outcome is None:
+            return event
+        self._update(self.faults.has_live())
+        return event._replace(state=outcome)
 
     def _own(self, connection: TapConnection) -> BrokerConnection:
         return cast("BrokerConnection", connection)  # the tap reports this broker's connections
@@ -159,7 +199,7 @@ class FaultInjector(Observer):
         if fault is None:
             return False
         error = self._error(fault, f"refused by {fault!r}")
-        self._actions.append(lambda: connection.engine.refuse_link(link, error))
+        self._actions.append(lambda: connection.protocol.refuse_link(link, error))
         return True
 
     def _message(self, connection: BrokerConnection, event: ev.MessageReceived) -> bool:
@@ -183,21 +223,24 @@ class FaultInjector(Observer):
         fault = self._fire("publish", site, subject) or self._fire("transfer", site, subject)
         if fault is None:
             return False
-        if fault.kind == "reject_publish":
+        action = fault_kind(fault.kind).action
+        if action == "reject":
             error = self._error(fault, f"rejected by {fault!r}")
 
             def reject() -> None:
                 if not delivery.remote_settled and link.state is LinkState.ATTACHED:
-                    connection.engine.settle(delivery, Rejected(error=error))
+                    connection.protocol.settle(delivery, Rejected(error=error))
                     credit = self.broker.config.link_credit
                     if link.credit <= credit // 2:  # as the broker tops up a producer's credit
-                        connection.engine.grant_credit(link, credit)
+                        connection.protocol.grant_credit(link, credit)
                 connection.mark_dirty()
 
             self._actions.append(reject)
-        else:
-            self._going.add(connection if fault.kind != "detach_link" else link)
+        elif action in _DISCONNECTS:
+            self._going.add(link if action == "detach" else connection)
             self._actions.append(lambda: self._disconnect(fault, connection, link))
+        else:
+            raise ValueError(f"{fault!r} fired on a publish, but its action {action!r} is not one a publish can take")
         return True
 
     def _discharge(self, connection: BrokerConnection, event: ev.MessageReceived) -> bool:
@@ -217,7 +260,7 @@ class FaultInjector(Observer):
 
         def fail() -> None:
             outcome = self.broker.transactions.roll_back(body.txn_id, f"commit failed: {fault!r}")
-            connection.engine.settle(delivery, outcome)
+            connection.protocol.settle(delivery, outcome)
             connection.mark_dirty()
 
         self._actions.append(fail)
@@ -237,17 +280,23 @@ class FaultInjector(Observer):
         points = self.faults.points
         if "frame" in points and self._delay(self._own(connection), channel, performative, frame):
             return b""
-        if isinstance(performative, Transfer):
-            if performative.delivery_id is not None and not points.isdisjoint(_OUTBOUND_MESSAGE):
-                owned = self._own(connection)
-                self._sent.append((owned, channel, performative.handle, performative.delivery_id))
-        elif isinstance(performative, Flow) and performative.handle is not None and "credit" in points:
+        if isinstance(performative, Flow) and performative.handle is not None and "credit" in points:
             if self._stall(self._own(connection), channel, performative):
                 return b""
         return frame
 
+    def delivery_out(
+        self, connection: TapConnection, consumer: Any, entry: Entry | None, delivery: Delivery
+    ) -> None:
+        """A consumer was sent a message: offered to delivery faults after the batch (``run_pending``)."""
+        owned = self._own(connection)
+        if owned in self._silenced or owned in self._holds or not isinstance(consumer, (ConsumerLink, StreamConsumer)):
+            return  # dropped or held output is not on the wire (as frame_out withholds it)
+        if not self.faults.points.isdisjoint(_OUTBOUND_MESSAGE):
+            self._sent.append((owned, consumer, delivery.delivery_id))
+
     def _link(self, connection: BrokerConnection, channel: int, performative: Any) -> Link | None:
-        session = connection.engine.local_session(channel)
+        session = connection.protocol.local_session(channel)
         handle = getattr(performative, "handle", None)
         return session.links_by_handle.get(handle) if session is not None and handle is not None else None
 
@@ -274,7 +323,7 @@ class FaultInjector(Observer):
     def _uses(self, connection: BrokerConnection, address: str | None) -> bool:
         return any(
             link.address == address
-            for session in connection.engine.sessions.values()
+            for session in connection.protocol.sessions.values()
             for link in session.links_by_handle.values()
         )
 
@@ -299,12 +348,11 @@ class FaultInjector(Observer):
             for action in actions:
                 action()
             sent, self._sent = self._sent, []
-            for connection, channel, handle, delivery_id in sent:
-                link = self._link(connection, channel, Transfer(handle=handle))
-                if link is not None and isinstance(link.context, ConsumerLink):
-                    self._delivered(connection, link.context, delivery_id)
-                elif link is not None and isinstance(link.context, StreamConsumer):
-                    self._read_from_stream(connection, link.context, delivery_id)
+            for connection, consumer, delivery_id in sent:
+                if isinstance(consumer, StreamConsumer):
+                    self._read_from_stream(connection, consumer, delivery_id)
+                else:
+                    self._delivered(connection, consumer, delivery_id)
         self._update(self.faults.has_live())
 
     def _delivered(self, connection: BrokerConnection, consumer: ConsumerLink, delivery_id: int) -> None:
@@ -321,22 +369,30 @@ class FaultInjector(Observer):
         fault = fault or self._fire("transfer", site, subject)
         if fault is None:
             return
-        if fault.kind not in ("release", "modify"):
+        action = fault_kind(fault.kind).action
+        if action in _DISCONNECTS:
             self._disconnect(fault, connection, link)
             return
+        if action not in ("release", "modify"):
+            raise ValueError(f"{fault!r} fired on a delivery, but its action {action!r} is not one a delivery can take")
         assert entry is not None
         delivery = link.unsettled.get(delivery_id)
-        del consumer.unsettled[delivery_id]
         outcome: Released | Modified = (
             Released()
-            if fault.kind == "release"
+            if action == "release"
             else Modified(
                 delivery_failed=fault.params["delivery_failed"], undeliverable_here=fault.params["undeliverable_here"]
             )
         )
+        if fault.params.get("at") == "outcome":
+            if delivery is not None:
+                self._forget_ended()
+                self._replaced[delivery] = outcome
+            return
+        del consumer.unsettled[delivery_id]
         self.broker.apply_outcome(consumer.queue, entry, outcome, consumer.link_id)
         if delivery is not None:
-            connection.engine.settle(delivery, outcome)
+            connection.protocol.settle(delivery, outcome)
         connection.mark_dirty()
         consumer.queue.dispatch(self.broker.clock.now())
 
@@ -355,13 +411,16 @@ class FaultInjector(Observer):
         fault = fault or self._fire("transfer", site, subject)
         if fault is None:
             return
-        if fault.kind not in ("release", "modify"):
+        action = fault_kind(fault.kind).action
+        if action in _DISCONNECTS:
             self._disconnect(fault, connection, link)
             return
+        if action not in ("release", "modify"):
+            raise ValueError(f"{fault!r} fired on a delivery, but its action {action!r} is not one a delivery can take")
         assert delivery is not None
         outcome: Released | Modified = (
             Released()
-            if fault.kind == "release"
+            if action == "release"
             else Modified(
                 delivery_failed=fault.params["delivery_failed"], undeliverable_here=fault.params["undeliverable_here"]
             )
@@ -375,15 +434,18 @@ class FaultInjector(Observer):
         return amqp_error(fault.params.get("error", conditions.INTERNAL_ERROR), description)
 
     def _disconnect(self, fault: Fault, connection: BrokerConnection, link: Link) -> None:
-        """detach_link, close_connection or drop_connection."""
+        """The ``detach``, ``close`` or ``drop`` action (detach_link, close_connection, drop_connection)."""
         if not connection.open:
             return
-        if fault.kind == "detach_link":
+        action = fault_kind(fault.kind).action
+        if action == "detach":
             if link.state is LinkState.ATTACHED:
                 self.broker.detach_link(connection, link, self._error(fault, f"link detached by {fault!r}"))
                 connection.mark_dirty()
-        elif fault.kind == "close_connection":
+        elif action == "close":
             connection.close(self._error(fault, f"connection closed by {fault!r}"))
+        elif action != "drop":
+            raise ValueError(f"{fault!r}: action {action!r} does not end a link or connection")
         else:
             # What was queued before still goes out (it was on the wire); then nothing, not even a close.
             self._silenced.add(connection)

@@ -64,9 +64,9 @@ def connection_refusal(open_connections: int, max_connections: int) -> Error | N
     )
 
 
-def link_refusal(engine: Connection, max_links: int) -> Error | None:
+def link_refusal(protocol: Connection, max_links: int) -> Error | None:
     """The error to refuse a newly attached link with when its connection has more than ``max_links``."""
-    links = sum(len(session.links_by_handle) for session in engine.sessions.values())
+    links = sum(len(session.links_by_handle) for session in protocol.sessions.values())
     if links <= max_links:
         return None
     return amqp_error(
@@ -117,6 +117,8 @@ class CreditGate:
         the queue passes ``max_depth`` only if a client ignores its credit.
         """
         attached = self._producers.get(queue, {})
+        # Credit already granted is room already promised: subtract it, or two producers
+        # could each be granted the same free slots and together pass max_depth.
         free = room(queue) - sum(p.link.credit for p in attached)
         for producer in producers:
             link = producer.link
@@ -125,7 +127,7 @@ class CreditGate:
             if link.credit > self.link_credit // 2 or not producer.connection.open:
                 continue
             grant = min(self.link_credit - link.credit, free)
-            producer.connection.engine.grant_credit(link, link.credit + grant)
+            producer.connection.protocol.grant_credit(link, link.credit + grant)
             producer.connection.mark_dirty()
             free -= grant
             if producer in attached:  # the next room goes to the others first

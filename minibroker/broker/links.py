@@ -3,7 +3,7 @@
 A :class:`ConsumerLink` implements the queue's ``Consumer`` protocol: it knows
 its credit, whether it may take an entry (selector, undeliverable-here) and how
 to put one on the wire.  Links know their client only as a :class:`Client`
-(the protocol engine, whether it is still open, and how to ask for its output
+(its protocol state machine, whether it is still open, and how to ask for its output
 to be written) and the time only as ``now``: nothing here reaches back into
 the broker.
 """
@@ -134,17 +134,25 @@ class ConsumerLink:
         payload = entry.payload_for_delivery(self.now())
         settled = self.presettled
         connection = self.connection
-        delivery = connection.engine.send_transfer(self.link, _TAG.pack(self._tags & _TAG_MASK), payload, settled)
+        delivery = connection.protocol.send_transfer(self.link, _TAG.pack(self._tags & _TAG_MASK), payload, settled)
         connection.mark_dirty()
         if self.browse:
+            self.offer(None, delivery)
             return
         if settled:
             self.queue.accept(entry)
+            self.offer(None, delivery)
             return
         delivery.context = entry
         self.unsettled[delivery.delivery_id] = entry
         if self.transaction is not None:
             self.transaction.acquired(self, entry, delivery)
+        self.offer(entry, delivery)
+
+    def offer(self, entry: Entry | None, delivery: Delivery) -> None:
+        """Show the tap what was just sent (``entry``: held unsettled, or None), while it has observers."""
+        if self.connection.protocol.hook is not None:  # one test when nothing observes (tap.py)
+            self.connection.delivered(self, entry, delivery)
 
     # Ending ------------------------------------------------------------
 

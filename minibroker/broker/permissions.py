@@ -114,10 +114,10 @@ class Permissions:
         """
         terminus = link.source if link.is_sender else link.target
         if not isinstance(terminus, (Source, Target)) or terminus.dynamic:
-            return None  # the coordinator, a dynamic node, or a malformed attach the engine refuses itself
+            return None  # the coordinator, a dynamic node, or a malformed attach the attacher refuses itself
         address = terminus.address
         if not isinstance(address, str) or not address:
-            return None  # the anonymous relay (checked per message) or an attach the engine refuses
+            return None  # the anonymous relay (checked per message) or an attach the attacher refuses
         denied = self._denied(user, "receive" if link.is_sender else "send", address)
         if denied is None and not self._exists(address):
             denied = self._denied(user, "manage", address)

@@ -133,8 +133,9 @@ class Queue:
 
     def admit(self, message: StoredMessage, staged: Sequence[StoredMessage] | None = None) -> Error | None:
         """The error to refuse ``message`` with when the queue is bounded and full (bounds.py), or None."""
-        if not self.limited:
-            return None  # the common case, on every message: one test
+        options = self.options
+        if options.max_depth is None and options.max_bytes is None:
+            return None  # the common case, on every message: no bound (``limited``, inlined)
         return refusal(self, message, staged)
 
     def put(self, message: StoredMessage, now: float, seq: int | None = None) -> None:
@@ -364,6 +365,11 @@ class Queue:
         index = self._index
         if index is None:
             index = self._index = SortedList((-e.level, e.seq) for e in self._available_in_order())
+        # The cursor is the last key this consumer turned down: everything up to it was
+        # examined and refused, so it resumes after it.  Without it a selective consumer would
+        # re-test every message it refused on each dispatch (quadratic over a deep queue).  A
+        # message that lands at or before a cursor (a release back to its original place, a
+        # higher priority) drops that cursor in _push, so nothing new is skipped.
         cursor = self._cursors.get(consumer)
         keys = index.irange(minimum=cursor, inclusive=(False, True)) if cursor is not None else iter(index)
         entries = self._entries

@@ -219,14 +219,14 @@ class Router:
             table.clear()
         self.counters.clear()
 
-    # ------------------------------------------------------------ timers
+    # ------------------------------------------------------------ timers (timers.py)
 
-    def next_expiry(self) -> float | None:
-        """The clock time of the next expiry in any node."""
+    def next_deadline(self) -> float | None:
+        """The clock time of the next expiry in any node (a timer participant, timers.py)."""
         expiries = [e for e in (node.next_expiry() for node in self.nodes.values()) if e is not None]
         return min(expiries) if expiries else None
 
-    def expire(self, now: float) -> None:
+    def run_timers(self, now: float) -> None:
         """Expire what is due in every node, then dispatch (time may have changed what can go)."""
         for node in list(self.nodes.values()):
             node.expire(now)

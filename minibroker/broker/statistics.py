@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, overload
 
 from ..amqp.message import Message, decode_message
 from .capture import Capture, QueuedRow
+from .streamlog import delivery_payload
 
 if TYPE_CHECKING:
     from .config import StreamOptions
@@ -245,8 +246,6 @@ class StreamMessages(Sequence[StreamMessage]):
     def _message(self, index: int) -> StreamMessage:
         found = self._decoded.get(index)
         if found is None:
-            from .stream import delivery_payload  # noqa: PLC0415  (statistics is imported by the node modules)
-
             offset, stored = self._stored[index]
             found = StreamMessage(offset, decode_message(delivery_payload(stored, offset)))
             self._decoded[index] = found

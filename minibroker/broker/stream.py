@@ -25,17 +25,17 @@ import struct
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from ..amqp.messaging import Accepted, MessageAnnotations, Modified, Rejected, Released
+from ..amqp.messaging import Accepted, Modified, Rejected, Released
 from ..amqp.performatives import SND_SETTLED
 from ..amqp.transactions import TransactionalState
-from ..amqp.types import symbol
 from ..protocol.endpoints import Delivery, Link
 from .config import StreamOptions
 from .consuming import Client
 from .statistics import NodeCounters, StreamMessages, StreamSnapshot
 from .stored import StoredMessage
 from .streamfilters import StreamFilter
-from .streamlog import OffsetSpec, StreamLog
+from .streamlog import OFFSET_ANNOTATION as OFFSET_ANNOTATION
+from .streamlog import OffsetSpec, StreamLog, delivery_payload
 
 if TYPE_CHECKING:
     from ..amqp.performatives import Error
@@ -44,36 +44,6 @@ if TYPE_CHECKING:
     from .queue import Queue
 
 __all__ = ["OFFSET_ANNOTATION", "Reader", "Stream", "StreamConsumer", "delivery_payload"]
-
-#: The message annotation every delivery from a stream carries: the message's offset (a long).
-OFFSET_ANNOTATION = symbol("x-stream-offset")
-
-# message-annotations (descriptor 0x72, Part 3 §3.2.3) holding one entry, x-stream-offset -> long,
-# encoded by hand since every delivery needs it: map8 of 27 bytes and 2 items, sym8 key, long (0x81).
-_ANNOTATION_PREFIX = b"\x00\x53\x72\xc1\x1b\x02\xa3\x0f" + OFFSET_ANNOTATION.encode() + b"\x81"
-_LONG = struct.Struct(">q")
-
-
-def delivery_payload(message: StoredMessage, offset: int) -> bytes:
-    """The bytes to send for ``message`` at ``offset``: its own sections plus ``x-stream-offset``.
-
-    The header and the bare message (and footer) are copied as received;
-    delivery-annotations are dropped (they are for the next hop only, Part 3
-    §3.2.2); the message-annotations gain ``x-stream-offset``.
-    """
-    payload = message.payload
-    sections = message.sections
-    header_end = sections.header[1]
-    annotations_start, bare_start = sections.message_annotations
-    if annotations_start == bare_start:  # no annotations of its own: the common case, no encoding needed
-        return b"".join((payload[:header_end], _ANNOTATION_PREFIX, _LONG.pack(offset), payload[bare_start:]))
-    merged: dict[Any, Any] = dict(message.message_annotations or {})
-    merged[OFFSET_ANNOTATION] = offset
-    out = bytearray(payload[:header_end])
-    MessageAnnotations(merged).encode_into(out)
-    out += payload[bare_start:]
-    return bytes(out)
-
 
 class Reader(Protocol):
     """What a stream needs of a reading link: its position, its filter, its credit, a way to send."""
@@ -318,8 +288,10 @@ class StreamConsumer:
             return False  # larger than this receiver takes (Part 2 §2.7.3): it reads on past it
         self._tags = (self._tags + 1) & 0xFFFFFFFF
         connection = self.connection
-        connection.engine.send_transfer(self.link, _TAG.pack(self._tags), payload, self.presettled)
+        delivery = connection.protocol.send_transfer(self.link, _TAG.pack(self._tags), payload, self.presettled)
         connection.mark_dirty()
+        if connection.protocol.hook is not None:  # the tap's delivery_out (tap.py): a reader holds no entry
+            connection.delivered(self, None, delivery)
         return True
 
     # Outcomes and ending -----------------------------------------------

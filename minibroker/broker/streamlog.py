@@ -38,15 +38,48 @@ from __future__ import annotations
 
 import bisect
 import re
+import struct
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
+from ..amqp.messaging import MessageAnnotations
+from ..amqp.types import symbol
 from .config import StreamOptions
 from .stored import StoredMessage
 
-__all__ = ["Instant", "OffsetSpec", "StreamLog", "interval_seconds"]
+__all__ = ["OFFSET_ANNOTATION", "Instant", "OffsetSpec", "StreamLog", "delivery_payload", "interval_seconds"]
+
+#: The message annotation every delivery from a stream carries: the message's offset (a long).
+OFFSET_ANNOTATION = symbol("x-stream-offset")
+
+# message-annotations (descriptor 0x72, Part 3 §3.2.3) holding one entry, x-stream-offset -> long,
+# encoded by hand since every delivery needs it: map8 of 27 bytes and 2 items, sym8 key, long (0x81).
+_ANNOTATION_PREFIX = b"\x00\x53\x72\xc1\x1b\x02\xa3\x0f" + OFFSET_ANNOTATION.encode() + b"\x81"
+_LONG = struct.Struct(">q")
+
+
+def delivery_payload(message: StoredMessage, offset: int) -> bytes:
+    """The bytes to send for ``message`` at ``offset``: its own sections plus ``x-stream-offset``.
+
+    The header and the bare message (and footer) are copied as received;
+    delivery-annotations are dropped (they are for the next hop only, Part 3
+    §3.2.2); the message-annotations gain ``x-stream-offset``.
+    """
+    payload = message.payload
+    sections = message.sections
+    header_end = sections.header[1]
+    annotations_start, bare_start = sections.message_annotations
+    if annotations_start == bare_start:  # no annotations of its own: the common case, no encoding needed
+        return b"".join((payload[:header_end], _ANNOTATION_PREFIX, _LONG.pack(offset), payload[bare_start:]))
+    merged: dict[Any, Any] = dict(message.message_annotations or {})
+    merged[OFFSET_ANNOTATION] = offset
+    out = bytearray(payload[:header_end])
+    MessageAnnotations(merged).encode_into(out)
+    out += payload[bare_start:]
+    return bytes(out)
+
 
 #: The slots cleared at the front are cut off once there are this many and they are half the arrays
 #: (below it, the cut would run too often to pay for itself).

@@ -1,21 +1,21 @@
 """The broker's one observation point: every inbound event and every frame, in and out.
 
-Theory of operation.  Each client connection has a protocol engine
+Theory of operation.  Each client connection has a protocol state machine
 (:class:`~minibroker.protocol.connection.Connection`) that turns bytes into
 frames and events, and frames into bytes.  Everything the broker sees of a
-client and everything it says to one passes three places, and the
+client and everything it says to one passes four places, and the
 :class:`Tap` owned by the broker (``broker.tap``) is the only thing that
 watches them:
 
 ``frame_in(connection, channel, performative)``
-    a frame was decoded (before the engine acts on it): an AMQP performative
+    a frame was decoded (before the broker acts on it): an AMQP performative
     (Part 2 §2.7) or a SASL frame body (Part 5 §5.3).  Observe only.
 ``event_in(connection, event) -> event | None``
     a protocol event (:mod:`minibroker.protocol.events`: an attach, a message,
     a disposition, a flow, a detach, ...) is about to be handled by the
     broker.  Return it to let it through, another event to replace it, or
     None to swallow it; an observer that swallows an event acts on it
-    itself through ``connection.engine`` (e.g. ``refuse_link``, ``settle``,
+    itself through ``connection.protocol`` (e.g. ``refuse_link``, ``settle``,
     ``detach_link``).  ``event.link.address`` names the node for link events.
 ``frame_out(connection, channel, performative, frame) -> bytes``
     a frame is about to be queued for the client: ``frame`` is its encoded
@@ -25,6 +25,16 @@ watches them:
     later with ``connection.write(frame)`` (a delay).
     ``Tap.address_of(connection, channel, performative)`` names the node of
     the link an ``attach``, ``detach``, ``flow`` or ``transfer`` belongs to.
+``delivery_out(connection, consumer, entry, delivery)``
+    the semantic side of an outgoing ``transfer``: the broker just sent a
+    message to one of its consumers (:class:`~.consuming.NodeConsumer`).
+    ``entry`` is the queue entry the consumer now holds unsettled (None when
+    it went out settled, or to a browser), ``delivery`` the protocol's
+    delivery.  Observe only: an observer that acts on it (a delivery fault)
+    does so after the batch, as the broker holds them all then.
+
+(``frame_out`` of the transfer's frames comes too; ``delivery_out`` saves an
+observer that wants the consumer or entry from finding them from the frame.)
 
 Observers are called in installation order; each sees what the one before
 returned.  Install with ``broker.tap.install(observer)`` (it returns the
@@ -47,7 +57,9 @@ from typing import Any, Protocol, TypeVar
 from ..amqp.performatives import Attach, Detach, Flow, Transfer
 from ..protocol import events as ev
 from ..protocol.connection import Connection
+from ..protocol.endpoints import Delivery
 from .statistics import FrameRecord
+from .stored import Entry
 
 __all__ = ["Tap", "Observer", "TapConnection", "FrameLog", "TraceObserver", "FrameTrace"]
 
@@ -64,8 +76,12 @@ class TapConnection(Protocol):
         """The container-id of the client's ``open`` (None before it)."""
 
     @property
+    def protocol(self) -> Connection:
+        """The connection's protocol state machine: sessions, links and the calls that send frames."""
+
+    @property
     def engine(self) -> Connection:
-        """The protocol engine: sessions, links and the calls that send frames."""
+        """The older name of ``protocol``."""
 
     def write(self, data: bytes) -> None:
         """Send ``data`` as it is (e.g. a frame an observer withheld earlier) and wake the writer."""
@@ -84,6 +100,9 @@ class Observer:
     def frame_out(self, connection: TapConnection, channel: int, performative: Any, frame: bytes) -> bytes:
         """A frame is about to be sent: return it, replacement bytes, or ``b""`` to withhold it."""
         return frame
+
+    def delivery_out(self, connection: TapConnection, consumer: Any, entry: Entry | None, delivery: Delivery) -> None:
+        """The broker sent ``consumer`` a message: ``entry`` is what it holds unsettled (None if nothing)."""
 
 
 AnyObserver = TypeVar("AnyObserver", bound=Observer)
@@ -123,7 +142,7 @@ class Tap:
             self.active = active
             self._on_change(active)
 
-    # ------------------------------------------------------ the three places
+    # ------------------------------------------------------ the four places
 
     def frame_in(self, connection: TapConnection, channel: int, performative: Any) -> None:
         for observer in self._observers:
@@ -149,6 +168,10 @@ class Tap:
                 break
         return frame
 
+    def delivery_out(self, connection: TapConnection, consumer: Any, entry: Entry | None, delivery: Delivery) -> None:
+        for observer in self._observers:
+            observer.delivery_out(connection, consumer, entry, delivery)
+
     # ------------------------------------------------------------ helpers
 
     @staticmethod
@@ -159,7 +182,7 @@ class Tap:
         handle (§2.6.2); other frames (``open``, ``begin``, a session ``flow``,
         a ``disposition``, which names deliveries, ...) give None.
         """
-        session = connection.engine.local_session(channel)
+        session = connection.protocol.local_session(channel)
         handle = getattr(performative, "handle", None)
         if session is None or handle is None or not isinstance(performative, (Attach, Detach, Flow, Transfer)):
             return None

@@ -144,10 +144,10 @@ class TransactionManager:
         """Attach a coordinator link if every capability it asks for is supported (§4.2)."""
         asked = frozenset(str(c) for c in (target.capabilities or ()))
         unsupported = asked - set(SUPPORTED_CAPABILITIES)
-        engine = connection.engine
+        protocol = connection.protocol
         if unsupported:
             condition = conditions.NOT_IMPLEMENTED if asked & UNSUPPORTED_CAPABILITIES else conditions.PRECONDITION_FAILED
-            engine.refuse_link(
+            protocol.refuse_link(
                 link,
                 amqp_error(
                     condition,
@@ -157,12 +157,12 @@ class TransactionManager:
             )
             return
         link.context = CoordinatorLink(connection, link)
-        engine.accept_link(
+        protocol.accept_link(
             link,
             source=link.source,
             target=Coordinator(capabilities=[symbol(c) for c in SUPPORTED_CAPABILITIES]),
         )
-        engine.grant_credit(link, self.config.link_credit)
+        protocol.grant_credit(link, self.config.link_credit)
 
     def coordinator_gone(self, controller: CoordinatorLink) -> None:
         """Closing the controller's link (or connection) rolls back its open transactions (§4.3)."""
@@ -172,11 +172,11 @@ class TransactionManager:
     # ----------------------------------------------------- control messages
 
     def on_control_message(self, controller: CoordinatorLink, delivery: Delivery) -> None:
-        engine = controller.connection.engine
+        protocol = controller.connection.protocol
         try:
             body = decode_message(delivery.payload).body
         except AMQPDecodeError as exc:
-            engine.settle(delivery, Rejected(error=amqp_error(conditions.DECODE_ERROR, f"malformed control message: {exc}")))
+            protocol.settle(delivery, Rejected(error=amqp_error(conditions.DECODE_ERROR, f"malformed control message: {exc}")))
             return
         now = self.now()
         if isinstance(body, Declare):
@@ -202,7 +202,7 @@ class TransactionManager:
                     f"a coordinator takes amqp-value bodies declare or discharge (Part 4 §4.5), got {type(body).__name__}",
                 )
             )
-        engine.settle(delivery, outcome)
+        protocol.settle(delivery, outcome)
 
     def _discharge(self, txn_id: bytes, fail: bool) -> Any:
         txn = self.open.get(txn_id)
@@ -257,10 +257,10 @@ class TransactionManager:
         A message that would not fit its node, with what the transaction already
         holds for it, refuses the whole delivery now (module docstring).
         """
-        engine = producer.connection.engine
+        protocol = producer.connection.protocol
         txn = self.open.get(txn_id)
         if txn is None:
-            engine.settle(delivery, Rejected(error=self._unknown(txn_id)))
+            protocol.settle(delivery, Rejected(error=self._unknown(txn_id)))
             return
         placed: list[tuple[str, StoredMessage]] = []
         for message in messages:
@@ -272,7 +272,7 @@ class TransactionManager:
             full = target.admit(message, ahead)
             if full is not None:
                 if not delivery.remote_settled:
-                    engine.settle(delivery, TransactionalState(txn_id=txn_id, outcome=Rejected(error=full)))
+                    protocol.settle(delivery, TransactionalState(txn_id=txn_id, outcome=Rejected(error=full)))
                 return
             placed.append((target.name, message))
         for name, message in placed:
@@ -280,7 +280,7 @@ class TransactionManager:
         for message in messages:
             txn.publishes.append((producer, delivery, message))
         if not delivery.remote_settled:
-            engine.settle(delivery, TransactionalState(txn_id=txn_id, outcome=Accepted()), settled=False)
+            protocol.settle(delivery, TransactionalState(txn_id=txn_id, outcome=Accepted()), settled=False)
 
     def stage_outcome(
         self, consumer: ConsumerLink, delivery: Delivery, entry: Entry, state: TransactionalState, settled: bool
@@ -350,13 +350,16 @@ class TransactionManager:
             if not held and entry.state == ACQUIRED:
                 consumer.unsettled.pop(delivery.delivery_id, None)
                 consumer.queue.release(entry, now)
+                # release() counts a client's released outcome; this is the transaction undoing
+                # its own staged outcome, so the counter is corrected back (statistics stay what
+                # clients did, and a rollback leaves them as they were before the transaction).
                 consumer.queue.counters.released -= 1  # a rollback is not a client's release
         for consumer, entry, delivery in txn.acquisitions:
             entry.transaction = None
             if entry.state == ACQUIRED and delivery.delivery_id in consumer.unsettled:
                 del consumer.unsettled[delivery.delivery_id]
                 consumer.queue.release(entry, now)
-                consumer.queue.counters.released -= 1
+                consumer.queue.counters.released -= 1  # as above: no client released it
                 self._settle(consumer.connection, delivery, Released())
         self._finish(txn)
 
@@ -365,7 +368,7 @@ class TransactionManager:
         if delivery.remote_settled or delivery.settled:
             return  # forgotten by the peer, or already settled (a batch's other messages)
         if connection.open and delivery.link.state is LinkState.ATTACHED:
-            connection.engine.settle(delivery, state)
+            connection.protocol.settle(delivery, state)
             connection.mark_dirty()
 
     def _finish(self, txn: Transaction) -> None:
@@ -391,8 +394,8 @@ class TransactionManager:
             return None
         return min(t.started for t in self.open.values()) + timeout
 
-    def expire(self, now: float) -> None:
-        """Roll back transactions open longer than the configured timeout."""
+    def run_timers(self, now: float) -> None:
+        """Roll back transactions open longer than the configured timeout (a timer participant, timers.py)."""
         timeout = self.config.transaction_timeout
         if timeout is None:
             return

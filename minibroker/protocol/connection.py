@@ -716,6 +716,9 @@ class Connection:
             credit = flow.link_credit or 0
             link.credit = max(0, (peer_count + credit - link.delivery_count) % SERIAL_MOD)
             if link.credit > SERIAL_HALF:
+                # Serial numbers wrap (RFC-1982): a difference over half the space is negative.
+                # The flow was stale (it counted fewer deliveries than we have sent since):
+                # the credit it granted is already used up, not four billion messages.
                 link.credit = 0
             link.drain = flow.drain
             link.flow_properties = flow.properties

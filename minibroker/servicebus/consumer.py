@@ -62,10 +62,12 @@ class ServiceBusConsumer(ExtensionConsumer):
         connection.mark_dirty()
         if settled:
             self.queue.accept(entry)  # receive-and-delete
+            self.offer(None, delivery)
             return
         assert until is not None
         self.unsettled[delivery.delivery_id] = entry
         layer.lock(self.queue, entry, self, delivery, until, token)
+        self.offer(entry, delivery)
 
     def on_outcome(self, delivery: Delivery, state: Any, settled: bool) -> None:
         if state is None or isinstance(state, Received):

@@ -25,25 +25,17 @@ from collections.abc import Sequence
 
 from hypothesis import strategies as st
 
-from ..broker.faults import KINDS, Fault, FaultPlan
+from ..broker.faults import FAULT_KINDS, Fault, FaultPlan
 
 __all__ = ["PLAN_KINDS", "fault_plans"]
 
-#: Kinds a plan draws by default: those that need nothing from the test once declared.
-#: ``delay`` (wants a time scale) and ``stall_credit`` (wants a ``cancel()``) are left out.
-PLAN_KINDS: tuple[str, ...] = (
-    "release",
-    "modify",
-    "reject_publish",
-    "detach_link",
-    "close_connection",
-    "drop_connection",
-    "refuse_attach",
-)
+#: Kinds a plan draws by default, in shrinking order (``FaultKind.planned_by_default`` in faults.py):
+#: those that need nothing from the test once declared.
+PLAN_KINDS: tuple[str, ...] = tuple(name for name, row in FAULT_KINDS.items() if row.planned_by_default)
 
 
 def _fault(kind: str, address: str, after: int, times: int) -> Fault:
-    return Fault(kind, None if kind == "fail_discharge" else address, after=after, times=times)
+    return Fault(kind, address if FAULT_KINDS[kind].addressed else None, after=after, times=times)
 
 
 def fault_plans(
@@ -68,10 +60,10 @@ def fault_plans(
         kinds = [kinds]
     if not addresses or not all(isinstance(a, str) and a for a in addresses):
         raise ValueError(f"addresses={addresses!r}: give the node addresses the scenario uses, e.g. ['jobs']")
-    unknown = [k for k in kinds if k not in KINDS]
+    unknown = [k for k in kinds if k not in FAULT_KINDS]
     if unknown or not kinds:
-        raise ValueError(f"kinds={list(kinds)!r}: use some of {sorted(KINDS)}")
-    excluded = [k for k in kinds if k in ("delay", "stall_credit")]
+        raise ValueError(f"kinds={list(kinds)!r}: use some of {sorted(FAULT_KINDS)}")
+    excluded = [k for k in kinds if not FAULT_KINDS[k].plannable]
     if excluded:
         raise ValueError(
             f"kinds {excluded} cannot be drawn: a delay needs a time scale and a stall a cancel() from the "

@@ -31,9 +31,11 @@ class ThrowawayTLS:
     def __init__(self, identities: tuple[str, ...] = IDENTITIES) -> None:
         try:
             import trustme
-        except ImportError:  # pragma: no cover - the test extra installs it
+        except ImportError:  # trustme is a test dependency, not a run-time one
             raise ImportError(
-                "throwaway_tls() needs the trustme package: pip install trustme (or minibroker[test])"
+                "a throwaway CA (tls=True, throwaway_tls()) needs the trustme package: pip install trustme "
+                "(minibroker's test extra has it: pip install -e '.[test]'); or serve your own certificate "
+                "with ssl_context=minibroker.tls.server_context(certfile, keyfile)"
             ) from None
         self._ca = trustme.CA()
         self._cert = self._ca.issue_cert(*identities)

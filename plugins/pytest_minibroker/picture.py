@@ -24,6 +24,11 @@ TOP = 56
 INLINE = 60
 #: Characters of a lane's container-id shown under its peer address (all of it on hover).
 HEAD = 30
+#: Advance of one character of the 11px monospace text, rounded up (DejaVu Sans Mono: 0.602 em),
+#: so that a box sized from its text's length holds it.
+CHAR = 7
+#: Padding inside a note, each side.
+PAD = 4
 
 STYLE = """
 body { font: 13px/1.4 system-ui, sans-serif; margin: 16px; color: #222; }
@@ -89,6 +94,7 @@ def render(nodeid: str, state: State, failure: str) -> str:
     x_of = [LEFT + LANE * (index + 1) for index in range(len(lanes))]
     start = events[0].time if events else 0.0
     y = TOP
+    right = 0  # the right edge of the widest label or note
     pending = list(firings)
 
     def fault_rows(until: float | None) -> None:
@@ -120,6 +126,7 @@ def render(nodeid: str, state: State, failure: str) -> str:
                 label += f": {_inline(body)}"
                 hover += f"\nmessage body: {body}"
             mid = min(x1, x2) + 8
+            right = max(right, mid + CHAR * len(label))  # the picture is as wide as its longest label
             rows.append(
                 f'<g><title>{escape(hover)}</title>'
                 f'<line class="{record.direction}" x1="{x1}" y1="{y}" x2="{x2}" y2="{y}" marker-end="url(#arrow-{record.direction})"/>'
@@ -127,16 +134,22 @@ def render(nodeid: str, state: State, failure: str) -> str:
             )
         else:
             body = repr(event.body())
-            inline = _inline(body)
+            text = f"routed to {_inline(event.address, HEAD)}: {_inline(body)}"
+            # The note starts on the broker's lane, right of the time column, and is as wide as
+            # its text, so it never covers the times nor lets its text run out of the box.
+            note_x = x_broker + PAD
+            note_width = CHAR * len(text) + 2 * PAD
+            right = max(right, note_x + note_width)
             rows.append(
                 f'<g><title>{escape(event.address)}: {escape(body)}</title>'
-                f'<rect class="msg" x="{x_broker - 60}" y="{y - 12}" width="{LANE - 10 + 60}" height="18" rx="3"/>'
-                f'<text x="{x_broker - 56}" y="{y + 1}">routed to {escape(event.address)}: {escape(inline)}</text></g>'
+                f'<rect class="msg" x="{note_x}" y="{y - 12}" width="{note_width}" height="18" rx="3"/>'
+                f'<text x="{note_x + PAD}" y="{y + 1}" textLength="{CHAR * len(text)}" '
+                f'lengthAdjust="spacingAndGlyphs">{escape(text)}</text></g>'
             )
         y += ROW
     fault_rows(None)
     height = y + 10
-    width = LEFT + LANE * (len(lanes) + 1) + 200
+    width = max(LEFT + LANE * (len(lanes) + 1) + 200, right + 10)
     heads = [f'<text class="head" x="{x_broker - 20}" y="{TOP - 38}">broker</text>']
     lines = [f'<line class="lane" x1="{x_broker}" y1="{TOP - 20}" x2="{x_broker}" y2="{height}"/>']
     for index, name in enumerate(lanes):

@@ -14,7 +14,8 @@ Fixtures
     :class:`minibroker.TrioBroker` in the test's own trio run (needs pytest-trio).
     ``amqp_broker_config``: override it in ``conftest.py`` to set defaults.
 Marker
-    ``@pytest.mark.amqp_broker("orders", queues=[...], topics=[...], streams=[...], clock="manual", **BrokerConfig fields)``.
+    ``@pytest.mark.amqp_broker("orders", queues=[...], topics=[...], streams=[...], clock="manual",
+    tls=True, ssl_context=..., **BrokerConfig fields)``; on a test that uses no fixture reading it, it warns.
 Reports
     A failing test's report gets a section titled ``minibroker ...`` (non-empty queues with their
     bodies, the last frames by performative, fault firings); ``--minibroker-html=DIR`` also
@@ -37,8 +38,9 @@ if TYPE_CHECKING:
     from .settings import BrokerSettings
 
 __all__ = [
-    "amqp_broker", "amqp_broker_config", "amqp_broker_factory", "amqp_broker_trio",
-    "pytest_addhooks", "pytest_addoption", "pytest_configure", "pytest_runtest_makereport",
+    "MarkerIgnoredWarning", "amqp_broker", "amqp_broker_config", "amqp_broker_factory", "amqp_broker_trio",
+    "pytest_addhooks", "pytest_addoption", "pytest_collection_modifyitems", "pytest_configure",
+    "pytest_runtest_makereport",
     "pytest_unconfigure",
 ]  # fmt: skip
 
@@ -91,10 +93,37 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        f"{MARKER}(*queues, queues=..., topics=..., streams=..., clock='manual', users=..., auto_create=False, "
-        "**BrokerConfig fields): the broker this test's amqp_broker fixture gets",
+        f"{MARKER}(*queues, queues=..., topics=..., streams=..., clock='manual', tls=True, ssl_context=..., "
+        "users=..., auto_create=False, **BrokerConfig fields): the broker this test's amqp_broker fixture gets",
     )
     config.stash[_SESSION] = _Session(config)
+
+
+#: The fixtures that read the marker (``amqp_broker_factory`` takes its keywords as arguments).
+MARKED_FIXTURES = ("amqp_broker", "amqp_broker_trio")
+
+
+class MarkerIgnoredWarning(pytest.PytestWarning):
+    """``@pytest.mark.amqp_broker`` on a test that uses no fixture reading it: it does nothing."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        # Only a marker on the test itself: one on a class or module may cover tests without a broker.
+        own = [mark for mark in getattr(item, "own_markers", ()) if mark.name == MARKER]
+        fixtures = getattr(item, "fixturenames", ())
+        if own and not any(name in fixtures for name in MARKED_FIXTURES):
+            hint = (
+                "pass those keywords to amqp_broker_factory(...) instead"
+                if "amqp_broker_factory" in fixtures
+                else "add amqp_broker (or amqp_broker_trio) to the test's arguments"
+            )
+            item.warn(
+                MarkerIgnoredWarning(
+                    f"@pytest.mark.{MARKER} on {item.name} does nothing: the test does not use the amqp_broker "
+                    f"or amqp_broker_trio fixture; {hint}"
+                )
+            )
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -172,10 +201,13 @@ class _Session:
         if extra is not None:
             layers.append(extra)
             where.append("amqp_broker_factory(...)")
+        error: str | None = None
         try:
             settings = BrokerSettings.build(*layers, where=where)
         except (TypeError, ValueError) as exc:
-            pytest.fail(str(exc), pytrace=False)
+            error = str(exc)
+        if error is not None:  # outside the handler: the message is shown once, not chained to itself
+            pytest.fail(error, pytrace=False)
         node.ihook.pytest_minibroker_configure(config=settings.config, node=node)
         return settings
 
@@ -187,7 +219,7 @@ class _Session:
         observed = bool(hooks.pytest_minibroker_frame.get_hookimpls() or hooks.pytest_minibroker_message.get_hookimpls())
         if not observed and not self.html:
             return None
-        recorder = Recorder(broker._broker.clock, max(self.frame_log, 1), hooks if observed else None, broker)
+        recorder = Recorder(broker.broker_clock, max(self.frame_log, 1), hooks if observed else None, broker)
         _observe(broker, recorder)
         self.recording.add(broker)
         return recorder
@@ -240,22 +272,11 @@ def _reset(broker: ThreadedBroker, settings: BrokerSettings) -> None:
 
 
 def _observe(broker: Any, recorder: Recorder | None) -> None:
-    """Put ``recorder`` (or nothing) on the broker's observation points, instead of any before it.
-
-    Runs in the broker's thread (the tap is the broker's state).
-    """
+    """Put ``recorder`` (or nothing) on the broker's observation points, instead of any before it
+    (``ThreadedBroker.observe`` swaps them in the broker's thread)."""
     from .report import Recorder
 
-    def swap() -> None:
-        engine = broker._broker
-        for observer in engine.tap.observers:
-            if isinstance(observer, Recorder):
-                engine.tap.remove(observer)
-        if recorder is not None:
-            engine.tap.install(recorder)
-        engine.router.on_route = recorder.routed if recorder is not None else None
-
-    broker._read(swap)
+    broker.observe(recorder, recorder.routed if recorder is not None else None, replacing=Recorder)
 
 
 def _watch(node: pytest.Item, label: str, broker: Any, recorder: Recorder | None) -> None:
@@ -267,7 +288,7 @@ def _raise_broker_errors(broker: Any, label: str) -> None:
     """Re-raise what went wrong inside the broker during the test, with the broker's traceback;
     then fail for faults declared ``must_fire=True`` that never fired."""
     # Reading the list's length needs no trip to the broker's thread; errors() copies it there.
-    errors = broker.errors() if broker._broker.errors else []
+    errors = broker.errors() if broker.has_errors else []
     if errors:
         note = (
             f"raised inside the {label} broker ({broker.url}) during this test; "
@@ -359,7 +380,7 @@ async def amqp_broker_trio(request: pytest.FixtureRequest, amqp_broker_config: d
     node = request.node
     settings = session.settings(node, amqp_broker_config, marker=True)
     clock = ManualClock() if settings.clock == "manual" else TrioClock()
-    async with open_broker(config=settings.config, clock=clock) as broker:
+    async with open_broker(config=settings.config, clock=clock, ssl_context=settings.ssl_context, tls=settings.tls) as broker:
         settings.declare(broker)
         _watch(node, "amqp_broker_trio", broker, session.recorder(node, broker))
         yield broker

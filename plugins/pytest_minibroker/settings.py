@@ -1,13 +1,15 @@
 """What a test asks of its broker: ``amqp_broker_config``, the marker and ini defaults, checked.
 
 One vocabulary everywhere (the ``amqp_broker_config`` fixture, ``@pytest.mark.amqp_broker(...)``
-and ``amqp_broker_factory(...)``): ``queues``, ``topics``, ``streams``, ``clock``, ``faults`` and every
-:class:`minibroker.BrokerConfig` field.
+and ``amqp_broker_factory(...)``): ``queues``, ``topics``, ``streams``, ``clock``, ``faults``, the TLS
+keywords ``ssl_context`` (a server-side ``ssl.SSLContext``) and ``tls=True`` (a throwaway CA, needs
+``trustme``), and every :class:`minibroker.BrokerConfig` field.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import ssl
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +21,7 @@ __all__ = ["BrokerSettings", "VALID_KEYWORDS", "QueueSpec"]
 
 CONFIG_FIELDS = tuple(f.name for f in dataclasses.fields(BrokerConfig))
 #: Every keyword the marker, the config fixture and the factory accept.
-VALID_KEYWORDS = ("clock", "queues", "topics", "streams", "faults", *CONFIG_FIELDS)
+VALID_KEYWORDS = ("clock", "queues", "topics", "streams", "faults", "ssl_context", "tls", *CONFIG_FIELDS)
 CLOCKS = ("system", "manual")
 QUEUE_OPTIONS = tuple(f.name for f in dataclasses.fields(QueueOptions))
 STREAM_OPTIONS = tuple(f.name for f in dataclasses.fields(StreamOptions))
@@ -40,6 +42,10 @@ class BrokerSettings:
     streams: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: Faults each test starts with (``faults=[faults.release(address="jobs")]``), installed as copies.
     faults: list[Fault] = field(default_factory=list)
+    #: Serve ``amqps`` with this server-side context (``ssl_context=``) ...
+    ssl_context: ssl.SSLContext | None = None
+    #: ... or with a throwaway CA made for the broker (``tls=True``; ``broker.tls`` holds it).
+    tls: bool = False
 
     @classmethod
     def build(cls, *layers: Mapping[str, Any], where: Iterable[str] = ()) -> BrokerSettings:
@@ -70,6 +76,20 @@ class BrokerSettings:
                     if value not in CLOCKS:
                         raise ValueError(f"{source}: clock={value!r}; use one of {', '.join(map(repr, CLOCKS))}")
                     settings.clock = value
+                elif key == "ssl_context":
+                    if value is not None and not isinstance(value, ssl.SSLContext):
+                        raise TypeError(
+                            f"{source}: ssl_context must be a server-side ssl.SSLContext (e.g. "
+                            "minibroker.tls.server_context(certfile, keyfile)), got "
+                            f"{type(value).__name__}; or pass tls=True for a throwaway CA"
+                        )
+                    settings.ssl_context, settings.tls = value, False
+                elif key == "tls":
+                    if not isinstance(value, bool):
+                        raise TypeError(f"{source}: tls must be True or False, got {value!r}")
+                    settings.tls = value
+                    if value:
+                        settings.ssl_context = None
                 elif key == "queue_defaults" and isinstance(value, Mapping):
                     fields[key] = QueueOptions(**_queue_options(value, source, "queue_defaults"))
                 else:
@@ -83,12 +103,17 @@ class BrokerSettings:
         Every field counts, also those a repr leaves out (``users``).
         """
         fields = {f.name: getattr(self.config, f.name) for f in dataclasses.fields(self.config)}
-        return f"{self.clock}:{fields!r}"
+        # Brokers with tls=True are interchangeable (each has its own CA, in broker.tls); one
+        # given an ssl_context serves only with that very context.
+        tls = "tls" if self.tls else f"ssl:{id(self.ssl_context)}" if self.ssl_context is not None else "plain"
+        return f"{self.clock}:{tls}:{fields!r}"
 
     def start(self) -> ThreadedBroker:
         """A started broker with these settings (nodes not declared yet: see :meth:`declare`)."""
         clock = ManualClock() if self.clock == "manual" else None
-        return ThreadedBroker(config=dataclasses.replace(self.config), clock=clock).start()
+        return ThreadedBroker(
+            config=dataclasses.replace(self.config), clock=clock, ssl_context=self.ssl_context, tls=self.tls
+        ).start()
 
     def declare(self, broker: Any) -> None:
         """Create the queues, topics and streams on ``broker`` (a ``ThreadedBroker`` or ``TrioBroker``)."""

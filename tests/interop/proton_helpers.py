@@ -167,8 +167,11 @@ Client = TypeVar("Client", bound="ContainerClient")
 
 
 def run_container(client: Client) -> Client:
-    """Run ``client`` in a fresh container in this thread; fail if its watchdog fired."""
-    started = time.monotonic()
+    """Run ``client`` in a fresh container in this thread; fail if its watchdog fired.
+
+    The watchdog bounds the run (``client.timeout``); how long a run that finished took is not
+    checked, since a loaded machine may take longer and still be right.
+    """
     container = Container(client)
     # Container.run() with a short select timeout, so a cancelled watchdog is
     # noticed at once rather than after run()'s default 3.14 s.
@@ -183,5 +186,4 @@ def run_container(client: Client) -> Client:
             f"{type(client).__name__} did not finish within {client.timeout} s "
             f"(transport errors {client.transport_errors}, link errors {client.link_errors})"
         )
-    assert time.monotonic() - started < client.timeout + 5
     return client

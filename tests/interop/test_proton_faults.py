@@ -168,11 +168,10 @@ def test_delay_holds_dispositions_until_the_clock_moves() -> None:
         fault = broker.faults.delay(30, address="orders", frames="disposition")
         sender = client.sender("orders")
         delivery = client.send(sender, Message(body="a"))
-        broker.wait_for(lambda b: b.queue("orders").depth == 1)  # the broker took it ...
-        time.sleep(0.2)
+        broker.wait_for(lambda b: b.queue("orders").depth == 1 and fault.fired == 1)  # the broker took it ...
         assert not client.is_settled(delivery)  # ... but its answer is held
         clock.advance(29)
-        time.sleep(0.1)
+        time.sleep(0.1)  # a window for a wrongly released answer to arrive (it cannot make the test fail when slow)
         assert not client.is_settled(delivery)
         clock.advance(1)
         wait_settled(client, delivery)
@@ -184,7 +183,7 @@ def test_stall_credit_until_cancelled(broker: minibroker.ThreadedBroker, client:
     fault = broker.faults.stall_credit(address="orders")
     sender = client.sender("orders")
     delivery = client.send(sender, Message(body="a"))
-    time.sleep(0.2)
+    broker.wait_for(lambda b: fault.fired == 1)  # the link's credit was withheld
     assert not client.is_settled(delivery)  # proton holds the message: it has no credit
     assert broker.queue("orders").depth == 0
     fault.cancel()

@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -194,24 +193,29 @@ def test_transaction_spanning_two_queues_and_two_sessions_commits_atomically(
 
     # Meanwhile another thread samples both queues' enqueued counters; each statistics() call is
     # one step of the broker thread, so a half-applied commit would show as (3, 0) or (0, 3).
-    seen: set[tuple[int, int]] = set()
+    samples: list[tuple[int, int]] = []
     stop = threading.Event()
 
     def sample() -> None:
         while not stop.is_set():
             nodes = broker.statistics().nodes
-            seen.add((nodes["debits"].enqueued, nodes["credits"].enqueued))
+            samples.append((nodes["debits"].enqueued, nodes["credits"].enqueued))
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     try:
-        time.sleep(0.05)
+        # Counted samples, not sleeps: sampling has begun before the commit, and one sample was
+        # taken wholly after it (the one in flight when the commit returned may be from before).
+        client.wait(lambda: samples, "the first sample")
         assert client.commit(txn).result == "committed"
-        time.sleep(0.05)
+        taken = len(samples)
+        client.wait(lambda: len(samples) > taken + 1, "a sample taken after the commit")
     finally:
         stop.set()
         sampler.join(5)
+    seen = set(samples)
     assert seen <= {(0, 0), (3, 3)} and (3, 3) in seen, seen
+    assert samples[-1] == (3, 3)
     assert broker.queue("debits").bodies == [f"debit-{n}" for n in range(3)]
     assert broker.queue("credits").bodies == [f"credit-{n}" for n in range(3)]
 
@@ -471,7 +475,10 @@ def test_killed_controller_does_not_disturb_another_connections_transaction(
 
 
 def test_transaction_left_open_too_long_is_rolled_back() -> None:
-    with minibroker.ThreadedBroker(transaction_timeout=0.5) as broker:
+    # On the manual clock: the timeout fires when the test moves time, never because a loaded
+    # machine was slow between the declare and the check that the work is staged.
+    clock = minibroker.ManualClock()
+    with minibroker.ThreadedBroker(transaction_timeout=30, clock=clock) as broker:
         fill(broker, "work", ["w"])
         with ProtonClient(broker.url) as client:
             sender = client.sender("orders")
@@ -481,7 +488,10 @@ def test_transaction_left_open_too_long_is_rolled_back() -> None:
             client.tx_send(txn, sender, [Message(body="late")])
             client.tx_accept(txn, got.delivery)
             broker.wait_for(staged(broker, publishes=1, retirements=1))
+            clock.advance(29)
+            assert len(broker.transactions()) == 1  # not yet
 
+            clock.advance(1)
             broker.wait_for(no_transactions, timeout=5)
             assert broker.queue("orders").depth == 0
             # proton did not see an abort, so it still holds "w": still acquired, not retired

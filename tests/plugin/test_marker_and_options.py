@@ -64,7 +64,7 @@ def test_an_unknown_marker_keyword_fails_listing_the_valid_ones(pytester: pytest
     result.assert_outcomes(errors=3)
     result.stdout.fnmatch_lines(
         [
-            "*@pytest.mark.amqp_broker: unknown keyword(s) queue; valid keywords are: clock, queues, topics, streams, faults, "
+            "*@pytest.mark.amqp_broker: unknown keyword(s) queue; valid keywords are: clock, queues, topics, streams, faults, ssl_context, tls, "
             "container_id, auto_create, *, frame_log, servicebus",
             "*unknown option(s) ttl for queue 'jobs'; queue options are: priorities, default_ttl, *",
             "*clock='fast'; use one of 'system', 'manual'",

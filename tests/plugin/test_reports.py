@@ -176,3 +176,40 @@ def test_fault_firings_are_in_the_section_and_marked_in_the_picture(pytester: py
     # Marked after the transfer it acted on.
     order = [t for t in texts if t.startswith("fault:") or "transfer" in t]
     assert order.index(next(t for t in order if t.startswith("fault:"))) > 0
+
+
+def test_routed_notes_hold_their_text_and_leave_the_time_column_free(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """Each yellow note is as wide as its text (11px monospace, at most 7px a character, and the
+    text is fitted to that length), starts right of the time column, and lies inside the picture."""
+    pytester.makepyfile(
+        """
+        def test_long_bodies(amqp_broker):
+            amqp_broker.publish("invoices-for-the-eu-region", {"order": 7, "lines": [{"sku": "A-1", "qty": 3}] * 4})
+            amqp_broker.publish("q", "x")
+            assert False
+        """
+    )
+    out_dir = tmp_path / "pictures"
+    pytester.runpytest(f"--minibroker-html={out_dir}").assert_outcomes(failed=1)
+    [page] = out_dir.iterdir()
+    ns = {"s": "http://www.w3.org/2000/svg"}
+    svg = ET.fromstring(page.read_text().split("\n", 1)[1]).find(".//s:svg", ns)
+    assert svg is not None
+    char = 7  # the advance the picture sizes boxes with (DejaVu Sans Mono 11px: 6.6px)
+    times = [t for t in svg.iter(f"{{{ns['s']}}}text") if t.get("class") == "time"]
+    time_edge = max(float(t.get("x", 0)) + char * len(t.text or "") for t in times)
+    notes = [g for g in svg.iterfind("s:g", ns) if g.find("s:rect", ns) is not None]
+    assert len(notes) == 2
+    for note in notes:
+        rect, text = note.find("s:rect", ns), note.find("s:text", ns)
+        x, width = float(rect.get("x", 0)), float(rect.get("width", 0))
+        text_x = float(text.get("x", 0))
+        text_width = float(text.get("textLength") or char * len(text.text or ""))
+        assert x >= time_edge, f"the note at x={x} covers the time column (to x={time_edge})"
+        assert x <= text_x and text_x + text_width <= x + width, f"{text.text!r} runs out of its box"
+        assert x + width <= float(svg.get("width", 0))
+    # Arrow labels (an attach names its link and both termini) are not cut off by the picture's edge.
+    for group in svg.iterfind("s:g", ns):
+        if group.find("s:line", ns) is not None and group.find("s:circle", ns) is None:
+            label = group.find("s:text", ns)
+            assert float(label.get("x", 0)) + char * len(label.text or "") <= float(svg.get("width", 0))

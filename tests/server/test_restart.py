@@ -96,3 +96,65 @@ async def test_trio_broker_restarts_on_the_same_port() -> None:
 
 
 test_trio_broker_restarts_on_the_same_port = pytest.mark.trio(test_trio_broker_restarts_on_the_same_port)
+
+
+# ------------------------------------------------------------ closing a client after a restart
+#
+# python-qpid-proton's BlockingConnection.close() sends close and waits for the peer's close frame
+# (the connection leaving REMOTE_ACTIVE) up to the connection's timeout; a transport that ends
+# meanwhile is ignored because the connection is already closing.  After a crash-like restart no
+# close frame comes, so close() waits its whole timeout and raises proton.Timeout, unless the
+# client noticed the lost transport before (any blocking call raises ConnectionException first).
+
+
+def test_after_a_graceful_restart_proton_closes_at_once() -> None:
+    with minibroker.ThreadedBroker(frame_log=50) as broker:
+        broker.publish("jobs", "durable", durable=True)
+        broker.publish("jobs", "transient")
+        conn = BlockingConnection(broker.url, timeout=30)
+        conn.create_sender("jobs")
+        broker.restart(graceful=True)
+        conn.close()  # before: proton.Timeout after 30 s (no close frame came)
+        [close] = [r for r in broker.frames() if r.direction == "out" and r.name == "close"]
+        assert str(close.performative.error.condition) == "amqp:connection:forced"
+        assert broker.statistics().connections == 0
+        assert broker.queue("jobs").bodies == ["durable"]  # the restart's rules are the same
+        again = BlockingConnection(broker.url, timeout=5)
+        again.create_sender("jobs").send(Message(body="after"))
+        again.close()
+
+
+def test_trio_broker_restarts_gracefully_too() -> None:
+    async def main() -> None:
+        async with minibroker.open_broker() as broker:
+            port = broker.port
+
+            def close_after_restart() -> None:
+                conn = BlockingConnection(broker.url, timeout=30)
+                conn.create_sender("jobs")
+                trio.from_thread.run(lambda: broker.restart(graceful=True))
+                conn.close()  # raises proton.Timeout without the close frame
+
+            await trio.to_thread.run_sync(close_after_restart)
+            assert broker.port == port and broker.statistics().connections == 0
+
+    trio.run(main)
+
+
+def test_after_a_crash_like_restart_proton_close_waits_for_a_close_frame() -> None:
+    """Pins proton's behaviour (documented with restart()): if proton changes it, this says so."""
+    from proton import Timeout
+
+    with minibroker.ThreadedBroker() as broker:
+        conn = BlockingConnection(broker.url, timeout=0.5)
+        conn.create_sender("jobs")
+        broker.restart()
+        with pytest.raises(Timeout, match="Closing connection"):
+            conn.close()
+        # A client that touched the connection first knows it is gone, and closes at once.
+        noticed = BlockingConnection(broker.url, timeout=30)
+        sender = noticed.create_sender("jobs")
+        broker.restart()
+        with pytest.raises(ConnectionException):
+            sender.send(Message(body="x"))
+        noticed.close()

@@ -1,0 +1,221 @@
+"""Protocol-event policy: what the broker does for each event a client connection raises.
+
+The protocol state machine (``minibroker.protocol``) turns bytes into events
+(protocol/events.py); :meth:`EventPolicy.handle` looks each one up in
+:data:`_HANDLERS` and acts on it through the broker's parts: links are
+checked (limits.py, permissions.py) and attached (attach.py, or a layer
+on top, extension.py), messages enter nodes by the publish path
+(publish.py) or are staged in a transaction (transactions.py), credit and
+outcomes go to the consumer registry (consumers.py).  It holds no state of
+its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from ..amqp import errors as conditions
+from ..amqp.errors import AMQPDecodeError
+from ..amqp.messaging import Rejected
+from ..amqp.performatives import RCV_SECOND, amqp_error
+from ..amqp.transactions import Coordinator, TransactionalState
+from ..protocol import LinkState
+from ..protocol import events as ev
+from ..protocol.endpoints import Link
+from .attach import Attacher, Refusal
+from .client_connection import BrokerConnection
+from .clock import Clock
+from .config import BrokerConfig
+from .consumers import Consumers
+from .extension import Extension, ExtensionLink, layer_for
+from .limits import CreditGate, link_refusal
+from .links import ConsumerLink, CoordinatorLink, ProducerLink
+from .permissions import Permissions
+from .publish import format_refusal, messages_of, relay_refusal, route_all
+from .router import Router
+from .transactions import TransactionManager
+
+__all__ = ["EventPolicy", "PolicyHost"]
+
+
+class PolicyHost(Protocol):
+    """The broker, as the event policy sees it (``minibroker.broker.engine.Broker``)."""
+
+    config: BrokerConfig
+    clock: Clock
+    router: Router
+    attacher: Attacher
+    transactions: TransactionManager
+    consumers: Consumers
+    credit_gate: CreditGate
+    permissions: Permissions | None
+    extension: Extension | None
+
+    def enable_layer(self, address: str) -> Extension: ...
+
+    def forget_connection(self, connection: BrokerConnection) -> None: ...
+
+
+class EventPolicy:
+    """Acts on the protocol events of the broker's connections."""
+
+    def __init__(self, broker: PolicyHost) -> None:
+        self.broker = broker
+        # The broker's parts, none of which is ever replaced: read once, not per event.
+        self.config = broker.config
+        self.clock = broker.clock
+        self.router = broker.router
+        self.attacher = broker.attacher
+        self.transactions = broker.transactions
+        self.consumers = broker.consumers
+        self.credit_gate = broker.credit_gate
+        self.permissions = broker.permissions
+        self._find = broker.router.node_for_publish
+        self._publisher = broker.router.publisher
+
+    def handle(self, connection: BrokerConnection, events: list[ev.Event]) -> None:
+        """Act on each event, in order."""
+        for event in events:
+            _HANDLERS[type(event)](self, connection, event)
+
+    def detach_link(self, connection: BrokerConnection, link: Link, error: Any) -> None:
+        """Detach any link from the broker's side with ``error``, closing it, and end it (Part 2 §2.6.5)."""
+        connection.protocol.detach_link(link, error)
+        self._on_detached(connection, ev.LinkDetached(link, True, error))
+
+    def _on_opened(self, connection: BrokerConnection, event: ev.ConnectionOpened) -> None:
+        connection.container_id = event.container_id
+        if connection.refusal is not None:  # hook: max_connections (limits.py)
+            connection.close(connection.refusal)
+
+    def _on_closed(self, connection: BrokerConnection, event: ev.ConnectionClosed) -> None:
+        self.broker.forget_connection(connection)
+
+    def _ignore(self, connection: BrokerConnection, event: ev.Event) -> None:
+        pass
+
+    def _on_attached(self, connection: BrokerConnection, event: ev.LinkAttached) -> None:
+        link = event.link
+        if link.state is not LinkState.ATTACH_RCVD:
+            return  # the peer detached it, or ended its session, in the same bytes
+        denied = link_refusal(connection.protocol, self.config.max_links)  # hook: max_links (limits.py)
+        if denied is None and self.permissions is not None:  # hook: per-user permissions (permissions.py)
+            denied = self.permissions.link_refusal(connection.protocol.user, link)
+        if denied is not None:
+            connection.protocol.refuse_link(link, denied)
+            return
+        try:
+            extension = self.broker.extension
+            if extension is None and layer_for(link.address) is not None:  # e.g. an Azure Service Bus client
+                extension = self.broker.enable_layer(link.address)
+            if extension is not None and extension.attach(connection, link):
+                return
+            if link.is_sender:
+                self._attach_consumer(connection, link)
+            else:
+                self._attach_producer(connection, link)
+        except Refusal as refusal:
+            connection.protocol.refuse_link(link, refusal.error)
+
+    def _attach_consumer(self, connection: BrokerConnection, link: Link) -> None:
+        self.consumers.add(self.attacher.consumer(connection, link, connection.container_id))
+
+    def _attach_producer(self, connection: BrokerConnection, link: Link) -> None:
+        target = link.target
+        if isinstance(target, Coordinator):
+            self.transactions.attach_coordinator(connection, link, target)
+        else:
+            self.attacher.producer(connection, link)
+
+    def _on_credit(self, connection: BrokerConnection, event: ev.CreditChanged) -> None:
+        consumer = event.link.context
+        if isinstance(consumer, ExtensionLink):
+            consumer.on_credit()
+        elif isinstance(consumer, ConsumerLink) or consumer in self.consumers:
+            self.consumers.credit(consumer, event.properties, event.link.drain)
+
+    def _on_window(self, connection: BrokerConnection, event: ev.SessionWindowOpened) -> None:
+        now = self.clock.now()
+        for link in list(event.session.links_by_handle.values()):
+            if link.context in self.consumers:
+                link.context.pump(now)
+
+    def _on_message(self, connection: BrokerConnection, event: ev.MessageReceived) -> None:
+        link, delivery = event.link, event.delivery
+        producer = link.context
+        protocol = connection.protocol
+        if isinstance(producer, CoordinatorLink):
+            self.transactions.on_control_message(producer, delivery)
+        elif isinstance(producer, ProducerLink):
+            now = self.clock.now()
+            refused = format_refusal(delivery)
+            if refused is not None:
+                if not delivery.remote_settled:
+                    protocol.settle(delivery, refused)
+            else:
+                try:
+                    messages = messages_of(delivery, now)
+                except (AMQPDecodeError, IndexError) as exc:
+                    # The broker paper 2.2.1: misrepresented sections are a session error.
+                    protocol.end_session(link.session, amqp_error(conditions.DECODE_ERROR, f"malformed message: {exc}"))
+                    return
+                state = delivery.state
+                denied = None
+                if producer.address is None and self.permissions is not None:  # hook: the relay's permissions
+                    denied = relay_refusal(self.permissions, connection.protocol.user, messages)
+                if denied is not None:
+                    if not delivery.remote_settled:
+                        rejected: Any = Rejected(error=denied)
+                        if isinstance(state, TransactionalState):
+                            rejected = TransactionalState(txn_id=state.txn_id, outcome=rejected)
+                        protocol.settle(delivery, rejected)
+                elif isinstance(state, TransactionalState):
+                    self.transactions.stage_publish(producer, delivery, messages, state.txn_id)
+                else:
+                    outcome = route_all(self._find, self._publisher, producer.address, messages, now)
+                    if not delivery.remote_settled:
+                        protocol.settle(delivery, outcome, settled=link.rcv_settle_mode != RCV_SECOND)
+        elif isinstance(producer, ExtensionLink):
+            producer.on_message(delivery)
+        # Credit top-up: a producer is granted link_credit again once it has used half, so a
+        # steady sender never waits for a flow (one flow per link_credit/2 messages, not one
+        # per message), and credit stays bounded by link_credit.  A withhold-credit queue's
+        # producers get only what room there is (limits.CreditGate).
+        if link.credit <= self.config.link_credit // 2 and link.state is LinkState.ATTACHED:
+            gated = self.credit_gate.queue_of(producer) if isinstance(producer, ProducerLink) else None
+            if gated is not None:  # hook: withhold-credit (limits.py)
+                self.credit_gate.top_up(gated, [producer])
+            else:
+                protocol.grant_credit(link, self.config.link_credit)
+
+    def _on_delivery_updated(self, connection: BrokerConnection, event: ev.DeliveryUpdated) -> None:
+        owner = event.link.context
+        if isinstance(owner, ConsumerLink) or owner in self.consumers:
+            owner.on_outcome(event.delivery, event.state, event.settled)  # a queue's: Consumers.queue_outcome
+
+    def _on_detached(self, connection: BrokerConnection, event: ev.LinkDetached) -> None:
+        owner = event.link.context
+        if owner in self.consumers:
+            self.consumers.end(owner, event.closed)
+        elif isinstance(owner, ProducerLink):
+            self.credit_gate.detach(owner)
+            if owner.dynamic and owner.address is not None:
+                self.router.drop_temporary(owner.address)
+        elif isinstance(owner, CoordinatorLink):
+            self.transactions.coordinator_gone(owner)
+
+
+_HANDLERS: dict[type, Callable[[EventPolicy, BrokerConnection, Any], None]] = {
+    ev.ConnectionOpened: EventPolicy._on_opened,
+    ev.ConnectionClosed: EventPolicy._on_closed,
+    ev.SessionBegun: EventPolicy._ignore,
+    ev.SessionEnded: EventPolicy._ignore,
+    ev.LinkAttached: EventPolicy._on_attached,
+    ev.LinkDetached: EventPolicy._on_detached,
+    ev.MessageReceived: EventPolicy._on_message,
+    ev.DeliveryUpdated: EventPolicy._on_delivery_updated,
+    ev.CreditChanged: EventPolicy._on_credit,
+    ev.SessionWindowOpened: EventPolicy._on_window,
+}
+
