@@ -38,8 +38,6 @@ class StreamState:
         self.lost: dict[str, list[int]] = {}
         self.committed = 0
         self.frozen = False
-        #: Frozen (``availableNow``): how many more of the messages present at the freeze to read.
-        self.remaining = 0
         self.started = False
 
     # ------------------------------------------------------------------ connection
@@ -74,17 +72,12 @@ class StreamState:
     # ------------------------------------------------------------------ batches
 
     def freeze(self) -> None:
-        """``availableNow``: read as many messages as the queue holds now; later arrivals wait for the
-        next query.  They are counted by browsing and dropped (nothing acquired, nothing kept), so the
-        driver's memory does not grow with the backlog: each batch then takes at most ``maxBatch``."""
-        count = 0
-        with self.options.connect() as client, client.receiver(self.options.address, browse=True) as browser:
-            while True:
-                chunk = browser.fetch(self.options.max_batch)
-                if not chunk:
-                    break
-                count += len(chunk)
-        self.remaining = count
+        """``availableNow``: take what the queue holds now; later arrivals wait for the next query."""
+        while True:
+            got = self._fetch(self.options.max_batch)
+            if not got:
+                break
+            self.buffer.extend(got)
         self.frozen = True
 
     def _adopt(self, delivery: Delivery) -> bool:
@@ -116,17 +109,14 @@ class StreamState:
         want = self.options.max_batch
         batch: list[Delivery] = []
         while len(batch) < want:
-            if self.frozen and self.remaining <= 0:
-                break
             if not self.buffer:
-                limit = want - len(batch) + sum(len(p) for p in self.lost.values())
-                got = self._fetch(min(limit, self.remaining) if self.frozen else limit)
+                if self.frozen:
+                    break
+                got = self._fetch(want - len(batch) + sum(len(p) for p in self.lost.values()))
                 if not got:
                     break
                 self.buffer.extend(got)
             delivery = self.buffer.popleft()
-            if self.frozen:
-                self.remaining -= 1  # counted at the freeze, whether new to Spark or a redelivery adopted
             if not self._adopt(delivery):
                 batch.append(delivery)
         if not batch:

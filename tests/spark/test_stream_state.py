@@ -99,16 +99,6 @@ def test_frozen_reader_stops_at_what_was_there(broker: ThreadedBroker) -> None:
     assert seen == [f"m{i}" for i in range(10)]
 
 
-def test_freezing_holds_no_backlog_on_the_driver(broker: ThreadedBroker) -> None:
-    state = StreamState(options(broker))  # maxBatch 4
-    state.freeze()
-    assert state.remaining == 10 and not state.buffer  # counted by browsing, nothing kept
-    assert broker.queue("in").acquired == 0
-    batch, end = state.next_batch(START)
-    assert texts(batch) == ["m0", "m1", "m2", "m3"]
-    assert len(state.buffer) == 0 and broker.queue("in").acquired == 4  # only the batch is held
-
-
 def test_options_name_what_is_missing_or_wrong() -> None:
     with pytest.raises(ValueError, match="needs option 'url'"):
         parse_options({"address": "q"})
