@@ -5,12 +5,17 @@ Run by ``python -m bench`` (group ``fixture``) as ``python bench/fixture_bench.p
 not, interleaved; a hook times each test's setup + call + teardown (wall clock, and CPU time of
 the whole process, broker thread included); the medians go to OUT.json.
 The first test with the fixture (it starts the broker) is left out of its median.
+
+``python bench/fixture_bench.py runs N`` instead runs whole pytest processes of N trivial
+tests with the fixture and N without, alternating, and reports the CPU time per test they
+differ by (the broker's start and the imports included).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -90,5 +95,66 @@ def measure(tests: int, *pytest_args: str, timeout: float = 120.0) -> dict[str, 
     }
 
 
+RUN_TESTS = textwrap.dedent(
+    """
+    import os
+    import pytest
+
+    N = int(os.environ["MINIBROKER_BENCH_TESTS"])
+
+    if os.environ["MINIBROKER_BENCH_KIND"] == "with":
+        @pytest.mark.parametrize("n", range(N))
+        def test_case(amqp_broker, n):
+            assert amqp_broker.port
+    else:
+        @pytest.mark.parametrize("n", range(N))
+        def test_case(n):
+            assert n >= 0
+    """
+)
+
+
+def _run_cpu_s(root: Path, tests: int, kind: str, timeout: float) -> float:
+    """CPU seconds (user + system, every thread) of one whole ``pytest`` process."""
+    env = dict(os.environ, MINIBROKER_BENCH_TESTS=str(tests), MINIBROKER_BENCH_KIND=kind)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "test_run_cost.py"],
+        cwd=root, env=env, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise RuntimeError(f"fixture bench run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def measure_runs(tests: int, rounds: int = 3, timeout: float = 120.0) -> dict[str, Any]:
+    """Whole pytest runs of ``tests`` trivial tests with the fixture and without, alternating.
+
+    The difference in CPU time per test (medians over ``rounds``) is what a suite pays for
+    using the fixture, the broker's start and the imports included; the per-test medians of
+    :func:`measure` leave that one-time cost out.
+    """
+    with_s: list[float] = []
+    without_s: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="minibroker-fixture-runs-") as tmp:
+        root = Path(tmp)
+        (root / "test_run_cost.py").write_text(RUN_TESTS)
+        for i in range(rounds):
+            for kind in ("with", "without") if i % 2 == 0 else ("without", "with"):
+                (with_s if kind == "with" else without_s).append(_run_cpu_s(root, tests, kind, timeout))
+    with_cpu, without_cpu = statistics.median(with_s), statistics.median(without_s)
+    return {
+        "tests": tests,
+        "rounds": rounds,
+        "with_cpu_s": with_cpu,
+        "without_cpu_s": without_cpu,
+        "overhead_cpu_ms": (with_cpu - without_cpu) / tests * 1e3,
+    }
+
+
 if __name__ == "__main__":
-    print(json.dumps(measure(int(sys.argv[1]), *sys.argv[2:])))
+    if sys.argv[1] == "runs":
+        print(json.dumps(measure_runs(int(sys.argv[2]))))
+    else:
+        print(json.dumps(measure(int(sys.argv[1]), *sys.argv[2:])))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import signal
 import ssl
@@ -12,7 +13,7 @@ import warnings
 import trio
 
 from . import __version__
-from .broker.config import BrokerConfig
+from .broker.config import BrokerConfig, ServiceBusOptions
 from .broker.engine import Broker
 from .server import DEFAULT_HOST, ExposedBrokerWarning, serve, stop
 from .tls import server_context
@@ -42,6 +43,14 @@ def _parser() -> argparse.ArgumentParser:
     serve_cmd.add_argument(
         "--stream", action="append", default=[], help="declare a stream (append-only log, read by offset) at start-up"
     )
+    serve_cmd.add_argument(
+        "--subscription", type=_subscription, action="append", default=[], metavar="TOPIC/NAME",
+        help="declare a Service Bus topic subscription at start-up (TOPIC/Subscriptions/NAME)",
+    )  # fmt: skip
+    serve_cmd.add_argument(
+        "--servicebus-config", metavar="FILE",
+        help="declare Service Bus entities from a Service Bus emulator Config.json",
+    )  # fmt: skip
     serve_cmd.add_argument("--ssl-certfile", help="serve amqps (TLS) with this PEM certificate (chain)")
     serve_cmd.add_argument("--ssl-keyfile", help="the certificate's PEM private key (if not in --ssl-certfile)")
     serve_cmd.add_argument("--ssl-keyfile-password", help="password of an encrypted --ssl-keyfile")
@@ -62,12 +71,32 @@ async def _serve(broker: Broker, host: str, port: int, context: ssl.SSLContext |
                 break
 
 
-def build_broker(args: argparse.Namespace) -> Broker:
+def _subscription(text: str) -> tuple[str, str]:
+    topic, _, name = text.partition("/")
+    if not topic or not name or "/" in name:
+        raise argparse.ArgumentTypeError(f"a subscription is TOPIC/NAME, got {text!r}")
+    return topic, name
+
+
+def _servicebus_options(config_file: str | None, subscriptions: list[tuple[str, str]]) -> ServiceBusOptions:
+    """The emulator config file's entities, with the ``--subscription`` ones added."""
+    from .servicebus.emulator import load_emulator_config  # only when asked for
+
+    options = load_emulator_config(config_file) if config_file else ServiceBusOptions()
+    topics = {topic: list(names) for topic, names in options.topics.items()}
+    for topic, name in subscriptions:
+        if name not in topics.setdefault(topic, []):
+            topics[topic].append(name)
+    return dataclasses.replace(options, topics={topic: tuple(names) for topic, names in topics.items()})
+
+
+def build_broker(args: argparse.Namespace, servicebus: ServiceBusOptions | None = None) -> Broker:
     """The broker ``serve`` runs: its config and the nodes declared on the command line."""
     config = BrokerConfig(
         users=dict(args.user),
         allow_anonymous=not args.no_anonymous,
         auto_create=not args.no_auto_create,
+        servicebus=servicebus,
     )
     broker = Broker(config)
     for name in args.queue:
@@ -91,7 +120,13 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(str(exc))
     elif args.ssl_keyfile:
         parser.error("--ssl-keyfile needs --ssl-certfile")
-    broker = build_broker(args)
+    servicebus = None
+    if args.servicebus_config or args.subscription:
+        try:
+            servicebus = _servicebus_options(args.servicebus_config, args.subscription)
+        except (OSError, ValueError) as exc:
+            parser.error(str(exc))
+    broker = build_broker(args, servicebus)
     failure: OSError | None = None
     try:
         trio.run(_serve, broker, args.host, args.port, context)

@@ -28,18 +28,26 @@ from typing import Any
 
 import trio
 
+from .broker.client_connection import OUTPUT_BOUND
 from .broker.clock import ManualClock
 from .broker.engine import Broker, BrokerConnection
+from .broker.stored import clear_header_cache
 from .tls import close_notify, handshake, wrap
 
 __all__ = ["serve", "stop", "DEFAULT_HOST", "ExposedBrokerWarning"]
 
 DEFAULT_HOST = "127.0.0.1"
 READ_SIZE = 256 * 1024
-#: Output queued for a peer that does not read, beyond which its reader stops reading.
-HIGH_WATER = 4 * 1024 * 1024
+#: Output queued for a peer that does not read, beyond which its reader stops reading (and the
+#: broker routes nothing more to it: ``BrokerConnection.output_full``).
+HIGH_WATER = OUTPUT_BOUND
+#: Backlog at which routing to a connection that went over ``HIGH_WATER`` resumes.
+LOW_WATER = HIGH_WATER // 2
 #: Chunks a reader handles back to back before it lets other tasks run.
 FAIRNESS_BATCH = 16
+#: Frames handled per pass: a read of 256 KiB of tiny frames (tens of thousands) is handled in
+#: batches with other connections served in between.  A read of ordinary messages is one batch.
+FRAMES_PER_PASS = 1024
 #: Seconds a finished connection's pending output may take to reach a slow peer.
 CLOSE_GRACE = 5.0
 #: Seconds to wait for the peer to close its side after we closed ours (avoids a reset).
@@ -86,13 +94,24 @@ class _Waker:
 class _Sender:
     """Writes to one socket in order; whichever task finds it idle does the writing."""
 
-    __slots__ = ("_sock", "_pending", "_busy", "_drained")
+    __slots__ = ("_sock", "_pending", "_busy", "_drained", "connection", "waker")
 
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
         self._pending = bytearray()
         self._busy = False
         self._drained = trio.Event()
+        #: Whose output this is, and its writer's waker: routing to a connection stopped at
+        #: ``HIGH_WATER`` resumes (in the writer task) once its backlog is down to ``LOW_WATER``.
+        self.connection: BrokerConnection | None = None
+        self.waker: _Waker | None = None
+
+    def _written(self) -> None:
+        connection = self.connection
+        if connection is not None:
+            backlog = connection.transport_backlog = len(self._pending)
+            if connection.throttled and backlog <= LOW_WATER and self.waker:
+                self.waker.set()
 
     @property
     def backlog(self) -> int:
@@ -101,6 +120,8 @@ class _Sender:
     def write_nowait(self, data: bytes) -> bool:
         """Queue ``data`` and write what the socket takes now; False if some is left for a task to write."""
         self._pending += data
+        if self.connection is not None:
+            self.connection.transport_backlog = len(self._pending)
         if self._busy:
             return True  # the task waiting to write writes this too
         try:
@@ -110,11 +131,14 @@ class _Sender:
         except OSError:
             return False  # the writer task meets the error and ends the connection
         del self._pending[:sent]
+        self._written()
         return not self._pending
 
     async def send(self, data: bytes) -> None:
         """Queue ``data``; write it now unless another task is already waiting to write."""
         self._pending += data
+        if self.connection is not None:
+            self.connection.transport_backlog = len(self._pending)
         if self._busy or not self._pending:
             return
         self._busy = True
@@ -125,12 +149,18 @@ class _Sender:
                 except WOULD_BLOCK_WRITE:
                     sent = 0
                 del self._pending[:sent]
+                self._written()
                 if self._pending:
                     await trio.lowlevel.wait_writable(self._sock)
         finally:
             self._busy = False
             self._drained.set()
             self._drained = trio.Event()
+
+    def discard(self) -> None:
+        """The connection is over: drop what was never written."""
+        self._pending = bytearray()
+        self.connection = self.waker = None
 
     async def wait_drained(self) -> None:
         """Park until what is queued has been written (back-pressure for a peer that does not read)."""
@@ -165,6 +195,34 @@ class _Outbox:
                 channel.write_now()
 
 
+class _Handshakes:
+    """Connections that have not completed ``open`` yet, oldest first, at most ``limit`` of them.
+
+    They hold no ``max_connections`` slot (the broker counts a connection when its ``open``
+    arrives); instead one more than ``limit`` makes the oldest go, so sockets that dawdle
+    (however many) can delay a client that logs in at once by one eviction, never refuse it.
+    """
+
+    __slots__ = ("limit", "_pending")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._pending: dict[trio.CancelScope, BrokerConnection] = {}
+
+    def admit(self, scope: trio.CancelScope, connection: BrokerConnection) -> None:
+        pending = self._pending
+        for old in [s for s, c in pending.items() if c.container_id is not None or not c.open]:
+            del pending[old]  # done with the handshake, or gone
+        while len(pending) >= self.limit:
+            oldest = next(iter(pending))
+            del pending[oldest]
+            oldest.cancel()
+        pending[scope] = connection
+
+    def discard(self, scope: trio.CancelScope) -> None:
+        self._pending.pop(scope, None)
+
+
 class _Channel:
     """One connection as the server writes it: its protocol state, its ordered sender and its writer's waker."""
 
@@ -195,6 +253,7 @@ class _Channel:
 def stop(broker: Broker, scope: trio.CancelScope) -> None:
     """Stop serving: every connection gets a ``close`` (flushed while the tasks wind down), then ``scope`` is cancelled."""
     broker.close_connections()
+    clear_header_cache()
     scope.cancel()
 
 
@@ -226,6 +285,7 @@ async def serve(
                 stacklevel=2,
             )
         outbox = _Outbox()
+        handshakes = _Handshakes(broker.config.max_handshakes)
         async with trio.open_nursery() as nursery:
             if not isinstance(broker.clock, ManualClock):
                 nursery.start_soon(_run_timers, broker)
@@ -243,9 +303,11 @@ async def serve(
                 if family in (socket.AF_INET, socket.AF_INET6):
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 if ssl_context is not None:
-                    nursery.start_soon(_serve_tls, broker, ssl_context, sock, f"{peer[0]}:{peer[1]}", outbox)
+                    nursery.start_soon(
+                        _serve_tls, broker, ssl_context, sock, f"{peer[0]}:{peer[1]}", outbox, handshakes
+                    )
                 else:
-                    nursery.start_soon(_serve_connection, broker, sock, f"{peer[0]}:{peer[1]}", outbox)
+                    nursery.start_soon(_serve_connection, broker, sock, f"{peer[0]}:{peer[1]}", outbox, handshakes)
     finally:
         listener.close()
 
@@ -269,7 +331,9 @@ async def _run_timers(broker: Broker) -> None:
         broker.on_timers_changed = previous
 
 
-async def _serve_tls(broker: Broker, context: ssl.SSLContext, raw: socket.socket, peer: str, outbox: _Outbox) -> None:
+async def _serve_tls(
+    broker: Broker, context: ssl.SSLContext, raw: socket.socket, peer: str, outbox: _Outbox, handshakes: _Handshakes
+) -> None:
     """Handshake, then serve as plain; a failed handshake only closes the socket (no broker state yet)."""
     try:
         sock = wrap(context, raw)
@@ -277,13 +341,15 @@ async def _serve_tls(broker: Broker, context: ssl.SSLContext, raw: socket.socket
         raw.close()
         return
     if await handshake(sock):
-        await _serve_connection(broker, sock, peer, outbox)
+        await _serve_connection(broker, sock, peer, outbox, handshakes)
     else:
         sock.close()
 
 
-async def _serve_connection(broker: Broker, sock: socket.socket, peer: str, outbox: _Outbox) -> None:
-    """Read and write one connection.
+async def _serve_connection(
+    broker: Broker, sock: socket.socket, peer: str, outbox: _Outbox, handshakes: _Handshakes
+) -> None:
+    """Read and write one connection; until its ``open`` it counts among the ``handshakes``.
 
     The reader sends the replies to what it just read itself, so a request
     costs one task wake-up; the writer task sends only what other
@@ -294,6 +360,20 @@ async def _serve_connection(broker: Broker, sock: socket.socket, peer: str, outb
     sender = _Sender(sock)
     channel = _Channel(sender, waker, outbox)
     connection = channel.connection = broker.connect(channel.notify, peer)
+    connection.transport_backlog = 0
+    sender.connection, sender.waker = connection, waker
+    with trio.CancelScope() as evicted:  # cancelled when newer handshakes push this one out
+        handshakes.admit(evicted, connection)
+        try:
+            await _run_connection(connection, sock, sender, waker, outbox)
+        finally:
+            handshakes.discard(evicted)
+
+
+async def _run_connection(
+    connection: BrokerConnection, sock: socket.socket, sender: _Sender, waker: _Waker, outbox: _Outbox
+) -> None:
+    broker = connection.broker
     peer_closed = False
     try:
         async with trio.open_nursery() as nursery:
@@ -313,7 +393,8 @@ async def _serve_connection(broker: Broker, sock: socket.socket, peer: str, outb
     except* Exception as group:  # a bug here must cost this connection only, never the server
         broker.errors.extend(exc for exc in group.exceptions if isinstance(exc, Exception))
     finally:
-        connection.connection_lost()
+        connection.release()  # its buffers go now, not at the next collection of its reference cycles
+        sender.discard()
         if not peer_closed:
             await _linger(sock)
         sock.close()
@@ -363,16 +444,21 @@ async def _read(
         if not data:
             return True
         drained = plain and len(data) < READ_SIZE
-        outbox.reading = True
-        try:
-            connection.receive_data(data)
-        finally:
-            outbox.reading = False
-        if outbox.ready:
-            outbox.flush(connection)
-        output = connection.data_to_send()
-        if output:
-            await sender.send(output)
+        while True:
+            outbox.reading = True
+            try:
+                connection.receive_data(data, FRAMES_PER_PASS)
+            finally:
+                outbox.reading = False
+            if outbox.ready:
+                outbox.flush(connection)
+            output = connection.data_to_send()
+            if output:
+                await sender.send(output)
+            if not connection.protocol.backlogged or connection.finished:
+                break
+            data = b""
+            await trio.lowlevel.checkpoint()  # others run between batches of this peer's frames
         waker.clear()  # everything queued for this connection has been handed to the sender
         if sender.backlog > HIGH_WATER:
             await sender.wait_drained()
@@ -387,6 +473,8 @@ async def _write(connection: BrokerConnection, sender: _Sender, waker: _Waker, s
     """Send output produced by other connections' traffic; run idle-timeout ticks."""
     try:
         while True:
+            if connection.throttled and sender.backlog <= LOW_WATER:
+                connection.output_drained()  # its consumers send again, up to HIGH_WATER
             deadline = connection.tick(trio.current_time())
             output = connection.data_to_send()
             if output or sender.backlog:

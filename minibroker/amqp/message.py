@@ -168,8 +168,19 @@ _SECTION_CODES = {
 }  # fmt: skip
 
 
+#: Rank given to delivery-annotations that come last: nothing may follow them.
+_TRAILING = 7
+
+
 def split_sections(buf: bytes | memoryview) -> Sections:
-    """Find each section's byte range, checking their order (§3.2), without decoding them."""
+    """Find each section's byte range, checking their order (§3.2), without decoding them.
+
+    One deviation from §3.2 is tolerated: delivery-annotations as the very last
+    section, after the body and footer.  azure-servicebus' and azure-eventhub's
+    AMQP stack encodes them there (Event Hubs ignores them elsewhere) and the
+    real services accept it, so a broker standing in for them must too.  Their
+    range then lies after the footer's.
+    """
     pos = 0
     end = len(buf)
     spans: dict[int, tuple[int, int]] = {}
@@ -185,6 +196,8 @@ def split_sections(buf: bytes | memoryview) -> Sections:
         else:
             code = _section_code(buf, pos)
         rank = _RANK[code]
+        if code == DELIVERY_ANNOTATIONS and body_code is not None and 1 not in spans:
+            rank = _TRAILING  # the trailing form (see above): accepted once, as the last section
         if rank < last_rank or (rank == last_rank and rank != 5):
             raise AMQPDecodeError(
                 f"message section {_SECTION_NAMES[code]} at offset {pos} is out of order (Part 3 §3.2)"
@@ -209,7 +222,7 @@ def split_sections(buf: bytes | memoryview) -> Sections:
                 bare_start = start
             bare_end = pos
         else:
-            spans[rank] = (start, pos)
+            spans[1 if rank == _TRAILING else rank] = (start, pos)
     if bare_start is None or bare_end is None:
         bare_start = bare_end = spans.get(2, spans.get(1, spans.get(0, (0, 0))))[1]
     empty = (bare_start, bare_start)

@@ -13,6 +13,7 @@ for a dynamic node (2.3.13).  What cannot be honoured raises
 from __future__ import annotations
 
 import itertools
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -53,6 +54,15 @@ def capabilities(terminus: Any) -> frozenset[str]:
     return frozenset(str(c) for c in caps)
 
 
+def _durable_name(user: str | None, container_id: str | None, link_name: str) -> str:
+    """A durable subscription's name: it belongs to the user who created it (from SASL PLAIN) and
+    their container-id and link name (broker paper 2.3.11), so another user reusing the same
+    container-id and link name gets a subscription of their own.  Anonymous clients share one
+    namespace: without a login there is no one to tell apart."""
+    owner = f"{user}/" if user is not None else ""
+    return f"{owner}{container_id}:{link_name}"
+
+
 class Attacher:
     """Builds the broker's side of a link from the client's attach."""
 
@@ -71,6 +81,12 @@ class Attacher:
         #: How a consumer on a queue applies the client's outcomes (the broker's consumer registry).
         self.on_outcome = on_outcome
         self._link_ids = itertools.count(1)  # distinct per consumer: undeliverable-here names them
+        #: Called with a live consumer whose durable subscription a new attach takes over (link
+        #: stealing, Part 2 §2.6.1): the broker detaches it with ``amqp:link:stolen``.
+        self.on_stolen: Callable[[ConsumerLink], None] | None = None
+        #: The connection that created each dynamic node (broker paper 2.3.13): only it may
+        #: consume from the node; others may send to it (a reply-to address is made to be sent to).
+        self._dynamic_owners: weakref.WeakKeyDictionary[Node, Client] = weakref.WeakKeyDictionary()
 
     def consumer(self, connection: Client, link: Link, container_id: str | None) -> NodeConsumer:
         """Accept a link on which the client receives (source: any node, or a dynamic one), or raise :class:`Refusal`.
@@ -105,6 +121,7 @@ class Attacher:
         node: Node | None
         if dynamic:
             address, node = self.router.declare_dynamic()
+            self._dynamic_owners[node] = connection
         else:
             if not isinstance(source.address, str) or not source.address:
                 raise Refusal(conditions.INVALID_FIELD, "the source has no address (set one, or dynamic=true)")
@@ -112,6 +129,13 @@ class Attacher:
             node = self.router.resolve(address, capabilities(source))
             if node is None:
                 raise Refusal(conditions.NOT_FOUND, self.router.unresolved(address, capabilities(source)))
+            owner = self._dynamic_owners.get(node)
+            if owner is not None and owner is not connection:
+                raise Refusal(
+                    conditions.UNAUTHORIZED_ACCESS,
+                    f"{address!r} is a dynamic node of another connection: only its creator receives from it "
+                    "(attach with dynamic=true for one of your own)",
+                )
 
         def queue_consumer(
             queue: Queue, *, browse: bool, subscription: Subscription | None = None, topic: Topic | None = None
@@ -132,10 +156,12 @@ class Attacher:
             copy=source.distribution_mode == "copy",
             selector=selector,
             durable=bool(source.durable) and source.expiry_policy == "never",
-            durable_name=f"{container_id}:{link.name}",
+            durable_name=_durable_name(connection.protocol.user, container_id, link.name),
             queue_consumer=queue_consumer,
             stream_filter=stream_filter,
         )
+        if request.durable and isinstance(node, Topic):
+            self._steal(node, request.durable_name)
         consumer = node.open_consumer(request)
         browse = consumer.browse
         link.context = consumer
@@ -187,6 +213,17 @@ class Attacher:
             on_outcome=self.on_outcome,
         )
 
+    def _steal(self, topic: Topic, durable_name: str) -> None:
+        """A link is identified by its name and its container (Part 2 §2.6.1): attaching a name
+        that is live elsewhere takes it over, and the old link is detached (``amqp:link:stolen``)
+        rather than sharing the subscription's messages with the new one."""
+        existing = topic.subscriptions.get(f"{topic.name}::{durable_name}")  # Topic.open_consumer's key
+        if existing is None or not existing.attached or self.on_stolen is None:
+            return
+        for consumer in list(existing.queue.consumers):
+            if isinstance(consumer, ConsumerLink) and consumer.subscription is existing:
+                self.on_stolen(consumer)
+
     def producer(self, connection: Client, link: Link) -> ProducerLink:
         """Accept a link on which the client sends (target: a node, a dynamic node or none for anonymous relay)."""
         target = link.target
@@ -195,7 +232,8 @@ class Attacher:
         dynamic = bool(target.dynamic)
         address: str | None
         if dynamic:
-            address, _queue = self.router.declare_dynamic()
+            address, queue = self.router.declare_dynamic()
+            self._dynamic_owners[queue] = connection
         elif target.address is None:
             address = None  # anonymous relay: route every message by its ``to``
         else:

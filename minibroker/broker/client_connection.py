@@ -23,10 +23,14 @@ if TYPE_CHECKING:
     from .consuming import NodeConsumer
     from .stored import Entry
 
-__all__ = ["ANONYMOUS_RELAY", "BrokerConnection", "ConnectionOwner"]
+__all__ = ["ANONYMOUS_RELAY", "BrokerConnection", "ConnectionOwner", "OUTPUT_BOUND"]
 
 #: Offered in ``open`` so clients may send with a null target address (routing by ``to``).
 ANONYMOUS_RELAY = "ANONYMOUS-RELAY"
+#: Bytes of output queued for one client (in the engine and in the transport) beyond which the
+#: broker routes no more messages to it and the server stops reading it, until it catches up.
+#: 4 MiB is 16 frames of the default max-frame-size: plenty to keep a reading client busy.
+OUTPUT_BOUND = 4 * 1024 * 1024
 
 
 class ConnectionOwner(Protocol):
@@ -61,9 +65,11 @@ class BrokerConnection:
                 container_id=config.container_id,
                 max_frame_size=config.max_frame_size,
                 idle_timeout=config.idle_timeout,
+                handshake_timeout=config.handshake_timeout,
                 users=dict(config.users),
                 allow_anonymous=config.allow_anonymous,
                 max_message_size=config.max_message_size,
+                max_unsettled_incoming=config.link_credit,
                 channel_max=config.max_sessions - 1,
                 offered_capabilities=(ANONYMOUS_RELAY,),
                 properties={"product": "minibroker"},
@@ -73,6 +79,11 @@ class BrokerConnection:
         self.container_id: str | None = None
         self.open = True
         self.refusal: Error | None = None
+        #: Bytes the transport holds for this client and has not written yet (kept up to date by
+        #: the server as it writes); None: no transport (the in-memory peer of minibroker.testing).
+        self.transport_backlog: int | None = None
+        #: Set when routing to this client stopped because its output was full (:meth:`output_full`).
+        self.throttled = False
 
     @property
     def engine(self) -> Connection:
@@ -97,20 +108,46 @@ class BrokerConnection:
         self.broker.mark_dirty(self)
         self.broker.flush()
 
-    def receive_data(self, data: bytes) -> None:
-        """Bytes from the socket: run the protocol and the broker on them."""
+    def receive_data(self, data: bytes, max_frames: int | None = None) -> None:
+        """Bytes from the socket: run the protocol and the broker on them (``Connection.receive_data``)."""
         try:
-            self.broker.handle(self, self.protocol.receive_data(data))
+            self.broker.handle(self, self.protocol.receive_data(data, max_frames))
         except Exception as exc:  # a broker bug must cost one connection, not the broker
             self.broker.internalerror(self, exc)
 
     def data_to_send(self) -> bytes:
         """Bytes to write; a failure to produce them closes this connection (amqp:internal-error)."""
         try:
-            return self.protocol.data_to_send()
+            data = self.protocol.data_to_send()
         except Exception as exc:
             self.broker.internalerror(self, exc)
             return self.protocol.data_to_send()
+        if self.throttled and self.transport_backlog is None:
+            self.output_drained()  # in memory (minibroker.testing): what was taken is delivered
+        return data
+
+    def output_full(self) -> bool:
+        """Whether output queued here is over :data:`OUTPUT_BOUND`; if so, routing resumes once it drains."""
+        if self.protocol.output_size + (self.transport_backlog or 0) <= OUTPUT_BOUND:
+            return False
+        self.throttled = True
+        return True
+
+    def output_drained(self) -> None:
+        """The transport wrote what it held: links that stopped for a full output may send again.
+
+        Room opened for this client as when a session window opens (§2.5.6), so the broker's
+        answer is the same: its consumers' queues dispatch again.
+        """
+        if not self.throttled or not self.open:
+            return
+        self.throttled = False
+        sessions = list(self.protocol.sessions.values())
+        if sessions:
+            try:
+                self.broker.handle(self, [ev.SessionWindowOpened(session) for session in sessions])
+            except Exception as exc:
+                self.broker.internalerror(self, exc)
 
     def tick(self, now: float) -> float | None:
         """Idle-timeout rules at server time ``now`` (monotonic); returns the next deadline."""
@@ -136,6 +173,13 @@ class BrokerConnection:
             except Exception as exc:  # a broker bug must not take the server down
                 self.broker.errors.append(exc)
             self.broker.forget_connection(self)
+
+    def release(self) -> None:
+        """The transport is closed: free what this connection holds at once (see ``Connection.discard_buffers``)."""
+        self.connection_lost()
+        self.protocol.discard_buffers()
+        self.transport_backlog = None
+        self.throttled = False
 
     def mark_dirty(self) -> None:
         """Output was queued here by work done for another connection: have it written."""

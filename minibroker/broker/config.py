@@ -79,6 +79,87 @@ def _check_types(options: object, table: dict[str, tuple[str, tuple[type, ...], 
 
 
 @dataclass(frozen=True, slots=True)
+class SqlFilter:
+    """A Service Bus SQL filter: a SQL-92 condition over ``sys.`` properties and application properties.
+
+    ``SqlFilter("1=1")`` is the true filter (the ``$Default`` rule's), ``SqlFilter("1=0")`` the false one.
+    """
+
+    expression: str
+
+
+@dataclass(frozen=True, slots=True)
+class CorrelationFilter:
+    """A Service Bus correlation filter: every field given must equal the message's (application
+    ``properties`` too); fields left None are not compared."""
+
+    correlation_id: str | None = None
+    message_id: str | None = None
+    to: str | None = None
+    reply_to: str | None = None
+    subject: str | None = None
+    session_id: str | None = None
+    reply_to_session_id: str | None = None
+    content_type: str | None = None
+    properties: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionRule:
+    """A subscription's rule: a filter and an optional SQL action (``SET p = expr; REMOVE q``).
+
+    A subscription takes a message when any rule's filter matches: one copy for the
+    rules without actions, and a copy per matching rule with an action, changed by it.
+    """
+
+    name: str
+    filter: SqlFilter | CorrelationFilter = SqlFilter("1=1")
+    action: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EntityProperties:
+    """A Service Bus queue's, topic's or subscription's own settings (the emulator config's ``Properties``).
+
+    Times are seconds on the broker's clock; None takes the :class:`ServiceBusOptions` value
+    (``lock_duration``, ``max_delivery_count``) or means no limit (``default_message_time_to_live``).
+    """
+
+    lock_duration: float | None = None
+    max_delivery_count: int | None = None
+    #: The longest a message lives in the entity (a message's own shorter ttl still applies).
+    default_message_time_to_live: float | None = None
+    #: Expired messages go to the dead-letter queue (reason ``TTLExpiredException``) instead of away.
+    dead_lettering_on_message_expiration: bool = False
+    #: A message whose message-id the entity saw within the window is accepted and dropped.
+    requires_duplicate_detection: bool = False
+    duplicate_detection_history_time_window: float = 600.0
+    #: Messages that reach the entity go on to this queue or topic.
+    forward_to: str | None = None
+    #: The entity's dead letters go to this queue or topic instead of its ``$DeadLetterQueue``.
+    forward_dead_lettered_messages_to: str | None = None
+    #: Receivers must lock a session.
+    requires_session: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("lock_duration", "default_message_time_to_live"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ValueError(f"{name} must be a positive number of seconds or None, got {value}")
+        if self.max_delivery_count is not None and self.max_delivery_count < 1:
+            raise ValueError(f"max_delivery_count must be >= 1, got {self.max_delivery_count}")
+        if self.duplicate_detection_history_time_window <= 0:
+            raise ValueError(
+                "duplicate_detection_history_time_window must be a positive number of seconds, "
+                f"got {self.duplicate_detection_history_time_window}"
+            )
+
+
+#: The rule every subscription starts with when none are configured.
+DEFAULT_RULE = SubscriptionRule("$Default")
+
+
+@dataclass(frozen=True, slots=True)
 class StreamOptions:
     """Retention of a stream (see :mod:`minibroker.broker.streamlog`).
 
@@ -120,6 +201,10 @@ class ServiceBusOptions:
     max_delivery_count: int = 10
     queues: tuple[str, ...] = ()
     topics: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: A subscription's rules by ``"topic/subscription"``; a subscription not named has ``$Default``.
+    rules: Mapping[str, tuple[SubscriptionRule, ...]] = field(default_factory=dict)
+    #: Settings of entities by queue name, topic name or ``"topic/subscription"``.
+    entities: Mapping[str, EntityProperties] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.lock_duration <= 0:
@@ -134,6 +219,15 @@ class ServiceBusOptions:
                     f"topics maps a topic to a tuple of subscription names; got the string {subscriptions!r} "
                     f"for {topic!r}, write ({subscriptions!r},)"
                 )
+        for key, rules in self.rules.items():
+            topic, _, subscription = key.partition("/")
+            if subscription not in self.topics.get(topic, ()):
+                raise ValueError(
+                    f"rules are given for {key!r}, which is not a subscription in topics; key rules by "
+                    f"'topic/subscription' and declare it, e.g. topics={{{topic!r}: ({subscription!r},)}}"
+                )
+            if isinstance(rules, SubscriptionRule) or not all(isinstance(r, SubscriptionRule) for r in rules):
+                raise TypeError(f"rules[{key!r}] must be a tuple of SubscriptionRule, got {rules!r}")
 
 
 @dataclass(slots=True)
@@ -166,6 +260,13 @@ class BrokerConfig:
     max_links: int = 1024
     #: Seconds of peer silence before a connection is closed; None: never.
     idle_timeout: float | None = 60.0
+    #: Seconds from accepting a socket to a completed ``open`` (SASL included) before it is
+    #: closed; None: never.  10 s is RabbitMQ's and Artemis' default.
+    handshake_timeout: float | None = 10.0
+    #: Connections still in their handshake at once; they hold no ``max_connections`` slot.
+    #: One more makes the server close the oldest of them, so a client that logs in at once
+    #: always gets through, however many sockets dawdle.
+    max_handshakes: int = 256
     #: Seconds a transaction may stay open before it is rolled back; None: forever.
     transaction_timeout: float | None = None
     #: Keep the last N frames of every connection for ``broker.frames()``; 0 keeps none and costs nothing.

@@ -40,6 +40,9 @@ class Client(Protocol):
     def mark_dirty(self) -> None:
         """Output was queued for this client by work done for another: have it written."""
 
+    def output_full(self) -> bool:
+        """Whether the output queued for this client is over its bound: route nothing more to it for now."""
+
     def delivered(self, consumer: NodeConsumer, entry: Entry | None, delivery: Delivery) -> None:
         """Tell the broker's tap (``delivery_out``) that ``consumer`` was sent a message.
 

@@ -28,8 +28,8 @@ from .consuming import NodeConsumer
 from .extension import Extension, layer_for
 from .faults import FaultSet
 from .injection import FaultInjector
-from .limits import CreditGate, connection_refusal
-from .links import apply_outcome
+from .limits import CreditGate
+from .links import ConsumerLink, apply_outcome
 from .node import Node
 from .permissions import Permissions
 from .policy import EventPolicy
@@ -45,7 +45,7 @@ from .statistics import (
     TopicSnapshot,
     TransactionSnapshot,
 )
-from .stored import Entry, StoredMessage
+from .stored import Entry, StoredMessage, clear_header_cache
 from .stream import Stream
 from .tap import FrameLog, FrameTrace, Tap, TraceObserver
 from .timers import Timers
@@ -111,6 +111,7 @@ class Broker:
         self.attacher = Attacher(
             self.router, self.now, self.config.link_credit, self.credit_gate, on_outcome=self.consumers.queue_outcome
         )
+        self.attacher.on_stolen = self._steal
         self._dirty: set[BrokerConnection] = set()
         #: Exceptions raised while handling a connection (each closed it with amqp:internal-error).
         self.errors: list[Exception] = []
@@ -134,11 +135,17 @@ class Broker:
 
     # ------------------------------------------------------------ connections
 
+    def _steal(self, consumer: ConsumerLink) -> None:
+        """A new attach took over this consumer's link (Part 2 §2.6.1): detach it, not closed, with
+        ``amqp:link:stolen``; what it held goes back to its (durable) subscription."""
+        error = amqp_error(conditions.STOLEN, f"link {consumer.link.name!r} was attached again by its container")
+        consumer.connection.protocol.detach_link(consumer.link, error, closed=False)
+        self.consumers.end(consumer, closed=False)
+        consumer.connection.mark_dirty()
+
     def connect(self, notify: Callable[[], None], peer: str = "") -> BrokerConnection:
         """A new transport: returns the object the server feeds bytes to."""
         connection = BrokerConnection(self, notify, peer)
-        #: Set when the broker already serves max_connections: sent with ``close`` after ``open``.
-        connection.refusal = connection_refusal(len(self.connections), self.config.max_connections)
         self.connections.add(connection)
         self.connections_total += 1
         self.flush()  # waiters on statistics().connections see it
@@ -304,6 +311,7 @@ class Broker:
         """Back to empty: every connection closed; nodes, transactions, counters, errors, frame log and faults gone."""
         self.close_connections(amqp_error(conditions.CONNECTION_FORCED, "broker reset"))
         self.router.clear()
+        clear_header_cache()
         self.consumers.clear()
         self.transactions.reset()
         self.errors.clear()
@@ -314,6 +322,26 @@ class Broker:
         if self.extension is not None:
             self.extension.reset()
         self.flush()
+
+    @property
+    def pristine(self) -> bool:
+        """Whether :meth:`reset` would change nothing: no connection since the last reset and no
+        node, counter, open transaction, error, fault (or fault history) or protocol layer.
+
+        Only lengths and identities are read, each in one step (atomic under the GIL), so
+        another thread may ask while this one is idle (the pytest plugin's reset between
+        tests skips its trip to the broker's thread when a test changed nothing).
+        """
+        return (
+            not self.connections_total
+            and not self.connections
+            and not self.router.nodes
+            and not self.router.counters
+            and not self.transactions.open
+            and not self.errors
+            and self.faults.empty
+            and self.extension is None
+        )
 
     def drop_transient(self) -> int:
         """After a restart (every connection gone): lose non-durable messages, keep durable ones."""

@@ -43,7 +43,14 @@ class Extension(Protocol):
 
 
 class ExtensionLink:
-    """A link an extension owns: the broker hands it the messages and credit that arrive on it."""
+    """A link an extension owns: the broker hands it the messages and credit that arrive on it.
+
+    One that takes messages for a node (``publishes``) names it in ``address``,
+    so publish and transfer faults aimed at that address fire on it too.
+    """
+
+    address: str | None = None
+    publishes = False
 
     def on_message(self, delivery: Delivery) -> None:
         raise NotImplementedError

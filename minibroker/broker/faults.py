@@ -454,6 +454,11 @@ class FaultSet:
     def __len__(self) -> int:
         return len(self._faults)
 
+    @property
+    def empty(self) -> bool:
+        """No fault installed and none ever fired (since the last :meth:`clear`)."""
+        return not self._faults and not self._history
+
     def check(self) -> None:
         """Raise :class:`FaultNotFired` naming every ``must_fire`` fault that never fired."""
         silent = [f for f in tuple(self._faults) if f.must_fire and not f.fired]

@@ -39,6 +39,7 @@ from ..protocol.endpoints import Delivery, Link
 from .client_connection import BrokerConnection
 from .clock import Clock
 from .config import BrokerConfig
+from .extension import ExtensionLink
 from .faults import Fault, FaultSet, Site, fault_kind
 from .links import ConsumerLink, CoordinatorLink, ProducerLink
 from .queue import Queue
@@ -207,7 +208,7 @@ class FaultInjector(Observer):
         owner = link.context
         if isinstance(owner, CoordinatorLink):
             return self._discharge(connection, event)
-        if not isinstance(owner, ProducerLink):
+        if not isinstance(owner, ProducerLink) and not (isinstance(owner, ExtensionLink) and owner.publishes):
             return False
         decoded: list[Any] = []
 

@@ -65,9 +65,12 @@ def connection_refusal(open_connections: int, max_connections: int) -> Error | N
 
 
 def link_refusal(protocol: Connection, max_links: int) -> Error | None:
-    """The error to refuse a newly attached link with when its connection has more than ``max_links``."""
-    links = sum(len(session.links_by_handle) for session in protocol.sessions.values())
-    if links <= max_links:
+    """The error to refuse a newly attached link with when its connection already has ``max_links``.
+
+    Counted are the links already answered, not the attaches read in the same bytes and still
+    waiting for their answer: of a burst of attaches the first ``max_links`` are accepted.
+    """
+    if protocol.links_answered < max_links:
         return None
     return amqp_error(
         conditions.RESOURCE_LIMIT_EXCEEDED,

@@ -117,6 +117,8 @@ class ConsumerLink:
         link = self.link
         if link.session.remote_incoming_window <= 0 or link.outgoing is not None:
             return 0  # no room in the session window, or a large message still going out
+        if self.connection.output_full():
+            return 0  # a client that does not read holds no more than its output bound; the queue keeps the rest
         return link.credit
 
     def accepts(self, entry: Entry) -> bool:

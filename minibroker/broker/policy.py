@@ -29,7 +29,7 @@ from .clock import Clock
 from .config import BrokerConfig
 from .consumers import Consumers
 from .extension import Extension, ExtensionLink, layer_for
-from .limits import CreditGate, link_refusal
+from .limits import CreditGate, connection_refusal, link_refusal
 from .links import ConsumerLink, CoordinatorLink, ProducerLink
 from .permissions import Permissions
 from .publish import format_refusal, messages_of, relay_refusal, route_all
@@ -51,6 +51,7 @@ class PolicyHost(Protocol):
     credit_gate: CreditGate
     permissions: Permissions | None
     extension: Extension | None
+    connections: set[BrokerConnection]
 
     def enable_layer(self, address: str) -> Extension: ...
 
@@ -86,7 +87,11 @@ class EventPolicy:
 
     def _on_opened(self, connection: BrokerConnection, event: ev.ConnectionOpened) -> None:
         connection.container_id = event.container_id
-        if connection.refusal is not None:  # hook: max_connections (limits.py)
+        # hook: max_connections (limits.py), counting only connections past their handshake: one
+        # still in it holds no slot (the server bounds those by max_handshakes).
+        opened = sum(1 for c in self.broker.connections if c.container_id is not None and c is not connection)
+        connection.refusal = connection.refusal or connection_refusal(opened, self.config.max_connections)
+        if connection.refusal is not None:
             connection.close(connection.refusal)
 
     def _on_closed(self, connection: BrokerConnection, event: ev.ConnectionClosed) -> None:
@@ -157,14 +162,22 @@ class EventPolicy:
                 try:
                     messages = messages_of(delivery, now)
                 except (AMQPDecodeError, IndexError) as exc:
-                    # The broker paper 2.2.1: misrepresented sections are a session error.
-                    protocol.end_session(link.session, amqp_error(conditions.DECODE_ERROR, f"malformed message: {exc}"))
-                    return
+                    # A bad message is that message's problem, not the session's: the frames
+                    # were well formed, so reject this transfer and keep the session.
+                    messages = []
+                    if not delivery.remote_settled:
+                        error = amqp_error(conditions.DECODE_ERROR, f"malformed message, not stored: {exc}")
+                        bad: Any = Rejected(error=error)
+                        if isinstance(delivery.state, TransactionalState):
+                            bad = TransactionalState(txn_id=delivery.state.txn_id, outcome=bad)
+                        protocol.settle(delivery, bad)
                 state = delivery.state
                 denied = None
                 if producer.address is None and self.permissions is not None:  # hook: the relay's permissions
                     denied = relay_refusal(self.permissions, connection.protocol.user, messages)
-                if denied is not None:
+                if not messages:
+                    pass  # rejected above
+                elif denied is not None:
                     if not delivery.remote_settled:
                         rejected: Any = Rejected(error=denied)
                         if isinstance(state, TransactionalState):

@@ -56,6 +56,7 @@ class Source(enum.Enum):
     API = ("api", False)  #: ``Broker.publish`` / ``publish_many`` (the Python API)
     DEAD_LETTER = ("dead-letter", False)  #: a queue gave up on a message (expired, rejected, delivery limit, dropped)
     SCHEDULE = ("schedule", False)  #: a scheduled message came due (the Service Bus layer)
+    FORWARD = ("forward", False)  #: an entity passed a message on (Service Bus auto-forwarding, after its limits)
 
     def __init__(self, label: str, limited: bool) -> None:
         self.label = label

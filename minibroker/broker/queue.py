@@ -3,19 +3,27 @@
 Semantics (OASIS AMQP 1.0 Part 3 §3.2.1, §3.3, §3.4; broker paper 2.2.2-2.2.5,
 2.3.11-2.3.12; RabbitMQ semantics: ordering is kept on requeue):
 
-* Available messages wait in one heap per priority level, ordered by arrival,
-  so higher priorities go first and each level stays FIFO; a released or
-  modified message returns to its original place (its arrival number never
-  changes).  Heaps give O(log n) enqueue and dequeue at any depth; entries
-  that leave from the middle (expiry, selectors) are dropped lazily when
-  they reach the top (each heap item carries a token checked against the entry).
-* An expiry index (a ``SortedList`` of ``(expires_at, arrival)``, holding only
+* Available messages wait per priority level, ordered by arrival, so higher
+  priorities go first and each level stays FIFO.  A level is a FIFO (a
+  ``deque`` holding the entries themselves: O(1) each way, 8 bytes a message)
+  for messages offered for the first time in arrival order, plus a heap of
+  ``(arrival, token, entry)`` for the rest (released or modified messages, which
+  return to their original place since their arrival number never changes,
+  and scheduled messages enqueued later with a number reserved earlier); the
+  next message of a level is the older of the two heads.  Entries that leave
+  from the middle (expiry, selectors) are dropped lazily when they reach a
+  head: a FIFO item is live while its entry is AVAILABLE and has never been
+  taken (``token == 1``), a heap item while the entry's token still matches.
+* An expiry index (``(expires_at, arrival, entry)`` sorted, holding only
   messages that can expire) finds expired messages without scanning; expired
   messages are never delivered.
+* Only acquired entries are kept in a map by arrival number: available ones
+  are reached through their level (and the indexes below hold entries, not
+  numbers), so a queued message costs no map slot (docs/performance.md).
 * Each message is AVAILABLE, ACQUIRED (by one consumer) or ARCHIVED (§3.3).
 * Consumers with credit take turns; browsers see every message without
   acquiring it, in arrival order.  While a browser is attached the queue keeps
-  the arrival numbers of what it holds sorted (a ``SortedList``), and each
+  what it holds sorted by arrival number (a ``SortedKeyList``), and each
   browser holds only the last number it saw: a fetch seeks past it in
   O(log n) and then costs O(1) per message sent, however deep the queue.
 * A snapshot of the contents costs nothing until read: every change first
@@ -28,10 +36,11 @@ from __future__ import annotations
 import heapq
 import math
 import weakref
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from sortedcontainers import SortedList
+from sortedcontainers import SortedKeyList, SortedList
 
 from .bounds import refusal
 from .capture import Capture, Run
@@ -100,21 +109,22 @@ class Queue:
         self.on_expiry = on_expiry  # told of each new expiry time, so a timer can be rescheduled
         #: A dead-letter queue keeps what it receives: its messages no longer expire.
         self.keeps_expired = False
-        # One heap per priority level of (seq, token, entry); an item is live while
-        # entry.token == token and the entry is AVAILABLE.
+        # Per priority level, a FIFO of first-time entries in arrival order and a heap of
+        # (seq, token, entry) for the others (see the module docstring for which are live).
+        self._fifos: list[deque[Entry]] = [deque() for _ in range(options.priorities)]
         self._levels: list[list[tuple[int, int, Entry]]] = [[] for _ in range(options.priorities)]
         self._available_count = 0
-        self._entries: dict[int, Entry] = {}  # seq -> Entry, every entry not archived, in arrival order
+        self._acquired: dict[int, Entry] = {}  # seq -> Entry, every ACQUIRED entry
         # Built when a consumer first skips a message it does not accept (a selector):
         # the available keys in delivery order, and how far each such consumer has
         # looked, so it never re-examines messages it already turned down.
-        self._index: SortedList | None = None  # (-level, seq) of available entries
+        self._index: SortedKeyList | None = None  # available entries by (-level, seq)
         self._cursors: dict[Consumer, tuple[int, int]] = {}
-        self._expiry = SortedList()  # (expires_at, seq) of every available entry that can expire
+        self._expiry = SortedList()  # (expires_at, seq, entry) of every available entry that can expire
         self._seq = 0
         self.consumers: list[Consumer] = []
         self._browsers: dict[Consumer, int] = {}  # browser -> last seq it saw
-        self._arrivals: SortedList | None = None  # seqs of every entry held, kept only while browsers exist
+        self._arrivals: SortedKeyList | None = None  # every entry held by seq, kept only while browsers exist
         self._turn = 0
         self._capture: weakref.ref[Capture] | None = None  # contents promised to a snapshot
         #: Encoded bytes of the messages held (``max_bytes``, see limits.py).
@@ -171,7 +181,7 @@ class Queue:
     @property
     def depth(self) -> int:
         """Messages held: available plus acquired but not yet settled."""
-        return len(self._entries)
+        return self._available_count + len(self._acquired)
 
     @property
     def available_count(self) -> int:
@@ -179,17 +189,15 @@ class Queue:
 
     def _available_in_order(self) -> Iterator[Entry]:
         """Available entries in delivery order (sorts each level: for selectors and snapshots)."""
-        for heap in reversed(self._levels):
-            for _seq, token, entry in sorted(heap, key=_first):
-                if entry.token == token and entry.state == AVAILABLE:
-                    yield entry
+        for fifo, heap in zip(reversed(self._fifos), reversed(self._levels), strict=True):
+            fresh = [entry for entry in fifo if entry.token == 1 and entry.state == AVAILABLE]
+            back = [entry for _seq, token, entry in sorted(heap, key=_first) if entry.token == token and entry.state == AVAILABLE]  # fmt: skip
+            yield from heapq.merge(fresh, back, key=_seq) if back else fresh
 
     def entries(self) -> Iterator[Entry]:
         """Entries in delivery order: available ones by priority then arrival, then acquired ones."""
         yield from self._available_in_order()
-        for entry in self._entries.values():
-            if entry.state == ACQUIRED:
-                yield entry
+        yield from sorted(self._acquired.values(), key=_seq)
 
     def capture(self, run: Run | None = None) -> Capture:
         """The contents as they are now, copied only when read or before the queue next changes."""
@@ -225,11 +233,11 @@ class Queue:
             if expires_at <= now:
                 self._expired(entry)
                 return None
-        self._entries[entry.seq] = entry
         if self._arrivals is not None:
-            self._arrivals.add(entry.seq)
+            self._arrivals.add(entry)
         self.bytes += len(message.payload)
         if entry.level >= len(self._levels):  # re-declared with more priority levels since created
+            self._fifos.extend(deque() for _ in range(entry.level + 1 - len(self._fifos)))
             self._levels.extend([] for _ in range(entry.level + 1 - len(self._levels)))
         self._push(entry)
         return entry
@@ -242,18 +250,24 @@ class Queue:
     def _push(self, entry: Entry) -> None:
         if self._capture is not None:
             self._changing()
+        if entry.state == ACQUIRED:
+            del self._acquired[entry.seq]
         entry.state = AVAILABLE
-        entry.token += 1
-        heapq.heappush(self._levels[entry.level], (entry.seq, entry.token, entry))
+        token = entry.token = entry.token + 1
+        fifo = self._fifos[entry.level]
+        if token == 1 and (not fifo or fifo[-1].seq < entry.seq):
+            fifo.append(entry)  # the common case: a new message, newest of its level
+        else:
+            heapq.heappush(self._levels[entry.level], (entry.seq, token, entry))
         self._available_count += 1
         expires_at = entry.expires_at
         if expires_at is not None:
             if self.on_expiry is not None and (not self._expiry or expires_at < self._expiry[0][0]):
                 self.on_expiry(expires_at)
-            self._expiry.add((expires_at, entry.seq))
+            self._expiry.add((expires_at, entry.seq, entry))
         if self._index is not None:
             key = (-entry.level, entry.seq)
-            self._index.add(key)
+            self._index.add(entry)
             for consumer, cursor in list(self._cursors.items()):
                 if key <= cursor:  # it lands where that consumer has already looked
                     del self._cursors[consumer]
@@ -263,21 +277,36 @@ class Queue:
         if self._capture is not None:
             self._changing()
         entry.state = state
+        if state == ACQUIRED:
+            self._acquired[entry.seq] = entry
         self._available_count -= 1
         if entry.expires_at is not None:
             # Only available messages expire (an acquired one is judged when it comes back).
-            self._expiry.discard((entry.expires_at, entry.seq))
+            self._expiry.discard((entry.expires_at, entry.seq, entry))
         if self._index is not None:
-            self._index.discard((-entry.level, entry.seq))
+            self._index.discard(entry)
 
     def _first_available(self) -> Entry | None:
-        """The next entry in delivery order, dropping stale heap items on the way."""
-        for heap in reversed(self._levels):
+        """The next entry in delivery order, dropping stale FIFO and heap items on the way."""
+        levels = self._levels
+        fifos = self._fifos
+        for level in range(len(fifos) - 1, -1, -1):
+            fifo = fifos[level]
+            while fifo:
+                entry = fifo[0]
+                if entry.token == 1 and entry.state == AVAILABLE:
+                    break
+                fifo.popleft()
+            heap = levels[level]
             while heap:
-                _seq, token, entry = heap[0]
-                if entry.token == token and entry.state == AVAILABLE:
-                    return entry
+                _seq, token, back = heap[0]
+                if back.token == token and back.state == AVAILABLE:
+                    if not fifo or back.seq < fifo[0].seq:
+                        return back
+                    break
                 heapq.heappop(heap)
+            if fifo:
+                return fifo[0]
         return None
 
     def purge(self) -> int:
@@ -286,6 +315,8 @@ class Queue:
         for entry in list(self._available_in_order()):
             self._archive(entry)
             removed += 1
+        for fifo in self._fifos:
+            fifo.clear()
         for heap in self._levels:
             heap.clear()
         self._cursors.clear()
@@ -298,7 +329,7 @@ class Queue:
         unexpectedly terminated and restarted" (Part 3 §3.2.1); others may be.
         """
         dropped = 0
-        for entry in list(self._entries.values()):
+        for entry in [*self._available_in_order(), *self._acquired.values()]:
             header = entry.message.header
             if header is None or not header.durable:
                 self._archive(entry)
@@ -311,7 +342,7 @@ class Queue:
     def add_consumer(self, consumer: Consumer) -> None:
         if consumer.browse:
             if self._arrivals is None:
-                self._arrivals = SortedList(self._entries)
+                self._arrivals = SortedKeyList(self.entries(), key=_seq)
             self._browsers[consumer] = 0
         else:
             self.consumers.append(consumer)
@@ -364,20 +395,20 @@ class Queue:
             return first
         index = self._index
         if index is None:
-            index = self._index = SortedList((-e.level, e.seq) for e in self._available_in_order())
+            index = self._index = SortedKeyList(self._available_in_order(), key=_index_key)
         # The cursor is the last key this consumer turned down: everything up to it was
         # examined and refused, so it resumes after it.  Without it a selective consumer would
         # re-test every message it refused on each dispatch (quadratic over a deep queue).  A
         # message that lands at or before a cursor (a release back to its original place, a
         # higher priority) drops that cursor in _push, so nothing new is skipped.
         cursor = self._cursors.get(consumer)
-        keys = index.irange(minimum=cursor, inclusive=(False, True)) if cursor is not None else iter(index)
-        entries = self._entries
-        for key in keys:
-            entry = entries[key[1]]
+        candidates: Iterator[Entry] = (
+            index.irange_key(min_key=cursor, inclusive=(False, True)) if cursor is not None else iter(index)
+        )
+        for entry in candidates:
             if consumer.accepts(entry):
                 return entry
-            self._cursors[consumer] = key
+            self._cursors[consumer] = (-entry.level, entry.seq)
         return None
 
     def _browse(self, browser: Consumer) -> None:
@@ -386,13 +417,11 @@ class Queue:
         arrivals = self._arrivals
         if self._seq <= last or arrivals is None or browser.credit() <= 0:
             return
-        entries = self._entries
         # Sending to a browser never changes the queue, so the index can be walked while delivering.
-        for seq in arrivals.irange(minimum=last, inclusive=(False, True)):
+        for entry in arrivals.irange_key(min_key=last, inclusive=(False, True)):
             if browser.credit() <= 0:
                 break
-            self._browsers[browser] = seq
-            entry = entries[seq]
+            self._browsers[browser] = entry.seq
             if browser.accepts(entry):
                 browser.deliver(entry)
 
@@ -475,16 +504,19 @@ class Queue:
     def _archive(self, entry: Entry) -> None:
         if self._capture is not None:
             self._changing()
-        if entry.state == AVAILABLE:
+        state = entry.state
+        if state == AVAILABLE:
             self._take(entry, ARCHIVED)
+        elif state == ACQUIRED:
+            del self._acquired[entry.seq]
         entry.state = ARCHIVED
         entry.owner = None
-        if self._entries.pop(entry.seq, None) is not None:
+        if state != ARCHIVED:  # it was held until now
             self.bytes -= len(entry.message.payload)
             if self._arrivals is not None:
-                self._arrivals.discard(entry.seq)
+                self._arrivals.discard(entry)
         if entry.expires_at is not None:
-            self._expiry.discard((entry.expires_at, entry.seq))
+            self._expiry.discard((entry.expires_at, entry.seq, entry))
         if self.on_removed is not None:
             self.on_removed(self)
 
@@ -510,10 +542,9 @@ class Queue:
         An acquired message is judged again when it comes back (``_make_available``).
         """
         expired = 0
-        due = [seq for _at, seq in self._expiry.irange(maximum=(now, math.inf))]
-        for seq in due:
-            entry = self._entries.get(seq)
-            if entry is not None and entry.state == AVAILABLE:
+        due: list[Entry] = [entry for _at, _seq, entry in self._expiry.irange(maximum=(now, math.inf))]
+        for entry in due:
+            if entry.state == AVAILABLE:
                 self._archive(entry)
                 self._expired(entry)
                 expired += 1
@@ -527,3 +558,12 @@ class Queue:
 
 def _first(item: tuple[int, int, Entry]) -> int:
     return item[0]
+
+
+def _seq(entry: Entry) -> int:
+    return entry.seq
+
+
+def _index_key(entry: Entry) -> tuple[int, int]:
+    """Delivery order: higher levels first, then arrival."""
+    return (-entry.level, entry.seq)

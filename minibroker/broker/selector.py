@@ -42,6 +42,12 @@ selectors that never match.
 
 Deliberately left out: Java ``long``/``double`` overflow (Python integers do
 not wrap), float literal suffixes (``1.5f``), and quoted identifiers.
+
+Azure Service Bus SQL filters use the same SQL-92 subset with qualified
+names (``sys.Label``, ``user.color``): ``qualified_names=True`` lets an
+identifier contain dots (after its first character) and takes Service Bus's
+``EXISTS(name)`` and ``!=``; :func:`parse_value` compiles an expression of
+any type (the right-hand side of a rule action's ``SET``).
 """
 
 from __future__ import annotations
@@ -53,7 +59,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Final, TypeGuard
 
-__all__ = ["Selector", "SelectorError", "parse_selector"]
+__all__ = ["Selector", "SelectorError", "parse_selector", "parse_value"]
 
 Lookup = Callable[[str], object]
 """Return an identifier's value: ``str``, ``int``, ``float``, ``bool``, or ``None`` when absent."""
@@ -102,9 +108,14 @@ class Selector:
         return f"Selector({self.text!r})"
 
 
-def parse_selector(text: str) -> Selector:
+def parse_selector(text: str, *, qualified_names: bool = False) -> Selector:
     """Parse and compile ``text``; raise :class:`SelectorError` when it is not a valid selector."""
-    return Selector(text, _Parser(text).parse())
+    return Selector(text, _Parser(text, qualified_names).parse())
+
+
+def parse_value(text: str, *, qualified_names: bool = False) -> Callable[[Lookup], object]:
+    """Compile an expression of any type (``'a' + ...`` is still refused); evaluate it with a lookup."""
+    return _Parser(text, qualified_names).parse_any()
 
 
 # --------------------------------------------------------------------------- tokens
@@ -163,7 +174,7 @@ def _is_ident_part(char: str) -> bool:
     return char.isalnum() or char in "_$"
 
 
-def _tokenize(text: str) -> list[_Token]:
+def _tokenize(text: str, qualified: bool = False) -> list[_Token]:
     tokens: list[_Token] = []
     pos = 0
     end = len(text)
@@ -181,13 +192,15 @@ def _tokenize(text: str) -> list[_Token]:
             tokens.append(_number_token(text, pos))
         elif _is_ident_start(char):
             stop = pos + 1
-            while stop < end and _is_ident_part(text[stop]):
+            while stop < end and (_is_ident_part(text[stop]) or (qualified and text[stop] == ".")):
                 stop += 1
             word = text[pos:stop]
             if word.upper() in _KEYWORDS:
                 tokens.append(_Token(_T.KEYWORD, word.upper(), pos, word))
             else:
                 tokens.append(_Token(_T.IDENT, word, pos, word))
+        elif qualified and text.startswith("!=", pos):
+            tokens.append(_Token(_T.OP, "<>", pos, "!="))  # Service Bus SQL's other spelling of <>
         else:
             for op in _OPERATORS:
                 if text.startswith(op, pos):
@@ -488,10 +501,11 @@ class _Parser:
     primary    := literal | identifier | '(' or_expr ')'
     """
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, qualified: bool = False) -> None:
         self.text = text
-        self.tokens = _tokenize(text)
+        self.tokens = _tokenize(text, qualified)
         self.index = 0
+        self.qualified = qualified
 
     # -- token helpers
 
@@ -558,6 +572,32 @@ class _Parser:
             raise self.expected("end of input", hint)
         return self.boolean(expr)
 
+    def exists(self, token: _Token) -> _Expr:
+        """Service Bus SQL's ``EXISTS(name)``: TRUE when the message has the property (qualified mode only)."""
+        self.advance()  # (
+        name = self.tok
+        if name.kind is not _T.IDENT:
+            raise self.expected("a property name in EXISTS(...)")
+        self.advance()
+        if not self.at_op(")"):
+            raise self.expected(f"')' to close the '(' of EXISTS at column {token.pos + 1}")
+        self.advance()
+        assert isinstance(name.value, str)
+        lookup_name = name.value
+
+        def evaluate(lookup: Lookup) -> object:
+            return lookup(lookup_name) is not None
+
+        return _Expr(evaluate, _Kind.BOOLEAN, token.pos, "an EXISTS test")
+
+    def parse_any(self) -> _Eval:
+        if self.at_end():
+            raise self.expected("an expression", " (it is empty)")
+        expr = self.or_expr()
+        if not self.at_end():
+            raise self.expected("end of input")
+        return expr.evaluate
+
     def or_expr(self) -> _Expr:
         left = self.and_expr()
         while self.at_keyword("OR"):
@@ -588,10 +628,11 @@ class _Parser:
     def predicate(self) -> _Expr:
         left = self.sum()
         token = self.tok
-        if token.kind is _T.OP and token.source in _COMPARISONS:
+        if token.kind is _T.OP and token.value in _COMPARISONS:
+            op = str(token.value)  # its source may be another spelling (Service Bus's != for <>)
             self.advance()
             right = self.sum()
-            if token.source not in ("=", "<>"):
+            if op not in ("=", "<>"):
                 for side in (left, right):
                     if side.kind in (_Kind.STRING, _Kind.BOOLEAN):
                         raise self.error(
@@ -599,7 +640,7 @@ class _Parser:
                             f"expected a numeric expression for '{token.source}' but found {side.what}"
                             " (strings and booleans only support = and <>)",
                         )
-            evaluate = _comparison(token.source, left.evaluate, right.evaluate)
+            evaluate = _comparison(op, left.evaluate, right.evaluate)
             return _Expr(evaluate, _Kind.BOOLEAN, left.pos, "a comparison")
         negated = False
         if self.at_keyword("NOT"):
@@ -702,6 +743,8 @@ class _Parser:
         if token.kind is _T.IDENT:
             self.advance()
             assert isinstance(token.value, str)
+            if self.qualified and token.value.upper() == "EXISTS" and self.at_op("("):
+                return self.exists(token)
             return _Expr(_identifier(token.value), _Kind.ANY, token.pos, token.describe())
         if token.kind is _T.KEYWORD and token.value in ("TRUE", "FALSE"):
             self.advance()

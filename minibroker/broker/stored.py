@@ -16,7 +16,7 @@ from ..amqp.errors import AMQPDecodeError
 from ..amqp.message import Message, Sections, decode_message, split_sections
 from ..amqp.messaging import Header, MessageAnnotations, Properties
 
-__all__ = ["StoredMessage", "Entry", "AVAILABLE", "ACQUIRED", "ARCHIVED"]
+__all__ = ["StoredMessage", "Entry", "AVAILABLE", "ACQUIRED", "ARCHIVED", "MAX_HEADER_SIZE", "clear_header_cache"]
 
 # Message states (Part 3 §3.3, figure 3.2)
 AVAILABLE = 0
@@ -25,17 +25,36 @@ ARCHIVED = 2
 
 _HEADER_PREFIX = b"\x00\x53\x70"
 _PROPERTIES_PREFIX = b"\x00\x53\x73"
+#: A lazily decoded section not decoded yet (None means the message has no such section).
+_UNDECODED = object()
+_NOTHING_DECODED = (_UNDECODED, _UNDECODED)
 
 
+#: The largest header section taken (Part 3 §3.2.1).  Its five fields are scalars (boolean,
+#: ubyte, uint, boolean, uint): about 20 bytes in the usual encoding, under 64 in the widest one
+#: (list32, ulong descriptor, every field at full width).  Checking the size before decoding keeps
+#: a peer's "header" of megabytes of symbols from costing any decoding work.
+MAX_HEADER_SIZE = 256
 #: Decoded headers by their bytes: a producer's messages usually share one header
-#: encoding, and Header objects are never changed once decoded.
+#: encoding, and Header objects are never changed once decoded.  Only headers up to
+#: MAX_HEADER_SIZE are ever decoded, so the cache holds at most _HEADERS_MAX * 256 bytes of keys;
+#: ``clear_header_cache`` empties it (``Broker.reset``, the server's ``stop``).
 _HEADERS: dict[bytes, Header] = {}
 _HEADERS_MAX = 1024
+
+
+def clear_header_cache() -> None:
+    """Forget every cached header (nothing refers to the cache but new messages)."""
+    _HEADERS.clear()
 
 
 def _header(data: bytes) -> Header:
     header = _HEADERS.get(data)
     if header is None:
+        if len(data) > MAX_HEADER_SIZE:
+            raise AMQPDecodeError(
+                f"header section of {len(data)} bytes; its five fields take at most {MAX_HEADER_SIZE} (Part 3 §3.2.1)"
+            )
         header = codec.decode(data)
         if not isinstance(header, Header):
             raise AMQPDecodeError(f"expected a header section, got {type(header).__name__}")
@@ -48,25 +67,42 @@ def _header(data: bytes) -> Header:
 class StoredMessage:
     """One received message; shared by every queue a topic copies it to."""
 
+    # Kept small because one exists per queued message (docs/performance.md, memory): the
+    # offsets are small ints CPython shares rather than allocates, the bare message's end is
+    # kept as the footer's length (0 without a footer) for the same reason, and the two
+    # lazily decoded sections share one slot.
     __slots__ = (
-        "payload", "header", "arrived_at", "_properties", "_application_properties",
-        "_header_end", "_annotations_start", "_bare_start", "_bare_end",
+        "payload", "header", "arrived_at", "_decoded",
+        "_header_end", "_annotations_start", "_bare_start", "_footer",
     )  # fmt: skip
 
     def __init__(self, payload: bytes, arrived_at: float) -> None:
         self.payload = payload
-        # Sections follow each other in a fixed order (§3.2), so four offsets place them
-        # all: header | delivery-annotations | message-annotations | bare message | footer.
+        # Sections follow each other in a fixed order (§3.2), so three offsets and the
+        # footer's length place them all:
+        # header | delivery-annotations | message-annotations | bare message | footer.
         sections = split_sections(payload)
         header_start, header_end = sections.header
         da_start, da_end = sections.delivery_annotations
+        if da_start >= sections.bare[1] and da_end > da_start:
+            # Trailing delivery-annotations (tolerated, see split_sections) are for this hop
+            # alone, never passed on: drop them so the fixed order above holds.
+            payload = self.payload = payload[:da_start]
+            da_start = da_end = header_end
         self._header_end = header_end
         self._annotations_start = da_end if da_end > da_start else header_end
-        self._bare_start, self._bare_end = sections.bare
+        bare_start, bare_end = sections.bare
+        self._bare_start = bare_start
+        self._footer = len(payload) - bare_end
         self.header: Header | None = _header(payload[header_start:header_end]) if header_end else None
         self.arrived_at = arrived_at
-        self._properties: Properties | None | bool = False  # False: not decoded yet
-        self._application_properties: dict[str, Any] | None | bool = False
+        # (properties, application-properties), each decoded on first use: one shared
+        # tuple until then.
+        self._decoded: tuple[object, object] = _NOTHING_DECODED
+
+    @property
+    def _bare_end(self) -> int:
+        return len(self.payload) - self._footer
 
     @property
     def priority(self) -> int:
@@ -96,24 +132,28 @@ class StoredMessage:
     @property
     def properties(self) -> Properties | None:
         """The decoded properties section, or None (decoded on first use)."""
-        if self._properties is False:
-            self._properties = None
+        properties, application_properties = self._decoded
+        if properties is _UNDECODED:
+            properties = None
             start = self._bare_start
             if self.payload[start : start + 3] == _PROPERTIES_PREFIX:
-                self._properties = codec.decode_at(self.payload, start)[0]
-        return self._properties  # type: ignore[return-value]
+                properties = codec.decode_at(self.payload, start)[0]
+            self._decoded = (properties, application_properties)
+        return properties  # type: ignore[return-value]
 
     @property
     def application_properties(self) -> dict[str, Any] | None:
         """The decoded application-properties map, or None (decoded on first use)."""
-        if self._application_properties is False:
-            self._application_properties = None
+        properties, application_properties = self._decoded
+        if application_properties is _UNDECODED:
+            application_properties = None
             pos = self._bare_start
             if self.payload[pos : pos + 3] == _PROPERTIES_PREFIX:
                 pos = codec.skip_at(self.payload, pos)
             if self.payload[pos : pos + 3] == b"\x00\x53\x74":
-                self._application_properties = codec.decode_at(self.payload, pos)[0].value
-        return self._application_properties  # type: ignore[return-value]
+                application_properties = codec.decode_at(self.payload, pos)[0].value
+            self._decoded = (properties, application_properties)
+        return application_properties  # type: ignore[return-value]
 
     @property
     def message_annotations(self) -> dict[Any, Any] | None:
@@ -145,8 +185,8 @@ class StoredMessage:
         start = self._bare_start
         if payload[start : start + 3] != _PROPERTIES_PREFIX:
             return None
-        if self._properties is not False:
-            props = self._properties
+        props = self._decoded[0]
+        if props is not _UNDECODED:
             return props.absolute_expiry_time if isinstance(props, Properties) else None
         code = payload[start + 3]
         if code == 0x45:
@@ -167,13 +207,23 @@ class StoredMessage:
         return decode_message(self.payload)
 
 
+class _Rare:
+    """What only some entries carry: kept apart so an ordinary entry has no slots for it."""
+
+    __slots__ = ("annotations", "undeliverable", "transaction")
+
+    def __init__(self) -> None:
+        self.annotations: dict[Any, Any] | None = None
+        self.undeliverable: set[int] | None = None
+        self.transaction: Any = None
+
+
 class Entry:
     """A message's place in one queue: its state there and its delivery history."""
 
-    __slots__ = (
-        "seq", "message", "level", "expires_at", "state", "delivery_count", "annotations",
-        "owner", "undeliverable", "transaction", "token",
-    )  # fmt: skip
+    # One per queued message (docs/performance.md, memory): what only modified, redirected
+    # or transactional entries need lives in ``_rare``, created on first use.
+    __slots__ = ("seq", "message", "level", "expires_at", "state", "delivery_count", "owner", "token", "_rare")
 
     def __init__(self, seq: int, message: StoredMessage, level: int, expires_at: float | None) -> None:
         self.seq = seq
@@ -183,18 +233,56 @@ class Entry:
         self.state = AVAILABLE
         header = message.header
         self.delivery_count: int = header.delivery_count if header is not None else 0
-        self.annotations: dict[Any, Any] | None = None  # changed message-annotations, if any
         self.owner: Any = None  # the consumer that acquired it
-        self.undeliverable: set[int] | None = None  # ids of links it must not go to again
-        self.transaction: Any = None  # a transaction that acquired or retires it
         self.token = 0  # bumped each time the entry becomes available (see Queue)
+        self._rare: _Rare | None = None
+
+    def _extra(self) -> _Rare:
+        rare = self._rare
+        if rare is None:
+            rare = self._rare = _Rare()
+        return rare
+
+    @property
+    def annotations(self) -> dict[Any, Any] | None:
+        """Changed message-annotations, if any (replaced, never changed in place: ``annotate``)."""
+        rare = self._rare
+        return rare.annotations if rare is not None else None
+
+    @annotations.setter
+    def annotations(self, value: dict[Any, Any] | None) -> None:
+        if value is not None or self._rare is not None:
+            self._extra().annotations = value
+
+    @property
+    def undeliverable(self) -> set[int] | None:
+        """Ids of links it must not go to again (``modified`` with undeliverable-here)."""
+        rare = self._rare
+        return rare.undeliverable if rare is not None else None
+
+    @undeliverable.setter
+    def undeliverable(self, value: set[int] | None) -> None:
+        if value is not None or self._rare is not None:
+            self._extra().undeliverable = value
+
+    @property
+    def transaction(self) -> Any:
+        """A transaction that acquired or retires it."""
+        rare = self._rare
+        return rare.transaction if rare is not None else None
+
+    @transaction.setter
+    def transaction(self, value: Any) -> None:
+        if value is not None or self._rare is not None:
+            self._extra().transaction = value
 
     def detached(self) -> Entry:
         """A copy of what a consumer would receive from this entry, unaffected by its later changes."""
         copy = Entry(self.seq, self.message, self.level, self.expires_at)
         copy.state = self.state
         copy.delivery_count = self.delivery_count
-        copy.annotations = self.annotations  # replaced, never changed in place (annotate)
+        if self._rare is not None:
+            copy.annotations = self._rare.annotations  # replaced, never changed in place (annotate)
         return copy
 
     def merged_annotations(self) -> dict[Any, Any] | None:

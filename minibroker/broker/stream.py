@@ -279,6 +279,8 @@ class StreamConsumer:
         link = self.link
         if link.session.remote_incoming_window <= 0 or link.outgoing is not None:
             return 0  # no room in the session window, or a large message still going out
+        if self.connection.output_full():
+            return 0  # a reader that does not read holds no more than its output bound (client_connection.py)
         return link.credit
 
     def deliver_offset(self, offset: int, message: StoredMessage) -> bool:

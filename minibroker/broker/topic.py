@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from .config import DEFAULT_DEAD_LETTER_SUFFIX
@@ -29,14 +29,20 @@ if TYPE_CHECKING:
 __all__ = ["Subscription", "Topic"]
 
 
+#: A subscription's own rules, in place of a selector (the Service Bus layer's): the copies of a
+#: message it takes, each possibly changed by a rule's action; none when no rule matches.
+SubscriptionRules = Callable[[StoredMessage], list[StoredMessage]]
+
+
 class Subscription:
-    """One subscriber's queue on a topic, with the subscriber's selector."""
+    """One subscriber's queue on a topic, with the subscriber's selector (or a layer's rules)."""
 
     def __init__(self, key: str, queue: Queue, durable: bool, selector: Selector | None) -> None:
         self.key = key
         self.queue = queue
         self.durable = durable
         self.selector = selector
+        self.rules: SubscriptionRules | None = None
         self.links = 1  # links consuming from it; a durable one stays with none
 
     @property
@@ -65,6 +71,14 @@ class Topic:
             return []
         targets = []
         for subscription in self.subscriptions.values():
+            if subscription.rules is not None:
+                copies = subscription.rules(message)
+                if not copies:
+                    self.counters.filtered_out += 1
+                queue = subscription.queue
+                if [copy for copy in copies if queue.enqueue(copy, now) is not None]:
+                    targets.append(queue)
+                continue
             if subscription.selector is not None and not matches(subscription.selector, message):  # type: ignore[operator]
                 self.counters.filtered_out += 1
                 continue

@@ -89,8 +89,10 @@ SERIAL_HALF = 2**31
 TRANSFER_OVERHEAD = 8 + 64
 #: §2.8.7: a delivery-tag is at most 32 bytes; the fast path's list8 relies on it.
 MAX_TAG = 32
-#: A disposition range wider than this names more deliveries than any window holds at once here.
-MAX_DISPOSITION_RANGE = 2**20
+#: Transfer frames one delivery may take (§2.6.14 lets a delivery span any number): 65,536 frames of
+#: the smallest legal max-frame-size (512 bytes) carry 32 MiB, of ours (256 KiB) 16 GiB; a peer that
+#: splits finer, or sends empty continuation frames, is sending frames, not a message.
+MAX_FRAGMENTS = 2**16
 
 
 @dataclass(slots=True)
@@ -107,11 +109,22 @@ class ConnectionConfig:
     #: Seconds of silence from the peer after which the connection is closed
     #: (advertised as idle-time-out, §2.4.5); None disables it.
     idle_timeout: float | None = 60.0
+    #: Seconds from the first :meth:`Connection.tick` (the transport's start) to the peer's
+    #: ``open``, SASL included, before the connection is closed; None: no bound.  Unlike the
+    #: idle time-out, bytes trickling in do not extend it.
+    handshake_timeout: float | None = 10.0
     #: SASL PLAIN users, name -> password (never shown in repr).
     users: dict[str, str] = field(default_factory=dict, repr=False)
     allow_anonymous: bool = True
     #: Largest message accepted from the peer, advertised in attach (§2.7.3); None: no limit.
     max_message_size: int | None = None
+    #: Deliveries the peer sent on one link that it has not settled yet (rcv-settle-mode ``second``,
+    #: §2.6.12: we keep each until the peer settles): at this many the link gets no more credit, and
+    #: credit comes back as the peer settles.  The default matches the broker's ``link_credit``.
+    max_unsettled_incoming: int = 1000
+    #: The same over all links of the connection together (each kept delivery is ~0.4 KiB of
+    #: bookkeeping, never the message: 16,384 of them ~6 MiB).
+    max_unsettled_incoming_total: int = 16384
     offered_capabilities: tuple[str, ...] = ()
     properties: dict[str, Any] = field(default_factory=dict)
 
@@ -132,15 +145,29 @@ class Connection:
         #: True once the transport should be closed after flushing what is queued.
         self.finished = False
         self.sessions: dict[int, Session] = {}  # by the peer's channel
+        #: Links we have answered (accepted or refused) and not yet forgotten: what ``max_links``
+        #: counts, so attaches read in one burst are accepted in order up to the limit.
+        self.links_answered = 0
+        #: Set when ``receive_data(..., max_frames=N)`` left buffered frames to handle.
+        self.backlogged = False
+        #: Bytes of the deliveries in progress (multi-frame, not yet complete) over all links: at
+        #: most ``max_message_size``, so a connection holds one message's worth, not one per link.
+        self.assembling = 0
+        #: Receiving links whose credit is held back until the peer settles (``grant_credit``).
+        self._starved: dict[Link, None] = {}
         self._sessions_local: dict[int, Session] = {}
         #: Protocol headers and SASL before the AMQP frames (``_state.PHASE_TRANSITIONS``).
         self.phase = Phase.AWAIT_HEADER
         self._in = b""
         self._out: list[bytes] = []
+        #: Bytes of frames queued in ``_out`` (protocol headers aside): the broker stops routing
+        #: messages to a connection whose output, here and in the transport, is over its bound.
+        self.output_size = 0
         self._events: list[ev.Event] = []
         self._received = False
         self._sent = False
         self._last_received: float | None = None
+        self._started: float | None = None  # the first tick: when the handshake time-out starts
         self._last_sent: float | None = None
         # Dispositions not yet written, coalesced into ranges: key -> [session, role, first, last, settled, state]
         self._dispositions: dict[tuple[int, bool, bool, type], list[Any]] = {}
@@ -159,15 +186,21 @@ class Connection:
 
     # ------------------------------------------------------------------ I/O
 
-    def receive_data(self, data: bytes) -> list[ev.Event]:
-        """Take bytes from the peer; return the events they caused."""
+    def receive_data(self, data: bytes, max_frames: int | None = None) -> list[ev.Event]:
+        """Take bytes from the peer; return the events they caused.
+
+        With ``max_frames``, at most that many frames are handled; the rest stay buffered and
+        :attr:`backlogged` says so: call again (with ``b""``) to go on.  A server does this to
+        let other connections run between batches of a peer's tiny frames.
+        """
         if data:
             self._received = True
         if self.finished:
             return []
         self._in = self._in + data if self._in else bytes(data)
+        self.backlogged = False
         try:
-            self._process()
+            self._process(max_frames)
         except AMQPProtocolError as exc:
             self._fail(exc)
         events, self._events = self._events, []
@@ -182,6 +215,7 @@ class Connection:
         self._sent = True
         data = b"".join(self._out)
         self._out = []
+        self.output_size = 0
         return data
 
     def tick(self, now: float) -> float | None:
@@ -197,9 +231,24 @@ class Connection:
         if self._sent or self._last_sent is None:
             self._last_sent = now
             self._sent = False
+        if self._started is None:
+            self._started = now
         if self.finished or self.state is ConnectionState.END:
             return None
         deadlines = []
+        handshake = self.config.handshake_timeout
+        if handshake is not None and self.state in (ConnectionState.START, ConnectionState.HDR_EXCH):
+            due = self._started + handshake
+            if now >= due:
+                self._fail(
+                    ConnectionError_(
+                        conditions.RESOURCE_LIMIT_EXCEEDED,
+                        f"no open within {handshake:g} s of connecting (the handshake time-out); "
+                        "send the protocol header, SASL and open at once",
+                    )
+                )
+                return None
+            deadlines.append(due)
         if self.remote_idle_timeout:
             due = self._last_sent + self.remote_idle_timeout / 2
             if now >= due:
@@ -224,6 +273,20 @@ class Connection:
     def send_raw(self, data: bytes) -> None:
         """Queue ``data`` as it is: e.g. a frame a hook held back (``frame_out``) and now lets go."""
         self._out.append(data)
+        self.output_size += len(data)
+
+    def discard_buffers(self) -> None:
+        """The transport is gone: drop every byte held for it (input not yet read, output not yet
+        written, dispositions not yet sent) now, not when a collection breaks this object's cycles."""
+        self.finished = True
+        self._in = b""
+        self._out = []
+        self.output_size = 0
+        self._dispositions = {}
+        self._disposition_ranges = []
+        self._events = []
+        self._starved = {}
+        self.hook = None
 
     def local_session(self, channel: int) -> Session | None:
         """The session we write on ``channel`` (our own channel number, as in frames we send)."""
@@ -236,12 +299,16 @@ class Connection:
 
     # -------------------------------------------------------------- parsing
 
-    def _process(self) -> None:
+    def _process(self, max_frames: int | None) -> None:
         buf = self._in
         pos = 0
         end = len(buf)
+        frames = 0
         try:
             while not self.finished:
+                if max_frames is not None and frames >= max_frames:
+                    self.backlogged = end - pos >= 8  # whole frames may be left: the caller goes on
+                    break
                 phase = self.phase
                 if phase is Phase.AWAIT_HEADER or phase is Phase.AUTHENTICATED:
                     if end - pos < 8:
@@ -262,6 +329,7 @@ class Connection:
                 frame_end = pos + size
                 body = pos + doff * 4
                 pos = frame_end
+                frames += 1
                 if body == frame_end:
                     continue  # an empty frame: keep-alive (§2.4.5)
                 if phase is Phase.SASL:
@@ -391,6 +459,7 @@ class Connection:
         if self.hook is not None:
             data = self.hook.frame_out(channel, performative, data)
         self._out.append(data)
+        self.output_size += len(data)
 
     # ---------------------------------------------------------- connection
 
@@ -530,10 +599,17 @@ class Connection:
     def _session_gone(self, session: Session, error: Error | None) -> None:
         """Report the session ended, after its links; they are detached without being closed (§2.6.5)."""
         for link in list(session.links_by_handle.values()):
+            if link.state is not LinkState.ATTACH_RCVD:
+                self.links_answered -= 1
             if link.state is not LinkState.DETACHED:
                 self._events.append(ev.LinkDetached(link, False, error))
             link.state = advance(link.state, Input.SESSION_ENDED, repr(link.name))
             link.credit = 0
+            # The link may live on in reference cycles until a collection: its buffers need not.
+            self._drop_incoming(link)
+            self._starved.pop(link, None)
+            link.outgoing = None
+            link.unsettled.clear()
         session.links_by_handle.clear()
         session.links_by_remote.clear()
         session.outgoing_unsettled.clear()
@@ -618,6 +694,7 @@ class Connection:
             ),
         )
         link.state = advance(link.state, Input.SEND_ATTACH, repr(link.name))
+        self.links_answered += 1
 
     def refuse_link(self, link: Link, error: Error) -> None:
         """Refuse a link: attach with a null source or target, then detach (§2.6.3)."""
@@ -635,6 +712,7 @@ class Connection:
             ),
         )
         link.state = advance(link.state, Input.SEND_ATTACH, repr(link.name))
+        self.links_answered += 1
         self.detach_link(link, error)
 
     def detach_link(self, link: Link, error: Error | None = None, closed: bool = True) -> None:
@@ -647,10 +725,12 @@ class Connection:
 
     def _forget_deliveries(self, link: Link) -> None:
         session = link.session
+        table = session.outgoing_unsettled if link.is_sender else session.incoming_unsettled
         for delivery_id in link.unsettled:
-            session.outgoing_unsettled.pop(delivery_id, None)
+            table.pop(delivery_id, None)
         link.unsettled.clear()
-        link.incoming = None
+        self._drop_incoming(link)
+        self._starved.pop(link, None)
         link.outgoing = None
         link.credit = 0  # nothing more may be sent on it (§2.6.7), even for events still queued
 
@@ -659,6 +739,8 @@ class Connection:
         if session.state is not SessionState.MAPPED:
             return
         link = self._link(session, detach.handle, "detach")
+        if link.state is not LinkState.ATTACH_RCVD:
+            self.links_answered -= 1
         if link.state is LinkState.ATTACH_RCVD:
             # The peer detached before we answered its attach (both in one write):
             # answer the attach, echoing its termini, so the detach below completes it.
@@ -770,7 +852,23 @@ class Connection:
         )
 
     def grant_credit(self, link: Link, credit: int) -> None:
-        """Set the credit of a link the peer sends on, and tell the peer (§2.6.7)."""
+        """Set the credit of a link the peer sends on, and tell the peer (§2.6.7).
+
+        The credit is capped so that the deliveries the peer has not settled, plus the ones it
+        may still send, stay within ``max_unsettled_incoming``; the rest is granted as it settles.
+        """
+        if not link.is_sender:
+            link.wanted_credit = credit
+            config = self.config
+            kept = sum(len(session.incoming_unsettled) for session in self.sessions.values())  # <= 256 sessions
+            room = min(
+                config.max_unsettled_incoming - len(link.unsettled), config.max_unsettled_incoming_total - kept
+            )
+            if credit > room:
+                credit = max(0, room)
+                self._starved[link] = None
+            else:
+                self._starved.pop(link, None)
         link.credit = credit
         self.send_link_flow(link)
 
@@ -850,19 +948,43 @@ class Connection:
             if transfer.state is not None:
                 delivery.state = transfer.state
         if transfer.aborted:
-            link.incoming = None  # an aborted delivery is discarded (§2.6.14)
+            self._drop_incoming(link)  # an aborted delivery is discarded (§2.6.14)
             return
         if transfer.more or delivery.frames is not None:
+            # One growing buffer and a frame count: each frame costs its own bytes, never the
+            # fragments before it, and empty continuation frames count against MAX_FRAGMENTS.
             if delivery.frames is None:
-                delivery.frames = []
-            delivery.frames.append(payload)
-            if self.config.max_message_size:
-                self._check_size(link, sum(map(len, delivery.frames)), channel, transfer.handle)
+                delivery.frames = bytearray()
+            link.incoming = delivery
+            delivery.frames += payload
+            self.assembling += len(payload)
+            delivery.sent += 1
+            if delivery.sent > MAX_FRAGMENTS:
+                self._drop_incoming(link)
+                raise LinkError(
+                    conditions.RESOURCE_LIMIT_EXCEEDED,
+                    f"a delivery may span at most {MAX_FRAGMENTS} transfer frames; send larger frames "
+                    f"(up to max-frame-size {self.config.max_frame_size})",
+                    channel,
+                    transfer.handle,
+                )
+            limit = self.config.max_message_size
+            if limit:
+                self._check_size(link, len(delivery.frames), channel, transfer.handle)
+                if self.assembling > limit:
+                    # All deliveries in progress on this connection together: one message's worth.
+                    self._drop_incoming(link)
+                    raise LinkError(
+                        conditions.RESOURCE_LIMIT_EXCEEDED,
+                        f"deliveries in progress on this connection hold over {limit} bytes (max-message-size); "
+                        "finish one delivery before starting the next",
+                        channel,
+                        transfer.handle,
+                    )
             if transfer.more:
-                link.incoming = delivery
                 return
-            delivery.payload = b"".join(delivery.frames)
-            delivery.frames = None
+            delivery.payload = bytes(delivery.frames)
+            self._drop_incoming(link)
         else:  # the common single-frame message: no list to build
             if self.config.max_message_size:
                 self._check_size(link, len(payload), channel, transfer.handle)
@@ -870,13 +992,24 @@ class Connection:
         link.incoming = None
         if not delivery.remote_settled:
             session.incoming_unsettled[delivery.delivery_id] = delivery
+            if link.rcv_settle_mode:  # second: we keep it until the peer settles, so it counts per link
+                link.unsettled[delivery.delivery_id] = delivery
         self._events.append(ev.MessageReceived(link, delivery))
+
+    def _drop_incoming(self, link: Link) -> None:
+        """The link's delivery in progress is complete, aborted or refused: stop counting its bytes."""
+        delivery = link.incoming
+        if delivery is not None:
+            if delivery.frames is not None:
+                self.assembling -= len(delivery.frames)
+                delivery.frames = None
+            link.incoming = None
 
     def _check_size(self, link: Link, size: int, channel: int, handle: int) -> None:
         """Enforce the max-message-size we advertised for links the peer sends on (§2.7.3)."""
         limit = self.config.max_message_size
         if limit and size > limit:
-            link.incoming = None
+            self._drop_incoming(link)
             raise LinkError(
                 conditions.MESSAGE_SIZE_EXCEEDED,
                 f"message exceeds max-message-size {limit}",
@@ -916,6 +1049,7 @@ class Connection:
                 )
                 data = self.hook.frame_out(session.channel, transfer, data)
             self._out.append(data)
+            self.output_size += len(data)
             session.next_outgoing_id = (session.next_outgoing_id + 1) % SERIAL_MOD
             session.remote_incoming_window -= 1
         else:
@@ -970,16 +1104,24 @@ class Connection:
             return
         first = disposition.first
         last = disposition.last if disposition.last is not None else first
-        if (last - first) % SERIAL_MOD > MAX_DISPOSITION_RANGE:
+        width = (last - first) % SERIAL_MOD
+        if width >= SERIAL_HALF:
+            # RFC-1982 (§2.8.9): last is "before" first, so the range names nothing sensible.
             raise SessionError(
-                conditions.INVALID_FIELD, f"disposition range {first}..{last} is implausibly large", channel
+                conditions.INVALID_FIELD, f"disposition range {first}..{last} ends before it starts", channel
             )
         # The peer as receiver settles what we sent; as sender, what we received.
         table = session.outgoing_unsettled if disposition.role == ROLE_RECEIVER else session.incoming_unsettled
+        # The work is bounded by the unsettled deliveries, not by the range the peer names: a wide
+        # range walks the table (kept in delivery-id order, as ids are assigned), a narrow one the ids.
+        if width < len(table):
+            ids: Any = ((first + offset) % SERIAL_MOD for offset in range(width + 1))
+        else:
+            ids = [delivery_id for delivery_id in table if (delivery_id - first) % SERIAL_MOD <= width]
         state = disposition.state
         settled = disposition.settled
-        delivery_id = first
-        while True:
+        released = False
+        for delivery_id in ids:
             delivery = table.get(delivery_id)
             if delivery is not None:
                 delivery.state = state if state is not None else delivery.state
@@ -987,10 +1129,14 @@ class Connection:
                     delivery.remote_settled = True
                     del table[delivery_id]
                     delivery.link.unsettled.pop(delivery_id, None)
+                    released = released or not delivery.link.is_sender
                 self._events.append(ev.DeliveryUpdated(delivery.link, delivery, state, settled))
-            if delivery_id == last:
-                break
-            delivery_id = (delivery_id + 1) % SERIAL_MOD
+        if released and self._starved:  # the peer settled: the credit held back is granted now
+            for link in list(self._starved):
+                if link.state is LinkState.ATTACHED:
+                    self.grant_credit(link, link.wanted_credit)
+                else:
+                    self._starved.pop(link, None)
 
     def settle(self, delivery: Delivery, state: Any, settled: bool = True) -> None:
         """Tell the peer a delivery's state, settling it (§2.7.6).
@@ -1009,6 +1155,12 @@ class Connection:
                 link.unsettled.pop(delivery.delivery_id, None)
             else:
                 session.incoming_unsettled.pop(delivery.delivery_id, None)
+                if link.rcv_settle_mode:
+                    link.unsettled.pop(delivery.delivery_id, None)
+        if not link.is_sender:
+            # The outcome is decided: the message is in a node now, if anywhere; waiting for the
+            # peer to settle (rcv-settle-mode second) holds the delivery's state, not its bytes.
+            delivery.payload = b""
         if session.state is not SessionState.MAPPED:
             return
         role = ROLE_SENDER if link.is_sender else ROLE_RECEIVER

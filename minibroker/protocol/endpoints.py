@@ -35,8 +35,9 @@ class Delivery:
         self.payload: bytes = b""
         self.message_format = 0
         self.context: Any = None
-        self.frames: list[bytes] | None = None  # an incoming delivery still being assembled
-        self.sent = 0  # an outgoing multi-frame delivery: payload bytes written so far
+        self.frames: bytearray | None = None  # an incoming delivery still being assembled
+        #: Outgoing multi-frame delivery: payload bytes written so far; incoming: frames taken so far.
+        self.sent = 0
 
     def __repr__(self) -> str:
         return f"<Delivery {self.delivery_id} on {self.link.name!r} settled={self.settled}>"
@@ -49,7 +50,7 @@ class Link:
         "session", "name", "handle", "remote_handle", "is_sender", "state", "attach",
         "source", "target", "snd_settle_mode", "rcv_settle_mode", "delivery_count",
         "credit", "drain", "available", "unsettled", "incoming", "context", "max_message_size",
-        "flow_properties", "outgoing",
+        "flow_properties", "outgoing", "wanted_credit",
     )  # fmt: skip
 
     def __init__(self, session: Session, attach: Attach, handle: int) -> None:
@@ -69,13 +70,18 @@ class Link:
         self.credit = 0
         self.drain = False
         self.available = 0
-        self.unsettled: dict[int, Delivery] = {}  # by delivery-id; sender side only
+        #: By delivery-id: what we sent and the peer has not settled, or (receiver side) what the
+        #: peer sent and has not settled.
+        self.unsettled: dict[int, Delivery] = {}
         self.incoming: Delivery | None = None  # receiver side: a multi-frame delivery in progress
         self.context: Any = None
         #: The peer's own limit: the largest message it will take on this link (§2.7.3).
         self.max_message_size: int | None = attach.max_message_size or None
         self.flow_properties: dict[Any, Any] | None = None
         self.outgoing: Delivery | None = None  # sender side: a multi-frame delivery not yet all written
+        #: Receiver side: the credit last granted, part of which may be held back until the peer
+        #: settles (``ConnectionConfig.max_unsettled_incoming``).
+        self.wanted_credit = 0
 
     @property
     def address(self) -> Any:

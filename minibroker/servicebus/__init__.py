@@ -9,17 +9,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..broker.config import CorrelationFilter as CorrelationFilter
+from ..broker.config import EntityProperties as EntityProperties
 from ..broker.config import ServiceBusOptions as ServiceBusOptions
+from ..broker.config import SqlFilter as SqlFilter
+from ..broker.config import SubscriptionRule as SubscriptionRule
 from ..broker.extension import Extension, register_layer
 from .addresses import CBS
 
 if TYPE_CHECKING:
-    from ..broker.engine import Broker
+    from .host import ServiceBusHost
 
-__all__ = ["ServiceBusOptions", "connection_string"]
+__all__ = ["CorrelationFilter", "EntityProperties", "ServiceBusOptions", "SqlFilter", "SubscriptionRule", "connection_string"]
 
 
-def _layer(broker: Broker) -> Extension:
+def _layer(broker: ServiceBusHost) -> Extension:
     """The Service Bus layer for ``broker`` (imported only when a broker turns it on)."""
     from .layer import ServiceBusLayer
 

@@ -5,10 +5,11 @@ token and carries ``x-opt-sequence-number``, ``x-opt-enqueued-time`` and
 ``x-opt-locked-until``.  The receiver's disposition is answered by a settled
 disposition with the outcome applied, which the SDK waits for:
 
-* complete = ``accepted``; abandon = ``modified(delivery-failed)`` (delivery
-  count + 1, dead-lettered at the maximum); defer = ``modified(undeliverable-here)``
-  (held aside for receive-by-sequence-number); dead-letter = ``rejected`` with
-  ``com.microsoft:dead-letter``, echoed as a plain ``rejected``;
+* complete = ``accepted``; defer = ``modified(undeliverable-here)`` (held aside
+  for receive-by-sequence-number); abandon = any other ``modified`` (the Python
+  SDK sets delivery-failed, the JS SDK does not; Service Bus counts both);
+  dead-letter = ``rejected`` with ``com.microsoft:dead-letter``, echoed as a
+  plain ``rejected``;
 * a lock that is gone is answered ``rejected`` with ``com.microsoft:message-lock-lost``.
 
 Receive-and-delete (sender settle mode settled) forgets each message as it goes out.
@@ -17,23 +18,22 @@ Receive-and-delete (sender settle mode settled) forgets each message as it goes 
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from ..amqp.messaging import Accepted, Modified, Received, Rejected, Released
 from ..amqp.performatives import amqp_error
+from ..broker.client_connection import BrokerConnection
 from ..broker.extension import ExtensionConsumer
 from ..broker.queue import Queue
 from ..broker.stored import Entry
 from ..protocol.endpoints import Delivery, Link
+from .sections import delivery_payload
+from .settlement import DEAD_LETTER, Settlement
 
-if TYPE_CHECKING:
-    from ..broker.client_connection import BrokerConnection
-    from .layer import ServiceBusLayer
-
-__all__ = ["ServiceBusConsumer", "LOCK_LOST", "DEAD_LETTER"]
+__all__ = ["ServiceBusConsumer", "LOCK_LOST"]
 
 LOCK_LOST = "com.microsoft:message-lock-lost"
-DEAD_LETTER = "com.microsoft:dead-letter"
 _DEAD_LETTER_REASON = "DeadLetterReason"
 _DEAD_LETTER_DESCRIPTION = "DeadLetterErrorDescription"
 
@@ -42,21 +42,25 @@ class ServiceBusConsumer(ExtensionConsumer):
     """The broker's sending link to a Service Bus receiver."""
 
     def __init__(
-        self, layer: ServiceBusLayer, connection: BrokerConnection, link: Link, queue: Queue, link_id: int
-    ) -> None:
+        self, settlement: Settlement, connection: BrokerConnection, link: Link, queue: Queue, link_id: int,
+        now: Callable[[], float],
+    ) -> None:  # fmt: skip
         super().__init__(
-            connection, link, queue, link_id, layer.broker.now,
-            browse=False, selector=None, default_outcome=None, outcomes=None,
-        )  # fmt: skip
-        self.layer = layer
+            connection, link, queue, link_id, now, browse=False, selector=None, default_outcome=None, outcomes=None
+        )
+        self.settlement = settlement
+        self.client = connection  # typed as the broker's connection (``connection`` is the links' narrow view)
+
+    def lock_until(self, now: float) -> float | None:
+        """When a message delivered now stops being locked (None: never by itself)."""
+        return now + self.settlement.lock_duration(self.queue)
 
     def deliver(self, entry: Entry) -> None:
-        layer = self.layer
         now = self.now()
         token = uuid.uuid4()
         settled = self.presettled
-        until = None if settled else now + layer.options.lock_duration
-        payload = layer.outgoing(entry, now, until)
+        until = None if settled else self.lock_until(now)
+        payload = delivery_payload(entry, now, until if until is not None else self.shown_until(now))
         connection = self.connection
         delivery = connection.engine.send_transfer(self.link, token.bytes_le, payload, settled)
         connection.mark_dirty()
@@ -64,10 +68,17 @@ class ServiceBusConsumer(ExtensionConsumer):
             self.queue.accept(entry)  # receive-and-delete
             self.offer(None, delivery)
             return
-        assert until is not None
         self.unsettled[delivery.delivery_id] = entry
-        layer.lock(self.queue, entry, self, delivery, until, token)
+        self.settlement.lock(self.queue, entry, self, delivery, until, token)
         self.offer(entry, delivery)
+
+    def shown_until(self, now: float) -> float | None:
+        """The locked-until a message shows when its own lock does not expire (see sessions)."""
+        return None
+
+    def forget(self, delivery: Delivery) -> None:
+        """The message of ``delivery`` was settled another way: it is no longer this link's."""
+        self.unsettled.pop(delivery.delivery_id, None)
 
     def on_outcome(self, delivery: Delivery, state: Any, settled: bool) -> None:
         if state is None or isinstance(state, Received):
@@ -75,14 +86,14 @@ class ServiceBusConsumer(ExtensionConsumer):
                 return
             state = Modified(delivery_failed=True)  # settled with no outcome: as abandoned
         engine = self.connection.engine
-        layer = self.layer
+        settlement = self.settlement
         entry = self.unsettled.pop(delivery.delivery_id, None)
-        lock = layer.locks.get(uuid.UUID(bytes_le=delivery.tag))
+        lock = settlement.locks.get(uuid.UUID(bytes_le=delivery.tag))
         if entry is None or lock is None:
             if not settled:
                 engine.settle(delivery, Rejected(error=amqp_error(LOCK_LOST, "the lock on this message has expired")))
             return
-        layer.locks.remove(lock)
+        settlement.locks.remove(lock)
         queue = self.queue
         now = self.now()
         echo = state
@@ -90,13 +101,8 @@ class ServiceBusConsumer(ExtensionConsumer):
             queue.accept(entry)
         elif isinstance(state, Released):
             queue.release(entry, now)
-        elif isinstance(state, Modified):
-            if state.undeliverable_here:
-                layer.defer(queue, entry)
-            elif state.delivery_failed:
-                layer.abandon(queue, entry, now, state.message_annotations)
-            else:
-                queue.modify(entry, now, False, False, state.message_annotations, None)
+        elif isinstance(state, Modified) and state.undeliverable_here:
+            settlement.defer(queue, entry)
         elif isinstance(state, Rejected):
             error = state.error
             info = dict(error.info or {}) if error is not None else {}
@@ -104,10 +110,11 @@ class ServiceBusConsumer(ExtensionConsumer):
             description = info.get(_DEAD_LETTER_DESCRIPTION)
             if reason is None and error is not None and str(error.condition) != DEAD_LETTER:
                 reason, description = str(error.condition), error.description
-            layer.dead_letter(queue, entry, reason, description)
+            settlement.dead_letter(queue, entry, reason, description)
             echo = Rejected()  # an error in the echo would tell the SDK the dead-lettering failed
-        else:
-            layer.abandon(queue, entry, now, None)
+        else:  # an abandon, delivery-failed or not: Service Bus counts every one
+            annotations = state.message_annotations if isinstance(state, Modified) else None
+            settlement.abandon(queue, entry, now, annotations)
         if not settled:
             engine.settle(delivery, echo)
         queue.dispatch(now)

@@ -10,10 +10,18 @@ broker see plain AMQP 1.0.
 * Entity addresses (``amqps://host:port/orders``, ``orders/$DeadLetterQueue``,
   ``topic/Subscriptions/name``) are reduced to nodes; a subscription is a
   named, durable subscription queue of its topic.
+* Senders get :class:`~minibroker.servicebus.sending.SenderLink` links: the
+  layer stamps message-ids and holds scheduled messages, then publishes
+  through the broker's publish path.
 * Receivers get :class:`~minibroker.servicebus.consumer.ServiceBusConsumer`
-  links (peek-lock with lock tokens, or receive-and-delete).
+  links (peek-lock with lock tokens, or receive-and-delete), or
+  :class:`~minibroker.servicebus.sessions.SessionConsumer` links for sessions.
 * Each entity's ``$management`` node (:mod:`~minibroker.servicebus.management`).
-* Timers on the broker's clock: lock expiry and scheduled messages.
+* Timers on the broker's clock: message and session lock expiry, scheduled messages.
+
+The parts below the layer do not know it: they call down into
+:class:`~minibroker.servicebus.settlement.Settlement` to settle, and the
+layer sees the broker only through :class:`~minibroker.servicebus.host.ServiceBusHost`.
 """
 
 from __future__ import annotations
@@ -22,67 +30,82 @@ import dataclasses
 import itertools
 import uuid
 import weakref
-from typing import TYPE_CHECKING, Any
-
-from sortedcontainers import SortedList
+from typing import Any, NamedTuple
 
 from ..amqp import errors as conditions
+from ..amqp.messaging import Accepted, Properties, Rejected
 from ..amqp.performatives import RCV_FIRST, amqp_error
-from ..broker.config import ServiceBusOptions
+from ..amqp.types import symbol
+from ..broker.client_connection import BrokerConnection
+from ..broker.config import EntityProperties, ServiceBusOptions
 from ..broker.publish import Source
 from ..broker.queue import Queue
 from ..broker.router import NodeError
-from ..broker.stored import Entry, StoredMessage
-from ..broker.topic import Topic
-from ..protocol.endpoints import Delivery, Link
+from ..broker.stored import StoredMessage
+from ..broker.topic import SubscriptionRules, Topic
+from ..protocol import LinkState
+from ..protocol.endpoints import Link
 from .addresses import CBS, SUBSCRIPTIONS, Entity, node_name, parse_address
-from .consumer import DEAD_LETTER, ServiceBusConsumer
-from .locks import DEFERRED, Lock, LockTable
+from .consumer import ServiceBusConsumer
+from .duplicates import DuplicateDetection
+from .host import ServiceBusHost
 from .management import Management, put_token
 from .requests import Handler, ReplyLink, RequestLink
-from .sections import (
-    DEAD_LETTER_SOURCE,
-    ENQUEUED_TIME,
-    LOCKED_UNTIL,
-    SEQUENCE_NUMBER,
-    millis,
-    with_annotations,
-    with_application_properties,
-)
-from .sessions import LOCKED_UNTIL_UTC, SESSION_FILTER, SessionConsumer, Sessions, ticks
-
-if TYPE_CHECKING:
-    from ..broker.engine import Broker, BrokerConnection
+from .rules import Rules, RuleSet
+from .scheduler import Scheduler
+from .sections import SCHEDULED_ENQUEUE_TIME, with_properties
+from .sending import SenderLink
+from .sessions import LOCKED_UNTIL_UTC, SESSION_FILTER, SESSION_LOCK_LOST, SessionConsumer, Sessions, ticks
+from .settlement import Settlement
 
 __all__ = ["ServiceBusLayer"]
 
 TIMEOUT = "com.microsoft:timeout"
 SESSION_CANNOT_BE_LOCKED = "com.microsoft:session-cannot-be-locked"
+#: Service Bus forwards a message through at most 4 entities.
+MAX_FORWARD_HOPS = 4
+#: The link property in which a client gives its operation timeout (milliseconds).
+OPERATION_TIMEOUT = symbol("com.microsoft:timeout")
+#: How long a session receiver's attach waits for a free session when its client names no timeout
+#: (seconds on the broker's clock; the SDKs' default operation timeout).
+SESSION_WAIT = 60.0
+#: Receivers that may wait for a session at once: each holds an unanswered attach, so they are bounded.
+MAX_WAITING = 1000
+
+
+class _Waiting(NamedTuple):
+    connection: BrokerConnection
+    link: Link
+    queue: Queue
+    deadline: float
 
 
 class ServiceBusLayer:
     """Service Bus semantics for the connections that authenticated through ``$cbs``."""
 
-    def __init__(self, broker: Broker, options: ServiceBusOptions | None = None) -> None:
+    def __init__(self, broker: ServiceBusHost, options: ServiceBusOptions | None = None) -> None:
         self.broker = broker
         self.options = options or ServiceBusOptions()
-        self.locks = LockTable()
-        self.sessions = Sessions()
-        #: Deferred messages by (node, sequence number): acquired, owned by DEFERRED.
-        self.deferred: dict[tuple[str, int], tuple[Queue, Entry]] = {}
-        self._scheduled: dict[tuple[str, int], tuple[Queue | Topic, bytes]] = {}
-        self._due = SortedList()  # (enqueue time, node, sequence number)
-        self._topic_numbers: dict[str, int] = {}
+        self.settlement = Settlement(self.options, self._timers_changed)
+        self.sessions = Sessions(self._session_unlocked)
+        self.scheduler = Scheduler(self._enqueue_scheduled, self._timers_changed)
+        self.rules = Rules(self.options.rules)
+        self.duplicates = DuplicateDetection()
+        self._forward_depth = 0  # subscriptions forwarding into topics, nested: bounded by MAX_FORWARD_HOPS
+        self._waiting: list[_Waiting] = []  # session receivers waiting for a free session, oldest first
         self._clients: weakref.WeakSet[BrokerConnection] = weakref.WeakSet()
-        self._entities: weakref.WeakSet[Queue] = weakref.WeakSet()
         self._link_ids = itertools.count(-1, -1)  # apart from the broker's own (positive) link ids
-        broker.router.dead_letter_hook = self._dead_lettering
+        broker.router.dead_letter_hook = self.settlement.dead_lettering
         self._declare()
+
+    def now(self) -> float:
+        return self.broker.now()
 
     def _declare(self) -> None:
         for name in self.options.queues:
-            self.entity_queue(self.broker.declare_queue(name))
+            self.settlement.entity_queue(self.broker.declare_queue(name), self.options.entities.get(name))
         for topic, subscriptions in self.options.topics.items():
+            self.broker.declare_topic(topic)
             for subscription in subscriptions:
                 self.subscription_queue(topic, subscription, create=True)
 
@@ -106,16 +129,26 @@ class ServiceBusLayer:
         if link.is_sender:
             self._attach_receiver(connection, link, entity)
             return True
+        self._attach_sender(connection, link, entity)
+        return True
+
+    def _attach_sender(self, connection: BrokerConnection, link: Link, entity: Entity) -> None:
+        engine = connection.engine
         if entity.subscription is not None or entity.dead_letter:
-            connection.engine.refuse_link(
+            engine.refuse_link(
                 link, amqp_error(conditions.NOT_ALLOWED, f"cannot send to {entity.node!r}: send to its queue or topic")
             )
-            return True
-        link.target = dataclasses.replace(link.target, address=entity.name)
+            return
+        if self.broker.resolve(entity.name) is None:
+            reason = f"no queue or topic {entity.name!r} (auto-create is off; declare it in ServiceBusOptions)"
+            engine.refuse_link(link, amqp_error(conditions.NOT_FOUND, reason))
+            return
+        link.context = SenderLink(connection, link, entity.name, self, self.now)
         # Service Bus settles what it receives at once (the SDK asks for mode second but
         # waits for a settled disposition): answer the attach with rcv-settle-mode first.
         link.rcv_settle_mode = RCV_FIRST
-        return False  # the broker attaches the sender to the entity's node
+        engine.accept_link(link, source=link.source, target=link.target)
+        engine.grant_credit(link, self.broker.config.link_credit)
 
     def _attach_pair(
         self, connection: BrokerConnection, link: Link, address: str, handler: Handler, status: str, description: str
@@ -139,7 +172,12 @@ class ServiceBusLayer:
         if SESSION_FILTER in filters:
             self._attach_session_receiver(connection, link, queue, filters[SESSION_FILTER])
             return
-        consumer = ServiceBusConsumer(self, connection, link, queue, next(self._link_ids))
+        properties = self.settlement.properties(queue)
+        if properties is not None and properties.requires_session and not entity.dead_letter:
+            reason = f"{entity.node!r} requires sessions: receive from a session (a session id, or the next available)"
+            engine.refuse_link(link, amqp_error(conditions.NOT_ALLOWED, reason))
+            return
+        consumer = ServiceBusConsumer(self.settlement, connection, link, queue, next(self._link_ids), self.now)
         link.context = consumer
         engine.accept_link(link, source=link.source, target=link.target)
         self.broker.add_consumer(consumer)
@@ -149,18 +187,33 @@ class ServiceBusLayer:
         engine = connection.engine
         session = wanted if isinstance(wanted, str) else self.sessions.free_session(queue)
         if session is None:
-            engine.refuse_link(link, amqp_error(TIMEOUT, f"no free session with messages in {queue.name!r}"))
+            # As the service does: the attach waits for a session to become free, up to the
+            # client's operation timeout (a link property, in milliseconds) or the service's.
+            timeout = (link.attach.properties or {}).get(OPERATION_TIMEOUT)
+            wait = int(timeout) / 1000 if isinstance(timeout, int) and timeout > 0 else SESSION_WAIT
+            if len(self._waiting) >= MAX_WAITING:
+                engine.refuse_link(link, amqp_error(conditions.RESOURCE_LIMIT_EXCEEDED, "too many receivers wait for a session"))
+                return
+            self._waiting.append(_Waiting(connection, link, queue, self.now() + wait))
+            self._timers_changed()
             return
+        self._lock_session(connection, link, queue, session)
+
+    def _lock_session(self, connection: BrokerConnection, link: Link, queue: Queue, session: str) -> None:
+        engine = connection.engine
         if self.sessions.holder(queue, session) is not None:
             engine.refuse_link(
                 link, amqp_error(SESSION_CANNOT_BE_LOCKED, f"session {session!r} of {queue.name!r} is locked by another receiver")
             )
             return
-        consumer = SessionConsumer(self, connection, link, queue, next(self._link_ids), session)
+        until = self.now() + self.settlement.lock_duration(queue)
+        consumer = SessionConsumer(
+            self.settlement, self.sessions, connection, link, queue, next(self._link_ids), self.now, session, until
+        )
         link.context = consumer
         self.sessions.lock(consumer)
+        self._timers_changed()
         source = dataclasses.replace(link.source, filter={**link.source.filter, SESSION_FILTER: session})
-        until = self.broker.clock.now() + self.options.lock_duration
         engine.accept_link(link, source=source, target=link.target, properties={LOCKED_UNTIL_UTC: ticks(until)})
         self.broker.add_consumer(consumer)
 
@@ -184,7 +237,7 @@ class ServiceBusLayer:
             return f"no queue {entity.node!r} (auto-create is off; declare it in ServiceBusOptions.queues)"
         if not isinstance(node, Queue):
             return f"{entity.name!r} is a {node.KIND}, not a queue"
-        return self.entity_queue(node)
+        return self.settlement.entity_queue(node, self.options.entities.get(node.name))
 
     def node_for(self, entity: Entity) -> Queue | Topic | str:
         """The node an entity's ``$management`` acts on: its queue, or a topic for a sender's requests."""
@@ -208,154 +261,148 @@ class ServiceBusLayer:
                 return None
             subscription = self.broker.router.subscribe(topic, key, True, None)
             subscription.links = 0  # it exists without receivers, as a configured subscription does
+            ruleset = self.rules.for_subscription(topic_name, name, key, self.now())
+            properties = self.options.entities.get(f"{topic_name}/{name}")
+            forward_to = properties.forward_to if properties is not None else None
+            subscription.rules = ruleset if not forward_to else self._forwarding(ruleset, forward_to)
             # Its dead letters stay its own: <topic>/Subscriptions/<name>/$DeadLetterQueue.
             queue = subscription.queue
             queue.options = dataclasses.replace(queue.options, dead_letter_address=None)
-        return self.entity_queue(subscription.queue)
+        return self.settlement.entity_queue(subscription.queue, self._subscription_properties(topic_name, name))
 
-    def entity_queue(self, queue: Queue) -> Queue:
-        """Give a queue Service Bus dead-lettering: reason and description in application-properties."""
-        if queue in self._entities:
-            return queue
-        self._entities.add(queue)
-        limit = self.options.max_delivery_count
-        if queue.options.max_delivery_count != limit:
-            queue.options = dataclasses.replace(queue.options, max_delivery_count=limit)
-        return queue
+    def _subscription_properties(self, topic: str, name: str) -> EntityProperties | None:
+        """A subscription's settings; its topic's time-to-live caps its own."""
+        own = self.options.entities.get(f"{topic}/{name}")
+        topic_ttl = (self.options.entities.get(topic) or EntityProperties()).default_message_time_to_live
+        if topic_ttl is None:
+            return own
+        own = own or EntityProperties()
+        ttl = own.default_message_time_to_live
+        return dataclasses.replace(own, default_message_time_to_live=topic_ttl if ttl is None else min(ttl, topic_ttl))
 
-    def _dead_lettering(self, source: Queue, entry: Entry, reason: str, description: str | None) -> None:
-        """The router's dead-letter hook: an entity's dead letters carry Service Bus's properties."""
-        if source not in self._entities:
-            return
-        if reason != DEAD_LETTER:  # the broker's own reason (expiry, delivery limit)
-            entry.message = with_application_properties(entry.message, _reason(reason, description))
-        entry.annotate({DEAD_LETTER_SOURCE: source.name})
+    # ------------------------------------------------------------ sending
 
-    # --------------------------------------------------------- deliveries
+    def publish(self, address: str, messages: list[StoredMessage], now: float) -> Any:
+        """What a Service Bus entity does with messages sent to it (see :mod:`.sending`)."""
+        node = self.broker.resolve(address)
+        if not isinstance(node, (Queue, Topic)):
+            return Rejected(error=amqp_error(conditions.NOT_FOUND, f"no queue or topic {address!r}"))
+        entity = self.options.entities.get(address) or EntityProperties()
+        publisher = self.broker.router.publisher
+        outcomes: list[Any] = []
+        for message in messages:
+            properties = message.properties
+            message_id = properties.message_id if properties is not None else None
+            if message_id is None:
+                # The service gives every message an id; the JS SDK relies on it to settle.
+                stamped = dataclasses.replace(properties or _NO_PROPERTIES, message_id=uuid.uuid4().hex)
+                message = with_properties(message, stamped)
+            elif entity.requires_duplicate_detection and self.duplicates.is_duplicate(
+                address, str(message_id), now, entity.duplicate_detection_history_time_window
+            ):
+                outcomes.append(Accepted())  # as the service: the sender is told it arrived; it is not kept
+                continue
+            at = (message.message_annotations or {}).get(SCHEDULED_ENQUEUE_TIME)
+            if at is not None and int(at) / 1000 > now:
+                self.scheduler.schedule(node, message, int(at) / 1000)
+                outcomes.append(Accepted())
+                continue
+            refused = publisher.publish(self._forward_target(node), message, now, Source.CLIENT)
+            outcomes.append(Accepted() if refused is None else Rejected(error=refused))
+        if self._waiting:
+            self._serve_waiting(now)
+        rejected = [o for o in outcomes if isinstance(o, Rejected)]
+        return rejected[0] if rejected else Accepted()
 
-    def outgoing(self, entry: Entry, now: float, locked_until: float | None) -> bytes:
-        """The bytes of a delivery: the message with the broker's annotations."""
-        extra: dict[Any, Any] = {SEQUENCE_NUMBER: entry.seq, ENQUEUED_TIME: millis(entry.message.arrived_at)}
-        if locked_until is not None:
-            extra[LOCKED_UNTIL] = millis(locked_until)
-        return with_annotations(entry.payload_for_delivery(now), extra)
+    def _forward_target(self, node: Queue | Topic) -> Queue | Topic:
+        """Where a message for ``node`` ends up: queues with ``forward_to`` pass it on (at most 4 hops, as
+        Service Bus allows)."""
+        for _hop in range(MAX_FORWARD_HOPS):
+            properties = self.options.entities.get(node.name)
+            if properties is None or not properties.forward_to or not isinstance(node, Queue):
+                break
+            target = self.broker.resolve(properties.forward_to)
+            if not isinstance(target, (Queue, Topic)):
+                break  # nowhere to go (auto-create off): it stays
+            node = target
+        return node
 
-    def lock(
-        self, queue: Queue, entry: Entry, owner: Any, delivery: Delivery | None, until: float,
-        token: uuid.UUID | None = None,
-    ) -> Lock:  # fmt: skip
-        first = self.locks.next_expiry()
-        lock = self.locks.add(queue, entry, owner, delivery, until, token)
-        if first is None or until < first:
-            self._timers_changed()
-        return lock
+    def _forwarding(self, ruleset: RuleSet, target_name: str) -> SubscriptionRules:
+        """A subscription's rules that pass what they take on to ``target_name`` instead of keeping it."""
 
-    def release_lock(self, lock: Lock) -> None:
-        """Take a lock's message from its holder (settled another way, e.g. by ``$management``)."""
-        self.locks.remove(lock)
-        owner = lock.owner
-        if isinstance(owner, ServiceBusConsumer) and lock.delivery is not None:
-            owner.unsettled.pop(lock.delivery.delivery_id, None)
+        def forward(message: StoredMessage) -> list[StoredMessage]:
+            target = self.broker.resolve(target_name)
+            copies = ruleset(message)
+            if not isinstance(target, (Queue, Topic)) or self._forward_depth >= MAX_FORWARD_HOPS:
+                return copies  # nowhere to go, or a forwarding loop: the subscription keeps them
+            self._forward_depth += 1
+            try:
+                for copy in copies:
+                    self.broker.router.publisher.publish(self._forward_target(target), copy, self.now(), Source.FORWARD)
+            finally:
+                self._forward_depth -= 1
+            return []
 
-    def defer(self, queue: Queue, entry: Entry) -> None:
-        """Set a message aside: only receive-by-sequence-number gets it again."""
-        entry.owner = DEFERRED
-        self.deferred[(queue.name, entry.seq)] = (queue, entry)
+        return forward
 
-    def complete(self, queue: Queue, entry: Entry) -> None:
-        self.deferred.pop((queue.name, entry.seq), None)
-        queue.accept(entry)
-
-    def abandon(self, queue: Queue, entry: Entry, now: float, annotations: dict[Any, Any] | None) -> None:
-        """A failed delivery: count it; at ``max_delivery_count`` dead-letter the message."""
-        limit = self.options.max_delivery_count
-        if entry.delivery_count + 1 >= limit:
-            entry.delivery_count += 1
-            self.dead_letter(
-                queue, entry, "MaxDeliveryCountExceeded", f"Message could not be consumed after {limit} delivery attempts."
-            )
-        elif entry.owner is DEFERRED:  # an abandoned deferred message stays deferred
-            entry.delivery_count += 1
-            if annotations:
-                entry.annotate(annotations)
-        else:
-            queue.modify(entry, now, True, False, annotations, None)
-
-    def dead_letter(self, queue: Queue, entry: Entry, reason: str | None, description: str | None) -> None:
-        """Move a message to its entity's ``$DeadLetterQueue`` with the reason in application-properties."""
-        properties = _reason(reason, description)
-        if properties:
-            entry.message = with_application_properties(entry.message, properties)
-        self.deferred.pop((queue.name, entry.seq), None)
-        self.entity_queue(queue)
-        queue.reject(entry, DEAD_LETTER, description)
-
-    # --------------------------------------------------------- scheduling
-
-    def schedule(self, node: Queue | Topic, message: StoredMessage, at: float) -> int:
-        """Hold a message until clock time ``at``; returns its sequence number."""
-        if isinstance(node, Queue):
-            number = node.reserve_seq()
-        else:
-            number = self._topic_numbers.get(node.name, 0) + 1
-            self._topic_numbers[node.name] = number
-        self._scheduled[(node.name, number)] = (node, message.payload)
-        first = self._due[0][0] if self._due else None
-        self._due.add((at, node.name, number))
-        if first is None or at < first:
-            self._timers_changed()
-        return number
-
-    def cancel(self, node: Queue | Topic, number: int) -> bool:
-        return self._scheduled.pop((node.name, number), None) is not None
-
-    def _enqueue_scheduled(self, now: float) -> None:
-        while self._due and self._due[0][0] <= now:
-            _at, name, number = self._due.pop(0)
-            scheduled = self._scheduled.pop((name, number), None)
-            if scheduled is None:
-                continue  # cancelled
-            node, payload = scheduled
-            seq = number if isinstance(node, Queue) else None  # a queue reserved the number (schedule)
-            self.broker.router.publisher.publish(node, StoredMessage(payload, now), now, Source.SCHEDULE, seq)
+    def _enqueue_scheduled(self, node: Queue | Topic, message: StoredMessage, number: int, now: float) -> None:
+        target = self._forward_target(node)  # a forwarding queue passes it on when it comes due
+        seq = number if isinstance(node, Queue) and target is node else None  # the queue reserved the number
+        self.broker.router.publisher.publish(target, message, now, Source.SCHEDULE, seq)
 
     # ------------------------------------------------------------- timers
 
+    def _session_unlocked(self) -> None:
+        if self._waiting:
+            self._serve_waiting(self.now())
+
+    def _serve_waiting(self, now: float) -> None:
+        """Give free sessions to receivers waiting for one; refuse those whose wait is over."""
+        waiting, self._waiting = self._waiting, []
+        for item in waiting:
+            connection, link, queue, deadline = item
+            if link.state is not LinkState.ATTACH_RCVD:
+                continue  # the client gave up (detached, or its connection went)
+            session = self.sessions.free_session(queue)
+            if session is not None:
+                self._lock_session(connection, link, queue, session)
+            elif deadline <= now:
+                connection.engine.refuse_link(link, amqp_error(TIMEOUT, f"no free session with messages in {queue.name!r}"))
+            else:
+                self._waiting.append(item)
+                continue
+            connection.mark_dirty()
+
     def next_deadline(self) -> float | None:
-        deadlines = [d for d in (self.locks.next_expiry(), self._due[0][0] if self._due else None) if d is not None]
+        waits = min((item.deadline for item in self._waiting), default=None)
+        due = (self.settlement.locks.next_expiry(), self.sessions.next_expiry(), self.scheduler.next_due(), waits)
+        deadlines = [d for d in due if d is not None]
         return min(deadlines) if deadlines else None
 
     def run_timers(self, now: float) -> None:
-        for lock in self.locks.expire(now):
-            owner = lock.owner
-            if owner is DEFERRED:
-                continue  # a deferred message's lock ends; the message stays deferred
-            if isinstance(owner, ServiceBusConsumer) and lock.delivery is not None:
-                owner.unsettled.pop(lock.delivery.delivery_id, None)
-            self.abandon(lock.queue, lock.entry, now, None)
-            lock.queue.dispatch(now)
-        self._enqueue_scheduled(now)
+        self.settlement.expire(now)
+        for consumer in self.sessions.expire(now):
+            # The session lock is gone: so is the receiver (its messages come back, counted).
+            error = amqp_error(SESSION_LOCK_LOST, f"the lock on session {consumer.session_id!r} has expired")
+            self.broker.detach_link(consumer.client, consumer.link, error)
+            consumer.client.mark_dirty()
+        self.scheduler.run(now)
+        if self._waiting:
+            self._serve_waiting(now)
 
     def _timers_changed(self) -> None:
         if self.broker.on_timers_changed is not None:
             self.broker.on_timers_changed()
 
     def reset(self) -> None:
-        self.locks.clear()
+        self.settlement.clear()
         self.sessions.clear()
-        self.deferred.clear()
-        self._scheduled.clear()
-        self._due.clear()
-        self._topic_numbers.clear()
+        self.scheduler.clear()
+        self.rules.clear()
+        self.duplicates.clear()
+        self._waiting = []
         self._clients = weakref.WeakSet()
-        self._entities = weakref.WeakSet()
         self._declare()
 
 
-def _reason(reason: str | None, description: str | None) -> dict[str, Any]:
-    properties = {}
-    if reason is not None:
-        properties["DeadLetterReason"] = str(reason)
-    if description is not None:
-        properties["DeadLetterErrorDescription"] = str(description)
-    return properties
+_NO_PROPERTIES = Properties()

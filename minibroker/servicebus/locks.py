@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Final, Protocol
 
 from sortedcontainers import SortedList
 
@@ -18,22 +18,43 @@ from ..broker.queue import Queue
 from ..broker.stored import ACQUIRED, Entry
 from ..protocol.endpoints import Delivery
 
-__all__ = ["Lock", "LockTable", "DEFERRED"]
+__all__ = ["Lock", "LockTable", "Holder", "DEFERRED"]
+
+
+class Holder(Protocol):
+    """Who holds a lock: a receiver's link, or :data:`DEFERRED`."""
+
+    def forget(self, delivery: Delivery) -> None:
+        """The message of ``delivery`` was settled another way (by ``$management``, or its lock ended)."""
+
+
+class _Deferred:
+    """The holder of deferred messages: no link, nothing to forget."""
+
+    def forget(self, delivery: Delivery) -> None:
+        pass
+
+    def __repr__(self) -> str:
+        return "DEFERRED"
+
 
 #: The owner of a deferred message: held aside until received by its sequence number.
-DEFERRED: Any = object()
+DEFERRED: Final = _Deferred()
 
 
 @dataclass(slots=True, eq=False)
 class Lock:
-    """One lock: the entry it holds, who holds it (a consumer, or ``DEFERRED``), and until when."""
+    """One lock: the entry it holds, who holds it (a consumer, or ``DEFERRED``), and until when.
+
+    ``until`` is None for a message held by its session's lock (it expires with the session).
+    """
 
     token: uuid.UUID
     queue: Queue
     entry: Entry
-    owner: Any
+    owner: Holder
     delivery: Delivery | None
-    until: float
+    until: float | None
     version: int  # entry.token when locked: it changes whenever the entry becomes available again
 
     @property
@@ -49,11 +70,12 @@ class LockTable:
         self._locks: dict[uuid.UUID, Lock] = {}
         self._expiry = SortedList()  # (until, token)
 
-    def add(self, queue: Queue, entry: Entry, owner: Any, delivery: Delivery | None, until: float,
+    def add(self, queue: Queue, entry: Entry, owner: Holder, delivery: Delivery | None, until: float | None,
             token: uuid.UUID | None = None) -> Lock:  # fmt: skip
         lock = Lock(token or uuid.uuid4(), queue, entry, owner, delivery, until, entry.token)
         self._locks[lock.token] = lock
-        self._expiry.add((until, lock.token))
+        if until is not None:
+            self._expiry.add((until, lock.token))
         return lock
 
     def get(self, token: uuid.UUID) -> Lock | None:
@@ -65,11 +87,12 @@ class LockTable:
         return lock
 
     def remove(self, lock: Lock) -> None:
-        if self._locks.pop(lock.token, None) is not None:
+        if self._locks.pop(lock.token, None) is not None and lock.until is not None:
             self._expiry.discard((lock.until, lock.token))
 
     def renew(self, lock: Lock, until: float) -> None:
-        self._expiry.discard((lock.until, lock.token))
+        if lock.until is not None:
+            self._expiry.discard((lock.until, lock.token))
         lock.until = until
         self._expiry.add((until, lock.token))
 

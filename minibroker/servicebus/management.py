@@ -11,7 +11,10 @@ on failure), with 200 and a map body on success.  Operations:
   abandoned, suspended = dead-letter, defered);
 * ``com.microsoft:schedule-message`` / ``cancel-scheduled-message``;
 * ``com.microsoft:receive-by-sequence-number``: deferred messages, locked anew;
-* ``renew-session-lock``, ``get-session-state``, ``set-session-state``;
+* ``renew-session-lock``, ``get-session-state``, ``set-session-state``,
+  ``get-message-sessions``;
+* a subscription's rules: ``add-rule``, ``remove-rule``, ``enumerate-rules``
+  (:mod:`~minibroker.servicebus.rules`);
 * anything else: 501 ``amqp:not-implemented``.
 """
 
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..amqp import errors as conditions
 from ..amqp.errors import AMQPDecodeError
@@ -32,16 +35,42 @@ from .addresses import Entity
 from .consumer import LOCK_LOST
 from .locks import DEFERRED
 from .requests import Response
-from .sections import SCHEDULED_ENQUEUE_TIME, millis
+from .rules import RuleError, Rules, RuleSet, describe_rule, rule_from_description
+from .scheduler import Scheduler
+from .sections import SCHEDULED_ENQUEUE_TIME, delivery_payload, millis
+from .sessions import SESSION_LOCK_LOST, Sessions
+from .settlement import Settlement
 
-if TYPE_CHECKING:
-    from .layer import ServiceBusLayer
-
-__all__ = ["Management", "put_token"]
+__all__ = ["Management", "ManagementContext", "put_token"]
 
 MESSAGE_NOT_FOUND = "com.microsoft:message-not-found"
-SESSION_LOCK_LOST = "com.microsoft:session-lock-lost"
+SESSION_NOT_FOUND = "com.microsoft:session-not-found"
+ENTITY_ALREADY_EXISTS = "com.microsoft:entity-already-exists"
+MESSAGING_ENTITY_NOT_FOUND = "com.microsoft:messaging-entity-not-found"
 _RECEIVE_AND_DELETE = 0  # receiver-settle-mode first
+#: get-message-sessions' last-updated-time when the caller gives none: year 10000 (the SDKs' sentinel).
+_NO_TIME_FILTER_MS = 253_402_300_800_000
+
+
+class ManagementContext(Protocol):
+    """What a ``$management`` node acts through (the Service Bus layer provides it)."""
+
+    @property
+    def settlement(self) -> Settlement: ...
+
+    @property
+    def sessions(self) -> Sessions: ...
+
+    @property
+    def scheduler(self) -> Scheduler: ...
+
+    @property
+    def rules(self) -> Rules: ...
+
+    def now(self) -> float: ...
+
+    def node_for(self, entity: Entity) -> Queue | Topic | str:
+        """The node an entity's operations act on, or why there is none."""
 
 
 def put_token(request: Message) -> Response:
@@ -67,8 +96,8 @@ def _elements(value: Any) -> list[Any]:
 class Management:
     """The ``$management`` node of one entity."""
 
-    def __init__(self, layer: ServiceBusLayer, entity: Entity) -> None:
-        self.layer = layer
+    def __init__(self, context: ManagementContext, entity: Entity) -> None:
+        self.context = context
         self.entity = entity
         self._operations: dict[str, Callable[[Queue | Topic, dict[str, Any]], Response]] = {
             "com.microsoft:peek-message": self.peek,
@@ -80,6 +109,10 @@ class Management:
             "com.microsoft:renew-session-lock": self.renew_session_lock,
             "com.microsoft:get-session-state": self.get_session_state,
             "com.microsoft:set-session-state": self.set_session_state,
+            "com.microsoft:get-message-sessions": self.get_message_sessions,
+            "com.microsoft:add-rule": self.add_rule,
+            "com.microsoft:remove-rule": self.remove_rule,
+            "com.microsoft:enumerate-rules": self.enumerate_rules,
         }
 
     def handle(self, request: Message) -> Response:
@@ -87,7 +120,7 @@ class Management:
         method = self._operations.get(operation)
         if method is None:
             return _error(501, conditions.NOT_IMPLEMENTED, f"operation {operation!r} is not emulated by minibroker")
-        node = self.layer.node_for(self.entity)
+        node = self.context.node_for(self.entity)
         if isinstance(node, str):
             return _error(404, conditions.NOT_FOUND, node)
         body = request.body if isinstance(request.body, dict) else {}
@@ -110,100 +143,161 @@ class Management:
         entries = sorted((e for e in queue.entries() if e.seq >= start), key=lambda e: e.seq)[:count]
         if not entries:
             return Response(204, "No messages")
-        now = self.layer.broker.clock.now()
-        return Response(200, "OK", {"messages": [{"message": self.layer.outgoing(e, now, None)} for e in entries]})
+        now = self.context.now()
+        return Response(200, "OK", {"messages": [{"message": delivery_payload(e, now, None)} for e in entries]})
 
     def receive_by_sequence_number(self, node: Queue | Topic, body: dict[str, Any]) -> Response:
         queue = self._queue(node)
-        layer = self.layer
+        settlement = self.context.settlement
         numbers = [int(n) for n in _elements(body["sequence-numbers"])]
-        found = [layer.deferred.get((queue.name, n)) for n in numbers]
+        found = [settlement.deferred.get((queue.name, n)) for n in numbers]
         missing = [n for n, f in zip(numbers, found, strict=True) if f is None]
         if missing:
             return _error(404, MESSAGE_NOT_FOUND, f"no deferred message with sequence number(s) {missing}")
-        now = layer.broker.clock.now()
+        now = self.context.now()
         delete = int(body.get("receiver-settle-mode", 1)) == _RECEIVE_AND_DELETE
         messages: list[dict[str, Any]] = []
         for item in found:
             assert item is not None
             _queue, entry = item
             if delete:
-                messages.append({"message": layer.outgoing(entry, now, None)})
-                layer.complete(queue, entry)
+                messages.append({"message": delivery_payload(entry, now, None)})
+                settlement.complete(queue, entry)
                 continue
-            until = now + layer.options.lock_duration
-            lock = layer.lock(queue, entry, DEFERRED, None, until)
-            messages.append({"message": layer.outgoing(entry, now, until), "lock-token": lock.token})
+            until = now + settlement.lock_duration(queue)
+            lock = settlement.lock(queue, entry, DEFERRED, None, until)
+            messages.append({"message": delivery_payload(entry, now, until), "lock-token": lock.token})
         return Response(200, "OK", {"messages": messages})
 
     # ---------------------------------------------------------------- locks
 
     def renew_lock(self, node: Queue | Topic, body: dict[str, Any]) -> Response:
-        layer = self.layer
-        locks = [layer.locks.get(_token(t)) for t in _elements(body["lock-tokens"])]
+        settlement = self.context.settlement
+        locks = [settlement.locks.get(_token(t)) for t in _elements(body["lock-tokens"])]
         if any(lock is None for lock in locks):
             return _error(410, LOCK_LOST, "the lock on the message has expired or was lost")
-        until = layer.broker.clock.now() + layer.options.lock_duration
+        now = self.context.now()
+        expirations = []
         for lock in locks:
             assert lock is not None
-            layer.locks.renew(lock, until)
-        return Response(200, "OK", {"expirations": Array("timestamp", [millis(until)] * len(locks))})
+            until = now + settlement.lock_duration(lock.queue)
+            if lock.until is not None:  # a session's message follows its session's lock
+                settlement.locks.renew(lock, until)
+            expirations.append(millis(until))
+        return Response(200, "OK", {"expirations": Array("timestamp", expirations)})
 
     def update_disposition(self, node: Queue | Topic, body: dict[str, Any]) -> Response:
-        layer = self.layer
+        settlement = self.context.settlement
         status = str(body["disposition-status"])
         if status not in ("completed", "abandoned", "suspended", "defered"):
             raise ValueError(f"disposition-status {status!r} is not completed, abandoned, suspended or defered")
-        locks = [layer.locks.get(_token(t)) for t in _elements(body["lock-tokens"])]
+        locks = [settlement.locks.get(_token(t)) for t in _elements(body["lock-tokens"])]
         if any(lock is None for lock in locks):
+            session = body.get("session-id")  # a session receiver's messages are held by its session
+            if session is not None and self.context.sessions.holder(self._queue(node), str(session)) is None:
+                return _error(410, SESSION_LOCK_LOST, f"the lock on session {session!r} has expired or was lost")
             return _error(410, LOCK_LOST, "the lock on the message has expired or was lost")
-        now = layer.broker.clock.now()
+        now = self.context.now()
         for lock in locks:
             assert lock is not None
-            layer.release_lock(lock)
+            settlement.release_lock(lock)
             queue, entry = lock.queue, lock.entry
             if status == "completed":
-                layer.complete(queue, entry)
+                settlement.complete(queue, entry)
             elif status == "abandoned":
-                layer.abandon(queue, entry, now, body.get("properties-to-modify"))
+                settlement.abandon(queue, entry, now, body.get("properties-to-modify"))
             elif status == "suspended":
-                layer.dead_letter(queue, entry, body.get("deadletter-reason"), body.get("deadletter-description"))
+                settlement.dead_letter(queue, entry, body.get("deadletter-reason"), body.get("deadletter-description"))
             else:
-                layer.defer(queue, entry)
+                settlement.defer(queue, entry)
             queue.dispatch(now)
         return Response(200, "OK", {})
 
     # ------------------------------------------------------------- sessions
 
     def renew_session_lock(self, node: Queue | Topic, body: dict[str, Any]) -> Response:
-        layer = self.layer
-        if layer.sessions.holder(self._queue(node), str(body["session-id"])) is None:
+        sessions = self.context.sessions
+        holder = sessions.holder(self._queue(node), str(body["session-id"]))
+        if holder is None:
             return _error(410, SESSION_LOCK_LOST, f"session {body['session-id']!r} is not locked by a receiver")
-        return Response(200, "OK", {"expiration": millis(layer.broker.clock.now() + layer.options.lock_duration)})
+        until = self.context.now() + self.context.settlement.lock_duration(holder.queue)
+        sessions.renew(holder, until)
+        return Response(200, "OK", {"expiration": millis(until)})
 
     def get_session_state(self, node: Queue | Topic, body: dict[str, Any]) -> Response:
-        return Response(200, "OK", {"session-state": self.layer.sessions.state(self._queue(node), str(body["session-id"]))})
+        state = self.context.sessions.state(self._queue(node), str(body["session-id"]))
+        return Response(200, "OK", {"session-state": state})
 
     def set_session_state(self, node: Queue | Topic, body: dict[str, Any]) -> Response:
-        self.layer.sessions.set_state(self._queue(node), str(body["session-id"]), body.get("session-state"))
+        queue = self._queue(node)
+        self.context.sessions.set_state(queue, str(body["session-id"]), body.get("session-state"), self.context.now())
         return Response(200, "OK", {})
+
+    def get_message_sessions(self, node: Queue | Topic, body: dict[str, Any]) -> Response:
+        """Sessions with messages or state; with a last-updated-time, those whose state was set after it."""
+        raw = body.get("last-updated-time")  # a timestamp, decoded as milliseconds
+        after = None if raw is None or int(raw) >= _NO_TIME_FILTER_MS else int(raw) / 1000
+        skip, top = int(body.get("skip", 0)), int(body.get("top", 100))
+        if skip < 0 or top < 0:
+            raise ValueError(f"skip and top must not be negative, got skip={skip}, top={top}")
+        listed = list(self.context.sessions.listed(self._queue(node), after))[skip : skip + top]
+        if not listed:
+            return _error(204, SESSION_NOT_FOUND, "no sessions")
+        return Response(200, "OK", {"skip": skip, "sessions-ids": Array("string", listed)})
 
     # ----------------------------------------------------------- scheduling
 
     def schedule(self, node: Queue | Topic, body: dict[str, Any]) -> Response:
-        layer = self.layer
-        now = layer.broker.clock.now()
+        now = self.context.now()
         numbers = []
         for item in body["messages"]:
             message = StoredMessage(bytes(item["message"]), now)
             at = (message.message_annotations or {}).get(SCHEDULED_ENQUEUE_TIME)
-            numbers.append(layer.schedule(node, message, int(at) / 1000 if at is not None else now))
+            numbers.append(self.context.scheduler.schedule(node, message, int(at) / 1000 if at is not None else now))
         return Response(200, "OK", {"sequence-numbers": Array("long", numbers)})
 
     def cancel(self, node: Queue | Topic, body: dict[str, Any]) -> Response:
         for number in _elements(body["sequence-numbers"]):
-            self.layer.cancel(node, int(number))
+            self.context.scheduler.cancel(node, int(number))
         return Response(200, "OK", {})
+
+
+    # ---------------------------------------------------------------- rules
+
+    def _ruleset(self, node: Queue | Topic) -> RuleSet:
+        ruleset = self.context.rules.get(node.name)
+        if ruleset is None:
+            raise ValueError(f"{node.name!r} is not a topic subscription: rules belong to subscriptions")
+        return ruleset
+
+    def add_rule(self, node: Queue | Topic, body: dict[str, Any]) -> Response:
+        ruleset = self._ruleset(node)
+        name = str(body["rule-name"])
+        description = body["rule-description"]
+        if not isinstance(description, dict):
+            raise TypeError(f"rule-description must be a map, got {type(description).__name__}")
+        if any(rule.name == name for rule, _ in ruleset):
+            return _error(409, ENTITY_ALREADY_EXISTS, f"the subscription already has a rule named {name!r}")
+        try:
+            ruleset.add(rule_from_description(name, description), self.context.now())
+        except RuleError as exc:
+            return _error(400, conditions.INVALID_FIELD, str(exc))
+        return Response(200, "OK", {})
+
+    def remove_rule(self, node: Queue | Topic, body: dict[str, Any]) -> Response:
+        name = str(body["rule-name"])
+        if not self._ruleset(node).remove(name):
+            return _error(404, MESSAGING_ENTITY_NOT_FOUND, f"the subscription has no rule named {name!r}")
+        return Response(200, "OK", {})
+
+    def enumerate_rules(self, node: Queue | Topic, body: dict[str, Any]) -> Response:
+        skip, top = int(body.get("skip", 0)), int(body.get("top", 100))
+        if skip < 0 or top < 0:
+            raise ValueError(f"skip and top must not be negative, got skip={skip}, top={top}")
+        rules = list(self._ruleset(node))[skip : skip + top]
+        if not rules:
+            return Response(204, "No rules")
+        return Response(200, "OK", {"rules": [{"rule-description": describe_rule(r, at)} for r, at in rules]})
 
 
 def _token(value: Any) -> uuid.UUID:

@@ -12,11 +12,13 @@ from typing import Any
 
 from ..amqp import codec
 from ..amqp.message import split_sections
-from ..amqp.messaging import ApplicationProperties, Header, MessageAnnotations
+from ..amqp.messaging import ApplicationProperties, Header, MessageAnnotations, Properties
 from ..amqp.types import symbol, timestamp, ubyte, uint
-from ..broker.stored import StoredMessage
+from ..broker.stored import Entry, StoredMessage
 
-__all__ = ["with_annotations", "with_application_properties", "millis"]
+__all__ = [
+    "delivery_payload", "with_annotations", "with_application_properties", "with_bare", "with_properties", "millis",
+]  # fmt: skip
 
 _HEADER = b"\x00\x53\x70"
 _PROPERTIES = b"\x00\x53\x73"
@@ -33,6 +35,14 @@ def millis(seconds: float) -> timestamp:
     """A clock time in seconds as an AMQP timestamp (milliseconds since the Unix epoch)."""
     value: timestamp = timestamp(int(seconds * 1000))
     return value
+
+
+def delivery_payload(entry: Entry, now: float, locked_until: float | None) -> bytes:
+    """The bytes of a delivery: the message with the annotations Service Bus adds to what it sends."""
+    extra: dict[Any, Any] = {SEQUENCE_NUMBER: entry.seq, ENQUEUED_TIME: millis(entry.message.arrived_at)}
+    if locked_until is not None:
+        extra[LOCKED_UNTIL] = millis(locked_until)
+    return with_annotations(entry.payload_for_delivery(now), extra)
 
 
 def with_annotations(payload: bytes, extra: dict[Any, Any]) -> bytes:
@@ -68,5 +78,30 @@ def with_application_properties(message: StoredMessage, extra: dict[str, Any]) -
     merged.update(extra)
     out = bytearray(payload[:pos])
     ApplicationProperties(merged).encode_into(out)
+    out += payload[after:]
+    return StoredMessage(bytes(out), message.arrived_at)
+
+
+def with_properties(message: StoredMessage, properties: Properties) -> StoredMessage:
+    """A copy of ``message`` with ``properties`` as its properties section (same arrival time)."""
+    payload = message.payload
+    start, _end = message.sections.bare
+    after = codec.skip_at(payload, start) if payload[start : start + 3] == _PROPERTIES else start
+    out = bytearray(payload[:start])
+    properties.encode_into(out)
+    out += payload[after:]
+    return StoredMessage(bytes(out), message.arrived_at)
+
+
+def with_bare(message: StoredMessage, properties: Properties, application: dict[str, Any]) -> StoredMessage:
+    """A copy of ``message`` with new properties and application-properties (body and footer kept)."""
+    payload = message.payload
+    start, _end = message.sections.bare
+    pos = codec.skip_at(payload, start) if payload[start : start + 3] == _PROPERTIES else start
+    after = codec.skip_at(payload, pos) if payload[pos : pos + 3] == _APPLICATION_PROPERTIES else pos
+    out = bytearray(payload[:start])
+    properties.encode_into(out)
+    if application:
+        ApplicationProperties(application).encode_into(out)
     out += payload[after:]
     return StoredMessage(bytes(out), message.arrived_at)

@@ -4,28 +4,37 @@ A message's session id is its ``group-id`` (Part 3 §3.2.4).  A receiver
 asks for a session with the ``com.microsoft:session-filter`` of its source
 (a session id, or null for any free session with messages); the attach
 answer names the session it got and carries ``com.microsoft:locked-until-utc``
-(.NET ticks).  The session stays locked to that receiver until its link
-ends; its state (bytes) is kept by ``get-session-state`` / ``set-session-state``.
+(.NET ticks).
+
+As in Service Bus, the session lock holds the session's messages: they have
+no lock of their own (the SDK shows ``locked_until_utc`` None), and stay
+settleable while ``renew-session-lock`` keeps the session locked.  A session
+lock that is not renewed expires after ``lock_duration``: the receiver's link
+is detached with ``com.microsoft:session-lock-lost`` and its messages come
+back with their delivery count raised.  The session's state (bytes) is kept
+by ``get-session-state`` / ``set-session-state``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from sortedcontainers import SortedList
 
 from ..amqp.types import symbol
+from ..broker.client_connection import BrokerConnection
 from ..broker.queue import Queue
 from ..broker.stored import AVAILABLE, Entry
 from ..protocol.endpoints import Link
 from .consumer import ServiceBusConsumer
+from .settlement import Settlement
 
-if TYPE_CHECKING:
-    from ..broker.client_connection import BrokerConnection
-    from .layer import ServiceBusLayer
-
-__all__ = ["SessionConsumer", "Sessions", "SESSION_FILTER", "LOCKED_UNTIL_UTC", "ticks", "session_of"]
+__all__ = ["SessionConsumer", "Sessions", "SESSION_FILTER", "LOCKED_UNTIL_UTC", "SESSION_LOCK_LOST", "ticks", "session_of"]
 
 SESSION_FILTER = symbol("com.microsoft:session-filter")
 LOCKED_UNTIL_UTC = symbol("com.microsoft:locked-until-utc")
+SESSION_LOCK_LOST = "com.microsoft:session-lock-lost"
 #: .NET ticks (100 ns) at the Unix epoch.
 _TICKS_AT_EPOCH = 621_355_968_000_000_000
 
@@ -45,26 +54,37 @@ class SessionConsumer(ServiceBusConsumer):
     """A receiver locked to one session: it is given only that session's messages."""
 
     def __init__(
-        self, layer: ServiceBusLayer, connection: BrokerConnection, link: Link, queue: Queue, link_id: int,
-        session_id: str,
+        self, settlement: Settlement, sessions: Sessions, connection: BrokerConnection, link: Link, queue: Queue,
+        link_id: int, now: Callable[[], float], session_id: str, until: float,
     ) -> None:  # fmt: skip
-        super().__init__(layer, connection, link, queue, link_id)
+        super().__init__(settlement, connection, link, queue, link_id, now)
+        self.sessions = sessions
         self.session_id = session_id
+        self.until = until
 
     def accepts(self, entry: Entry) -> bool:
         return session_of(entry) == self.session_id and super().accepts(entry)
 
+    def lock_until(self, now: float) -> float | None:
+        return None  # held by the session lock
+
+    def shown_until(self, now: float) -> float | None:
+        return self.until
+
     def end(self, closed: bool, now: float) -> None:
         super().end(closed, now)
-        self.layer.sessions.unlock(self)
+        self.sessions.unlock(self)
 
 
 class Sessions:
-    """Which receiver holds each session, and each session's state."""
+    """Which receiver holds each session and until when, each session's state and when it was set."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_unlock: Callable[[], None] | None = None) -> None:
+        #: Called when a session lets go of its receiver (receivers waiting for a session may get it).
+        self.on_unlock = on_unlock
         self._owners: dict[tuple[str, str], SessionConsumer] = {}
-        self._states: dict[tuple[str, str], bytes] = {}
+        self._expiry = SortedList()  # (until, queue name, session)
+        self._states: dict[tuple[str, str], tuple[bytes, float]] = {}
 
     def free_session(self, queue: Queue) -> str | None:
         """The session of the first available message that no receiver holds."""
@@ -78,22 +98,63 @@ class Sessions:
         return self._owners.get((queue.name, session))
 
     def lock(self, consumer: SessionConsumer) -> None:
-        self._owners[(consumer.queue.name, consumer.session_id)] = consumer
+        key = (consumer.queue.name, consumer.session_id)
+        self._owners[key] = consumer
+        self._expiry.add((consumer.until, *key))
+
+    def renew(self, consumer: SessionConsumer, until: float) -> None:
+        self._expiry.discard((consumer.until, consumer.queue.name, consumer.session_id))
+        consumer.until = until
+        self._expiry.add((until, consumer.queue.name, consumer.session_id))
 
     def unlock(self, consumer: SessionConsumer) -> None:
         key = (consumer.queue.name, consumer.session_id)
         if self._owners.get(key) is consumer:
             del self._owners[key]
+            self._expiry.discard((consumer.until, *key))
+            if self.on_unlock is not None:
+                self.on_unlock()
+
+    def next_expiry(self) -> float | None:
+        return self._expiry[0][0] if self._expiry else None
+
+    def expire(self, now: float) -> list[SessionConsumer]:
+        """The receivers whose session lock ended at ``now`` (unlocked; their links are for the caller to end)."""
+        expired = []
+        while self._expiry and self._expiry[0][0] <= now:
+            _until, queue, session = self._expiry.pop(0)
+            consumer = self._owners.pop((queue, session), None)
+            if consumer is not None:
+                expired.append(consumer)
+        return expired
 
     def state(self, queue: Queue, session: str) -> bytes | None:
-        return self._states.get((queue.name, session))
+        kept = self._states.get((queue.name, session))
+        return kept[0] if kept is not None else None
 
-    def set_state(self, queue: Queue, session: str, state: Any) -> None:
+    def set_state(self, queue: Queue, session: str, state: Any, now: float) -> None:
         if state is None:
             self._states.pop((queue.name, session), None)
         else:
-            self._states[(queue.name, session)] = bytes(state)
+            self._states[(queue.name, session)] = (bytes(state), now)
+
+    def listed(self, queue: Queue, updated_after: float | None) -> Iterator[str]:
+        """``get-message-sessions``: sessions with state set after ``updated_after``, or (None)
+        every session that has messages or state, in order of first appearance."""
+        if updated_after is not None:
+            yield from sorted(s for (q, s), (_, at) in self._states.items() if q == queue.name and at > updated_after)
+            return
+        seen: dict[str, None] = {}
+        for entry in queue.entries():
+            session = session_of(entry)
+            if session is not None:
+                seen.setdefault(session, None)
+        for q, session in self._states:
+            if q == queue.name:
+                seen.setdefault(session, None)
+        yield from seen
 
     def clear(self) -> None:
         self._owners.clear()
+        self._expiry.clear()
         self._states.clear()

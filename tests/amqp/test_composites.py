@@ -566,6 +566,38 @@ def test_malformed_messages(data: bytes) -> None:
         decode_message(data)
 
 
+def test_delivery_annotations_may_come_last_as_azure_clients_send_them() -> None:
+    parts = [HEADER, PROPS, AmqpValue("x"), FOOTER, DA]
+    encoded = [encode(p) for p in parts]
+    data = b"".join(encoded)
+    s = split_sections(data)
+    end_of_footer = len(data) - len(encoded[-1])
+    assert s.delivery_annotations == (end_of_footer, len(data))
+    assert s.footer[1] == end_of_footer
+    assert data[slice(*s.bare)] == encode(PROPS) + encode(AmqpValue("x"))
+    message = decode_message(data)
+    assert message.delivery_annotations == DA.value
+    assert message.body == "x"
+
+
+@pytest.mark.parametrize(
+    "sections",
+    [
+        [DA, AmqpValue(1), DA],  # twice
+        [AmqpValue(1), DA, FOOTER],  # not last
+        [AmqpValue(1), DA, MA],
+        [HEADER, DA],  # no body: an ordinary (leading) section, so nothing to tolerate
+    ],
+)
+def test_trailing_delivery_annotations_are_tolerated_only_once_and_last(sections: list[Any]) -> None:
+    data = _cat(*sections)
+    if sections == [HEADER, DA]:
+        assert split_sections(data).delivery_annotations[1] == len(data)
+        return
+    with pytest.raises(AMQPDecodeError):
+        split_sections(data)
+
+
 def test_split_sections_offsets() -> None:
     parts = [HEADER, DA, MA, PROPS, AP, AmqpValue([1, "two"]), FOOTER]
     encoded = [encode(p) for p in parts]

@@ -13,8 +13,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from minibroker.amqp import codec
 from minibroker.amqp.message import Message, decode_message
-from minibroker.amqp.messaging import Accepted, DeleteOnClose, Modified, Rejected, Released, Source, Target
+from minibroker.amqp.messaging import (
+    Accepted,
+    DeleteOnClose,
+    DeliveryAnnotations,
+    Modified,
+    Rejected,
+    Released,
+    Source,
+    Target,
+)
 from minibroker.amqp.performatives import Attach, Detach, Disposition, Error, Transfer
 from minibroker.amqp.types import symbol
 from minibroker.api import build_message
@@ -377,6 +387,40 @@ def test_an_unknown_message_format_is_rejected_not_implemented() -> None:
     assert disposition.state.error.condition == "amqp:not-implemented"
     assert "0x12345678" in disposition.state.error.description
     assert broker.queue_snapshot("orders").depth == 0
+
+
+def test_a_malformed_message_rejects_that_transfer_and_the_session_goes_on() -> None:
+    broker = make_broker()
+    peer, pump = open_client(broker)
+    pump.send(peer.attach_sender("s", "orders", 0))
+    out_of_order = b"\x00\x53\x77\xa1\x01x" + b"\x00\x53\x73\x45"  # amqp-value, then properties
+    frames = pump.send(peer.transfer(0, 0, b"0", out_of_order))
+    (disposition,) = frames.of(Disposition)
+    assert isinstance(disposition.state, Rejected)
+    assert disposition.state.error.condition == "amqp:decode-error"
+    assert "properties" in disposition.state.error.description
+    assert not frames.of(Detach)
+    frames = pump.send(peer.transfer(0, 1, b"1", build_message("fine").encode()))
+    assert isinstance(frames.one(Disposition).state, Accepted)
+    assert broker.queue_snapshot("orders").bodies == ["fine"]
+
+
+def test_delivery_annotations_after_the_body_are_accepted_and_not_passed_on() -> None:
+    # azure-servicebus' AMQP stack sends them last; the real service takes the message.
+    broker = make_broker()
+    peer, pump = open_client(broker)
+    pump.send(peer.attach_sender("s", "orders", 0))
+    message = build_message("annotated", message_id="m-1")
+    trailing = codec.encode(DeliveryAnnotations({symbol("x-opt-partition-key"): "p"}))
+    frames = pump.send(peer.transfer(0, 0, b"0", message.encode() + trailing))
+    assert isinstance(frames.one(Disposition).state, Accepted)
+    pump.send(peer.attach_receiver("r", "orders", 1))
+    frames = pump.send(peer.flow(1, 10))
+    (payload,) = [f.payload for f in frames if isinstance(f.performative, Transfer)]
+    received = decode_message(payload)
+    assert received.body == "annotated"
+    assert received.properties is not None and received.properties.message_id == "m-1"
+    assert received.delivery_annotations is None
 
 
 def test_max_message_size_is_advertised_and_enforced_on_what_clients_send() -> None:

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from minibroker.broker.selector import Selector, SelectorError, parse_selector
+from minibroker.broker.selector import Selector, SelectorError, parse_selector, parse_value
 
 Props = dict[str, Any]
 
@@ -847,3 +847,26 @@ def test_arbitrary_text_parses_or_raises_selector_error(text: str) -> None:
         assert 0 <= error.position <= len(text)
     else:
         selector.matches(lambda name: None)
+
+
+def test_qualified_names_only_when_asked() -> None:
+    with pytest.raises(SelectorError):
+        parse_selector("sys.Label = 'x'")
+    selector = parse_selector("sys.Label = 'x' AND user.n > 1", qualified_names=True)
+    values = {"sys.Label": "x", "user.n": 2}
+    assert selector.matches(values.get)
+    assert parse_value("n * 2 + 1", qualified_names=True)({"n": 4}.get) == 9
+    assert parse_value("'a'")({}.get) == "a"
+    with pytest.raises(SelectorError):
+        parse_value("'a' + 1")
+
+
+def test_service_bus_exists_and_not_equal_only_in_qualified_mode() -> None:
+    selector = parse_selector("EXISTS(user.color) AND sys.Label != 'x'", qualified_names=True)
+    assert selector.matches({"user.color": "red", "sys.Label": "y"}.get)
+    assert not selector.matches({"sys.Label": "y"}.get)
+    assert not selector.matches({"user.color": "red", "sys.Label": "x"}.get)
+    with pytest.raises(SelectorError, match="use <> for 'not equal'"):
+        parse_selector("a != 1")
+    with pytest.raises(SelectorError, match="a property name in EXISTS"):
+        parse_selector("EXISTS(1)", qualified_names=True)

@@ -54,3 +54,26 @@ def rhea() -> Callable[..., Any]:
         return json.loads(lines[-1])
 
     return run
+
+
+@pytest.fixture
+def rhea_process() -> Iterator[Callable[..., subprocess.Popen[str]]]:
+    """Start ``tests/interop/js/<script>.js`` with a JSON argument and text pipes (stdin too), for a
+    test that talks to the script while it runs; any still running at teardown is killed."""
+    node = _node()
+    started: list[subprocess.Popen[str]] = []
+
+    def start(script: str, **args: Any) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            [node, str(JS_DIR / f"{script}.js"), json.dumps(args)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=JS_DIR,
+            env={**os.environ, "NODE_PATH": str(JS_DIR / "node_modules")},
+        )  # fmt: skip
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()

@@ -82,3 +82,18 @@ def test_port_in_use_is_a_one_line_error() -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "complaint"),
+    [
+        (["--servicebus-config", "no-such-Config.json"], "No such file"),
+        (["--subscription", "no-slash"], "a subscription is TOPIC/NAME"),
+    ],
+)
+def test_bad_service_bus_arguments_exit_with_the_reason(args: list[str], complaint: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "minibroker", "serve", "--port", "0", *args], capture_output=True, text=True, timeout=30
+    )
+    assert proc.returncode == 2
+    assert complaint in proc.stderr

@@ -14,7 +14,6 @@ from azure.servicebus import (
 )
 from azure.servicebus.exceptions import (
     MessageLockLostError,
-    OperationTimeoutError,
     ServiceBusError,
     SessionCannotBeLockedError,
 )
@@ -205,7 +204,7 @@ def test_unknown_management_operation_answers_not_implemented(client: ServiceBus
 
     with client.get_queue_receiver("orders", prefetch_count=10) as receiver:
         with pytest.raises(ServiceBusError, match="not emulated"):
-            receiver._mgmt_request_response(b"com.microsoft:enumerate-rules", {}, mgmt_handlers.default, timeout=5)
+            receiver._mgmt_request_response(b"com.microsoft:get-entity-statistics", {}, mgmt_handlers.default, timeout=5)
 
 
 def test_plain_amqp_clients_of_the_same_broker_are_unaffected(broker: minibroker.ThreadedBroker) -> None:
@@ -254,9 +253,6 @@ def test_sessions_lock_to_one_receiver_and_keep_state(
     with client.get_queue_receiver("orders", session_id="a", prefetch_count=10) as receiver:
         assert receiver.session.get_state() == b"step 2"  # kept after the first receiver let go
     assert broker.queue("orders").depth == 0
-    with pytest.raises(OperationTimeoutError):  # no session has messages
-        with client.get_queue_receiver("orders", session_id=NEXT_AVAILABLE_SESSION, prefetch_count=10) as receiver:
-            receiver.receive_messages(max_wait_time=1)
 
 
 def test_the_sdk_recovers_from_a_dropped_connection(broker: minibroker.ThreadedBroker) -> None:
