@@ -14,7 +14,8 @@ import pytest
 from hostile_peer import Attacker, good_client_round_trip  # tests/hostile is on sys.path
 
 import minibroker
-from minibroker.amqp.performatives import End, Flow
+from minibroker.amqp.messaging import Rejected
+from minibroker.amqp.performatives import Disposition, End, Flow
 from minibroker.broker import stored
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.engine import Broker
@@ -41,10 +42,13 @@ def test_a_megabyte_header_is_refused_before_decoding_and_never_cached() -> None
         attacker.read_until(lambda frames: frames.of(Flow))
         body = b"\x00\x53\x75\xb0\x00\x00\x00\x01x"
         attacker.send(attacker.peer.transfer(0, None, None, bloated_header(100_000, 1) + body))
-        frames = attacker.read_until(lambda frames: frames.of(End))
-        error = frames.one(End).error
-        assert error is not None and error.condition == "amqp:decode-error"
-        assert "header section" in str(error.description)
+        # A malformed message rejects that transfer only; the session goes on (Part 3 §3.4.2).
+        frames = attacker.read_until(lambda frames: frames.of(Disposition))
+        state = frames.one(Disposition).state
+        assert isinstance(state, Rejected) and state.error is not None
+        assert state.error.condition == "amqp:decode-error"
+        assert "header section" in str(state.error.description)
+        assert not frames.of(End)
         good_client_round_trip(broker)
         assert broker._read(_largest_cached) <= stored.MAX_HEADER_SIZE
         assert broker.queue("small").depth == 0
