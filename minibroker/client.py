@@ -158,6 +158,12 @@ class Delivery:
             self._message = decode_message(self.payload)
         return self._message
 
+    def drop_payload(self) -> None:
+        """Free the message's bytes (and its decoded form) while the delivery stays settleable:
+        for a reader that settles many deliveries later without keeping what they carried."""
+        self.payload = b""
+        self._message = None
+
     @property
     def offset(self) -> int | None:
         """Its offset in a stream (the ``x-stream-offset`` message annotation), or None from a queue."""

@@ -12,6 +12,7 @@ __all__ = ["Options", "parse_options"]
 
 MODES = ("browse", "consume")
 KINDS = ("stream", "queue")
+BAD_RECORDS = ("fail", "skip", "deadletter")
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,10 @@ class Options:
     max_offsets_per_partition: int = 20_000
     #: Most offsets one micro-batch reads, over all addresses (streams); None: all there is.
     max_offsets_per_trigger: int | None = None
+    #: Writes: what a row that cannot become a message does: ``fail`` the task, ``skip`` it, or
+    #: ``deadletter`` it (as JSON, with the reason) to ``dead_letter_address``.
+    on_bad_record: str = "fail"
+    dead_letter_address: str | None = None
 
     @property
     def addresses(self) -> list[str]:
@@ -77,7 +82,8 @@ def _number(options: Mapping[str, str], name: str, default: float, minimum: floa
 def parse_options(options: Mapping[str, str]) -> Options:
     """Check the options Spark passes (``url``, ``address``, ``mode``, ``maxBatch``, ``timeout``,
     ``retries``, ``user``, ``password``, ``kind``, ``startingOffsets``, ``maxOffsetsPerPartition``,
-    ``maxOffsetsPerTrigger``); each problem raises ``ValueError`` naming the option."""
+    ``maxOffsetsPerTrigger``, ``onBadRecord``, ``deadLetterAddress``); each problem raises
+    ``ValueError`` naming the option."""
     url = _required(options, "url", "amqp://127.0.0.1:5672")
     try:
         _, _, url_user, _ = parse_url(url)
@@ -102,6 +108,12 @@ def parse_options(options: Mapping[str, str]) -> Options:
                 f'e.g. {{"events": 120}}; got {starting!r}'
             )
     per_trigger = options.get("maxOffsetsPerTrigger", options.get("maxoffsetspertrigger"))
+    bad = options.get("onBadRecord", options.get("onbadrecord", "fail")).lower()
+    if bad not in BAD_RECORDS:
+        raise ValueError(f"option 'onBadRecord' must be one of {BAD_RECORDS}, got {bad!r}")
+    dead_letters = options.get("deadLetterAddress", options.get("deadletteraddress"))
+    if bad == "deadletter" and not dead_letters:
+        raise ValueError("option onBadRecord='deadletter' needs option 'deadLetterAddress', e.g. 'orders-bad'")
     return Options(
         url=url,
         address=address,
@@ -115,4 +127,6 @@ def parse_options(options: Mapping[str, str]) -> Options:
         starting_offsets=starting,
         max_offsets_per_partition=int(_number(options, "maxOffsetsPerPartition", 20_000, 1)),
         max_offsets_per_trigger=int(_number(options, "maxOffsetsPerTrigger", 0, 1)) if per_trigger else None,
+        on_bad_record=bad,
+        dead_letter_address=dead_letters,
     )

@@ -12,7 +12,10 @@ from minibroker.amqp.message import Message, split_sections
 from minibroker.amqp.messaging import Header, Properties
 from minibroker.client import Delivery
 
-__all__ = ["READ_SCHEMA", "WRITE_COLUMNS", "fingerprint", "message_from_row", "redelivered", "row_from_delivery"]
+__all__ = [
+    "READ_SCHEMA", "WRITE_COLUMNS", "bad_record_message", "fingerprint", "message_from_row", "redelivered",
+    "row_from_delivery",
+]  # fmt: skip
 
 #: One row per message (documented in docs/spark.md).
 READ_SCHEMA = (
@@ -131,4 +134,14 @@ def message_from_row(row: Mapping[str, Any], default_id: str) -> Message:
             creation_time=created,
         ),
         application_properties={str(k): v for k, v in app.items()} if app else None,
+    )
+
+
+def bad_record_message(row: Mapping[str, Any], message_id: str, reason: str) -> Message:
+    """What ``onBadRecord=deadletter`` sends for a row that cannot become a message: the row as
+    JSON (values it cannot show as JSON as their text), the reason in ``x-opt-deadletter-reason``."""
+    return Message(
+        body=json.dumps(dict(row), default=str, sort_keys=True),
+        properties=Properties(message_id=message_id, content_type="application/json"),
+        application_properties={"x-opt-deadletter-reason": reason},
     )

@@ -10,6 +10,7 @@ the driver-side stream reader) and never pickled.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -43,7 +44,7 @@ from minibroker.client import Client, ClientTimeout, ConnectionClosed, Delivery,
 
 from .options import Options, parse_options
 from .ranges import OffsetRange, bounds, is_stream, read_range, split, starting_offsets
-from .rows import READ_SCHEMA, WRITE_COLUMNS, message_from_row, row_from_delivery
+from .rows import READ_SCHEMA, WRITE_COLUMNS, bad_record_message, message_from_row, row_from_delivery
 from .stream import StreamState
 
 __all__ = ["AmqpDataSource"]
@@ -125,10 +126,12 @@ class _BatchReader(DataSourceReader):
         return [InputPartition(0)]  # one queue, one reader: order is kept
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        """Every message available now; ``browse`` leaves them, ``consume`` accepts each fetched chunk
-        once its rows were taken (a failed task's unaccepted messages go back to the queue)."""
+        """Every message available now; ``browse`` leaves them, ``consume`` accepts them all once the
+        task has taken every row: a task that fails before that removes nothing (its connection
+        ends, and the broker puts what it held back in the queue)."""
         options = self.options
         browse = options.mode == "browse"
+        taken: list[Delivery] = []
         with options.connect() as client:
             receiver = client.receiver(options.address, credit=options.max_batch, browse=browse)
             while True:
@@ -137,8 +140,11 @@ class _BatchReader(DataSourceReader):
                     break
                 for delivery in chunk:
                     yield row_from_delivery(delivery)
-                if not browse:
-                    receiver.settle(chunk)
+                    if not browse:
+                        delivery.drop_payload()  # kept only to be settled, without its bytes
+                        taken.append(delivery)
+            if taken:
+                receiver.settle(taken)
             receiver.close()
 
 
@@ -183,10 +189,12 @@ class _StreamBatchReader(DataSourceReader):
 
 @dataclass
 class SentCount(WriterCommitMessage):
-    """What one write task sent (all accepted by the broker)."""
+    """What one write task sent (all accepted by the broker), and the rows it could not send."""
 
     partition: int
     count: int
+    skipped: int = 0
+    dead_lettered: int = 0
 
 
 def _send_rows(options: Options, columns: list[str], rows: Iterator[Any], id_prefix: str) -> SentCount:
@@ -198,19 +206,37 @@ def _send_rows(options: Options, columns: list[str], rows: Iterator[Any], id_pre
     """
     context = TaskContext.get()
     partition = context.partitionId() if context is not None else 0
-    count = 0
+    count = skipped = 0
+    bad: list[Message] = []
     with _Outbox(options) as outbox:
         chunk = []
         for row in rows:
             values = dict(zip(columns, row, strict=True))
-            chunk.append(message_from_row(values, f"{id_prefix}-{partition}-{count}"))
-            count += 1
+            message_id = f"{id_prefix}-{partition}-{count}"
+            count += 1  # bad rows keep their number: the ids of the others do not depend on them
+            try:
+                chunk.append(message_from_row(values, message_id))
+            except (ValueError, TypeError) as exc:
+                if options.on_bad_record == "fail":
+                    raise ValueError(
+                        f"row {count - 1} of partition {partition} cannot become a message: {exc}; set option "
+                        "onBadRecord to 'skip' or 'deadletter' (with deadLetterAddress) to let such rows pass"
+                    ) from exc
+                if options.on_bad_record == "skip":
+                    skipped += 1
+                else:
+                    bad.append(bad_record_message(values, message_id, str(exc)))
+                continue
             if len(chunk) >= SEND_CHUNK:
                 outbox.send(chunk)
                 chunk = []
         if chunk:
             outbox.send(chunk)
-    return SentCount(partition, count)
+    if bad:
+        assert options.dead_letter_address is not None  # parse_options requires it for deadletter
+        with _Outbox(dataclasses.replace(options, address=options.dead_letter_address)) as dead_letters:
+            dead_letters.send(bad)
+    return SentCount(partition, count - skipped - len(bad), skipped, len(bad))
 
 
 class _Outbox:

@@ -107,6 +107,23 @@ def test_twenty_rows_of_one_mib_write_as_exactly_twenty_messages(spark: Any, bro
     assert sorted(len(m.message.body) for m in snapshot.messages) == [1048576] * 10 + [2097152] * 10
 
 
+def test_a_row_that_cannot_become_a_message_fails_is_skipped_or_dead_lettered(
+    spark: Any, broker: ThreadedBroker
+) -> None:
+    df = spark.createDataFrame([("a",), (None,), ("c",)], "body string").coalesce(1)
+    with pytest.raises(Exception, match="row 1 of partition 0 cannot become a message.*onBadRecord"):
+        amqp(df.write, broker, "strict").mode("append").save()
+    amqp(df.write, broker, "lenient", onBadRecord="skip").mode("append").save()
+    assert sorted(bodies(broker, "lenient")) == ["a", "c"]
+    amqp(df.write, broker, "kept", onBadRecord="deadletter", deadLetterAddress="kept-bad").mode("append").save()
+    assert sorted(bodies(broker, "kept")) == ["a", "c"]
+    (bad,) = broker.queue("kept-bad").messages
+    assert bad.message.body == '{"body": null}'
+    assert "'body' column must be a string or binary" in bad.application_properties["x-opt-deadletter-reason"]
+    ids = {m.message.properties.message_id for m in broker.queue("kept").messages} | {bad.properties.message_id}
+    assert len(ids) == 3 and {i.rsplit("-", 1)[1] for i in ids} == {"0", "1", "2"}
+
+
 def test_write_rejects_unknown_columns_naming_them(spark: Any, broker: ThreadedBroker) -> None:
     df = spark.createDataFrame([("x", 1)], "body string, amount int")
     with pytest.raises(Exception, match="amount"):
@@ -228,3 +245,36 @@ def test_a_batch_read_of_a_stream_splits_into_ranges(spark: Any, broker: Threade
     df = amqp(spark.read, broker, "events", maxOffsetsPerPartition="8").load()
     assert df.rdd.getNumPartitions() == 4
     assert sorted(r.body for r in df.select("body").collect()) == sorted(f"m{i}".encode() for i in range(30))
+
+
+def test_kill_9_of_the_driver_mid_stream_then_a_restart_leaves_every_id_once(
+    spark: Any, broker: ThreadedBroker, tmp_path: Path
+) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    broker.declare_stream("ids")
+    broker.publish_many("ids", [f"id-{i:04}" for i in range(600)])
+    sink, checkpoint = tmp_path / "sink", tmp_path / "ck"
+    driver = [sys.executable, str(Path(__file__).with_name("stream_driver.py")), broker.url, "ids", str(sink), str(checkpoint)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    # Its own process group: the kill takes the driver's JVM with it, as a crash of the machine would.
+    slow = subprocess.Popen([*driver, "slow"], env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + WAIT
+        committed = checkpoint / "commits"
+        while not (committed.is_dir() and len(list(committed.glob("[0-9]*"))) >= 2):  # a few batches in
+            assert slow.poll() is None, "the driver ended before it was killed"
+            assert time.monotonic() < deadline, "no micro-batch was committed in time"
+            time.sleep(0.2)  # polling a directory another process writes: no broker event to wait on
+    finally:
+        os.killpg(slow.pid, signal.SIGKILL)
+        slow.wait(30)
+    done = subprocess.run([*driver, "finish"], env=env, capture_output=True, text=True, timeout=WAIT * 2)
+    assert "finished" in done.stdout, done.stderr[-3000:]
+    ids = [row.id for row in spark.read.json(str(sink)).collect()]
+    assert sorted(ids) == [f"id-{i:04}" for i in range(600)]  # every id, each exactly once

@@ -120,3 +120,32 @@ def test_retention_during_a_query_skips_what_was_dropped() -> None:
         assert first > 0
         got = [d.offset for d in read_range(opts, OffsetRange("events", 0, 100))]
         assert got == list(range(first, 100))
+
+
+def test_bad_record_options_are_checked() -> None:
+    base = {"url": "amqp://127.0.0.1:5672", "address": "out"}
+    assert parse_options(base).on_bad_record == "fail"
+    assert parse_options({**base, "onBadRecord": "SKIP"}).on_bad_record == "skip"
+    parsed = parse_options({**base, "onBadRecord": "deadletter", "deadLetterAddress": "out-bad"})
+    assert (parsed.on_bad_record, parsed.dead_letter_address) == ("deadletter", "out-bad")
+    with pytest.raises(ValueError, match="'onBadRecord' must be one of"):
+        parse_options({**base, "onBadRecord": "ignore"})
+    with pytest.raises(ValueError, match="needs option 'deadLetterAddress'"):
+        parse_options({**base, "onBadRecord": "deadletter"})
+
+
+def test_a_consuming_batch_read_that_fails_midway_removes_nothing() -> None:
+    from pyspark.sql.datasource import InputPartition
+    from pyspark_minibroker.source import _BatchReader
+
+    with ThreadedBroker() as broker:
+        broker.publish_many("jobs", range(25))
+        reader = _BatchReader(parse_options({"url": broker.url, "address": "jobs", "mode": "consume", "maxBatch": "10"}))
+        rows = reader.read(InputPartition(0))
+        taken = [next(rows) for _ in range(15)]  # the task took 15 rows, then failed
+        rows.close()
+        assert len(taken) == 15
+        broker.wait_for(lambda b: b.queue("jobs").available == 25, timeout=TIMEOUT)
+        everything = list(reader.read(InputPartition(0)))  # a task that reads to the end removes it all
+        assert len(everything) == 25
+        broker.wait_for(lambda b: b.queue("jobs").depth == 0, timeout=TIMEOUT)
