@@ -2,7 +2,8 @@
 // @azure/service-bus scenarios against minibroker. No message sets messageId (the service gives one).
 // Argument: {"scenario": name, "connection_string": ..., "timeout_ms": ..., ...scenario arguments}
 // Result: {"error": ..., ...what the scenario observed}
-// No retries; a hard deadline prints {"timed_out": true} and exits.
+// No retries; a hard deadline (a hang guard, generous so a loaded machine never reaches it) prints
+// {"timed_out": true} and exits.
 
 const {ServiceBusClient} = require('@azure/service-bus');
 
@@ -173,8 +174,8 @@ async function main() {
     const deadline = setTimeout(() => {
         console.log(JSON.stringify({timed_out: true}));
         process.exit(2);
-    }, args.timeout_ms || 20000);
-    const client = new ServiceBusClient(args.connection_string, {retryOptions: {maxRetries: 0, timeoutInMs: 5000}});
+    }, args.timeout_ms || 60000);
+    const client = new ServiceBusClient(args.connection_string, {retryOptions: {maxRetries: 0, timeoutInMs: 30000}});
     const result = {error: null};
     try {
         await scenarios[args.scenario](client, args, result);
