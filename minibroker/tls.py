@@ -12,37 +12,17 @@ from __future__ import annotations
 
 import socket
 import ssl
-from typing import TYPE_CHECKING
 
 import trio
 
-if TYPE_CHECKING:
-    from .testing.tls import ThrowawayTLS
+from .certificates import ThrowawayTLS, server_context, throwaway_tls
 
+# server_context is re-exported: ``minibroker.tls.server_context(certfile, keyfile)`` is the documented name.
 __all__ = ["HANDSHAKE_TIMEOUT", "close_notify", "handshake", "resolve", "server_context", "wrap"]
 
 #: Seconds a client may take to complete the TLS handshake before its socket is closed;
 #: bounds the slot a silent or plain-TCP client holds on a TLS port.
 HANDSHAKE_TIMEOUT = 10.0
-
-
-def server_context(certfile: str, keyfile: str | None = None, password: str | None = None) -> ssl.SSLContext:
-    """A server-side context from a PEM certificate (chain) and key, TLS 1.2 or later.
-
-    ``keyfile`` may be omitted when ``certfile`` holds the key too, as with
-    uvicorn's ``--ssl-certfile`` / ``--ssl-keyfile`` / ``--ssl-keyfile-password``.
-    """
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.options |= ssl.OP_NO_RENEGOTIATION  # the write loop never has to read (and vice versa)
-    try:
-        context.load_cert_chain(certfile, keyfile, password)
-    except (OSError, ssl.SSLError) as exc:
-        raise ValueError(
-            f"cannot load the TLS certificate {certfile!r} / key {keyfile!r}: {exc} "
-            "(expected PEM files; give the key's password if it is encrypted)"
-        ) from exc
-    return context
 
 
 def resolve(
@@ -61,8 +41,6 @@ def resolve(
         return ssl_context, None
     if ssl_context is not None:
         raise TypeError("pass either tls=True (a throwaway CA) or ssl_context= (your own certificate), not both")
-    from .testing.tls import throwaway_tls
-
     throwaway = throwaway_tls()
     return throwaway.server_context, throwaway
 

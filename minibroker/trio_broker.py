@@ -19,7 +19,7 @@ from .server import DEFAULT_HOST, stop
 from .tls import resolve as resolve_tls
 
 if TYPE_CHECKING:
-    from .testing.tls import ThrowawayTLS
+    from .certificates import ThrowawayTLS
 
 __all__ = ["TrioBroker", "TrioClock", "open_broker"]
 

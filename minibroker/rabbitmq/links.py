@@ -43,7 +43,7 @@ from .management import handle_request
 if TYPE_CHECKING:
     from ..broker.client_connection import BrokerConnection
     from .addresses import Destination
-    from .layer import RabbitMQLayer
+    from .host import RabbitMQHost
 
 __all__ = ["ManagementRequests", "ManagementReplies", "Publisher", "RabbitConsumer", "X_EXCHANGE", "X_ROUTING_KEY"]
 
@@ -78,7 +78,7 @@ class ManagementReplies(ExtensionLink):
 class ManagementRequests(ExtensionLink):
     """The broker's receiving half of the management pair: each message is a request."""
 
-    def __init__(self, layer: RabbitMQLayer, connection: BrokerConnection, link: Link) -> None:
+    def __init__(self, layer: RabbitMQHost, connection: BrokerConnection, link: Link) -> None:
         self.layer = layer
         self.connection = connection
         self.link = link
@@ -145,7 +145,7 @@ def _decode_request(payload: bytes) -> Message:
 class Publisher(ExtensionLink):
     """A client's sending link to a v2 address (``destination``) or to the null address (each message's ``to``)."""
 
-    def __init__(self, layer: RabbitMQLayer, connection: BrokerConnection, link: Link, destination: Destination | None):
+    def __init__(self, layer: RabbitMQHost, connection: BrokerConnection, link: Link, destination: Destination | None):
         self.layer = layer
         self.connection = connection
         self.link = link

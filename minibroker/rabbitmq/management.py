@@ -30,7 +30,7 @@ from .arguments import queue_spec
 from .exchanges import Binding, ExchangeError
 
 if TYPE_CHECKING:
-    from .layer import RabbitMQLayer
+    from .host import RabbitMQHost
 
 __all__ = ["Response", "handle_request"]
 
@@ -50,7 +50,7 @@ def _map(body: Any) -> Mapping[str, Any]:
     return {str(k): v for k, v in body.items()}
 
 
-def handle_request(layer: RabbitMQLayer, request: Message) -> Response:
+def handle_request(layer: RabbitMQHost, request: Message) -> Response:
     """Answer one management request; errors become RabbitMQ's status codes with its messages."""
     properties = request.properties
     method = str(properties.subject) if properties is not None and properties.subject is not None else ""
@@ -63,7 +63,7 @@ def handle_request(layer: RabbitMQLayer, request: Message) -> Response:
         return Response(400, str(exc))
 
 
-def _dispatch(layer: RabbitMQLayer, method: str, path: str, body: Any) -> Response:
+def _dispatch(layer: RabbitMQHost, method: str, path: str, body: Any) -> Response:
     if path == "/bindings" and method == "POST":
         return _bind(layer, _map(body))
     if path.startswith("/bindings/") and method == "DELETE":
@@ -88,7 +88,7 @@ def _dispatch(layer: RabbitMQLayer, method: str, path: str, body: Any) -> Respon
     return _queue(layer, method, destination.name, body)
 
 
-def _exchange(layer: RabbitMQLayer, method: str, name: str, body: Any) -> Response:
+def _exchange(layer: RabbitMQHost, method: str, name: str, body: Any) -> Response:
     exchanges = layer.exchanges
     if method == "PUT":
         fields = _map(body)
@@ -122,7 +122,7 @@ def _exchange(layer: RabbitMQLayer, method: str, name: str, body: Any) -> Respon
     raise ExchangeError(405, f"method {method!r} is not allowed on an exchange: PUT, GET or DELETE")
 
 
-def _queue(layer: RabbitMQLayer, method: str, name: str, body: Any) -> Response:
+def _queue(layer: RabbitMQHost, method: str, name: str, body: Any) -> Response:
     broker = layer.broker
     if method == "PUT":
         spec = queue_spec(name, _map(body), broker.config.queue_defaults)
@@ -139,7 +139,7 @@ def _queue(layer: RabbitMQLayer, method: str, name: str, body: Any) -> Response:
     raise ExchangeError(405, f"method {method!r} is not allowed on a queue: PUT, GET or DELETE")
 
 
-def _bind(layer: RabbitMQLayer, body: Mapping[str, Any]) -> Response:
+def _bind(layer: RabbitMQHost, body: Mapping[str, Any]) -> Response:
     source = body.get("source")
     queue = body.get("destination_queue")
     exchange = body.get("destination_exchange")
