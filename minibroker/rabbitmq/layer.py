@@ -31,6 +31,7 @@ from ..broker.config import RabbitMQOptions
 from ..broker.publish import Source as MessageSource
 from ..broker.publish import route_all
 from ..broker.queue import Queue
+from ..broker.replies import ReplyLink
 from ..broker.stored import Entry, StoredMessage
 from ..protocol.endpoints import Link
 from .addresses import (
@@ -44,7 +45,7 @@ from .addresses import (
 )
 from .arguments import QueueSpec
 from .exchanges import Binding, ExchangeError, Exchanges
-from .links import X_EXCHANGE, X_ROUTING_KEY, ManagementReplies, ManagementRequests, Publisher, RabbitConsumer
+from .links import X_EXCHANGE, X_ROUTING_KEY, ManagementRequests, Publisher, RabbitConsumer
 from .snapshots import BindingSnapshot, ExchangeSnapshot
 
 if TYPE_CHECKING:
@@ -132,7 +133,7 @@ class RabbitMQLayer:
             return False
         address = source.address
         if address == MANAGEMENT:
-            link.context = ManagementReplies(connection, link)
+            link.context = ReplyLink(connection, link)
             connection.engine.accept_link(link, source=source, target=link.target)
             return True
         if source.dynamic and DIRECT_REPLY_TO_CAPABILITY in capabilities(source):

@@ -1,6 +1,6 @@
 """The RabbitMQ layer's links: the management pair, publishers to v2 addresses, and consumers.
 
-* :class:`ManagementRequests` / :class:`ManagementReplies`: the client's
+* :class:`ManagementRequests` / ``broker.replies.ReplyLink``: the client's
   sending and receiving links on ``/management``; an answer goes back on the
   receiving link of the same connection (the same session first), as
   RabbitMQ pairs them.
@@ -19,8 +19,6 @@
 
 from __future__ import annotations
 
-import struct
-from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +34,7 @@ from ..amqp.types import symbol
 from ..broker.extension import ExtensionLink
 from ..broker.links import ConsumerLink
 from ..broker.publish import format_refusal
+from ..broker.replies import ReplyLink
 from ..broker.stored import Entry, StoredMessage
 from ..protocol.endpoints import Delivery, Link
 from .management import handle_request
@@ -45,34 +44,12 @@ if TYPE_CHECKING:
     from .addresses import Destination
     from .host import RabbitMQHost
 
-__all__ = ["ManagementRequests", "ManagementReplies", "Publisher", "RabbitConsumer", "X_EXCHANGE", "X_ROUTING_KEY"]
+__all__ = ["ManagementRequests", "Publisher", "RabbitConsumer", "X_EXCHANGE", "X_ROUTING_KEY"]
 
 X_EXCHANGE = symbol("x-exchange")
 X_ROUTING_KEY = symbol("x-routing-key")
-_TAG = struct.Struct(">I")
-#: Answers waiting for credit on one reply link; a client that never grants any holds at most these.
-MAX_PENDING_REPLIES = 1000
 
 
-class ManagementReplies(ExtensionLink):
-    """The broker's sending half of the management pair: answers go out pre-settled, as credit allows."""
-
-    def __init__(self, connection: BrokerConnection, link: Link) -> None:
-        self.connection = connection
-        self.link = link
-        self._pending: deque[bytes] = deque(maxlen=MAX_PENDING_REPLIES)
-        self._tags = 0
-
-    def send(self, payload: bytes) -> None:
-        self._pending.append(payload)
-        self.on_credit()
-
-    def on_credit(self) -> None:
-        engine = self.connection.engine
-        while self._pending and engine.can_send(self.link):
-            self._tags += 1
-            engine.send_transfer(self.link, _TAG.pack(self._tags & 0xFFFFFFFF), self._pending.popleft(), True)
-            self.connection.mark_dirty()
 
 
 class ManagementRequests(ExtensionLink):
@@ -105,12 +82,12 @@ class ManagementRequests(ExtensionLink):
         )
         reply.send(encode_message(answer))
 
-    def _replies(self) -> ManagementReplies | None:
+    def _replies(self) -> ReplyLink | None:
         """This connection's receiving link on ``/management``: in this link's session if there is one."""
         fallback = None
         for session in self.connection.engine.sessions.values():
             for link in session.links_by_handle.values():
-                if isinstance(link.context, ManagementReplies):
+                if isinstance(link.context, ReplyLink):
                     if session is self.link.session:
                         return link.context
                     fallback = link.context

@@ -10,8 +10,6 @@ status in application-properties.
 
 from __future__ import annotations
 
-import struct
-from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -20,6 +18,7 @@ from ..amqp.message import Message, decode_message, encode_message
 from ..amqp.messaging import Accepted, Properties, Rejected
 from ..amqp.performatives import amqp_error
 from ..broker.extension import ExtensionLink
+from ..broker.replies import ReplyLink
 from ..protocol.endpoints import Delivery, Link
 
 if TYPE_CHECKING:
@@ -27,7 +26,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Response", "RequestLink", "ReplyLink", "Handler"]
 
-_TAG = struct.Struct(">I")
 
 
 class Response(NamedTuple):
@@ -43,26 +41,6 @@ class Response(NamedTuple):
 Handler = Callable[[Message], Response]
 
 
-class ReplyLink(ExtensionLink):
-    """The broker's sending half of a pair: responses go out on it, pre-settled, as credit allows."""
-
-    def __init__(self, connection: BrokerConnection, link: Link, address: str) -> None:
-        self.connection = connection
-        self.link = link
-        self.address = address
-        self._pending: deque[bytes] = deque()
-        self._tags = 0
-
-    def send(self, payload: bytes) -> None:
-        self._pending.append(payload)
-        self.on_credit()
-
-    def on_credit(self) -> None:
-        engine = self.connection.engine
-        while self._pending and engine.can_send(self.link):
-            self._tags += 1
-            engine.send_transfer(self.link, _TAG.pack(self._tags & 0xFFFFFFFF), self._pending.popleft(), True)
-            self.connection.mark_dirty()
 
 
 class RequestLink(ExtensionLink):
