@@ -1133,8 +1133,10 @@ class Connection:
         table = session.outgoing_unsettled if disposition.role == ROLE_RECEIVER else session.incoming_unsettled
         # The work is bounded by the unsettled deliveries, not by the range the peer names: a wide
         # range walks the table (kept in delivery-id order, as ids are assigned), a narrow one the ids.
-        if width < len(table):
-            ids: Any = ((first + offset) % SERIAL_MOD for offset in range(width + 1))
+        if width == 0:
+            ids: Any = (first,)  # the usual case, one delivery: no generator per disposition
+        elif width < len(table):
+            ids = ((first + offset) % SERIAL_MOD for offset in range(width + 1))
         else:
             ids = [delivery_id for delivery_id in table if (delivery_id - first) % SERIAL_MOD <= width]
         state = disposition.state
