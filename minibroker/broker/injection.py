@@ -372,25 +372,12 @@ class FaultInjector(Observer):
         def subject() -> Any:
             return entry.message.decode() if entry is not None else None
 
-        fault = self._fire("delivery", site, subject) if entry is not None else None
-        fault = fault or self._fire("transfer", site, subject)
-        if fault is None:
+        fired = self._on_delivery(connection, link, site, subject, entry is not None)
+        if fired is None:
             return
-        action = fault_kind(fault.kind).action
-        if action in _DISCONNECTS:
-            self._disconnect(fault, connection, link)
-            return
-        if action not in ("release", "modify"):
-            raise ValueError(f"{fault!r} fired on a delivery, but its action {action!r} is not one a delivery can take")
+        fault, outcome = fired
         assert entry is not None
         delivery = link.unsettled.get(delivery_id)
-        outcome: Released | Modified = (
-            Released()
-            if action == "release"
-            else Modified(
-                delivery_failed=fault.params["delivery_failed"], undeliverable_here=fault.params["undeliverable_here"]
-            )
-        )
         if fault.params.get("at") == "outcome":
             if delivery is not None:
                 self._forget_ended()
@@ -424,26 +411,34 @@ class FaultInjector(Observer):
         def subject() -> Any:
             return decode_message(delivery.payload) if delivery is not None and delivery.payload else None
 
-        fault = self._fire("delivery", site, subject) if delivery is not None else None
+        fired = self._on_delivery(connection, link, site, subject, delivery is not None)
+        if fired is None:
+            return
+        outcome = fired[1]
+        assert delivery is not None
+        reader.outcome(delivery, outcome, False)  # counted and settled: nothing to put back in a stream
+        connection.mark_dirty()
+
+    def _on_delivery(
+        self, connection: BrokerConnection, link: Link, site: Site, subject: Callable[[], Any], has_message: bool
+    ) -> tuple[Fault, Released | Modified] | None:
+        """The fault a delivery meets (``delivery`` faults first, then ``transfer`` ones) and the
+        outcome it settles the delivery with; None when no fault fired or it ended the link or
+        connection instead (queue and stream deliveries decide this the same way)."""
+        fault = self._fire("delivery", site, subject) if has_message else None
         fault = fault or self._fire("transfer", site, subject)
         if fault is None:
-            return
+            return None
         action = fault_kind(fault.kind).action
         if action in _DISCONNECTS:
             self._disconnect(fault, connection, link)
-            return
+            return None
         if action not in ("release", "modify"):
             raise ValueError(f"{fault!r} fired on a delivery, but its action {action!r} is not one a delivery can take")
-        assert delivery is not None
-        outcome: Released | Modified = (
-            Released()
-            if action == "release"
-            else Modified(
-                delivery_failed=fault.params["delivery_failed"], undeliverable_here=fault.params["undeliverable_here"]
-            )
-        )
-        reader.outcome(delivery, outcome, False)  # counted and settled: nothing to put back in a stream
-        connection.mark_dirty()
+        if action == "release":
+            return fault, Released()
+        params = fault.params
+        return fault, Modified(delivery_failed=params["delivery_failed"], undeliverable_here=params["undeliverable_here"])
 
     # ------------------------------------------------------------ actions
 
