@@ -114,6 +114,9 @@ class Queue:
         self._fifos: list[deque[Entry]] = [deque() for _ in range(options.priorities)]
         self._levels: list[list[tuple[int, int, Entry]]] = [[] for _ in range(options.priorities)]
         self._available_count = 0
+        #: No level above this one holds an available entry (nor a stale item): where
+        #: ``_first_available`` starts, rather than at the highest of ``priorities`` levels.
+        self._top = -1
         self._acquired: dict[int, Entry] = {}  # seq -> Entry, every ACQUIRED entry
         # Built when a consumer first skips a message it does not accept (a selector):
         # the available keys in delivery order, and how far each such consumer has
@@ -254,7 +257,10 @@ class Queue:
             del self._acquired[entry.seq]
         entry.state = AVAILABLE
         token = entry.token = entry.token + 1
-        fifo = self._fifos[entry.level]
+        level = entry.level
+        if level > self._top:
+            self._top = level
+        fifo = self._fifos[level]
         if token == 1 and (not fifo or fifo[-1].seq < entry.seq):
             fifo.append(entry)  # the common case: a new message, newest of its level
         else:
@@ -290,7 +296,7 @@ class Queue:
         """The next entry in delivery order, dropping stale FIFO and heap items on the way."""
         levels = self._levels
         fifos = self._fifos
-        for level in range(len(fifos) - 1, -1, -1):
+        for level in range(self._top, -1, -1):
             fifo = fifos[level]
             while fifo:
                 entry = fifo[0]
@@ -307,6 +313,8 @@ class Queue:
                 heapq.heappop(heap)
             if fifo:
                 return fifo[0]
+            if level == self._top:
+                self._top = level - 1  # this level is empty now, and every one above it
         return None
 
     def purge(self) -> int:

@@ -165,14 +165,17 @@ class StoredMessage:
 
     def expiry(self, default_ttl: float | None, max_ttl: float | None) -> float | None:
         """When the message expires: the earlier of header ttl and absolute-expiry-time (§3.2.1, §3.2.4)."""
-        candidates = []
         header = self.header
-        if header is not None and header.ttl is not None:
-            candidates.append(self.arrived_at + header.ttl / 1000)
-        if self._bare_end > self._bare_start:
-            absolute = self._absolute_expiry_time()
-            if absolute is not None:
-                candidates.append(absolute / 1000)
+        ttl = header.ttl if header is not None else None
+        # Only a properties section can carry absolute-expiry-time (read without decoding it).
+        absolute = self._absolute_expiry_time()
+        if ttl is None and absolute is None and default_ttl is None and max_ttl is None:
+            return None  # the usual message: it never expires
+        candidates = []
+        if ttl is not None:
+            candidates.append(self.arrived_at + ttl / 1000)
+        if absolute is not None:
+            candidates.append(absolute / 1000)
         if not candidates and default_ttl is not None:
             candidates.append(self.arrived_at + default_ttl)
         if max_ttl is not None:
@@ -314,14 +317,14 @@ class Entry:
             # What is left until the expiry the broker computed (header ttl, absolute-expiry-time,
             # the queue's default or maximum ttl, whichever came first).
             ttl = max(0, int((self.expires_at - now) * 1000))
-        unchanged = (
-            self.annotations is None
-            and (header.delivery_count if header is not None else 0) == self.delivery_count
-            and (header.ttl if header is not None else None) == ttl
-            and not message.has_delivery_annotations
-        )
-        if unchanged:
-            return message.payload
+        rare = self._rare
+        if (rare is None or rare.annotations is None) and message._annotations_start == message._header_end:
+            # No changed annotations and no delivery-annotations (the properties, inlined).
+            if header is None:
+                if self.delivery_count == 0 and ttl is None:
+                    return message.payload
+            elif header.delivery_count == self.delivery_count and header.ttl == ttl:
+                return message.payload
         out = bytearray()
         Header(
             durable=header.durable if header is not None else False,
