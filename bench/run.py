@@ -275,7 +275,9 @@ class Report:
             "broker.cpp (each a median of ratios taken within one round)"
         )
         if any(r.c for r in self.rows):
-            lines.append(f"C client group: {s.cclient_messages} messages; mb/c = minibroker / broker.c, likewise")
+            lines.append(
+                f"C client group: {s.cclient_messages} messages per workload; mb/c = minibroker / broker.c, likewise"
+            )
         lines += self.notes
         sep = "  "
         lines.append(sep.join(h.ljust(w) for (h, _, _), w in zip(columns, widths, strict=True)))
