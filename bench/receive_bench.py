@@ -1,7 +1,7 @@
 """What receiving costs a ``minibroker.Client``: frame parsing, message decoding, the receive loop.
 
 Run it directly (``python bench/receive_bench.py``); it prints one JSON object per line.
-A :class:`minibroker.ThreadedBroker` in this process holds a stream of ``--messages``
+A :class:`minibroker.ThreadedBroker` in a child process holds a stream of ``--messages``
 256-byte messages shaped like what the Spark ``amqp`` source reads: a header, properties
 (message-id, content-type, creation-time), application-properties and a data body; every
 delivery carries ``x-stream-offset`` in its message-annotations, as a stream delivery does.
@@ -12,6 +12,8 @@ delivery carries ``x-stream-offset`` in its message-annotations, as a stream del
   (``rows_us``); microseconds per message, best of ``--repeat`` passes.
 * ``client``: a Client reading the whole stream with ``fetch`` (credit 1000, as the Spark
   source's range reader does) and making each row; wall and CPU microseconds per message.
+  The broker runs in a child process (as it does for Spark's executors), so the CPU time
+  is the client's alone.
 
 Every loop is bounded by ``--messages`` and ``--limit-s`` (whichever comes first).
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -129,23 +132,42 @@ def measure_client(url: str, address: str, count: int, limit_s: float) -> dict[s
     return {"messages": got, "wall_us": wall / max(got, 1) * 1e6, "cpu_us": cpu / max(got, 1) * 1e6}
 
 
+def serve(messages: int) -> None:
+    """The child: a broker with the stream, its URL on stdout, until stdin closes."""
+    with ThreadedBroker() as broker:
+        broker.declare_stream("bench.receive")
+        broker.publish_many("bench.receive", messages=payloads(messages))
+        print(broker.url, flush=True)
+        sys.stdin.read()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--limit-s", type=float, default=60.0)
     parser.add_argument("--only", default="decode,client")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.serve:
+        serve(args.messages)
+        return
     groups = set(args.only.split(","))
-    with ThreadedBroker() as broker:
-        broker.declare_stream("bench.receive")
-        broker.publish_many("bench.receive", messages=payloads(args.messages))
+    child = subprocess.Popen([sys.executable, __file__, "--serve", "--messages", str(args.messages)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert child.stdout is not None
+        url = child.stdout.readline().strip()
+        if not url:
+            raise SystemExit("the broker process did not start")
         if "decode" in groups:
-            chunks = _capture(broker.url, "bench.receive", args.messages, args.limit_s)
+            chunks = _capture(url, "bench.receive", args.messages, args.limit_s)
             print(json.dumps({"bench": "decode", **measure_decode(chunks, args.repeat, args.limit_s)}), flush=True)
         if "client" in groups:
-            result = measure_client(broker.url, "bench.receive", args.messages, args.limit_s)
+            result = measure_client(url, "bench.receive", args.messages, args.limit_s)
             print(json.dumps({"bench": "client", **result}), flush=True)
+    finally:
+        child.communicate(timeout=args.limit_s)
 
 
 if __name__ == "__main__":

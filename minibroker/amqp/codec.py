@@ -564,38 +564,40 @@ def _items(buf: Buf, p: int, end: int, count: int, depth: int, pos: int) -> tupl
     items: list[Any] = []
     append = items.append
     size = len(buf)
-    kinds, consts, wraps = _KIND, _CONSTS, _WRAPS
+    kinds, consts, wraps, signed = _KIND, _CONSTS, _WRAPS, _SIGNED_SMALL
     for _ in range(count):
         if p >= end:
             raise AMQPDecodeError(f"list at offset {pos} holds fewer than its count of {count}")
         code = buf[p]
         kind = kinds[code]
-        if kind == _K_CONST:
+        if kind == 1:  # _K_CONST (literals: a global per value read costs more than the read)
             append(consts[code])
             p += 1
             continue
-        if kind == _K_VARIABLE8 and p + 1 < size:
-            start = p + 2
-            stop = start + buf[p + 1]
-            if stop <= size:
-                try:
-                    if code == 0xA1:
-                        append(str(buf[start:stop], "utf-8"))
-                    elif code == 0xA3:
-                        append(_new_str(symbol, str(buf[start:stop], "ascii")))
-                    else:
-                        append(bytes(buf[start:stop]))
-                    p = stop
-                    continue
-                except UnicodeDecodeError:
-                    pass  # the decoder raises the error that says so
-        elif kind == _K_SMALL and p + 1 < size:
-            value = buf[p + 1]
-            if value > 127 and code in _SIGNED_SMALL:
-                value -= 256
-            append(wraps[code](value))
-            p += 2
-            continue
+        if kind == 2:  # _K_VARIABLE8
+            if p + 1 < size:
+                start = p + 2
+                stop = start + buf[p + 1]
+                if stop <= size:
+                    try:
+                        if code == 0xA1:
+                            append(str(buf[start:stop], "utf-8"))
+                        elif code == 0xA3:
+                            append(_new_str(symbol, str(buf[start:stop], "ascii")))
+                        else:
+                            append(bytes(buf[start:stop]))
+                        p = stop
+                        continue
+                    except UnicodeDecodeError:
+                        pass  # the decoder raises the error that says so
+        elif kind == 3:  # _K_SMALL
+            if p + 1 < size:
+                value = buf[p + 1]
+                if value > 127 and code in signed:
+                    value -= 256
+                append(wraps[code](value))
+                p += 2
+                continue
         item, p = _DECODERS[code](buf, p + 1, depth + 1)
         append(item)
     return items, p
@@ -603,7 +605,13 @@ def _items(buf: Buf, p: int, end: int, count: int, depth: int, pos: int) -> tupl
 
 def _list(width: int) -> _Decoder:
     def dec(buf: Buf, pos: int, depth: int) -> tuple[Any, int]:
-        count, p, end = _header(buf, pos, width)
+        if width == 1 and pos + 1 < len(buf):
+            # The header of a list8 read here (the common width); _header does the rest and says what is wrong.
+            count, p, end = buf[pos + 1], pos + 2, pos + 1 + buf[pos]
+            if end > len(buf) or end < p:
+                count, p, end = _header(buf, pos, width)
+        else:
+            count, p, end = _header(buf, pos, width)
         if depth > MAX_NESTING:
             raise AMQPDecodeError(f"values nested deeper than {MAX_NESTING} levels")
         items, p = _items(buf, p, end, count, depth, pos)
