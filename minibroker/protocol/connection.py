@@ -39,6 +39,7 @@ from ..amqp import codec
 from ..amqp import errors as conditions
 from ..amqp.composite import Composite
 from ..amqp.errors import AMQPDecodeError
+from ..amqp.messaging import Accepted
 from ..amqp.performatives import (
     ROLE_RECEIVER,
     ROLE_SENDER,
@@ -73,7 +74,7 @@ from .framing import (
     frame_header,
 )
 from .hooks import FrameHook
-from .transfers import TRANSFER_LIST8, read_transfer, transfer_frame
+from .transfers import TRANSFER_LIST8, accepted_disposition_frame, read_transfer, transfer_frame
 
 __all__ = ["Connection", "ConnectionConfig"]
 
@@ -1270,7 +1271,14 @@ class Connection:
         self._disposition_ranges = []
         self._last_disposition = None
         for session, role, first, last, settled, state in ranges:
-            if session.state is SessionState.MAPPED:
+            if session.state is not SessionState.MAPPED:
+                continue
+            if type(state) is Accepted and self.hook is None:
+                # The usual outcome, written directly (transfers.py): the same bytes as below.
+                data = accepted_disposition_frame(session.channel, role, first, last if last != first else None, settled)
+                self._out.append(data)
+                self.output_size += len(data)
+            else:
                 self._write(
                     session.channel,
                     Disposition(

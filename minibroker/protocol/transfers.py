@@ -1,4 +1,4 @@
-"""The usual ``transfer`` performative read and written without building a ``Transfer`` (Part 2 §2.7.5).
+"""The usual ``transfer`` read and written, and the usual ``disposition`` written, without building them (Part 2 §2.7.5, §2.7.6).
 
 A producer's transfers are the frames a broker reads most, and nearly every
 client encodes them alike: a list8 (Part 1 §1.6.22) whose handle and
@@ -14,17 +14,22 @@ accepts, with the same values.
 
 :func:`transfer_frame` writes the whole frame of a single-frame delivery the
 broker sends: the bytes of ``frame(channel, encode_transfer_head(...) +
-payload)``, built with one join.
+payload)``, built with one join.  :func:`accepted_disposition_frame` writes
+the frame of a disposition whose state is ``accepted``, the outcome of nearly
+every message a producer sends, byte for byte what encoding the
+``Disposition`` gives.
 """
 
 from __future__ import annotations
 
 import struct
 
+from ..amqp import codec
+from ..amqp.messaging import Accepted
 from ..amqp.performatives import encode_transfer_head
 from .framing import FRAME_AMQP, FRAME_HEADER
 
-__all__ = ["TRANSFER_LIST8", "read_transfer", "transfer_frame"]
+__all__ = ["TRANSFER_LIST8", "accepted_disposition_frame", "read_transfer", "transfer_frame"]
 
 #: Described (0x00) smallulong (0x53) code 0x14 (transfer) as a list8 (0xc0): what the fast path reads.
 TRANSFER_LIST8 = b"\x00\x53\x14\xc0"
@@ -168,3 +173,38 @@ def transfer_frame(channel: int, handle: int, delivery_id: int, tag: bytes, sett
         )
     head = encode_transfer_head(handle, delivery_id, tag, settled)
     return FRAME_HEADER.pack(8 + len(head) + len(payload), 2, FRAME_AMQP, channel) + head + payload
+
+
+#: Disposition's descriptor (0x15) and list8 with its size filled in last and 6 fields (as the
+#: generic encoder writes every field of a performative).
+_DISPOSITION_PREFIX = bytes((0x00, 0x53, 0x15, 0xC0, 0x00, 0x06))
+
+
+def _encoded_accepted() -> bytes:
+    out = bytearray()
+    Accepted().encode_into(out)
+    return bytes(out)
+
+
+#: The accepted outcome, encoded (it has no fields: always the same bytes).
+_ACCEPTED = _encoded_accepted()
+
+
+def accepted_disposition_frame(channel: int, role: bool, first: int, last: int | None, settled: bool) -> bytes:
+    """The frame of ``Disposition(role=, first=, last=, settled=, state=Accepted())`` on ``channel``.
+
+    Byte for byte ``frame(channel, <that disposition encoded>)``: role, first, last (or null),
+    settled, the accepted outcome, batchable false.
+    """
+    out = bytearray(_DISPOSITION_PREFIX)
+    out.append(0x41 if role else 0x42)
+    codec.enc_uint(first, out)
+    if last is None:
+        out.append(0x40)
+    else:
+        codec.enc_uint(last, out)
+    out.append(0x41 if settled else 0x42)
+    out += _ACCEPTED
+    out.append(0x42)  # batchable: false
+    out[4] = len(out) - 5  # the list's size counts from the count byte on
+    return FRAME_HEADER.pack(8 + len(out), 2, FRAME_AMQP, channel) + out

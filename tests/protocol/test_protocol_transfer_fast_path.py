@@ -16,7 +16,12 @@ from minibroker.amqp import codec
 from minibroker.amqp.messaging import Accepted
 from minibroker.amqp.performatives import Disposition, End, Transfer
 from minibroker.protocol.framing import frame
-from minibroker.protocol.transfers import TRANSFER_LIST8, read_transfer, transfer_frame
+from minibroker.protocol.transfers import (
+    TRANSFER_LIST8,
+    accepted_disposition_frame,
+    read_transfer,
+    transfer_frame,
+)
 from minibroker.testing import Peer, connect
 
 uints = st.integers(0, 2**32 - 1)
@@ -119,3 +124,20 @@ def test_the_transfer_frame_is_the_generic_encoding(
     head = bytearray()
     Transfer(handle=handle, delivery_id=delivery_id, delivery_tag=tag, message_format=0, settled=settled).encode_into(head)
     assert transfer_frame(channel, handle, delivery_id, tag, settled, payload) == frame(channel, bytes(head) + payload)
+
+
+@given(
+    channel=st.integers(0, 65535),
+    role=st.booleans(),
+    first=uints,
+    last=st.none() | uints,
+    settled=st.booleans(),
+)
+@example(channel=0, role=True, first=0, last=None, settled=True)
+@example(channel=3, role=False, first=300, last=2**32 - 1, settled=False)
+def test_the_accepted_disposition_frame_is_the_generic_encoding(
+    channel: int, role: bool, first: int, last: int | None, settled: bool
+) -> None:
+    body = bytearray()
+    Disposition(role=role, first=first, last=last, settled=settled, state=Accepted()).encode_into(body)
+    assert accepted_disposition_frame(channel, role, first, last, settled) == frame(channel, bytes(body))
