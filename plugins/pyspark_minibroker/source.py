@@ -11,6 +11,7 @@ the driver-side stream reader) and never pickled.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import uuid
 from collections.abc import Iterator
@@ -44,10 +45,12 @@ from minibroker.amqp.message import Message
 from minibroker.client import Client, ClientTimeout, ConnectionClosed, Delivery, LinkDetached, Sender
 
 from .options import Options, parse_options
-from .ranges import OffsetRange, bounds, is_stream, read_range, split, starting_offsets
+from .ranges import WINDOW, OffsetRange, bounds, is_stream, read_range, split, starting_offsets
 from .rows import (
     READ_SCHEMA,
+    READ_STRUCT,
     WRITE_COLUMNS,
+    arrow_batch,
     bad_record_message,
     message_from_row,
     row_digest,
@@ -93,15 +96,15 @@ class AmqpDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         if self._kind() == "stream":
-            return _StreamBatchReader(self.parsed)
-        return _BatchReader(self.parsed)
+            return _StreamBatchReader(self.parsed, _arrow_schema(schema))
+        return _BatchReader(self.parsed, _arrow_schema(schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """A stream is read by offset ranges on executors; for a queue Spark falls back to the
         driver-side :meth:`simpleStreamReader` (it does so only on ``PySparkNotImplementedError``)."""
         if self._kind() == "queue":
             raise PySparkNotImplementedError(errorClass="NOT_IMPLEMENTED", messageParameters={"feature": "streamReader"})
-        return _OffsetStreamReader(self.parsed)
+        return _OffsetStreamReader(self.parsed, _arrow_schema(schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return _BatchWriter(self.parsed, _columns(schema))
@@ -128,9 +131,35 @@ def _columns(schema: StructType) -> list[str]:
 # --------------------------------------------------------------------------- batch read
 
 
+def _arrow_schema(schema: StructType) -> Any:
+    """Spark's Arrow form of ``schema`` when it is READ_SCHEMA, else None.
+
+    With it, executor reads hand Spark one ``pyarrow.RecordBatch`` per fetch (:func:`.rows.arrow_batch`)
+    instead of a tuple per message that Spark's worker converts value by value; a schema given
+    with ``.schema(...)`` gets tuples, as before.  Spark compares a batch's schema with
+    ``to_arrow_schema(schema, timezone="UTC")``, so it is made the same way.
+    """
+    if schema.simpleString() != READ_STRUCT:
+        return None
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+def _rows(deliveries: list[Delivery], arrow: Any) -> Iterator[Any]:
+    """What ``read`` yields for some deliveries: one Arrow batch of them, or a tuple each."""
+    if arrow is not None:
+        if deliveries:
+            yield arrow_batch(deliveries, arrow)
+        return
+    for delivery in deliveries:
+        yield row_from_delivery(delivery)
+
+
 class _BatchReader(DataSourceReader):
-    def __init__(self, options: Options) -> None:
+    def __init__(self, options: Options, arrow: Any = None) -> None:
         self.options = options
+        self.arrow = arrow
 
     def partitions(self) -> list[InputPartition]:
         return [InputPartition(0)]  # one queue, one reader: order is kept
@@ -148,11 +177,11 @@ class _BatchReader(DataSourceReader):
                 chunk = receiver.fetch(options.max_batch)
                 if not chunk:
                     break
-                for delivery in chunk:
-                    yield row_from_delivery(delivery)
-                    if not browse:
+                yield from _rows(chunk, self.arrow)
+                if not browse:
+                    for delivery in chunk:
                         delivery.drop_payload()  # kept only to be settled, without its bytes
-                        taken.append(delivery)
+                    taken += chunk
             if taken:
                 receiver.settle(taken)
             receiver.close()
@@ -170,17 +199,19 @@ def _ranges(pieces: list[OffsetRange]) -> list[InputPartition]:
     return [_Range(p.address, p.start, p.end) for p in pieces]
 
 
-def _read(options: Options, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+def _read(options: Options, partition: InputPartition, arrow: Any) -> Iterator[Any]:
     assert isinstance(partition, _Range)
-    for delivery in read_range(options, OffsetRange(partition.address, partition.start, partition.end)):
-        yield row_from_delivery(delivery)
+    deliveries = read_range(options, OffsetRange(partition.address, partition.start, partition.end))
+    while chunk := list(itertools.islice(deliveries, WINDOW)):
+        yield from _rows(chunk, arrow)
 
 
 class _StreamBatchReader(DataSourceReader):
     """A stream's retained messages, split into offset ranges that tasks read in parallel."""
 
-    def __init__(self, options: Options) -> None:
+    def __init__(self, options: Options, arrow: Any = None) -> None:
         self.options = options
+        self.arrow = arrow
 
     def partitions(self) -> list[InputPartition]:
         options, pieces = self.options, []
@@ -190,8 +221,8 @@ class _StreamBatchReader(DataSourceReader):
                 pieces += split(address, found.first, found.next, options.max_offsets_per_partition)
         return _ranges(pieces)
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        return _read(self.options, partition)
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return _read(self.options, partition, self.arrow)
 
 
 # --------------------------------------------------------------------------- writes
@@ -352,8 +383,9 @@ class _OffsetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
     checkpoint of the offsets is the whole state.
     """
 
-    def __init__(self, options: Options) -> None:
+    def __init__(self, options: Options, arrow: Any = None) -> None:
         self.options = options
+        self.arrow = arrow
         #: The offsets an ``availableNow`` run stops at (set by ``prepareForTriggerAvailableNow``).
         self.target: dict[str, int] | None = None
 
@@ -393,8 +425,8 @@ class _OffsetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
             pieces += split(address, int(start.get(address, 0)), int(stop), size)
         return _ranges(pieces)
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        return _read(self.options, partition)
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return _read(self.options, partition, self.arrow)
 
     def commit(self, end: dict[str, int]) -> None:
         """Nothing to settle: reading a stream removes nothing, and the checkpoint holds the offsets."""

@@ -96,19 +96,21 @@ def test_max_offsets_per_trigger_and_available_now(broker: ThreadedBroker) -> No
 
 def test_the_source_picks_the_reader_by_kind(broker: ThreadedBroker) -> None:
     from pyspark.errors import PySparkNotImplementedError
+    from pyspark.sql.types import StructType
 
+    schema = StructType()  # any schema: which reader is picked does not depend on it
     broker.declare_queue("jobs")
     stream_source = AmqpDataSource({"url": broker.url, "address": "events"})
-    assert isinstance(stream_source.streamReader(None), _OffsetStreamReader)  # type: ignore[arg-type]
-    assert isinstance(stream_source.reader(None), _StreamBatchReader)  # type: ignore[arg-type]
+    assert isinstance(stream_source.streamReader(schema), _OffsetStreamReader)
+    assert isinstance(stream_source.reader(schema), _StreamBatchReader)
     queue_source = AmqpDataSource({"url": broker.url, "address": "jobs"})
     with pytest.raises(PySparkNotImplementedError):
-        queue_source.streamReader(None)  # type: ignore[arg-type]
+        queue_source.streamReader(schema)
     told = AmqpDataSource({"url": broker.url, "address": "jobs", "kind": "queue"})
     with pytest.raises(PySparkNotImplementedError):
-        told.streamReader(None)  # type: ignore[arg-type]
+        told.streamReader(schema)
     with pytest.raises(ValueError, match="only streams read several"):
-        AmqpDataSource({"url": broker.url, "address": "jobs,other", "kind": "queue"}).reader(None)  # type: ignore[arg-type]
+        AmqpDataSource({"url": broker.url, "address": "jobs,other", "kind": "queue"}).reader(schema)
 
 
 def test_retention_during_a_query_skips_what_was_dropped() -> None:
