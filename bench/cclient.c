@@ -71,7 +71,7 @@ static void finish(job_t *job) {
   if (job->done) return;
   job->done = true;
   job->end = now();
-  pn_proactor_cancel_timeout(job->proactor);
+  pn_proactor_cancel_timeout(job->proactor); /* else the proactor stays active until the limit */
   pn_connection_close(job->connection);
 }
 
@@ -174,10 +174,14 @@ static void handle(job_t *job, pn_event_t *event) {
     if (!job->done) on_delivery(job, pn_event_delivery(event));
     break;
   case PN_PROACTOR_TIMEOUT:
+    /* Not the connection's event batch: the connection may only be touched from its own, so wake it. */
     if (!job->done) {
       job->timed_out = true;
-      finish(job);
+      pn_connection_wake(job->connection);
     }
+    break;
+  case PN_CONNECTION_WAKE:
+    if (job->timed_out) finish(job);
     break;
   case PN_LINK_REMOTE_CLOSE:
     check(job, event, pn_link_remote_condition(pn_event_link(event)));

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Container, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .amqp.message import Message, encode_bodies
-from .broker.addresses import node_name, parse_address
+from .broker.addresses import RABBITMQ_EXCHANGE_PREFIX, node_name, parse_address
 from .broker.clock import Clock
 from .broker.config import EventHubOptions, QueueOptions, StreamOptions
-from .broker.engine import Broker, NodeError
+from .broker.engine import SERVICEBUS_ADDRESS, Broker, NodeError
 from .broker.publish import Source
 from .broker.statistics import (
     BrokerStatistics,
@@ -26,15 +26,14 @@ from .broker.statistics import (
 )
 from .broker.stored import StoredMessage
 from .broker.tap import Observer
-from .eventhubs.snapshots import EventHubSnapshot
-from .eventhubs.snapshots import snapshot as event_hub_snapshot
 from .message_fields import build_message, data_body
-from .rabbitmq.addresses import EXCHANGES, parse_destination
-from .rabbitmq.exchanges import Binding
-from .rabbitmq.layer import RabbitMQLayer
-from .rabbitmq.snapshots import ExchangeSnapshot
-from .servicebus.addresses import CBS
-from .testing.assertions import assert_queue, assert_stream
+
+# The protocol layers and the assertion helpers load when a method needs them (imports inside it):
+# a test of plain queues never imports them.
+if TYPE_CHECKING:
+    from .eventhubs.snapshots import EventHubSnapshot
+    from .rabbitmq.layer import RabbitMQLayer
+    from .rabbitmq.snapshots import ExchangeSnapshot
 
 __all__ = ["BrokerAPI", "build_message", "check", "timed_out"]
 
@@ -146,6 +145,8 @@ class BrokerAPI:
         depth; fails with expected vs actual and a diff. Returns the snapshot it checked.
         ``missing_ok=True``: a queue nobody has used yet counts as empty."""
         __tracebackhide__ = True
+        from .testing.assertions import assert_queue
+
         return assert_queue(self, name, bodies, depth=depth, ordered=ordered, missing_ok=missing_ok)
 
     def topic(self, name: str) -> TopicSnapshot:
@@ -185,6 +186,8 @@ class BrokerAPI:
         """Assert a stream's retained bodies (oldest first), count and/or offsets; fails with
         expected vs actual and a diff. Returns the snapshot it checked."""
         __tracebackhide__ = True
+        from .testing.assertions import assert_stream
+
         return assert_stream(self, name, bodies, count=count, first_offset=first_offset, last_offset=last_offset)
 
     def queues(self) -> list[str]:
@@ -255,13 +258,15 @@ class BrokerAPI:
         elif body is not None or fields:
             raise TypeError("pass either message=Message(...) or a body with fields, not both")
         payload = _encoded(lambda: message.encode())
-        if address.startswith(EXCHANGES):
+        if address.startswith(RABBITMQ_EXCHANGE_PREFIX):
             self._call(self._publish_to_exchange, address, payload)
         else:
             self._call(self._broker.publish, address, payload)
 
     def _publish_to_exchange(self, address: str, payload: bytes) -> None:
         """Route through a RabbitMQ exchange as a client's publish would (unroutable: counted, dropped)."""
+        from .rabbitmq.addresses import parse_destination
+
         layer = self._rabbitmq()
         destination = parse_destination(address)
         if destination.name not in layer.exchanges.exchanges:
@@ -336,6 +341,8 @@ class BrokerAPI:
     # ------------------------------------------------- RabbitMQ exchanges
 
     def _rabbitmq(self) -> RabbitMQLayer:
+        from .rabbitmq.layer import RabbitMQLayer
+
         layer = self._broker.extension
         if not isinstance(layer, RabbitMQLayer):
             raise RuntimeError(
@@ -385,6 +392,8 @@ class BrokerAPI:
             raise TypeError("bind() takes one destination: queue=NAME or exchange=NAME")
         destination = queue if queue is not None else exchange
         assert destination is not None
+        from .rabbitmq.exchanges import Binding
+
         binding = Binding(source, destination, "queue" if queue is not None else "exchange", key, dict(arguments or {}))
         self._call(lambda: self._rabbitmq().exchanges.bind(binding))
 
@@ -409,7 +418,7 @@ class BrokerAPI:
     def _declare_event_hub(self, options: EventHubOptions) -> None:
         from .eventhubs.layer import EventHubsLayer  # the layer loads only when it is used
 
-        layer = self._broker.enable_layer(CBS)
+        layer = self._broker.enable_layer(SERVICEBUS_ADDRESS)
         if not isinstance(layer, EventHubsLayer):
             raise RuntimeError(f"the broker runs another protocol layer ({type(layer).__name__}), not Event Hubs")
         layer.declare(options)
@@ -420,6 +429,7 @@ class BrokerAPI:
 
     def _event_hub_snapshot(self, name: str) -> EventHubSnapshot:
         from .eventhubs.layer import EventHubsLayer
+        from .eventhubs.snapshots import snapshot as event_hub_snapshot
 
         layer = self._broker.extension
         hub = layer.hubs.get(name) if isinstance(layer, EventHubsLayer) else None

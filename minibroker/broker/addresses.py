@@ -19,6 +19,7 @@ __all__ = [
     "ADDRESS_KINDS",
     "AddressKind",
     "QUEUE_PREFIX",
+    "RABBITMQ_EXCHANGE_PREFIX",
     "RABBITMQ_QUEUE_PREFIX",
     "TOPIC_PREFIX",
     "STREAM_PREFIX",
@@ -47,6 +48,9 @@ class AddressKind:
 
 QUEUE_PREFIX = "queue://"
 RABBITMQ_QUEUE_PREFIX = "/queues/"
+#: RabbitMQ 4's ``/exchanges/{name}/{key}``: only ``minibroker.rabbitmq`` routes it (named here so
+#: ``broker.publish`` can tell such an address without importing that layer).
+RABBITMQ_EXCHANGE_PREFIX = "/exchanges/"
 TOPIC_PREFIX = "topic://"
 STREAM_PREFIX = "stream://"
 TOPIC_CAPABILITIES = frozenset({"topic", "temporary-topic"})

@@ -6,16 +6,19 @@ itself; it owns its own timers.  Links it takes are :class:`ExtensionLink`
 consumer that delivers and settles in its own way).  Plain AMQP never meets
 any of them: the broker has no extension until one is enabled.
 
-A layer is not imported by the broker: the layer's package registers a
-factory with :func:`register_layer` under the address whose attach turns it on
-(``minibroker.servicebus`` registers ``$cbs``), and the broker looks it up
-with :func:`layer_for`.  So the dependency runs one way, from the layer down.
-A layer built on another registers over it under the same address
-(``minibroker.eventhubs`` wraps the Service Bus layer: both begin at ``$cbs``).
+A layer is not imported by the broker: :func:`layer_for` finds the factory
+registered under the address whose attach turns the layer on.  minibroker's own
+layers are registered here by name only (``module:function``) and imported the
+first time a broker turns one on, so a broker that speaks plain AMQP never loads
+them; another package registers its factory with :func:`register_layer`.  So the
+dependency runs one way, from the layer down.  The Event Hubs layer wraps the
+Service Bus layer (both begin at ``$cbs``) and hands it everything that is not
+Event Hubs.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -82,14 +85,26 @@ class ExtensionConsumer(ConsumerLink):
 #: Builds a layer for a broker (called with the broker, in its thread).
 LayerFactory = Callable[[Any], Extension]
 
-_layers: dict[str, LayerFactory] = {}
+#: Address -> the factory of the layer its attach turns on, or the ``module:function`` naming it.
+_layers: dict[str, LayerFactory | str] = {
+    "$cbs": "minibroker.eventhubs:build_layer",  # Event Hubs, with the Service Bus layer inside
+    "/management": "minibroker.rabbitmq:build_layer",
+}
 
 
-def register_layer(address: str, factory: LayerFactory) -> None:
-    """Make a client's attach to ``address`` turn on the layer ``factory`` builds."""
+def register_layer(address: str, factory: LayerFactory | str) -> None:
+    """Make a client's attach to ``address`` turn on the layer ``factory`` builds (a callable, or
+    ``"package.module:function"`` naming one, imported when a broker first turns the layer on)."""
     _layers[address] = factory
 
 
 def layer_for(address: str | None) -> LayerFactory | None:
-    """The factory of the layer that ``address`` turns on, if one is registered."""
-    return _layers.get(address) if address is not None else None
+    """The factory of the layer that ``address`` turns on, if one is registered (imported now if
+    it was registered by name)."""
+    factory = _layers.get(address) if address is not None else None
+    if isinstance(factory, str):
+        # Looked up again each time (a dict lookup once imported), not kept: what sys.modules holds
+        # stays the one copy, also after pytester's in-process runs drop the modules they imported.
+        module, _, name = factory.partition(":")
+        factory = getattr(importlib.import_module(module), name)
+    return factory

@@ -13,26 +13,22 @@ from typing import TYPE_CHECKING
 
 from ..broker.config import EventHubOptions as EventHubOptions
 from ..broker.config import EventHubsOptions as EventHubsOptions
-from ..broker.extension import Extension, register_layer
-from ..servicebus.addresses import CBS
+from ..broker.extension import Extension
 
 if TYPE_CHECKING:
     from ..broker.engine import Broker
 
-__all__ = ["EventHubOptions", "EventHubsOptions", "connection_string"]
+__all__ = ["EventHubOptions", "EventHubsOptions", "build_layer", "connection_string"]
 
 
-def _layer(broker: Broker) -> Extension:
-    """The Event Hubs layer (with the Service Bus layer inside) for ``broker``, imported when turned on."""
+def build_layer(broker: Broker) -> Extension:
+    """The Event Hubs layer with the Service Bus layer inside, for ``broker``: the factory
+    ``minibroker.broker.extension`` registers for ``$cbs`` (Event Hubs clients begin there too,
+    and the layer hands everything that is not Event Hubs on to the Service Bus layer)."""
     from ..servicebus.layer import ServiceBusLayer
     from .layer import EventHubsLayer
 
     return EventHubsLayer(broker, broker.config.event_hubs, ServiceBusLayer(broker, broker.config.servicebus))
-
-
-# Over the Service Bus layer's registration: Event Hubs clients begin at $cbs too, and this layer
-# hands everything that is not Event Hubs on to the Service Bus layer it wraps.
-register_layer(CBS, _layer)
 
 
 def connection_string(port: int, event_hub: str | None = None, host: str = "127.0.0.1") -> str:

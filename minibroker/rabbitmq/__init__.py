@@ -11,8 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..broker.config import RabbitMQOptions as RabbitMQOptions
-from ..broker.extension import Extension, register_layer
-from .addresses import MANAGEMENT
+from ..broker.extension import Extension
 from .addresses import exchange_address as exchange_address
 from .addresses import queue_address as queue_address
 from .snapshots import BindingSnapshot as BindingSnapshot
@@ -21,17 +20,17 @@ from .snapshots import ExchangeSnapshot as ExchangeSnapshot
 if TYPE_CHECKING:
     from ..broker.engine import Broker
 
-__all__ = ["RabbitMQOptions", "BindingSnapshot", "ExchangeSnapshot", "exchange_address", "queue_address", "uri"]
+__all__ = [
+    "RabbitMQOptions", "BindingSnapshot", "ExchangeSnapshot", "build_layer", "exchange_address", "queue_address", "uri",
+]  # fmt: skip
 
 
-def _layer(broker: Broker) -> Extension:
-    """The RabbitMQ layer for ``broker`` (imported only when a broker turns it on)."""
+def build_layer(broker: Broker) -> Extension:
+    """The RabbitMQ layer for ``broker``: the factory ``minibroker.broker.extension`` registers for
+    ``/management`` (imported only when a broker turns the layer on)."""
     from .layer import RabbitMQLayer
 
     return RabbitMQLayer(broker, broker.config.rabbitmq)
-
-
-register_layer(MANAGEMENT, _layer)
 
 
 def uri(port: int, host: str = "127.0.0.1", user: str = "guest", password: str = "guest") -> str:

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import quote, unquote
 
+from ..broker.addresses import RABBITMQ_EXCHANGE_PREFIX, RABBITMQ_QUEUE_PREFIX
+
 __all__ = [
     "MANAGEMENT",
     "QUEUES",
@@ -41,8 +43,8 @@ __all__ = [
 ]
 
 MANAGEMENT = "/management"
-QUEUES = "/queues/"
-EXCHANGES = "/exchanges/"
+QUEUES = RABBITMQ_QUEUE_PREFIX
+EXCHANGES = RABBITMQ_EXCHANGE_PREFIX
 
 
 class AddressError(ValueError):

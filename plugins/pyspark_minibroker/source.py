@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -52,6 +53,7 @@ from .rows import (
     arrow_batch,
     bad_record_message,
     message_from_row,
+    row_digest,
     row_from_delivery,
 )
 from .stream import StreamState
@@ -60,6 +62,8 @@ __all__ = ["AmqpDataSource"]
 
 #: Messages sent per pipelined batch by a writer before it waits for their outcomes.
 SEND_CHUNK = 500
+
+log = logging.getLogger("pyspark_minibroker")
 
 
 class AmqpDataSource(DataSource):
@@ -103,7 +107,7 @@ class AmqpDataSource(DataSource):
         return _OffsetStreamReader(self.parsed, _arrow_schema(schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        return _BatchWriter(self.parsed, _columns(schema), uuid.uuid4().hex[:12])
+        return _BatchWriter(self.parsed, _columns(schema))
 
     def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
         return _StreamReader(self.parsed)
@@ -234,12 +238,15 @@ class SentCount(WriterCommitMessage):
     dead_lettered: int = 0
 
 
-def _send_rows(options: Options, columns: list[str], rows: Iterator[Any], id_prefix: str) -> SentCount:
-    """Send every row and wait for acceptance (message-ids ``{id_prefix}-{partition}-{row}``).
+def _send_rows(options: Options, columns: list[str], rows: Iterator[Any], id_prefix: str | None) -> SentCount:
+    """Send every row and wait for acceptance.
 
+    A row without a ``message_id`` gets ``{id_prefix}-{partition}-{row}`` (streaming: the prefix
+    names the query and batch), or with no prefix (batch writes) ``{digest}-{partition}-{row}``
+    where the digest hashes the row's values: a rerun of the same job, or Spark's retry of a task,
+    gives every row the id it had, so consumers can drop what a failed run already sent.
     A lost link or connection resends the unconfirmed chunk on a new connection (up to
-    ``retries`` times: at-least-once, same message-ids); a rejection fails the task, and Spark's
-    retry resends the partition with the same ids.
+    ``retries`` times: at-least-once, same message-ids); a rejection fails the task.
     """
     context = TaskContext.get()
     partition = context.partitionId() if context is not None else 0
@@ -249,7 +256,12 @@ def _send_rows(options: Options, columns: list[str], rows: Iterator[Any], id_pre
         chunk = []
         for row in rows:
             values = dict(zip(columns, row, strict=True))
-            message_id = f"{id_prefix}-{partition}-{count}"
+            if values.get("message_id") is not None:
+                message_id = str(values["message_id"])
+            elif id_prefix is None:
+                message_id = f"{row_digest(values)}-{partition}-{count}"
+            else:
+                message_id = f"{id_prefix}-{partition}-{count}"
             count += 1  # bad rows keep their number: the ids of the others do not depend on them
             try:
                 chunk.append(message_from_row(values, message_id))
@@ -309,12 +321,31 @@ class _Outbox:
         self.close()
 
 
+def _report(options: Options, messages: list[WriterCommitMessage | None], what: str) -> None:
+    """Log, on the driver, the rows ``onBadRecord`` let pass in one write job or micro-batch.
+
+    PySpark 4.3's Python data sources cannot add metrics to a query's progress (a Python write
+    reports only Spark's fixed Python data-size metrics), so the driver's log is where these counts
+    show; each dead-lettered row is also a message on ``deadLetterAddress``, with its reason."""
+    sent = [m for m in messages if isinstance(m, SentCount)]
+    skipped, dead = sum(m.skipped for m in sent), sum(m.dead_lettered for m in sent)
+    if skipped or dead:
+        log.warning(
+            "amqp data source, %s to %r: %d row(s) sent, %d skipped and %d dead-lettered to %r (onBadRecord=%s)",
+            what, options.address, sum(m.count for m in sent), skipped, dead, options.dead_letter_address,
+            options.on_bad_record,
+        )  # fmt: skip
+
+
 class _BatchWriter(DataSourceWriter):
-    def __init__(self, options: Options, columns: list[str], job: str) -> None:
-        self.options, self.columns, self.job = options, columns, job
+    def __init__(self, options: Options, columns: list[str]) -> None:
+        self.options, self.columns = options, columns
 
     def write(self, iterator: Iterator[Any]) -> SentCount:
-        return _send_rows(self.options, self.columns, iterator, self.job)
+        return _send_rows(self.options, self.columns, iterator, None)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        _report(self.options, messages, "write")
 
 
 class _StreamWriter(DataSourceStreamWriter):
@@ -333,7 +364,8 @@ class _StreamWriter(DataSourceStreamWriter):
         return _send_rows(self.options, self.columns, iterator, prefix)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing to do: every row was accepted before its task ended."""
+        """Every row was accepted before its task ended: only the rows ``onBadRecord`` let pass are logged."""
+        _report(self.options, messages, f"micro-batch {batchId}")
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Nothing to undo: accepted messages stay; a retried batch resends with the same message-ids."""

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+import minibroker
 from bench import cclient_bench
 from bench.cclient_bench import (
     combine,
@@ -152,6 +153,49 @@ def test_group_is_skipped_with_one_line_when_the_client_cannot_be_built(monkeypa
     assert report.notes == ["cclient: skipped (Qpid Proton's C headers are not installed)"]
     assert report.rows == [] and report.records == []
     assert "cclient: skipped (Qpid Proton's C headers are not installed)" in report.table()
+
+
+# ------------------------------------------------------- the C client itself, if built
+
+
+@pytest.fixture(scope="module")
+def cclient() -> Path:
+    binary, why = locate_client()
+    if binary is None:
+        pytest.skip(f"the C client is optional and cannot be built here: {why}")
+    return binary
+
+
+def _client(binary: Path, *args: str) -> tuple[int, dict[str, object]]:
+    proc = subprocess.run([str(binary), *args], capture_output=True, text=True, timeout=60)
+    return proc.returncode, cclient_bench.parse_client_output(proc.stdout)
+
+
+def test_c_sender_puts_256_byte_binary_bodies_on_a_queue_and_c_receiver_takes_them(cclient: Path) -> None:
+    with minibroker.ThreadedBroker() as broker:
+        port = str(broker.port)
+        status, sent = _client(cclient, "send", "127.0.0.1", port, "bench.c.bodies", "3", "256", "20000")
+        assert status == 0 and sent["count"] == 3 and sent["not_accepted"] == 0 and sent["complete"] is True, sent
+        bodies = broker.queue("bench.c.bodies").bodies
+        assert [len(b) for b in bodies] == [256, 256, 256] and all(isinstance(b, bytes) for b in bodies)
+        status, got = _client(cclient, "receive", "127.0.0.1", port, "bench.c.bodies", "3", "1000", "20000")
+        assert status == 0 and got["count"] == 3 and got["complete"] is True, got
+        assert isinstance(got["bytes"], int) and got["bytes"] > 3 * 256
+        assert broker.queue("bench.c.bodies").depth == 0  # accepted, not just delivered
+
+
+def test_c_receiver_stops_at_its_limit_with_what_it_got_and_says_partial(cclient: Path) -> None:
+    with minibroker.ThreadedBroker() as broker:
+        broker.publish_many("bench.c.short", [b"one", b"two"])
+        status, got = _client(cclient, "receive", "127.0.0.1", str(broker.port), "bench.c.short", "5", "1000", "300")
+    assert status == 0 and got["count"] == 2 and got["complete"] is False and got["error"] is None, got
+
+
+def test_c_client_reports_a_refused_connection_as_an_error(cclient: Path) -> None:
+    with minibroker.ThreadedBroker() as broker:
+        port = str(broker.port)
+    status, got = _client(cclient, "send", "127.0.0.1", port, "nowhere", "1", "256", "5000")  # the broker is gone
+    assert status == 1 and got["count"] == 0 and got["complete"] is False and got["error"], got
 
 
 # ---------------------------------------------------------------------------- table

@@ -1,0 +1,78 @@
+"""What importing minibroker loads: public names on first use, protocol layers only when turned on."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import minibroker
+
+INIT = Path(minibroker.__file__)
+#: Modules a plain-AMQP broker never needs: the protocol layers, the test helpers, the client.
+OPTIONAL = ("minibroker.servicebus", "minibroker.eventhubs", "minibroker.rabbitmq", "minibroker.testing", "minibroker.client")
+
+
+def loaded_after(code: str) -> list[str]:
+    """The modules a fresh interpreter holds after running ``code``."""
+    script = f"{code}\nimport json, sys\nprint(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60)
+    modules: list[str] = json.loads(out.stdout.splitlines()[-1])
+    return modules
+
+
+def test_import_minibroker_loads_nothing_else() -> None:
+    loaded = loaded_after("import minibroker")
+    assert [m for m in loaded if m.startswith("minibroker.")] == []
+    assert "trio" not in loaded and "importlib.metadata" not in loaded
+
+
+def test_a_plain_broker_loads_no_protocol_layer() -> None:
+    loaded = loaded_after(
+        "from minibroker import ThreadedBroker\n"
+        "with ThreadedBroker() as broker:\n"
+        "    broker.declare_queue('orders'); broker.publish('orders', b'x'); assert broker.queue('orders').depth == 1\n"
+        "    broker.reset()"
+    )
+    assert "trio" in loaded
+    assert [m for m in loaded if m.startswith(OPTIONAL)] == []
+
+
+def test_a_layer_loads_when_a_broker_turns_it_on() -> None:
+    loaded = loaded_after(
+        "from minibroker import RabbitMQOptions, ThreadedBroker\n"
+        "with ThreadedBroker(rabbitmq=RabbitMQOptions()) as broker:\n"
+        "    broker.declare_exchange('logs', 'fanout')"
+    )
+    assert "minibroker.rabbitmq.layer" in loaded
+    assert not any(m.startswith(("minibroker.servicebus", "minibroker.eventhubs")) for m in loaded)
+
+
+def test_every_lazy_name_is_the_one_its_module_defines() -> None:
+    """``_NAMES`` says where each public name lives; the type-checking imports must say the same."""
+    tree = ast.parse(INIT.read_text())
+    typed = {
+        alias.asname or alias.name: "." + (node.module or "")
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module is not None
+        for alias in node.names
+    }
+    assert typed == minibroker._NAMES
+    for name in minibroker.__all__:
+        value = getattr(minibroker, name)
+        if name != "__version__":
+            assert value is getattr(importlib.import_module(minibroker._NAMES[name], "minibroker"), name)
+    assert set(minibroker.__all__) - {"__version__"} == set(minibroker._NAMES)
+
+
+def test_submodules_are_attributes_and_unknown_names_raise() -> None:
+    assert minibroker.servicebus.connection_string(5672).startswith("Endpoint=sb://127.0.0.1:5672;")
+    assert isinstance(minibroker.__version__, str)
+    assert "ThreadedBroker" in dir(minibroker)
+    with pytest.raises(AttributeError, match="has no attribute 'NoSuchThing'"):
+        minibroker.NoSuchThing  # type: ignore[attr-defined]  # noqa: B018
