@@ -26,7 +26,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-__all__ = ["BUILD_COMMAND", "build", "find_source", "locate", "listening_port"]
+__all__ = ["BUILD_COMMAND", "build", "cache_dir", "find_source", "locate", "listening_port", "plain_copy"]
 
 SOURCE_DIRS = ("/usr/share/proton/examples/cpp", "/usr/share/doc/*/examples/cpp", "/usr/share/doc/*/examples")
 BUILD_COMMAND = "g++ -O2 -std=c++11 -pthread -I{include} {source} -o {output} -lqpid-proton-cpp"
@@ -43,12 +43,13 @@ def find_source() -> Path | None:
     return None
 
 
-def _cache_dir() -> Path:
+def cache_dir() -> Path:
+    """Where built binaries are kept: ``$XDG_CACHE_HOME/minibroker-bench`` (``~/.cache/...``)."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "minibroker-bench"
 
 
-def _plain(path: Path, into: Path) -> Path:
+def plain_copy(path: Path, into: Path) -> Path:
     """``path`` itself, or its gunzipped copy in ``into``."""
     if path.suffix != ".gz":
         return path
@@ -59,7 +60,7 @@ def _plain(path: Path, into: Path) -> Path:
 
 def build(source: Path, cache: Path | None = None) -> Path:
     """Compile ``source`` once with :data:`BUILD_COMMAND` (cached by the source's hash); the binary's path."""
-    cache = cache or _cache_dir()
+    cache = cache or cache_dir()
     digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
     binary = cache / f"broker-cpp-{digest}"
     if binary.is_file():
@@ -67,10 +68,10 @@ def build(source: Path, cache: Path | None = None) -> Path:
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache) as work:
         workdir = Path(work)
-        plain = _plain(source, workdir)
+        plain = plain_copy(source, workdir)
         for header in source.parent.glob("options.hpp*"):
             if header.suffix == ".gz":
-                _plain(header, workdir)
+                plain_copy(header, workdir)
             else:
                 shutil.copy(header, workdir)
         output = workdir / "broker-cpp"

@@ -8,6 +8,7 @@ Run it from the repository root (with the package and python-qpid-proton install
     python -m bench --only startup,throughput --json /tmp/out.jsonl
     python -m bench --profile            # plus a cProfile of the broker under concurrent send+receive
     python -m bench --no-cpp-broker      # without Qpid Proton's C++ example broker beside minibroker
+    python -m bench --only cclient       # a C client against minibroker, broker.cpp and broker.c
 
 It prints a table (minibroker, baseline, ratio, target, PASS/MISS) and appends one JSON
 object per measurement to ``--json`` (default ``bench/results.jsonl``).  It reports; it
@@ -83,6 +84,18 @@ What is measured (``--only`` takes these group names):
     The engine in-process, no sockets: cost of one publish plus one dispatch-and-accept
     at depth 1,000 and at depth 1,000,000 (50,000 quick), 10,000 rounds each; CPU time is
     the headline (it does not care how busy the machine is), wall time is recorded too.
+``cclient``
+    A C client (``bench/cclient.c``, on Qpid Proton's C proactor API, so the client is not
+    the bottleneck) against minibroker in its own process, broker.cpp and Qpid Proton's C
+    proactor example broker (``broker.c``), 40,000 x 256-byte messages (2,000 quick; ``--messages``
+    sets it too): send, receive (the queue the send filled) and concurrent (a sender and a
+    receiver process at once), 3 interleaved rounds (1 quick), broker CPU per message from
+    ``/proc``, medians with their spread and the ratios mb/cpp and mb/c (minibroker / broker.c)
+    taken within rounds (targets: concurrent >= 0.6x broker.c, broker CPU <= 10 us per message
+    concurrent).  Needs ``apt-get install gcc libqpid-proton11-dev libqpid-proton11-dev-examples``
+    (plus ``g++ libqpid-proton-cpp12-dev`` for broker.cpp); both C programs are built on demand
+    and cached (``bench/cclient_bench.py``).  Without the C headers the group is skipped with a
+    line saying what to install; ``--c-broker PATH`` and ``--no-c-broker`` as for broker.cpp.
 
 Every load loop stops at its message count or its time limit, whichever comes first; a run
 cut short by its time limit shows ``(partial)`` and ``"complete": false``.  Everything runs on
@@ -128,7 +141,8 @@ from minibroker.amqp import Open, decode, encode  # noqa: E402
 from minibroker.protocol.framing import AMQP_HEADER, frame, frame_header  # noqa: E402
 
 T = TypeVar("T")
-GROUPS = ("startup", "api", "fixture", "throughput", "features", "workloads", "memory", "depth", "streams", "spark")
+GROUPS = ("startup", "api", "fixture", "throughput", "features", "workloads", "memory", "depth", "streams", "spark",
+          "cclient")
 DEFAULT_JSON = HERE / "results.jsonl"
 
 
@@ -162,6 +176,8 @@ class Settings:
     fixture_tests: int = 300
     fixture_run_tests: int = 200
     fixture_run_rounds: int = 3
+    cclient_messages: int = 40_000
+    cclient_limit_s: float = 60.0
 
     @classmethod
     def for_mode(cls, quick: bool) -> Settings:
@@ -171,6 +187,7 @@ class Settings:
                 job_limit_s=5.0, selector_limit_s=4.0, memory_messages=20_000, proton_memory_messages=5_000,
                 depth_large=50_000, depth_ops=2_000, engine_limit_s=5.0, api_messages=10_000, api_polls=50, rounds=1,
                 fixture_tests=60, fixture_run_rounds=1, stream_messages=10_000, browse_small=2_000, browse_large=20_000, spark_stream_sizes=(2_000,),
+                cclient_messages=2_000, cclient_limit_s=10.0,
             )  # fmt: skip
         return cls(mode="full", startup_reps=200, messages=20_000, round_trips=2_000)
 
@@ -191,6 +208,16 @@ class Row:
     cpp: str = ""
     cpp_ratio: str = ""
     vs_cpp: str = ""
+    c: str = ""
+    vs_c: str = ""
+
+
+TABLE_COLUMNS = (
+    ("measurement", "label", False), ("minibroker", "mb", True), ("baseline", "base", True), ("ratio", "ratio", True),
+    ("broker.cpp", "cpp", True), ("cpp ratio", "cpp_ratio", True), ("mb/cpp", "vs_cpp", True),
+    ("broker.c", "c", True), ("mb/c", "vs_c", True), ("target", "target", False), ("result", "status", False),
+    ("note", "note", False),
+)  # fmt: skip
 
 
 @dataclass
@@ -233,11 +260,10 @@ class Report:
         progress(f"  PROBLEM: {text}")
 
     def table(self) -> str:
-        headers = ("measurement", "minibroker", "baseline", "ratio", "broker.cpp", "cpp ratio", "mb/cpp", "target",
-                   "result", "note")  # fmt: skip
-        body = [(r.label, r.mb, r.base, r.ratio, r.cpp, r.cpp_ratio, r.vs_cpp, r.target, r.status, r.note)
-                for r in self.rows]  # fmt: skip
-        widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(headers)]
+        # (header, Row field, right-aligned); a column no row fills is left out.
+        columns = [(h, f, a) for h, f, a in TABLE_COLUMNS if f == "label" or any(getattr(r, f) for r in self.rows)]
+        body = [tuple(getattr(r, f) for _, f, _ in columns) for r in self.rows]
+        widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, (h, _, _) in enumerate(columns)]
         lines = []
         s = self.settings
         lines.append(
@@ -248,9 +274,13 @@ class Report:
             "ratio = minibroker / no-broker baseline; cpp ratio = broker.cpp / baseline; mb/cpp = minibroker / "
             "broker.cpp (each a median of ratios taken within one round)"
         )
+        if any(r.c for r in self.rows):
+            lines.append(
+                f"C client group: {s.cclient_messages} messages per workload; mb/c = minibroker / broker.c, likewise"
+            )
         lines += self.notes
         sep = "  "
-        lines.append(sep.join(h.ljust(w) for h, w in zip(headers, widths, strict=True)))
+        lines.append(sep.join(h.ljust(w) for (h, _, _), w in zip(columns, widths, strict=True)))
         lines.append(sep.join("-" * w for w in widths))
         group = None
         for r, cells in zip(self.rows, body, strict=True):
@@ -261,8 +291,8 @@ class Report:
                 group = r.group
             lines.append(
                 sep.join(
-                    (c.ljust(w) if i == 0 else c.rjust(w) if i < 7 else c.ljust(w))
-                    for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+                    (c.rjust(w) if right else c.ljust(w))
+                    for c, w, (_, _, right) in zip(cells, widths, columns, strict=True)
                 ).rstrip()
             )
         if self.max_load > (os.cpu_count() or 1):
@@ -465,16 +495,30 @@ def process_cpu(pid: int) -> tuple[float, str]:
     All threads: broker.cpp runs one event-loop thread per CPU; minibroker runs one.
     """
     try:
-        total = 0
+        total = 0.0
         for task in os.listdir(f"/proc/{pid}/task"):
             with open(f"/proc/{pid}/task/{task}/schedstat") as f:
-                total += int(f.read().split()[0])
-        return total / 1e9, "schedstat"
+                total += schedstat_seconds(f.read())
+        return total, "schedstat"
     except (OSError, ValueError, IndexError):
         pass
     with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK, "stat"
+        return stat_cpu_seconds(f.read()), "stat"
+
+
+def schedstat_seconds(text: str) -> float:
+    """CPU seconds in a ``/proc/PID/task/TID/schedstat`` line: its first field, nanoseconds on the CPU."""
+    return int(text.split()[0]) / 1e9
+
+
+def stat_cpu_seconds(text: str, tick: int = _TICK) -> float:
+    """utime + stime of a ``/proc/PID/stat`` line (fields 14 and 15, in clock ticks), in seconds.
+
+    Split after the last ``)``: the command name in parentheses may itself hold spaces and ``)``.
+    Counts every thread, live or exited, but only to a tick (10 ms at 100 Hz).
+    """
+    fields = text.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / tick
 
 
 def process_rss(pid: int) -> int:
@@ -1200,6 +1244,13 @@ def bench_spark(report: Report, s: Settings) -> None:
                        note=f"baseline: {base}, same session")  # fmt: skip
 
 
+def bench_cclient(report: Report, s: Settings, args: argparse.Namespace) -> None:
+    from bench import cclient_bench
+
+    cpp, why = (None, "--no-cpp-broker") if args.no_cpp_broker else cpp_broker.locate(args.cpp_broker)
+    cclient_bench.bench_cclient(report, s, cpp, why, args.c_broker, args.no_c_broker)
+
+
 # -------------------------------------------------------------------------------- main
 
 
@@ -1214,6 +1265,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, help="override the interleaved rounds of the socket workloads")
     parser.add_argument("--cpp-broker", metavar="PATH", help="a built broker.cpp to compare with (default: build it)")
     parser.add_argument("--no-cpp-broker", action="store_true", help="do not run Qpid Proton's broker.cpp beside")
+    parser.add_argument("--c-broker", metavar="PATH", help="a built broker.c (cclient group; default: build it)")
+    parser.add_argument("--no-c-broker", action="store_true", help="do not run Qpid Proton's broker.c beside")
     parser.add_argument("--profile", nargs="?", const="", default=None, metavar="FILE",
                         help="also profile the broker under concurrent send+receive (pstats file, default a temp file)")  # fmt: skip
     return parser.parse_args(argv)
@@ -1223,7 +1276,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     s = Settings.for_mode(args.quick)
     if args.messages:
-        s.messages = args.messages
+        s.messages = s.cclient_messages = args.messages
     if args.round_trips:
         s.round_trips = args.round_trips
     if args.startup_reps:
@@ -1293,6 +1346,8 @@ def main(argv: list[str] | None = None) -> int:
             timed("streams", bench_streams, report, s)
         if "spark" in groups:
             timed("spark", bench_spark, report, s)
+        if "cclient" in groups:
+            timed("cclient", bench_cclient, report, s, args)
         if args.profile is not None and env is not None:
             out = args.profile or os.path.join(tempfile.gettempdir(), f"minibroker-bench-{report.run_id}.prof")
             profile_text = timed("profile", bench_profile, report, s, env.worker, out)

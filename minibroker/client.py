@@ -377,6 +377,13 @@ class Receiver(_Link):
                 out.append(self._buffer.popleft())
         return out
 
+    @property
+    def available(self) -> int | None:
+        """How many messages the broker said await credit on this link, in its last flow (§2.7.4
+        ``available``; minibroker and RabbitMQ 4 answer a drain, so a :meth:`fetch`, with the
+        queue's messages no one has acquired).  Advisory; None when the broker left it out."""
+        return self._link.available
+
     def settle(self, deliveries: Sequence[Delivery], outcome: Any = None) -> None:
         """Settle many deliveries with one outcome (default ``accepted``), in as few dispositions as possible."""
         state = outcome if outcome is not None else Accepted()

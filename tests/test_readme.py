@@ -39,10 +39,16 @@ def test_readme_has_runnable_examples() -> None:
     assert len(RUNNABLE) >= 5
 
 
-@pytest.mark.parametrize(
-    ("page", "index", "block"), RUNNABLE, ids=[f"{page_id(page)}-{index}" for page, index, _ in RUNNABLE]
-)
+def _example(page: Path, index: int, block: str) -> Any:
+    """A Spark example runs with the Spark tests (serially, never under xdist; skipped without pyspark)."""
+    marks = [pytest.mark.spark, pytest.mark.timeout(300)] if "pyspark" in block else []
+    return pytest.param(page, index, block, marks=marks, id=f"{page_id(page)}-{index}")
+
+
+@pytest.mark.parametrize(("page", "index", "block"), [_example(*example) for example in RUNNABLE])
 def test_readme_example_runs(page: Any, index: int, block: str) -> None:
+    if "pyspark" in block:
+        pytest.importorskip("pyspark", reason="the spark extra is not installed: pip install -e '.[spark]'")
     namespace: dict[str, Any] = {}
     exec(compile(block, str(page), "exec"), namespace)
     for name, value in namespace.items():

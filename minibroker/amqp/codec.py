@@ -551,18 +551,70 @@ def _header(buf: Buf, pos: int, width: int) -> tuple[int, int, int]:
     return count, start, end
 
 
+def _items(buf: Buf, p: int, end: int, count: int, depth: int, pos: int) -> tuple[list[Any], int]:
+    """The ``count`` values of a list or map body from ``buf[p]`` to ``end``, and where they end.
+
+    Each value is one call to its constructor's decoder, except the encodings nearly every
+    performative and message section is made of (null, true, false, the zero and one-byte
+    integers, binary/string/symbol with 8-bit sizes), which are read here without a call or
+    a tuple per value.  Anything those inline reads would have to refuse (a size past the
+    data, bad UTF-8 or ASCII) goes to the decoder too, so results and errors are the
+    decoder's own.
+    """
+    items: list[Any] = []
+    append = items.append
+    size = len(buf)
+    kinds, consts, wraps, signed = _KIND, _CONSTS, _WRAPS, _SIGNED_SMALL
+    for _ in range(count):
+        if p >= end:
+            raise AMQPDecodeError(f"list at offset {pos} holds fewer than its count of {count}")
+        code = buf[p]
+        kind = kinds[code]
+        if kind == 1:  # _K_CONST (literals: a global per value read costs more than the read)
+            append(consts[code])
+            p += 1
+            continue
+        if kind == 2:  # _K_VARIABLE8
+            if p + 1 < size:
+                start = p + 2
+                stop = start + buf[p + 1]
+                if stop <= size:
+                    try:
+                        if code == 0xA1:
+                            append(str(buf[start:stop], "utf-8"))
+                        elif code == 0xA3:
+                            append(_new_str(symbol, str(buf[start:stop], "ascii")))
+                        else:
+                            append(bytes(buf[start:stop]))
+                        p = stop
+                        continue
+                    except UnicodeDecodeError:
+                        pass  # the decoder raises the error that says so
+        elif kind == 3:  # _K_SMALL
+            if p + 1 < size:
+                value = buf[p + 1]
+                if value > 127 and code in signed:
+                    value -= 256
+                append(wraps[code](value))
+                p += 2
+                continue
+        item, p = _DECODERS[code](buf, p + 1, depth + 1)
+        append(item)
+    return items, p
+
+
 def _list(width: int) -> _Decoder:
     def dec(buf: Buf, pos: int, depth: int) -> tuple[Any, int]:
-        count, p, end = _header(buf, pos, width)
+        if width == 1 and pos + 1 < len(buf):
+            # The header of a list8 read here (the common width); _header does the rest and says what is wrong.
+            count, p, end = buf[pos + 1], pos + 2, pos + 1 + buf[pos]
+            if end > len(buf) or end < p:
+                count, p, end = _header(buf, pos, width)
+        else:
+            count, p, end = _header(buf, pos, width)
         if depth > MAX_NESTING:
             raise AMQPDecodeError(f"values nested deeper than {MAX_NESTING} levels")
-        items: list[Any] = []
-        append = items.append
-        for _ in range(count):
-            if p >= end:
-                raise AMQPDecodeError(f"list at offset {pos} holds fewer than its count of {count}")
-            item, p = _DECODERS[buf[p]](buf, p + 1, depth + 1)
-            append(item)
+        items, p = _items(buf, p, end, count, depth, pos)
         if p != end:
             raise AMQPDecodeError(f"list at offset {pos} does not end where its size says ({p} != {end})")
         return items, end
@@ -577,14 +629,17 @@ def _map(width: int) -> _Decoder:
         items, end = list_decoder(buf, pos, depth)
         if len(items) % 2:
             raise AMQPDecodeError(f"map at offset {pos} has an odd count {len(items)}")
-        result = {}
-        for i in range(0, len(items), 2):
-            key = items[i]
+        pairs = iter(items)
+        try:
+            return dict(zip(pairs, pairs, strict=False)), end  # pairs: the count is even
+        except TypeError:
+            pass  # find the key to name below
+        for key in items[::2]:
             try:
-                result[key] = items[i + 1]
+                hash(key)
             except TypeError:
                 raise AMQPDecodeError(f"map key {key!r} is not hashable") from None
-        return result, end
+        raise AssertionError("unreachable: dict() refused hashable keys")  # pragma: no cover
 
     return dec
 
@@ -737,6 +792,24 @@ _DECODERS[0xC1] = _map(1)
 _DECODERS[0xD1] = _map(4)
 _DECODERS[0xE0] = _array(1)
 _DECODERS[0xF0] = _array(4)
+
+# The inline reads of _items: a kind per constructor byte, and what each kind needs.
+_K_OTHER, _K_CONST, _K_VARIABLE8, _K_SMALL = 0, 1, 2, 3
+_KIND = [_K_OTHER] * 256
+#: Constructors with no data: the value (shared, as their decoders share it).
+_CONSTS: list[Any] = [None] * 256
+for _code in (0x40, 0x41, 0x42, 0x43, 0x44):
+    _KIND[_code] = _K_CONST
+    _CONSTS[_code] = _DECODERS[_code](b"", 0, 0)[0]
+for _code in (0xA0, 0xA1, 0xA3):
+    _KIND[_code] = _K_VARIABLE8
+#: One-byte integers: the type each is built as (without the bounds check its width makes moot).
+_WRAPS: list[Callable[[int], Any]] = [int] * 256
+for _code, _cls in ((0x50, ubyte), (0x51, byte), (0x52, uint), (0x53, ulong), (0x54, int32), (0x55, int)):
+    _KIND[_code] = _K_SMALL
+    _WRAPS[_code] = _unchecked(_cls) if _cls is not int else int
+_SIGNED_SMALL = frozenset((0x51, 0x54, 0x55))
+_new_str = str.__new__
 
 
 def decode_at(buf: Buf, pos: int = 0, depth: int = 0) -> tuple[Any, int]:

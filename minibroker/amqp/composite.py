@@ -135,6 +135,72 @@ def _register(cls: type, code: int, name: str, build: Callable[[Any], object]) -
         codec.SMALL_CODES[code] = build
 
 
+def _from_list_function(cls: type, name: str, fields: tuple[dataclasses.Field[Any], ...]) -> Callable[[Any], Any]:
+    """The decoder's builder of ``cls`` from its described list (Part 1 §1.4), as straight-line code.
+
+    Generated once per composite (as :mod:`dataclasses` generates ``__init__``) because it runs
+    for every performative and message section decoded: one local per field instead of loops
+    over the fields.  In order: missing trailing fields take their defaults (extra ones, from a
+    later version of the spec, are dropped), a ``symbol*`` field's single symbol becomes a
+    one-item list and its array the array's elements, then every mandatory field is checked,
+    then each field's type (and an unsigned field's range, a ``symbol*`` field's items).
+    """
+    count = len(fields)
+    env: dict[str, Any] = {
+        "cls": cls, "AMQPDecodeError": AMQPDecodeError, "Array": Array, "PAD": [[None] * i for i in range(count + 1)],
+    }  # fmt: skip
+    names = [f"f{i}" for i in range(count)]
+    lines = [
+        "def from_list(values):",
+        "    if type(values) is not list:",
+        f"        raise AMQPDecodeError({name!r} + ' must be a described list, got ' + type(values).__name__)",
+        "    given = len(values)",
+        f"    if given < {count}:",
+        f"        values = values + PAD[{count} - given]",
+        f"    elif given > {count}:",
+        f"        values = values[:{count}]",
+    ]
+    if count:
+        lines.append(f"    {', '.join(names)}, = values")
+    checks: list[str] = []
+    for i, f in enumerate(fields):
+        var, wire = names[i], f.metadata["amqp"]
+        if f.default is not None:
+            env[f"D{i}"] = f.default
+            lines += [f"    if {var} is None:", f"        {var} = D{i}"]
+        if wire == "symbol*":
+            lines += [f"    {'el' if f.default is not None else ''}if {var} is not None:",
+                      f"        {var} = {var}.elements if type({var}) is Array else [{var}]"]  # fmt: skip
+        if f.metadata["mandatory"]:
+            lines += [f"    if {var} is None:",
+                      f"        raise AMQPDecodeError({f'{name}: mandatory field {f.name!r} is null or missing'!r})"]  # fmt: skip
+        if wire == "*":
+            continue
+        env[f"T{i}"] = FIELD_TYPES[wire]
+        prefix = f"{name}: field {f.name!r} must be a {wire}, got "
+        checks += [
+            f"    if {var} is not None:",
+            f"        if not isinstance({var}, T{i}):",
+            f"            raise AMQPDecodeError(f{prefix + '{type(' + var + ').__name__} {' + var + '!r:.40}'!r})",
+        ]
+        limit = UNSIGNED_MAX.get(wire)
+        if limit is not None:
+            checks += [
+                f"        if isinstance({var}, int) and not 0 <= {var} <= {limit}:",
+                f"            raise AMQPDecodeError(f{prefix + '{' + var + '}'!r})",
+            ]
+        if wire == "symbol*":
+            checks += [
+                f"        if isinstance({var}, list) and not all(isinstance(item, str) for item in {var}):",
+                f"            raise AMQPDecodeError(f{f'{name}: field {f.name!r} must hold symbols, got ' + '{' + var + '!r:.60}'!r})",
+            ]
+    lines += checks
+    lines.append(f"    return cls({', '.join(names)})")
+    exec("\n".join(lines), env)  # noqa: S102 - our own declarations, not input
+    function: Callable[[Any], Any] = env["from_list"]
+    return function
+
+
 T = TypeVar("T")
 
 
@@ -148,14 +214,6 @@ def composite(code: int, name: str, *, full: bool = False) -> Callable[[type[T]]
         names = tuple(f.name for f in fields)
         defaults = tuple(f.default for f in fields)
         encoders = tuple(FIELD_ENCODERS[f.metadata["amqp"]] for f in fields)
-        multiple = tuple(f.metadata["amqp"] == "symbol*" for f in fields)
-        mandatory = tuple(i for i, f in enumerate(fields) if f.metadata["mandatory"])
-        # Per checked field: index, Python type(s), wire type, unsigned bound, whether symbols only.
-        checked = tuple(
-            (i, FIELD_TYPES[wire], wire, UNSIGNED_MAX.get(wire), wire == "symbol*")
-            for i, f in enumerate(fields)
-            if (wire := f.metadata["amqp"]) != "*"
-        )
         prefix = _prefix(code)
         count = len(names)
 
@@ -180,37 +238,7 @@ def composite(code: int, name: str, *, full: bool = False) -> Callable[[type[T]]
                     encoders[i](value, body)
             codec._compound(0xC0, 0xD0, n, body, out)
 
-        def from_list(values: Any) -> Any:
-            if type(values) is not list:
-                raise AMQPDecodeError(f"{name} must be a described list, got {type(values).__name__}")
-            given = len(values)
-            if given < count:
-                values = values + [None] * (count - given)
-            elif given > count:
-                values = values[:count]  # fields from a later version of the spec
-            for i in range(count):
-                value = values[i]
-                if value is None:
-                    values[i] = defaults[i]
-                elif multiple[i]:
-                    values[i] = value.elements if type(value) is Array else [value]
-            for i in mandatory:
-                if values[i] is None:
-                    raise AMQPDecodeError(f"{name}: mandatory field {names[i]!r} is null or missing")
-            for i, expected, wire, limit, symbols in checked:
-                value = values[i]
-                if value is None:
-                    continue
-                if not isinstance(value, expected):
-                    raise AMQPDecodeError(
-                        f"{name}: field {names[i]!r} must be a {wire}, got {type(value).__name__} {value!r:.40}"
-                    )
-                if limit is not None and isinstance(value, int) and not 0 <= value <= limit:
-                    raise AMQPDecodeError(f"{name}: field {names[i]!r} must be a {wire}, got {value}")
-                if symbols and isinstance(value, list) and not all(isinstance(i, str) for i in value):
-                    raise AMQPDecodeError(f"{name}: field {names[i]!r} must hold symbols, got {value!r:.60}")
-            return data_cls(*values)
-
+        from_list = _from_list_function(data_cls, name, fields)
         data_cls.DESCRIPTOR = ulong(code)
         data_cls.DESCRIPTOR_NAME = symbol(name)
         data_cls.encode_into = encode_into

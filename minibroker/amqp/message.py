@@ -9,7 +9,7 @@ requires of intermediaries, and decode only what it needs.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Literal, NamedTuple
 
 from . import codec
@@ -26,7 +26,10 @@ from .messaging import (
     Properties,
 )
 
-__all__ = ["Message", "Sections", "decode_message", "encode_bodies", "encode_message", "split_sections"]
+__all__ = [
+    "Message", "Sections", "decode_message", "decode_message_checked", "encode_bodies", "encode_message",
+    "split_sections",
+]  # fmt: skip
 
 BodyKind = Literal["value", "data", "sequence"]
 
@@ -236,7 +239,71 @@ def split_sections(buf: bytes | memoryview) -> Sections:
 
 
 def decode_message(data: bytes | memoryview) -> Message:
-    """Decode a whole message, checking section order (§3.2)."""
+    """Decode a whole message, checking section order (§3.2).
+
+    Messages as nearly every client sends them (sections with small-ulong descriptors, in
+    §3.2's order, one body section) are decoded in one pass; any other message, and any
+    message that pass refuses, is decoded by :func:`decode_message_checked`, so the result
+    or error is always the one that function gives.
+    """
+    try:
+        message = _decode_usual(data)
+    except AMQPDecodeError:
+        message = None
+    return message if message is not None else decode_message_checked(data)
+
+
+_DECODERS = codec._DECODERS
+_BUILD_HEADER: Callable[[Any], Header] = codec.SMALL_CODES[HEADER]  # type: ignore[assignment]
+_BUILD_PROPERTIES: Callable[[Any], Properties] = codec.SMALL_CODES[PROPERTIES]  # type: ignore[assignment]
+
+
+def _decode_usual(data: bytes | memoryview) -> Message | None:
+    """One pass over sections ``00 53 code`` in strictly rising §3.2 rank; None for anything else."""
+    message = Message()
+    pos = 0
+    end = len(data)
+    last = -1
+    decoders, ranks = _DECODERS, _RANK
+    while pos < end:
+        if pos + 3 >= end or data[pos] != 0x00 or data[pos + 1] != 0x53:
+            return None
+        code = data[pos + 2]
+        rank = ranks.get(code, -1)
+        if rank <= last:
+            return None  # out of order, a second body section, trailing delivery-annotations ...
+        last = rank
+        # What codec.decode_at does for `00 53 code`: the value's decoder at nesting depth 1.
+        value, pos = decoders[data[pos + 3]](data, pos + 4, 1)
+        if code == DATA:
+            if type(value) is not bytes:
+                return None
+            message.body, message.body_kind = value, "data"
+        elif code == PROPERTIES:
+            message.properties = _BUILD_PROPERTIES(value)
+        elif code == APPLICATION_PROPERTIES:
+            message.application_properties = value
+        elif code == MESSAGE_ANNOTATIONS:
+            message.message_annotations = value
+        elif code == HEADER:
+            message.header = _BUILD_HEADER(value)
+        elif code == AMQP_VALUE:
+            message.body = value
+        elif code == AMQP_SEQUENCE:
+            if type(value) is not list:
+                return None
+            message.body, message.body_kind = value, "sequence"
+        elif code == DELIVERY_ANNOTATIONS:
+            message.delivery_annotations = value
+        else:
+            message.footer = value
+    return message
+
+
+def decode_message_checked(data: bytes | memoryview) -> Message:
+    """Decode a whole message section by section after :func:`split_sections` checked their order:
+    every form §3.2 allows (symbolic descriptors, several body sections) and the trailing
+    delivery-annotations it tolerates."""
     split_sections(data)  # validates order
     message = Message()
     pos = 0

@@ -62,6 +62,13 @@ class Consumers:
             return  # refused: the flow named a transaction that does not exist
         consumer.pump(self.now())
         if drain:
+            if isinstance(consumer, ConsumerLink) and not consumer.browse:
+                # §2.7.4 flow ``available``: what awaits credit at the sender (advisory).  Like
+                # RabbitMQ 4, whose drain reply carries the queue's ready messages, the answer to a
+                # drain says how many messages the queue holds that no one has acquired, so a
+                # reader can learn a queue's depth over plain AMQP (the Spark source bounds an
+                # ``availableNow`` run by it).
+                consumer.link.available = consumer.queue.available_count
             consumer.connection.protocol.drained(consumer.link)
 
     def queue_outcome(self, consumer: ConsumerLink, delivery: Delivery, state: Any, settled: bool) -> None:

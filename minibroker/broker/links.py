@@ -198,6 +198,10 @@ class ProducerLink:
         self.link = link
         self.address = address  # None: anonymous relay, route by the message's ``to``
         self.dynamic = dynamic
+        #: The node ``address`` led to, found for an earlier message, and the router's
+        #: ``generation`` then: valid while no node has been added or removed since.
+        self.route: Any = None
+        self.route_generation = -1
 
 
 class CoordinatorLink:

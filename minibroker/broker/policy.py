@@ -18,11 +18,12 @@ from typing import Any, Protocol
 from ..amqp import errors as conditions
 from ..amqp.errors import AMQPDecodeError
 from ..amqp.messaging import Rejected
-from ..amqp.performatives import RCV_SECOND, amqp_error
+from ..amqp.performatives import RCV_SECOND, Error, amqp_error
 from ..amqp.transactions import Coordinator, TransactionalState
 from ..protocol import LinkState
 from ..protocol import events as ev
-from ..protocol.endpoints import Link
+from ..protocol.connection import Connection
+from ..protocol.endpoints import Delivery, Link
 from .attach import Attacher, Refusal
 from .client_connection import BrokerConnection
 from .clock import Clock
@@ -32,7 +33,7 @@ from .extension import Extension, ExtensionLink, layer_for
 from .limits import CreditGate, connection_refusal, link_refusal
 from .links import ConsumerLink, CoordinatorLink, ProducerLink
 from .permissions import Permissions
-from .publish import format_refusal, messages_of, relay_refusal, route_all
+from .publish import ACCEPTED, Source, format_refusal, messages_of, relay_refusal, route_all
 from .router import Router
 from .transactions import TransactionManager
 
@@ -155,45 +156,12 @@ class EventPolicy:
         link, delivery = event.link, event.delivery
         producer = link.context
         protocol = connection.protocol
-        if isinstance(producer, CoordinatorLink):
+        if type(producer) is ProducerLink:
+            self._publish(protocol, producer, delivery)
+        elif isinstance(producer, CoordinatorLink):
             self.transactions.on_control_message(producer, delivery)
         elif isinstance(producer, ProducerLink):
-            now = self.clock.now()
-            refused = format_refusal(delivery)
-            if refused is not None:
-                if not delivery.remote_settled:
-                    protocol.settle(delivery, refused)
-            else:
-                try:
-                    messages = messages_of(delivery, now)
-                except (AMQPDecodeError, IndexError) as exc:
-                    # A bad message is that message's problem, not the session's: the frames
-                    # were well formed, so reject this transfer and keep the session.
-                    messages = []
-                    if not delivery.remote_settled:
-                        error = amqp_error(conditions.DECODE_ERROR, f"malformed message, not stored: {exc}")
-                        bad: Any = Rejected(error=error)
-                        if isinstance(delivery.state, TransactionalState):
-                            bad = TransactionalState(txn_id=delivery.state.txn_id, outcome=bad)
-                        protocol.settle(delivery, bad)
-                state = delivery.state
-                denied = None
-                if producer.address is None and self.permissions is not None:  # hook: the relay's permissions
-                    denied = relay_refusal(self.permissions, connection.protocol.user, messages)
-                if not messages:
-                    pass  # rejected above
-                elif denied is not None:
-                    if not delivery.remote_settled:
-                        rejected: Any = Rejected(error=denied)
-                        if isinstance(state, TransactionalState):
-                            rejected = TransactionalState(txn_id=state.txn_id, outcome=rejected)
-                        protocol.settle(delivery, rejected)
-                elif isinstance(state, TransactionalState):
-                    self.transactions.stage_publish(producer, delivery, messages, state.txn_id)
-                else:
-                    outcome = route_all(self._find, self._publisher, producer.address, messages, now)
-                    if not delivery.remote_settled:
-                        protocol.settle(delivery, outcome, settled=link.rcv_settle_mode != RCV_SECOND)
+            self._publish(protocol, producer, delivery)
         elif isinstance(producer, ExtensionLink):
             producer.on_message(delivery)
         # Credit top-up: a producer is granted link_credit again once it has used half, so a
@@ -206,6 +174,55 @@ class EventPolicy:
                 self.credit_gate.top_up(gated, [producer])
             else:
                 protocol.grant_credit(link, self.config.link_credit)
+
+    def _publish(self, protocol: Connection, producer: ProducerLink, delivery: Delivery) -> None:
+        """A client's message on a sending link: into its node (or a transaction), and the outcome back."""
+        now = self.clock.now()
+        refused = format_refusal(delivery) if delivery.message_format else None
+        if refused is not None:
+            if not delivery.remote_settled:
+                protocol.settle(delivery, refused)
+            return
+        state = delivery.state
+        try:
+            messages = messages_of(delivery, now)
+        except (AMQPDecodeError, IndexError) as exc:
+            # A bad message is that message's problem, not the session's: the frames
+            # were well formed, so reject this transfer and keep the session.
+            if not delivery.remote_settled:
+                error = amqp_error(conditions.DECODE_ERROR, f"malformed message, not stored: {exc}")
+                bad: Any = Rejected(error=error)
+                if isinstance(state, TransactionalState):
+                    bad = TransactionalState(txn_id=state.txn_id, outcome=bad)
+                protocol.settle(delivery, bad)
+            return
+        address = producer.address
+        if address is None and self.permissions is not None:  # hook: the relay's permissions
+            denied = relay_refusal(self.permissions, protocol.user, messages)
+            if denied is not None:
+                if not delivery.remote_settled:
+                    rejected: Any = Rejected(error=denied)
+                    if isinstance(state, TransactionalState):
+                        rejected = TransactionalState(txn_id=state.txn_id, outcome=rejected)
+                    protocol.settle(delivery, rejected)
+                return
+        if not messages:
+            return  # an empty batch: nothing to route, nothing to answer
+        if state is not None and isinstance(state, TransactionalState):
+            self.transactions.stage_publish(producer, delivery, messages, state.txn_id)
+            return
+        if address is not None and len(messages) == 1 and producer.route_generation == self.router.generation:
+            # The link's node, as found for its last message: no node was added or removed since.
+            refusal = self._publisher.publish(producer.route, messages[0], now, Source.CLIENT)
+            outcome: Any = ACCEPTED if refusal is None else Rejected(error=refusal)
+        else:
+            outcome = route_all(self._find, self._publisher, address, messages, now)
+            if address is not None:
+                node = self._find(address, messages[0], False)
+                if not isinstance(node, Error):
+                    producer.route, producer.route_generation = node, self.router.generation
+        if not delivery.remote_settled:
+            protocol.settle(delivery, outcome, settled=delivery.link.rcv_settle_mode != RCV_SECOND)
 
     def _on_delivery_updated(self, connection: BrokerConnection, event: ev.DeliveryUpdated) -> None:
         owner = event.link.context

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from .node import Node
 
 __all__ = [
-    "BATCH_FORMAT", "LIMITED_SOURCES", "Publisher", "Source", "format_refusal", "messages_of", "relay_refusal",
+    "ACCEPTED", "BATCH_FORMAT", "LIMITED_SOURCES", "Publisher", "Source", "format_refusal", "messages_of", "relay_refusal",
     "route_all",
 ]  # fmt: skip
 
@@ -94,6 +94,9 @@ class Publisher:
         node.put(message, now, seq)
         return None
 
+#: The outcome of every accepted delivery: it has no fields, so one instance serves them all (§3.4.2).
+ACCEPTED = Accepted()
+
 #: Message format of a batch: the body's data sections each hold one encoded message
 #: (the format Azure Service Bus and Event Hubs clients send batches in).
 BATCH_FORMAT = 0x80013700
@@ -133,16 +136,16 @@ def route_all(
     find: NodeFinder, publisher: Publisher, address: str | None, messages: list[StoredMessage], now: float
 ) -> Any:
     """Publish each message a client sent; the outcome for their delivery: the first rejection, else accepted."""
-    outcomes: list[Any] = []
+    first: Any = None
     for message in messages:
         node = find(address, message)
         if isinstance(node, Error):
-            outcomes.append(Rejected(error=node))
-            continue
-        refused = publisher.publish(node, message, now, Source.CLIENT)
-        outcomes.append(Accepted() if refused is None else Rejected(error=refused))
-    rejected = [o for o in outcomes if isinstance(o, Rejected)]
-    return rejected[0] if rejected else outcomes[0]
+            refused: Error | None = node
+        else:
+            refused = publisher.publish(node, message, now, Source.CLIENT)
+        if refused is not None and first is None:
+            first = Rejected(error=refused)
+    return ACCEPTED if first is None else first
 
 
 def relay_refusal(permissions: Permissions, user: str | None, messages: list[StoredMessage]) -> Error | None:

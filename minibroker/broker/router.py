@@ -66,6 +66,8 @@ class Router:
         self._on_deleted = on_deleted
         #: Every node by name (all kinds share one name space).
         self.nodes: dict[str, Node] = {}
+        #: Bumped whenever a node is added or removed: a route cached with an older number is stale.
+        self.generation = 0
         #: The nodes of each kind by name; ``queues`` and ``topics`` are two of them.
         self.by_kind: dict[str, dict[str, Any]] = {kind: {} for kind in NODE_KINDS}
         self.queues: dict[str, Queue] = self.by_kind[Queue.KIND]
@@ -104,6 +106,7 @@ class Router:
         return node
 
     def _add(self, node: Node) -> None:
+        self.generation += 1
         self.nodes[node.name] = node
         self.by_kind.setdefault(node.KIND, {})[node.name] = node
 
@@ -147,6 +150,7 @@ class Router:
         node = self.nodes.pop(name, None)
         if node is None:
             raise NodeError(f"no queue, topic or stream named {name!r}")
+        self.generation += 1
         del self.by_kind[node.KIND][name]
         self.counters.pop(name, None)
         self._on_deleted(name, node)
@@ -214,6 +218,7 @@ class Router:
         raise NodeError(f"no queue named {name!r}; known queues: {sorted(self.queues)}")
 
     def clear(self) -> None:
+        self.generation += 1
         self.nodes.clear()
         for table in self.by_kind.values():
             table.clear()

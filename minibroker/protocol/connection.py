@@ -75,6 +75,7 @@ from .framing import (
     frame_header,
 )
 from .hooks import FrameHook
+from .transfers import TRANSFER_LIST8, read_transfer
 
 __all__ = ["Connection", "ConnectionConfig"]
 
@@ -346,6 +347,25 @@ class Connection:
                     continue
                 if frame_type != FRAME_AMQP:
                     raise framing_error(f"expected an AMQP frame (type 0), got type {frame_type}")
+                if (
+                    buf.startswith(TRANSFER_LIST8, body)
+                    and self.hook is None
+                    and self.state is ConnectionState.OPENED
+                ):
+                    # The usual transfer, read without building a Transfer (transfers.py).
+                    fields = read_transfer(buf, body, frame_end)
+                    if fields is not None:
+                        handle, delivery_id, tag, message_format, settled, more, perf_end = fields
+                        try:
+                            self._transfer(
+                                channel, handle, delivery_id, tag, message_format, settled, more, None, False,
+                                buf[perf_end:frame_end],
+                            )
+                        except (LinkError, SessionError) as exc:
+                            self._fail(exc)
+                            if self.finished:
+                                break
+                        continue
                 try:
                     performative, perf_end = codec.decode_at(buf, body)
                     if perf_end > frame_end:
@@ -907,10 +927,41 @@ class Connection:
     # ------------------------------------------------------------- transfer
 
     def _on_transfer(self, channel: int, transfer: Transfer, payload: bytes) -> None:
-        session = self._session(channel)
+        self._transfer(
+            channel,
+            transfer.handle,
+            transfer.delivery_id,
+            transfer.delivery_tag,
+            transfer.message_format,
+            transfer.settled,
+            transfer.more,
+            transfer.state,
+            transfer.aborted,
+            payload,
+        )
+
+    def _transfer(
+        self,
+        channel: int,
+        handle: int,
+        delivery_id: int | None,
+        tag: bytes | None,
+        message_format: int | None,
+        settled: bool | None,
+        more: bool,
+        state: Any,
+        aborted: bool,
+        payload: bytes,
+    ) -> None:
+        """A transfer's fields (§2.7.5), from :meth:`_on_transfer` or read directly (transfers.py)."""
+        session = self.sessions.get(channel)
+        if session is None:
+            session = self._session(channel)  # raises
         if session.state is not SessionState.MAPPED:
             return
-        link = self._link(session, transfer.handle, "transfer")
+        link = session.links_by_remote.get(handle)
+        if link is None:
+            link = self._link(session, handle, "transfer")  # raises
         session.next_incoming_id = (session.next_incoming_id + 1) % SERIAL_MOD
         session.incoming_window -= 1
         if session.incoming_window < 0:
@@ -929,7 +980,7 @@ class Connection:
                 conditions.NOT_ALLOWED,
                 f"transfer on link {link.name!r}, where the broker is the sender",
                 channel,
-                transfer.handle,
+                handle,
             )
         delivery = link.incoming
         if delivery is None:
@@ -938,38 +989,38 @@ class Connection:
                     conditions.TRANSFER_LIMIT_EXCEEDED,
                     f"transfer on link {link.name!r} without link credit (wait for a flow granting credit)",
                     channel,
-                    transfer.handle,
+                    handle,
                 )
-            if transfer.delivery_id is None or transfer.delivery_tag is None:
+            if delivery_id is None or tag is None:
                 raise LinkError(
                     conditions.INVALID_FIELD,
                     "the first transfer of a delivery must carry delivery-id and delivery-tag",
                     channel,
-                    transfer.handle,
+                    handle,
                 )
-            settled = bool(transfer.settled) or link.snd_settle_mode == 1
-            delivery = Delivery(transfer.delivery_id, transfer.delivery_tag, link, False)
+            settled = bool(settled) or link.snd_settle_mode == 1
+            delivery = Delivery(delivery_id, tag, link, False)
             delivery.remote_settled = settled
-            delivery.message_format = transfer.message_format or 0
-            delivery.state = transfer.state
+            delivery.message_format = message_format or 0
+            delivery.state = state
             link.credit -= 1
             link.delivery_count = (link.delivery_count + 1) % SERIAL_MOD
-        elif transfer.delivery_id is not None and transfer.delivery_id != delivery.delivery_id:
+        elif delivery_id is not None and delivery_id != delivery.delivery_id:
             raise LinkError(
                 conditions.INVALID_FIELD,
-                f"transfer continues delivery {delivery.delivery_id} but names delivery-id {transfer.delivery_id}",
+                f"transfer continues delivery {delivery.delivery_id} but names delivery-id {delivery_id}",
                 channel,
-                transfer.handle,
+                handle,
             )
         else:
-            if transfer.settled:
+            if settled:
                 delivery.remote_settled = True
-            if transfer.state is not None:
-                delivery.state = transfer.state
-        if transfer.aborted:
+            if state is not None:
+                delivery.state = state
+        if aborted:
             self._drop_incoming(link)  # an aborted delivery is discarded (§2.6.14)
             return
-        if transfer.more or delivery.frames is not None:
+        if more or delivery.frames is not None:
             # One growing buffer and a frame count: each frame costs its own bytes, never the
             # fragments before it, and empty continuation frames count against MAX_FRAGMENTS.
             if delivery.frames is None:
@@ -985,11 +1036,11 @@ class Connection:
                     f"a delivery may span at most {MAX_FRAGMENTS} transfer frames; send larger frames "
                     f"(up to max-frame-size {self.config.max_frame_size})",
                     channel,
-                    transfer.handle,
+                    handle,
                 )
             limit = self.config.max_message_size
             if limit:
-                self._check_size(link, len(delivery.frames), channel, transfer.handle)
+                self._check_size(link, len(delivery.frames), channel, handle)
                 if self.assembling > limit:
                     # All deliveries in progress on this connection together: one message's worth.
                     self._drop_incoming(link)
@@ -998,15 +1049,15 @@ class Connection:
                         f"deliveries in progress on this connection hold over {limit} bytes (max-message-size); "
                         "finish one delivery before starting the next",
                         channel,
-                        transfer.handle,
+                        handle,
                     )
-            if transfer.more:
+            if more:
                 return
             delivery.payload = bytes(delivery.frames)
             self._drop_incoming(link)
         else:  # the common single-frame message: no list to build
             if self.config.max_message_size:
-                self._check_size(link, len(payload), channel, transfer.handle)
+                self._check_size(link, len(payload), channel, handle)
             delivery.payload = payload
         link.incoming = None
         if not delivery.remote_settled:

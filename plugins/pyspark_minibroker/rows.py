@@ -13,8 +13,8 @@ from minibroker.amqp.messaging import Header, Properties
 from minibroker.client import Delivery
 
 __all__ = [
-    "READ_SCHEMA", "WRITE_COLUMNS", "bad_record_message", "fingerprint", "message_from_row", "redelivered",
-    "row_from_delivery",
+    "READ_SCHEMA", "READ_STRUCT", "WRITE_COLUMNS", "arrow_batch", "bad_record_message", "fingerprint",
+    "message_from_row", "redelivered", "row_digest", "row_from_delivery",
 ]  # fmt: skip
 
 #: One row per message (documented in docs/spark.md).
@@ -55,18 +55,12 @@ def _body_bytes(message: Message) -> bytes | None:
     return json.dumps(body, default=str, sort_keys=True).encode()
 
 
-def row_from_delivery(delivery: Delivery) -> tuple[Any, ...]:
-    """The row of :data:`READ_SCHEMA` for a received message.
-
-    ``body`` is the data section's bytes, a string value's UTF-8, or any other
-    value as JSON; ids are strings (binary ids in hex).
-    """
+def _values(delivery: Delivery) -> tuple[Any, ...]:
+    """The row's values, except ``creation_time`` as milliseconds since the epoch (or None)."""
     message = delivery.message
-    props = message.properties or Properties()
-    header = message.header or Header()
-    created = None
-    if props.creation_time is not None:
-        created = _EPOCH + dt.timedelta(milliseconds=int(props.creation_time))
+    props = message.properties or _NO_PROPERTIES
+    header = message.header or _NO_HEADER
+    created = props.creation_time
     app = message.application_properties
     return (
         _body_bytes(message),
@@ -80,9 +74,66 @@ def row_from_delivery(delivery: Delivery) -> tuple[Any, ...]:
         int(header.priority),
         bool(header.durable),
         int(header.delivery_count),
-        created,
+        None if created is None else int(created),
         {str(k): _text(v) for k, v in app.items()} if app else None,
     )
+
+
+_NO_PROPERTIES = Properties()
+_NO_HEADER = Header()
+_CREATED = 11
+
+
+def _datetime(milliseconds: int) -> dt.datetime:
+    return _EPOCH + dt.timedelta(milliseconds=milliseconds)
+
+
+def row_from_delivery(delivery: Delivery) -> tuple[Any, ...]:
+    """The row of :data:`READ_SCHEMA` for a received message.
+
+    ``body`` is the data section's bytes, a string value's UTF-8, or any other
+    value as JSON; ids are strings (binary ids in hex).
+    """
+    values = _values(delivery)
+    created = values[_CREATED]
+    if created is None:
+        return values
+    return (*values[:_CREATED], _datetime(created), *values[_CREATED + 1 :])
+
+
+#: READ_SCHEMA as ``StructType.simpleString()`` writes it: a reader given this schema may hand
+#: Spark Arrow batches (:func:`arrow_batch`); any other schema gets tuples.
+READ_STRUCT = "struct<" + ",".join(part.strip().replace(" ", ":", 1) for part in READ_SCHEMA.split(", ")) + ">"
+
+# Microseconds since the epoch of datetime.min and datetime.max (UTC): a creation-time outside
+# them is no datetime, and is refused as row_from_delivery refuses it.
+_MIN_US = (dt.datetime.min.replace(tzinfo=dt.UTC) - _EPOCH) // dt.timedelta(microseconds=1)
+_MAX_US = (dt.datetime.max.replace(tzinfo=dt.UTC) - _EPOCH) // dt.timedelta(microseconds=1)
+
+
+def arrow_batch(deliveries: list[Delivery], schema: Any) -> Any:
+    """The rows of :data:`READ_SCHEMA` for ``deliveries`` as one ``pyarrow.RecordBatch`` of ``schema``.
+
+    ``schema`` is the Arrow form of READ_SCHEMA as Spark makes it
+    (``pyspark.sql.pandas.types.to_arrow_schema(schema, timezone="UTC")``).  The values are
+    those of :func:`row_from_delivery` after Spark's own conversion of a row for Arrow
+    (``LocalDataToArrowConversion``: a timestamp as UTC, a map as its items), so the batch is
+    the one Spark would build from the rows, without a Python call per value to get there.
+    """
+    import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
+
+    columns: list[list[Any]] = [list(column) for column in zip(*map(_values, deliveries), strict=True)]
+    if not columns:
+        return pa.RecordBatch.from_pylist([], schema=schema)
+    created = columns[_CREATED]
+    for i, ms in enumerate(created):
+        if ms is not None:
+            us = ms * 1000
+            if not _MIN_US <= us <= _MAX_US:
+                _datetime(ms)  # raises the OverflowError the row would
+            created[i] = us
+    columns[-1] = [None if app is None else list(app.items()) for app in columns[-1]]
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
 def fingerprint(delivery: Delivery) -> str:
@@ -95,6 +146,23 @@ def redelivered(delivery: Delivery) -> bool:
     """Whether the broker counted an earlier failed delivery of this message (header delivery-count)."""
     header = delivery.message.header
     return header is not None and header.delivery_count > 0
+
+
+def row_digest(row: Mapping[str, Any]) -> str:
+    """A short hash of a written row's values (column names included): the same row gives the same
+    digest in every run, so default message-ids built on it repeat when a failed job is run again."""
+    digest = hashlib.sha256()
+    for name in sorted(row):
+        value = row[name]
+        digest.update(name.encode() + b"\x00")
+        if isinstance(value, (bytes, bytearray)):
+            digest.update(b"b" + bytes(value))
+        elif isinstance(value, str):
+            digest.update(b"s" + value.encode())
+        else:
+            digest.update(b"r" + repr(value).encode())  # None, numbers, datetimes, dicts: a stable repr
+        digest.update(b"\x00")
+    return digest.hexdigest()[:16]
 
 
 def message_from_row(row: Mapping[str, Any], default_id: str) -> Message:

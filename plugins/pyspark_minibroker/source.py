@@ -11,6 +11,8 @@ the driver-side stream reader) and never pickled.
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import logging
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -43,14 +45,25 @@ from minibroker.amqp.message import Message
 from minibroker.client import Client, ClientTimeout, ConnectionClosed, Delivery, LinkDetached, Sender
 
 from .options import Options, parse_options
-from .ranges import OffsetRange, bounds, is_stream, read_range, split, starting_offsets
-from .rows import READ_SCHEMA, WRITE_COLUMNS, bad_record_message, message_from_row, row_from_delivery
+from .ranges import WINDOW, OffsetRange, bounds, is_stream, read_range, split, starting_offsets
+from .rows import (
+    READ_SCHEMA,
+    READ_STRUCT,
+    WRITE_COLUMNS,
+    arrow_batch,
+    bad_record_message,
+    message_from_row,
+    row_digest,
+    row_from_delivery,
+)
 from .stream import StreamState
 
 __all__ = ["AmqpDataSource"]
 
 #: Messages sent per pipelined batch by a writer before it waits for their outcomes.
 SEND_CHUNK = 500
+
+log = logging.getLogger("pyspark_minibroker")
 
 
 class AmqpDataSource(DataSource):
@@ -83,18 +96,18 @@ class AmqpDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         if self._kind() == "stream":
-            return _StreamBatchReader(self.parsed)
-        return _BatchReader(self.parsed)
+            return _StreamBatchReader(self.parsed, _arrow_schema(schema))
+        return _BatchReader(self.parsed, _arrow_schema(schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """A stream is read by offset ranges on executors; for a queue Spark falls back to the
         driver-side :meth:`simpleStreamReader` (it does so only on ``PySparkNotImplementedError``)."""
         if self._kind() == "queue":
             raise PySparkNotImplementedError(errorClass="NOT_IMPLEMENTED", messageParameters={"feature": "streamReader"})
-        return _OffsetStreamReader(self.parsed)
+        return _OffsetStreamReader(self.parsed, _arrow_schema(schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        return _BatchWriter(self.parsed, _columns(schema), uuid.uuid4().hex[:12])
+        return _BatchWriter(self.parsed, _columns(schema))
 
     def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
         return _StreamReader(self.parsed)
@@ -118,9 +131,35 @@ def _columns(schema: StructType) -> list[str]:
 # --------------------------------------------------------------------------- batch read
 
 
+def _arrow_schema(schema: StructType) -> Any:
+    """Spark's Arrow form of ``schema`` when it is READ_SCHEMA, else None.
+
+    With it, executor reads hand Spark one ``pyarrow.RecordBatch`` per fetch (:func:`.rows.arrow_batch`)
+    instead of a tuple per message that Spark's worker converts value by value; a schema given
+    with ``.schema(...)`` gets tuples, as before.  Spark compares a batch's schema with
+    ``to_arrow_schema(schema, timezone="UTC")``, so it is made the same way.
+    """
+    if schema.simpleString() != READ_STRUCT:
+        return None
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+def _rows(deliveries: list[Delivery], arrow: Any) -> Iterator[Any]:
+    """What ``read`` yields for some deliveries: one Arrow batch of them, or a tuple each."""
+    if arrow is not None:
+        if deliveries:
+            yield arrow_batch(deliveries, arrow)
+        return
+    for delivery in deliveries:
+        yield row_from_delivery(delivery)
+
+
 class _BatchReader(DataSourceReader):
-    def __init__(self, options: Options) -> None:
+    def __init__(self, options: Options, arrow: Any = None) -> None:
         self.options = options
+        self.arrow = arrow
 
     def partitions(self) -> list[InputPartition]:
         return [InputPartition(0)]  # one queue, one reader: order is kept
@@ -138,11 +177,11 @@ class _BatchReader(DataSourceReader):
                 chunk = receiver.fetch(options.max_batch)
                 if not chunk:
                     break
-                for delivery in chunk:
-                    yield row_from_delivery(delivery)
-                    if not browse:
+                yield from _rows(chunk, self.arrow)
+                if not browse:
+                    for delivery in chunk:
                         delivery.drop_payload()  # kept only to be settled, without its bytes
-                        taken.append(delivery)
+                    taken += chunk
             if taken:
                 receiver.settle(taken)
             receiver.close()
@@ -160,17 +199,19 @@ def _ranges(pieces: list[OffsetRange]) -> list[InputPartition]:
     return [_Range(p.address, p.start, p.end) for p in pieces]
 
 
-def _read(options: Options, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+def _read(options: Options, partition: InputPartition, arrow: Any) -> Iterator[Any]:
     assert isinstance(partition, _Range)
-    for delivery in read_range(options, OffsetRange(partition.address, partition.start, partition.end)):
-        yield row_from_delivery(delivery)
+    deliveries = read_range(options, OffsetRange(partition.address, partition.start, partition.end))
+    while chunk := list(itertools.islice(deliveries, WINDOW)):
+        yield from _rows(chunk, arrow)
 
 
 class _StreamBatchReader(DataSourceReader):
     """A stream's retained messages, split into offset ranges that tasks read in parallel."""
 
-    def __init__(self, options: Options) -> None:
+    def __init__(self, options: Options, arrow: Any = None) -> None:
         self.options = options
+        self.arrow = arrow
 
     def partitions(self) -> list[InputPartition]:
         options, pieces = self.options, []
@@ -180,8 +221,8 @@ class _StreamBatchReader(DataSourceReader):
                 pieces += split(address, found.first, found.next, options.max_offsets_per_partition)
         return _ranges(pieces)
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        return _read(self.options, partition)
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return _read(self.options, partition, self.arrow)
 
 
 # --------------------------------------------------------------------------- writes
@@ -197,12 +238,15 @@ class SentCount(WriterCommitMessage):
     dead_lettered: int = 0
 
 
-def _send_rows(options: Options, columns: list[str], rows: Iterator[Any], id_prefix: str) -> SentCount:
-    """Send every row and wait for acceptance (message-ids ``{id_prefix}-{partition}-{row}``).
+def _send_rows(options: Options, columns: list[str], rows: Iterator[Any], id_prefix: str | None) -> SentCount:
+    """Send every row and wait for acceptance.
 
+    A row without a ``message_id`` gets ``{id_prefix}-{partition}-{row}`` (streaming: the prefix
+    names the query and batch), or with no prefix (batch writes) ``{digest}-{partition}-{row}``
+    where the digest hashes the row's values: a rerun of the same job, or Spark's retry of a task,
+    gives every row the id it had, so consumers can drop what a failed run already sent.
     A lost link or connection resends the unconfirmed chunk on a new connection (up to
-    ``retries`` times: at-least-once, same message-ids); a rejection fails the task, and Spark's
-    retry resends the partition with the same ids.
+    ``retries`` times: at-least-once, same message-ids); a rejection fails the task.
     """
     context = TaskContext.get()
     partition = context.partitionId() if context is not None else 0
@@ -212,7 +256,12 @@ def _send_rows(options: Options, columns: list[str], rows: Iterator[Any], id_pre
         chunk = []
         for row in rows:
             values = dict(zip(columns, row, strict=True))
-            message_id = f"{id_prefix}-{partition}-{count}"
+            if values.get("message_id") is not None:
+                message_id = str(values["message_id"])
+            elif id_prefix is None:
+                message_id = f"{row_digest(values)}-{partition}-{count}"
+            else:
+                message_id = f"{id_prefix}-{partition}-{count}"
             count += 1  # bad rows keep their number: the ids of the others do not depend on them
             try:
                 chunk.append(message_from_row(values, message_id))
@@ -272,12 +321,31 @@ class _Outbox:
         self.close()
 
 
+def _report(options: Options, messages: list[WriterCommitMessage | None], what: str) -> None:
+    """Log, on the driver, the rows ``onBadRecord`` let pass in one write job or micro-batch.
+
+    PySpark 4.3's Python data sources cannot add metrics to a query's progress (a Python write
+    reports only Spark's fixed Python data-size metrics), so the driver's log is where these counts
+    show; each dead-lettered row is also a message on ``deadLetterAddress``, with its reason."""
+    sent = [m for m in messages if isinstance(m, SentCount)]
+    skipped, dead = sum(m.skipped for m in sent), sum(m.dead_lettered for m in sent)
+    if skipped or dead:
+        log.warning(
+            "amqp data source, %s to %r: %d row(s) sent, %d skipped and %d dead-lettered to %r (onBadRecord=%s)",
+            what, options.address, sum(m.count for m in sent), skipped, dead, options.dead_letter_address,
+            options.on_bad_record,
+        )  # fmt: skip
+
+
 class _BatchWriter(DataSourceWriter):
-    def __init__(self, options: Options, columns: list[str], job: str) -> None:
-        self.options, self.columns, self.job = options, columns, job
+    def __init__(self, options: Options, columns: list[str]) -> None:
+        self.options, self.columns = options, columns
 
     def write(self, iterator: Iterator[Any]) -> SentCount:
-        return _send_rows(self.options, self.columns, iterator, self.job)
+        return _send_rows(self.options, self.columns, iterator, None)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        _report(self.options, messages, "write")
 
 
 class _StreamWriter(DataSourceStreamWriter):
@@ -296,7 +364,8 @@ class _StreamWriter(DataSourceStreamWriter):
         return _send_rows(self.options, self.columns, iterator, prefix)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing to do: every row was accepted before its task ended."""
+        """Every row was accepted before its task ended: only the rows ``onBadRecord`` let pass are logged."""
+        _report(self.options, messages, f"micro-batch {batchId}")
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Nothing to undo: accepted messages stay; a retried batch resends with the same message-ids."""
@@ -314,8 +383,9 @@ class _OffsetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
     checkpoint of the offsets is the whole state.
     """
 
-    def __init__(self, options: Options) -> None:
+    def __init__(self, options: Options, arrow: Any = None) -> None:
         self.options = options
+        self.arrow = arrow
         #: The offsets an ``availableNow`` run stops at (set by ``prepareForTriggerAvailableNow``).
         self.target: dict[str, int] | None = None
 
@@ -355,8 +425,8 @@ class _OffsetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
             pieces += split(address, int(start.get(address, 0)), int(stop), size)
         return _ranges(pieces)
 
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        return _read(self.options, partition)
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return _read(self.options, partition, self.arrow)
 
     def commit(self, end: dict[str, int]) -> None:
         """Nothing to settle: reading a stream removes nothing, and the checkpoint holds the offsets."""

@@ -1,13 +1,25 @@
-"""The streaming reader's state: which messages each micro-batch holds and when they are settled.
+"""The streaming reader's state for a queue: which messages each micro-batch holds and when they are settled.
 
-An offset is ``{"n": messages handed to Spark so far, "ids": fingerprints of the last batch}``.
-Messages of a batch stay acquired (unsettled) until Spark commits the batch, then they are
-accepted.  Spark may skip ``commit`` for the last batch of an ``availableNow`` run, so a
-``read(start)`` first accepts everything up to ``start``.  When the connection is lost (the
-query ended, the driver died, the broker dropped it) the broker returns those messages with a
-delivery-count above zero; a new connection recognises them by fingerprint among the first
-messages it receives: those of batches Spark already has are not handed out again, they are
-accepted (batch committed) or held for the batch's commit.
+An offset is ``{"n": messages handed to Spark so far, "ids": fingerprints of the last batch,
+"pending": fingerprints of earlier messages not known to be settled}``.  Messages of a batch stay
+acquired (unsettled) until Spark commits the batch, then they are accepted.  Spark may skip
+``commit`` for the last batch of an ``availableNow`` run, so a ``read(start)`` first accepts
+everything up to ``start``.
+
+When the connection is lost (the query ended, the driver died, the broker dropped it) the broker
+returns what it held with a delivery-count above zero; a reader recognises such a message by its
+fingerprint among those it receives: one Spark already has is not handed out again, it is
+accepted (batch committed) or held for the batch's commit.  An acceptance is only known to have
+reached the broker once the broker answered a later request on the same connection (it handles a
+connection's frames in order, and a settled disposition gets no answer of its own): until then its
+message's fingerprint stays in memory and in every offset (``pending``), so neither a dropped
+connection nor a restart after a driver crash can hand it out again under new message-ids.
+
+``availableNow`` (:meth:`StreamState.freeze`) reads as many messages as the queue held when the
+query started, learned from the broker's answer to the first fetch (a drain's flow carries
+``available``, Part 2 §2.7.4: the messages no one has acquired; minibroker and RabbitMQ 4 send
+it), one micro-batch at a time: the driver holds at most one batch and one fetch, whatever the
+backlog.  A broker that leaves ``available`` out is read until a fetch finds the queue empty.
 """
 
 from __future__ import annotations
@@ -23,6 +35,11 @@ from .rows import fingerprint, redelivered
 
 __all__ = ["StreamState"]
 
+#: Fingerprints of unsettled earlier messages kept (in memory and in an offset), in micro-batches of
+#: ``maxBatch``: a message lost with a connection that never comes back (consumed by another
+#: reader, expired, purged) is forgotten after this many batches' worth of newer ones.
+PENDING_BATCHES = 10
+
 
 class StreamState:
     """One stream reader's connection, buffer and unsettled batches (driver side, never pickled)."""
@@ -34,11 +51,21 @@ class StreamState:
         self.buffer: deque[Delivery] = deque()
         #: Acquired deliveries handed to Spark, by their position ``n`` (1-based), until committed.
         self.held: dict[int, Delivery] = {}
-        #: Positions handed to Spark whose delivery was lost with a connection, by fingerprint.
+        #: Accepted on the current connection, not yet known to have reached the broker: (position, fingerprint).
+        self.settling: list[tuple[int, str]] = []
+        #: Positions handed to Spark whose delivery was lost with a connection, by fingerprint
+        #: (position 0: an earlier run's, settled when it comes back).
         self.lost: dict[str, list[int]] = {}
         self.committed = 0
-        self.frozen = False
-        self.started = False
+        #: The position before the first this reader hands out (the first ``read``'s start).
+        self.base: int | None = None
+        #: ``availableNow``: how many more of the messages the queue held at the trigger to take
+        #: (None: not frozen, or the broker did not say).
+        self.remaining: int | None = None
+
+    @property
+    def _pending_limit(self) -> int:
+        return PENDING_BATCHES * self.options.max_batch
 
     # ------------------------------------------------------------------ connection
 
@@ -48,100 +75,132 @@ class StreamState:
             self.receiver = self.client.receiver(self.options.address, credit=self.options.max_batch)
         return self.receiver
 
-    def _reconnect(self) -> None:
-        """The connection died: everything acquired on it comes back redelivered."""
+    def _lose(self, fp: str, n: int) -> None:
+        """Expect the message ``fp`` at position ``n`` back redelivered; forget the oldest beyond the bound."""
+        self.lost.setdefault(fp, []).append(n)
+        excess = sum(len(p) for p in self.lost.values()) - self._pending_limit
+        for oldest in list(self.lost):
+            if excess <= 0:
+                break
+            excess -= len(self.lost.pop(oldest))
+
+    def _reconnect(self) -> int:
+        """The connection died: everything acquired on it comes back redelivered, including what
+        was accepted on it but not known to have reached the broker.  Returns how many that is."""
         for n, delivery in self.held.items():
-            self.lost.setdefault(fingerprint(delivery), []).append(n)
+            self._lose(fingerprint(delivery), n)
+        for n, fp in self.settling:
+            self._lose(fp, n)
+        returning = len(self.held) + len(self.settling)
         self.held.clear()
+        self.settling.clear()
         self.buffer.clear()
         if self.client is not None:
             self.client.close(timeout=0.5)
         self.client = self.receiver = None
+        return returning
 
     def _fetch(self, limit: int) -> list[Delivery]:
         for attempt in range(2):
             try:
-                return self._receiver().fetch(limit)
+                got = self._receiver().fetch(limit)
             except ClientError:
                 if attempt:
                     raise
-                self._reconnect()
+                limit += self._reconnect()  # fetch what comes back as well
                 time.sleep(0.05)  # let the broker notice the old connection is gone
+                continue
+            # The broker answered the drain sent after every acceptance so far on this connection,
+            # so it has applied them (a fetch always sends a flow: the receiver buffers nothing between fetches).
+            self.settling.clear()
+            return got
         raise AssertionError("unreachable")
 
     # ------------------------------------------------------------------ batches
 
     def freeze(self) -> None:
-        """``availableNow``: take what the queue holds now; later arrivals wait for the next query."""
-        while True:
-            got = self._fetch(self.options.max_batch)
-            if not got:
-                break
-            self.buffer.extend(got)
-        self.frozen = True
+        """``availableNow``: take as many messages as the queue holds now (later arrivals wait for
+        the next query), learned from the first fetch's drain answer; nothing more is fetched ahead."""
+        got = self._fetch(self.options.max_batch)
+        self.buffer.extend(got)
+        available = self._receiver().available
+        self.remaining = None if available is None else len(got) + available
 
-    def _adopt(self, delivery: Delivery) -> bool:
-        """A redelivery of a message Spark already has: settle or hold it; True if adopted."""
+    def _adopt(self, delivery: Delivery) -> int | None:
+        """A redelivery of a message Spark already has: settle or hold it; its position if adopted."""
         if not self.lost or not redelivered(delivery):
-            return False
-        positions = self.lost.get(fingerprint(delivery))
+            return None
+        fp = fingerprint(delivery)
+        positions = self.lost.get(fp)
         if not positions:
-            return False
+            return None
         n = positions.pop(0)
         if not positions:
-            del self.lost[fingerprint(delivery)]
+            del self.lost[fp]
         if n <= self.committed:
-            self._settle([delivery])
+            self._settle([(n, delivery)])
         else:
             self.held[n] = delivery
-        return True
+        return n
 
     def next_batch(self, start: dict[str, Any]) -> tuple[list[Delivery], dict[str, Any]]:
         """The deliveries after ``start`` (at most ``maxBatch``) and the end offset."""
         first = int(start["n"])
-        if not self.started:
-            # A new query (or a restarted one): the previous run's last batch may come back.
-            self.started = True
+        if self.base is None:
+            # A new query (or a restarted one): the previous run's unsettled messages may come back.
+            self.base = first
             ids = list(start.get("ids", []))
             for i, fp in enumerate(ids):
-                self.lost.setdefault(fp, []).append(first - len(ids) + 1 + i)
+                self._lose(fp, first - len(ids) + 1 + i)
+            for fp in start.get("pending", []):
+                self._lose(fp, 0)
         self.settle_through(first)
         want = self.options.max_batch
         batch: list[Delivery] = []
-        while len(batch) < want:
+        while len(batch) < want and (self.remaining is None or self.remaining > 0):
             if not self.buffer:
-                if self.frozen:
-                    break
-                got = self._fetch(want - len(batch) + sum(len(p) for p in self.lost.values()))
+                limit = want - len(batch) + sum(len(p) for p in self.lost.values())
+                got = self._fetch(limit if self.remaining is None else min(limit, self.remaining))
                 if not got:
                     break
                 self.buffer.extend(got)
             delivery = self.buffer.popleft()
-            if not self._adopt(delivery):
+            n = self._adopt(delivery)
+            if n is not None and n > self.base:
+                continue  # handed out by this reader already: counted when it was
+            if self.remaining is not None:
+                self.remaining -= 1  # in the queue at the trigger (an earlier run's redelivery too)
+            if n is None:
                 batch.append(delivery)
         if not batch:
             return [], start
         for i, delivery in enumerate(batch):
             self.held[first + 1 + i] = delivery
-        return batch, {"n": first + len(batch), "ids": [fingerprint(d) for d in batch]}
+        end: dict[str, Any] = {"n": first + len(batch), "ids": [fingerprint(d) for d in batch]}
+        pending = [fp for _, fp in self.settling] + [fp for fp, ns in self.lost.items() for _ in ns]
+        if pending:
+            end["pending"] = pending[-self._pending_limit :]
+        return batch, end
 
     def settle_through(self, n: int) -> None:
         """Accept every held delivery at position ``n`` or before (Spark committed those batches)."""
         self.committed = max(self.committed, n)
-        done = [d for k, d in self.held.items() if k <= n]
+        done = [(k, d) for k, d in self.held.items() if k <= n]
         if not done:
             return
         self.held = {k: d for k, d in self.held.items() if k > n}
         self._settle(done)
 
-    def _settle(self, deliveries: list[Delivery]) -> None:
+    def _settle(self, deliveries: list[tuple[int, Delivery]]) -> None:
         try:
-            self._receiver().settle(deliveries)
+            self._receiver().settle([d for _, d in deliveries])
         except ClientError:
             # Lost with the connection: they come back redelivered and are recognised then.
             self._reconnect()
-            for delivery in deliveries:
-                self.lost.setdefault(fingerprint(delivery), []).append(0)
+            for n, delivery in deliveries:
+                self._lose(fingerprint(delivery), n)
+            return
+        self.settling += [(n, fingerprint(d)) for n, d in deliveries]
 
     # ------------------------------------------------------------------ replay
 

@@ -61,6 +61,19 @@ def test_send_many_and_fetch_with_drain(broker: ThreadedBroker) -> None:
         broker.wait_for(lambda b: b.queue("q").depth == 0, timeout=TIMEOUT)
 
 
+def test_a_drain_reply_says_how_many_messages_no_one_has_acquired(broker: ThreadedBroker) -> None:
+    broker.publish_many("q", range(10))
+    with Client(broker.url, timeout=TIMEOUT) as client, client.receiver("q") as receiver:
+        assert receiver.available is None  # the broker has sent no flow on this link yet
+        assert len(receiver.fetch(4)) == 4
+        assert receiver.available == 6  # §2.7.4 available, in the drain's answer
+        with client.receiver("q") as other:
+            assert len(other.fetch(5)) == 5 and other.available == 1
+        # The other link's five went back when it detached: the queue holds 6 again beside our 4.
+        broker.wait_for(lambda b: b.queue("q").available == 6, timeout=TIMEOUT)
+        assert len(receiver.fetch(100)) == 6 and receiver.available == 0
+
+
 def test_browse_leaves_messages_and_consume_removes(broker: ThreadedBroker) -> None:
     for i in range(5):
         broker.publish("q", i)

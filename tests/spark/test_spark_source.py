@@ -89,14 +89,32 @@ def test_batch_write_waits_for_acceptance_with_deterministic_ids(spark: Any, bro
     assert sorted(m.message.body for m in queued) == sorted(r[0] for r in rows)
     ids = [m.message.properties.message_id for m in queued]
     assert len(set(ids)) == 40
-    prefixes = {i.rsplit("-", 2)[0] for i in ids}
-    assert len(prefixes) == 1  # one write job; then -partition-row
+    assert {i.split("-")[1] for i in ids} == {"0", "1"}  # DIGEST-PARTITION-ROW
+    amqp(df.repartition(2).write, broker, "out").mode("append").save()  # the same job again...
+    again = [m.message.properties.message_id for m in broker.queue("out").messages[40:]]
+    assert sorted(again) == sorted(ids)  # ...repeats every id: a consumer drops the repeats
     assert {m.message.application_properties["i"] for m in queued} == {str(i) for i in range(40)}
     explicit = spark.createDataFrame([("x", "my-id", b"\x00")], "body string, message_id string, b binary")
     amqp(explicit.select("body", "message_id").write, broker, "out2").mode("append").save()
     assert broker.queue("out2").messages[0].message.properties.message_id == "my-id"
     amqp(explicit.selectExpr("b as body").write, broker, "out3").mode("append").save()
     assert broker.queue("out3").messages[0].message.body == b"\x00"
+
+
+def test_a_failed_batch_write_run_again_sends_what_it_had_sent_under_the_same_ids(
+    spark: Any, broker: ThreadedBroker
+) -> None:
+    df = spark.range(30).selectExpr("concat('r', cast(id as string)) as body").coalesce(1)
+    fault = broker.faults.reject_publish("out", after=12, times=1, must_fire=True)
+    with pytest.raises(Exception, match="rejected"):
+        amqp(df.write, broker, "out").mode("append").save()  # the job fails: 29 rows are on the queue
+    assert fault.fired == 1 and broker.queue("out").depth == 29
+    amqp(df.write, broker, "out").mode("append").save()  # run again: all 30
+    by_id: dict[str, set[Any]] = {}
+    for m in broker.queue("out").messages:
+        by_id.setdefault(m.message.properties.message_id, set()).add(m.message.body)
+    assert len(by_id) == 30  # deduplicated by message-id: exactly the rows, each once
+    assert sorted(b for bodies in by_id.values() for b in bodies) == sorted(f"r{i}" for i in range(30))
 
 
 def test_twenty_rows_of_one_mib_write_as_exactly_twenty_messages(spark: Any, broker: ThreadedBroker) -> None:

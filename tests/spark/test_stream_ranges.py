@@ -96,19 +96,21 @@ def test_max_offsets_per_trigger_and_available_now(broker: ThreadedBroker) -> No
 
 def test_the_source_picks_the_reader_by_kind(broker: ThreadedBroker) -> None:
     from pyspark.errors import PySparkNotImplementedError
+    from pyspark.sql.types import StructType
 
+    schema = StructType()  # any schema: which reader is picked does not depend on it
     broker.declare_queue("jobs")
     stream_source = AmqpDataSource({"url": broker.url, "address": "events"})
-    assert isinstance(stream_source.streamReader(None), _OffsetStreamReader)  # type: ignore[arg-type]
-    assert isinstance(stream_source.reader(None), _StreamBatchReader)  # type: ignore[arg-type]
+    assert isinstance(stream_source.streamReader(schema), _OffsetStreamReader)
+    assert isinstance(stream_source.reader(schema), _StreamBatchReader)
     queue_source = AmqpDataSource({"url": broker.url, "address": "jobs"})
     with pytest.raises(PySparkNotImplementedError):
-        queue_source.streamReader(None)  # type: ignore[arg-type]
+        queue_source.streamReader(schema)
     told = AmqpDataSource({"url": broker.url, "address": "jobs", "kind": "queue"})
     with pytest.raises(PySparkNotImplementedError):
-        told.streamReader(None)  # type: ignore[arg-type]
+        told.streamReader(schema)
     with pytest.raises(ValueError, match="only streams read several"):
-        AmqpDataSource({"url": broker.url, "address": "jobs,other", "kind": "queue"}).reader(None)  # type: ignore[arg-type]
+        AmqpDataSource({"url": broker.url, "address": "jobs,other", "kind": "queue"}).reader(schema)
 
 
 def test_retention_during_a_query_skips_what_was_dropped() -> None:
@@ -149,3 +151,27 @@ def test_a_consuming_batch_read_that_fails_midway_removes_nothing() -> None:
         everything = list(reader.read(InputPartition(0)))  # a task that reads to the end removes it all
         assert len(everything) == 25
         broker.wait_for(lambda b: b.queue("jobs").depth == 0, timeout=TIMEOUT)
+
+
+def test_rows_on_bad_record_let_pass_are_counted_in_the_driver_log(caplog: pytest.LogCaptureFixture) -> None:
+    from pyspark_minibroker.source import SentCount, _BatchWriter, _StreamWriter
+
+    opts = parse_options({"url": "amqp://127.0.0.1:5672", "address": "out", "onBadRecord": "deadletter",
+                          "deadLetterAddress": "out-bad"})  # fmt: skip
+    with caplog.at_level("WARNING", logger="pyspark_minibroker"):
+        _BatchWriter(opts, ["body"]).commit([SentCount(0, 5), SentCount(1, 3)])
+        assert not caplog.records  # nothing let pass: nothing to say
+        _BatchWriter(opts, ["body"]).commit([SentCount(0, 5, 0, 2), None, SentCount(1, 3, 0, 1)])
+        _StreamWriter(opts, ["body"], "q").commit([SentCount(0, 4, 0, 1)], 7)
+    first, second = (r.getMessage() for r in caplog.records)
+    assert "write to 'out': 8 row(s) sent, 0 skipped and 3 dead-lettered to 'out-bad'" in first
+    assert "micro-batch 7 to 'out': 4 row(s) sent, 0 skipped and 1 dead-lettered" in second
+
+
+def test_default_message_ids_of_a_batch_write_depend_only_on_the_row() -> None:
+    from pyspark_minibroker.rows import row_digest
+
+    row = {"body": b"\x00payload", "subject": "s", "application_properties": {"k": "v"}, "priority": None}
+    assert row_digest(row) == row_digest(dict(reversed(list(row.items()))))  # the same row, the same digest
+    assert row_digest(row) != row_digest({**row, "subject": "t"})
+    assert row_digest({"body": "1"}) != row_digest({"body": b"1"})  # a string and bytes are different bodies

@@ -9,7 +9,7 @@ import pytest
 from pyspark_minibroker.options import Options, parse_options
 from pyspark_minibroker.stream import StreamState
 
-from minibroker import ThreadedBroker
+from minibroker import Client, ThreadedBroker
 
 TIMEOUT = 5.0
 START = {"n": 0, "ids": []}
@@ -97,6 +97,67 @@ def test_frozen_reader_stops_at_what_was_there(broker: ThreadedBroker) -> None:
         seen += texts(batch)
         start = end
     assert seen == [f"m{i}" for i in range(10)]
+
+
+def test_available_now_holds_one_batch_and_stops_at_the_depth_at_the_trigger(broker: ThreadedBroker) -> None:
+    state = StreamState(options(broker))  # maxBatch 4; the queue holds 10
+    state.freeze()
+    assert state.remaining == 10  # the first fetch's drain answer: 4 taken, 6 more available
+    assert len(state.buffer) == 4 and broker.queue("in").acquired == 4  # no whole-backlog prefetch
+    broker.publish("in", "later")
+    seen: list[str] = []
+    start: dict = START
+    while True:
+        batch, end = state.next_batch(start)
+        assert broker.queue("in").acquired <= 8  # the batch Spark has not committed, and this one
+        if not batch:
+            break
+        seen += texts(batch)
+        state.settle_through(end["n"])  # Spark commits each batch
+        start = end
+    assert seen == [f"m{i}" for i in range(10)]  # not "later": it came after the trigger
+
+
+def lose_dispositions(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """From now on the client's settlements never reach the broker, as when a connection dies with
+    them written but unread (a process killed with unread input resets its connections)."""
+    lost: list[bytes] = []
+    send = Client._send
+
+    def dropping(self: Client, data: bytes) -> None:
+        if data[8:11] == b"\x00S\x15":  # frame header, then the disposition's descriptor (0x15, §2.7.6)
+            lost.append(data)
+            return
+        send(self, data)
+
+    monkeypatch.setattr(Client, "_send", dropping)
+    return lost
+
+
+def test_acceptances_lost_with_the_connection_are_recognised_then_and_after_a_restart(
+    broker: ThreadedBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = StreamState(options(broker))
+    first, end1 = state.next_batch(START)
+    assert texts(first) == ["m0", "m1", "m2", "m3"]
+    lost = lose_dispositions(monkeypatch)
+    state.settle_through(end1["n"])  # Spark committed the batch; its acceptance never arrives
+    assert lost
+    assert state.client is not None
+    state.client._sock.shutdown(socket.SHUT_RDWR)  # ...and the connection dies
+    second, end2 = state.next_batch(end1)  # a new connection: m0-m3 come back redelivered
+    assert texts(second) == ["m4", "m5", "m6", "m7"]  # recognised, not handed out again
+    # Their acceptance on the new connection is lost too, and the driver dies before knowing it:
+    # the offset Spark checkpointed for the second batch still names them.
+    assert state.client is not None
+    state.client._sock.shutdown(socket.SHUT_RDWR)
+    monkeypatch.undo()
+    broker.wait_for(lambda b: b.queue("in").available == 10, timeout=TIMEOUT)
+    restarted = StreamState(options(broker))
+    third, end3 = restarted.next_batch(end2)  # the query restarted from its checkpoint
+    assert texts(third) == ["m8", "m9"]
+    restarted.settle_through(end3["n"])
+    broker.wait_for(lambda b: b.queue("in").depth == 0, timeout=TIMEOUT)
 
 
 def test_options_name_what_is_missing_or_wrong() -> None:

@@ -1,0 +1,174 @@
+"""What receiving costs a ``minibroker.Client``: frame parsing, message decoding, the receive loop.
+
+Run it directly (``python bench/receive_bench.py``); it prints one JSON object per line.
+A :class:`minibroker.ThreadedBroker` in a child process holds a stream of ``--messages``
+256-byte messages shaped like what the Spark ``amqp`` source reads: a header, properties
+(message-id, content-type, creation-time), application-properties and a data body; every
+delivery carries ``x-stream-offset`` in its message-annotations, as a stream delivery does.
+
+* ``decode``: the bytes a Client read from the socket for those deliveries, captured once,
+  then parsed again in memory (no socket, no broker): frames only (``frames_us``), frames
+  plus decoding every message (``messages_us``), and frames plus the Spark row of each
+  (``rows_us``); microseconds per message, best of ``--repeat`` passes.
+* ``client``: a Client reading the whole stream with ``fetch`` (credit 1000, as the Spark
+  source's range reader does) and making each row; wall and CPU microseconds per message.
+  The broker runs in a child process (as it does for Spark's executors), so the CPU time
+  is the client's alone.
+
+Every loop is bounded by ``--messages`` and ``--limit-s`` (whichever comes first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins"))
+
+from pyspark_minibroker.rows import row_from_delivery  # noqa: E402
+
+from minibroker import Client, ThreadedBroker, build_message  # noqa: E402
+from minibroker.client import Delivery  # noqa: E402
+from minibroker.protocol.peer import FrameReader  # noqa: E402
+
+__all__ = ["main", "payloads"]
+
+
+def payloads(count: int, size: int = 256) -> list[bytes]:
+    """``count`` messages with the sections a Spark row reads (the body differs per message)."""
+    template = build_message(
+        body=bytes(size), body_kind="data", durable=True, message_id="message-0000000000",
+        content_type="application/octet-stream", creation_time=1_700_000_000, subject="bench",
+        application_properties={"source": "bench", "n": 1},
+    ).encode()  # fmt: skip
+    return [template[:-8] + i.to_bytes(8, "big") for i in range(count)]
+
+
+def _read_all(client: Client, address: str, count: int, limit_s: float, row: bool) -> int:
+    receiver = client.receiver(address, offset="first", credit=1000)
+    deadline = time.monotonic() + limit_s
+    got = 0
+    while got < count and time.monotonic() < deadline:
+        chunk = receiver.fetch(min(1000, count - got))
+        if not chunk:
+            break
+        for delivery in chunk:
+            if row:
+                row_from_delivery(delivery)
+            else:
+                _ = delivery.offset
+        got += len(chunk)
+    receiver.close()
+    return got
+
+
+def _capture(url: str, address: str, count: int, limit_s: float) -> list[bytes]:
+    """The byte chunks a Client read while receiving the whole stream."""
+    chunks: list[bytes] = []
+    with Client(url) as client:
+        reader = client._reader
+        feed = reader.feed
+
+        def recording(data: bytes) -> Any:
+            chunks.append(data)
+            return feed(data)
+
+        reader.feed = recording  # type: ignore[method-assign]
+        _read_all(client, address, count, limit_s, row=False)
+    return chunks
+
+
+def _best(fn: Callable[[], int], repeat: int, limit_s: float) -> tuple[float, int]:
+    best = float("inf")
+    done = 0
+    deadline = time.monotonic() + limit_s
+    for _ in range(repeat):
+        started = time.perf_counter()
+        done = fn()
+        best = min(best, time.perf_counter() - started)
+        if time.monotonic() > deadline:
+            break
+    return best, done
+
+
+def measure_decode(chunks: list[bytes], repeat: int, limit_s: float) -> dict[str, float]:
+    """Microseconds per message to parse the captured bytes again (see the module docstring)."""
+
+    def frames(decode: int) -> int:
+        reader = FrameReader()
+        n = 0
+        for data in chunks:
+            for frame in reader.feed(data):
+                if frame.payload:
+                    n += 1
+                    if decode:
+                        delivery = Delivery(None, 0, frame.payload, True)  # type: ignore[arg-type]
+                        if decode == 1:
+                            _ = delivery.message
+                        else:
+                            row_from_delivery(delivery)
+        return n
+
+    out: dict[str, float] = {}
+    for name, decode in (("frames_us", 0), ("messages_us", 1), ("rows_us", 2)):
+        seconds, n = _best(lambda decode=decode: frames(decode), repeat, limit_s)  # type: ignore[misc]
+        out[name] = seconds / max(n, 1) * 1e6
+        out["messages"] = n
+    return out
+
+
+def measure_client(url: str, address: str, count: int, limit_s: float) -> dict[str, float]:
+    """Wall and CPU microseconds per message for a Client reading the stream into rows."""
+    with Client(url) as client:
+        started, cpu = time.perf_counter(), time.process_time()
+        got = _read_all(client, address, count, limit_s, row=True)
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+    return {"messages": got, "wall_us": wall / max(got, 1) * 1e6, "cpu_us": cpu / max(got, 1) * 1e6}
+
+
+def serve(messages: int) -> None:
+    """The child: a broker with the stream, its URL on stdout, until stdin closes."""
+    with ThreadedBroker() as broker:
+        broker.declare_stream("bench.receive")
+        broker.publish_many("bench.receive", messages=payloads(messages))
+        print(broker.url, flush=True)
+        sys.stdin.read()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=20_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--limit-s", type=float, default=60.0)
+    parser.add_argument("--only", default="decode,client")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve:
+        serve(args.messages)
+        return
+    groups = set(args.only.split(","))
+    child = subprocess.Popen([sys.executable, __file__, "--serve", "--messages", str(args.messages)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert child.stdout is not None
+        url = child.stdout.readline().strip()
+        if not url:
+            raise SystemExit("the broker process did not start")
+        if "decode" in groups:
+            chunks = _capture(url, "bench.receive", args.messages, args.limit_s)
+            print(json.dumps({"bench": "decode", **measure_decode(chunks, args.repeat, args.limit_s)}), flush=True)
+        if "client" in groups:
+            result = measure_client(url, "bench.receive", args.messages, args.limit_s)
+            print(json.dumps({"bench": "client", **result}), flush=True)
+    finally:
+        child.communicate(timeout=args.limit_s)
+
+
+if __name__ == "__main__":
+    main()

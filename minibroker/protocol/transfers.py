@@ -1,0 +1,125 @@
+"""Reading the usual ``transfer`` performative without building a ``Transfer`` (Part 2 §2.7.5).
+
+A producer's transfers are the frames a broker reads most, and nearly every
+client encodes them alike: a list8 (Part 1 §1.6.22) whose handle and
+delivery-id are uint0, smalluint or uint, whose delivery-tag is a vbin8,
+whose booleans are the one-byte true/false/null constants and whose other
+fields are null or absent.  :func:`read_transfer` reads exactly that shape
+and nothing else; for anything it does not recognise (other encodings, a
+``state``, an ``rcv-settle-mode``, ``resume``/``aborted``/``batchable`` set,
+a list that does not end where its size says) it returns None and the
+engine decodes the frame the general way (``codec.decode_at``), which
+judges it.  So the fast path accepts a subset of what the general path
+accepts, with the same values.
+"""
+
+from __future__ import annotations
+
+__all__ = ["TRANSFER_LIST8", "read_transfer"]
+
+#: Described (0x00) smallulong (0x53) code 0x14 (transfer) as a list8 (0xc0): what the fast path reads.
+TRANSFER_LIST8 = b"\x00\x53\x14\xc0"
+_FIELDS = 11  # handle .. batchable
+#: The fields after ``more`` may only be absent or say nothing: rcv-settle-mode and state null,
+#: resume, aborted and batchable null or false (0x40 null, 0x42 false).
+_NOTHING = (b"\x40", b"\x40", b"\x40\x42", b"\x40\x42", b"\x40\x42")
+
+
+def read_transfer(
+    buf: bytes, pos: int, end: int
+) -> tuple[int, int | None, bytes | None, int | None, bool | None, bool, int] | None:
+    """Read the transfer at ``buf[pos:end]`` (it starts with :data:`TRANSFER_LIST8`), if it has the usual shape.
+
+    Returns (handle, delivery-id, delivery-tag, message-format, settled, more, end of the
+    performative), the values the general decoder gives, or None when the general
+    decoder must read it (see the module docstring).
+    """
+    try:
+        stop = pos + 5 + buf[pos + 4]  # the size byte counts from the count byte on
+        count = buf[pos + 5]
+        if stop > end or not 1 <= count <= _FIELDS:
+            return None
+        pos += 6
+        code = buf[pos]
+        if code == 0x52:  # smalluint
+            handle = buf[pos + 1]
+            pos += 2
+        elif code == 0x43:  # uint0
+            handle = 0
+            pos += 1
+        elif code == 0x70:  # uint
+            handle = int.from_bytes(buf[pos + 1 : pos + 5], "big")
+            pos += 5
+        else:
+            return None  # null (handle is mandatory) or another type: the general path says what is wrong
+        delivery_id: int | None = None
+        tag: bytes | None = None
+        message_format: int | None = None
+        settled: bool | None = None
+        more = False
+        if count > 1:
+            code = buf[pos]
+            if code == 0x52:
+                delivery_id = buf[pos + 1]
+                pos += 2
+            elif code == 0x43:
+                delivery_id = 0
+                pos += 1
+            elif code == 0x70:
+                delivery_id = int.from_bytes(buf[pos + 1 : pos + 5], "big")
+                pos += 5
+            elif code == 0x40:
+                pos += 1
+            else:
+                return None
+        if count > 2:
+            code = buf[pos]
+            if code == 0xA0:  # vbin8
+                tag_end = pos + 2 + buf[pos + 1]
+                tag = buf[pos + 2 : tag_end]
+                pos = tag_end
+            elif code == 0x40:
+                pos += 1
+            else:
+                return None
+        if count > 3:
+            code = buf[pos]
+            if code == 0x43:
+                message_format = 0
+                pos += 1
+            elif code == 0x52:
+                message_format = buf[pos + 1]
+                pos += 2
+            elif code == 0x70:
+                message_format = int.from_bytes(buf[pos + 1 : pos + 5], "big")
+                pos += 5
+            elif code == 0x40:
+                pos += 1
+            else:
+                return None
+        if count > 4:
+            code = buf[pos]
+            if code == 0x42:
+                settled = False
+            elif code == 0x41:
+                settled = True
+            elif code != 0x40:
+                return None
+            pos += 1
+        if count > 5:
+            code = buf[pos]
+            if code == 0x41:
+                more = True
+            elif code != 0x42 and code != 0x40:
+                return None
+            pos += 1
+        if count > 6:
+            for allowed in _NOTHING[: count - 6]:
+                if buf[pos] not in allowed:
+                    return None
+                pos += 1
+        if pos != stop:
+            return None
+    except IndexError:  # the list claims more than the buffer holds: the general path reports it
+        return None
+    return handle, delivery_id, tag, message_format, settled, more, stop

@@ -1,0 +1,101 @@
+"""The engine's direct transfer reader (protocol/transfers.py) agrees with the general decoder (§2.7.5).
+
+It may decline any frame (the general path then reads it); whatever it accepts, it must read
+to the same field values and the same end as ``codec.decode_at``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from minibroker import Broker
+from minibroker.amqp import codec
+from minibroker.amqp.messaging import Accepted
+from minibroker.amqp.performatives import Disposition, End, Transfer
+from minibroker.protocol.transfers import TRANSFER_LIST8, read_transfer
+from minibroker.testing import Peer, connect
+
+uints = st.integers(0, 2**32 - 1)
+
+
+def _general(buf: bytes) -> tuple[Any, ...]:
+    transfer, end = codec.decode_at(buf, 0)
+    assert isinstance(transfer, Transfer)
+    return (
+        transfer.handle, transfer.delivery_id, transfer.delivery_tag, transfer.message_format,
+        transfer.settled, transfer.more, end,
+    )  # fmt: skip
+
+
+@given(
+    handle=uints,
+    delivery_id=st.none() | uints,
+    tag=st.none() | st.binary(max_size=32),
+    message_format=st.none() | uints,
+    settled=st.none() | st.booleans(),
+    more=st.booleans(),
+)
+def test_what_the_codec_writes_is_read_the_same(
+    handle: int, delivery_id: int | None, tag: bytes | None, message_format: int | None, settled: bool | None, more: bool
+) -> None:
+    out = bytearray()
+    Transfer(
+        handle=handle, delivery_id=delivery_id, delivery_tag=tag, message_format=message_format, settled=settled, more=more
+    ).encode_into(out)
+    buf = bytes(out) + b"payload"
+    assert buf.startswith(TRANSFER_LIST8)
+    fields = read_transfer(buf, 0, len(buf))
+    assert fields is not None  # the usual shape: never left to the general path
+    assert fields == _general(buf)
+
+
+@given(aborted=st.booleans(), resume=st.booleans(), rcv_settle_mode=st.none() | st.integers(0, 1), state=st.booleans())
+def test_a_transfer_saying_more_is_left_to_the_general_path(
+    aborted: bool, resume: bool, rcv_settle_mode: int | None, state: bool
+) -> None:
+    out = bytearray()
+    Transfer(
+        handle=1, delivery_id=2, delivery_tag=b"t", aborted=aborted, resume=resume, rcv_settle_mode=rcv_settle_mode,
+        state=Accepted() if state else None,
+    ).encode_into(out)
+    fields = read_transfer(bytes(out), 0, len(out))
+    if aborted or resume or rcv_settle_mode is not None or state:
+        assert fields is None
+    else:
+        assert fields == _general(bytes(out))
+
+
+@given(st.binary(max_size=64), st.integers(0, 70))
+def test_whatever_it_accepts_of_arbitrary_bytes_the_codec_reads_alike(rest: bytes, cut: int) -> None:
+    buf = TRANSFER_LIST8 + rest
+    end = min(len(buf), cut + 4)
+    fields = read_transfer(buf, 0, end)
+    if fields is None:
+        return
+    assert fields[-1] <= end
+    assert fields == _general(buf[: fields[-1]])
+
+
+def test_a_proton_c_transfer_is_routed_and_a_malformed_one_judged_by_the_general_path() -> None:
+    """The four-field list proton-c writes (handle, delivery-id, tag, format) takes the fast path end to end."""
+    broker = Broker()
+    broker.declare_queue("q")
+    peer = Peer()
+    pump = connect(broker, peer)
+    pump.send(peer.start() + peer.attach_sender("s", "q", handle=0))
+    message = b"\x00\x53\x70\x45\x00\x53\x77\xa1\x02hi"  # header (empty list), amqp-value "hi"
+    head = b"\x00\x53\x14\xc0\x0a\x04\x43\x43\xa0\x04\x01\x00\x00\x00\x43"
+    frames = pump.send(peer.raw_frame(0, head + message))
+    assert frames.names() == ["Disposition"]
+    assert isinstance(frames.one(Disposition).state, Accepted)
+    assert broker.queues["q"].depth == 1
+    # handle 7 is not attached: the general path's error (amqp:session:unattached-handle) ends the session
+    bad = b"\x00\x53\x14\xc0\x0c\x04\x52\x07\x52\x01\xa0\x04\x02\x00\x00\x00\x43"
+    frames = pump.send(peer.raw_frame(0, bad + message))
+    assert frames.names() == ["End"]
+    error = frames.one(End).error
+    assert error is not None and error.condition == "amqp:session:unattached-handle"
+    assert broker.queues["q"].depth == 1

@@ -1,0 +1,129 @@
+"""Reads hand Spark Arrow batches: each is the batch Spark's own worker builds from the tuple rows.
+
+No Spark session: Spark's conversion of rows (``records_to_arrow_batches``, what a Python data
+source's tuples go through on an executor) runs in this process, beside :func:`arrow_batch`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyarrow")
+pytest.importorskip("pyspark")
+
+from pyspark.sql.pandas.types import to_arrow_schema  # noqa: E402
+from pyspark.sql.types import (  # noqa: E402
+    BinaryType,
+    BooleanType,
+    IntegerType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+from pyspark.sql.worker.plan_data_source_read import records_to_arrow_batches  # noqa: E402
+from pyspark_minibroker.rows import READ_STRUCT, arrow_batch, row_from_delivery  # noqa: E402
+from pyspark_minibroker.source import _arrow_schema  # noqa: E402
+
+from minibroker.amqp.message import Message  # noqa: E402
+from minibroker.amqp.messaging import Header, Properties  # noqa: E402
+from minibroker.amqp.types import symbol, timestamp, ubyte, uint, ulong  # noqa: E402
+from minibroker.client import Delivery  # noqa: E402
+
+_STRINGS = ["message_id", "correlation_id", "subject", "to", "reply_to", "content_type", "group_id"]
+SCHEMA = StructType(
+    [StructField("body", BinaryType())]
+    + [StructField(name, StringType()) for name in _STRINGS]
+    + [
+        StructField("priority", IntegerType()), StructField("durable", BooleanType()),
+        StructField("delivery_count", IntegerType()), StructField("creation_time", TimestampType()),
+        StructField("application_properties", MapType(StringType(), StringType())),
+    ]
+)  # fmt: skip
+
+
+class _Source:
+    def name(self) -> str:
+        return "amqp"
+
+
+def delivery(message: Message) -> Delivery:
+    return Delivery(None, 0, message.encode(), True)  # type: ignore[arg-type]
+
+
+def spark_batch(deliveries: list[Delivery]) -> Any:
+    """The batch Spark builds from the tuple rows."""
+    rows = iter([row_from_delivery(d) for d in deliveries])
+    batches = list(records_to_arrow_batches(rows, 10_000, SCHEMA, _Source()))  # type: ignore[arg-type]
+    assert len(batches) == 1
+    return batches[0]
+
+
+MESSAGES = [
+    Message(body=b"\x00" * 256, body_kind="data"),
+    Message(body=[b"a", b"bc"], body_kind="data"),
+    Message(body="text"),
+    Message(body={"k": [1, 2]}),
+    Message(body=b"value bytes"),
+    Message(body=None),
+    Message(body=[1, "x"], body_kind="sequence"),
+    Message(
+        body=b"x", body_kind="data",
+        header=Header(durable=True, priority=ubyte(9), delivery_count=uint(3)),
+        properties=Properties(
+            message_id=uuid.UUID(int=7), correlation_id=b"\x01\xff", subject="s", to="q", reply_to="r",
+            content_type=symbol("text/plain"), group_id="g", creation_time=timestamp(1_700_000_000_123),
+        ),
+        application_properties={"region": "eu", "n": 3, "f": 1.5, "none": None, "b": b"\x02"},
+    ),
+    Message(body="t", properties=Properties(message_id=ulong(2**64 - 1), creation_time=timestamp(0))),
+    Message(body="t", properties=Properties(creation_time=timestamp(-62_135_596_800_000))),  # 0001-01-01
+    Message(body="t", properties=Properties(creation_time=timestamp(253_402_300_799_999))),  # 9999-12-31
+    Message(body="t", application_properties={}),
+]  # fmt: skip
+
+
+def test_the_documented_schema_is_the_one_batches_are_built_for() -> None:
+    assert SCHEMA.simpleString() == READ_STRUCT
+    assert _arrow_schema(SCHEMA) == to_arrow_schema(SCHEMA, timezone="UTC")
+    assert _arrow_schema(StructType([StructField("body", BinaryType())])) is None  # a user's schema: tuples
+
+
+@pytest.mark.parametrize("message", MESSAGES, ids=range(len(MESSAGES)))
+def test_one_message_batch_equals_sparks_conversion_of_its_row(message: Message) -> None:
+    got = arrow_batch([delivery(message)], _arrow_schema(SCHEMA))
+    expected = spark_batch([delivery(message)])
+    assert got.equals(expected), (got.to_pylist(), expected.to_pylist())
+
+
+def test_a_batch_of_many_messages_equals_sparks_conversion() -> None:
+    deliveries = [delivery(m) for m in MESSAGES * 3]
+    got = arrow_batch(deliveries, _arrow_schema(SCHEMA))
+    assert got.num_rows == len(deliveries)
+    assert got.equals(spark_batch(deliveries))
+
+
+def test_keys_that_read_alike_keep_the_rows_last_value() -> None:
+    """application-properties keys 1 and "1" are one map key in the row (the last value wins)."""
+    message = Message(body="t", application_properties={1: "int", "1": "str"})  # type: ignore[dict-item]
+    got = arrow_batch([delivery(message)], _arrow_schema(SCHEMA))
+    assert got.equals(spark_batch([delivery(message)]))
+    assert got.column("application_properties").to_pylist() == [[("1", "str")]]
+
+
+@pytest.mark.parametrize("created", [253_402_300_800_000, -62_135_596_800_001, 2**62])
+def test_a_creation_time_beyond_datetimes_fails_as_the_row_does(created: int) -> None:
+    message = delivery(Message(body="t", properties=Properties(creation_time=timestamp(created))))
+    with pytest.raises(OverflowError) as row_error:
+        row_from_delivery(message)
+    with pytest.raises(OverflowError) as batch_error:
+        arrow_batch([message], _arrow_schema(SCHEMA))
+    assert str(batch_error.value) == str(row_error.value)
+
+
+def test_no_deliveries_make_an_empty_batch() -> None:
+    assert arrow_batch([], _arrow_schema(SCHEMA)).num_rows == 0
