@@ -8,13 +8,25 @@ The first test with the fixture (it starts the broker) is left out of its median
 
 ``python bench/fixture_bench.py runs N`` instead runs whole pytest processes of N trivial
 tests with the fixture and N without, alternating, and reports the CPU time per test they
-differ by (the broker's start and the imports included).
+differ by (the broker's start and the imports included).  ``python bench/fixture_bench.py
+imports`` reports what importing costs: ``import minibroker``, what the fixture imports
+(``from minibroker import ThreadedBroker``), trio alone and the plugin, each in a fresh
+interpreter (CPU time less an empty interpreter's, alternating, medians).
+``python bench/fixture_bench.py instructions N`` runs the two whole runs of ``runs`` once each
+under ``valgrind --tool=callgrind`` and reports the instructions per test they differ by: slow
+(half a minute a run) but the same whatever the machine's load, unlike CPU time.
+
+Child interpreters write and read bytecode caches in a temporary ``PYTHONPYCACHEPREFIX``
+(even where ``PYTHONDONTWRITEBYTECODE`` is set) after one unmeasured warm-up run, so the
+figures are those of an installed package: compiling minibroker's sources, which an
+environment without bytecode caches does on every run, would add about 60 ms per process.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import resource
 import statistics
 import subprocess
@@ -66,6 +78,22 @@ CONFTEST = textwrap.dedent(
 )
 
 
+def _child_env(root: Path, **extra: str) -> dict[str, str]:
+    """The environment of a measured interpreter: bytecode cached under ``root`` (see above)."""
+    env = dict(os.environ, PYTHONPYCACHEPREFIX=str(root / "pycache"), **extra)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def _pytest(root: Path, env: dict[str, str], args: list[str], timeout: float) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *args],
+        cwd=root, env=env, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        raise RuntimeError(f"fixture bench run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+
+
 def measure(tests: int, *pytest_args: str, timeout: float = 120.0) -> dict[str, Any]:
     """Run the generated suite once; per-test medians in ms with and without the fixture."""
     with tempfile.TemporaryDirectory(prefix="minibroker-fixture-bench-") as tmp:
@@ -73,14 +101,11 @@ def measure(tests: int, *pytest_args: str, timeout: float = 120.0) -> dict[str, 
         (root / "test_fixture_cost.py").write_text(TESTS)
         (root / "conftest.py").write_text(CONFTEST)
         out = root / "times.json"
-        env = dict(os.environ, MINIBROKER_BENCH_TESTS=str(tests), MINIBROKER_BENCH_OUT=str(out))
-        proc = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", *pytest_args],
-            cwd=root, env=env, capture_output=True, text=True, timeout=timeout,
-        )  # fmt: skip
-        if proc.returncode != 0:
-            raise RuntimeError(f"fixture bench run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-        times = json.loads(out.read_text())
+        env = _child_env(root, MINIBROKER_BENCH_TESTS=str(tests), MINIBROKER_BENCH_OUT=str(out))
+        _pytest(root, env, ["-x", "-k", "with-0 or without-0"], timeout)  # warm-up: bytecode caches
+        _pytest(root, env, list(pytest_args), timeout)
+        times: dict[str, list[float]] = json.loads(out.read_text())
+
     def median_ms(key: str) -> float:
         values = times[key][1:] if key.startswith("with") else times[key]  # the first one started the broker
         return statistics.median(values) * 1e3
@@ -116,15 +141,10 @@ RUN_TESTS = textwrap.dedent(
 
 def _run_cpu_s(root: Path, tests: int, kind: str, timeout: float) -> float:
     """CPU seconds (user + system, every thread) of one whole ``pytest`` process."""
-    env = dict(os.environ, MINIBROKER_BENCH_TESTS=str(tests), MINIBROKER_BENCH_KIND=kind)
+    env = _child_env(root, MINIBROKER_BENCH_TESTS=str(tests), MINIBROKER_BENCH_KIND=kind)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", "test_run_cost.py"],
-        cwd=root, env=env, capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+    _pytest(root, env, ["test_run_cost.py"], timeout)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode != 0:
-        raise RuntimeError(f"fixture bench run failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
@@ -140,6 +160,8 @@ def measure_runs(tests: int, rounds: int = 3, timeout: float = 120.0) -> dict[st
     with tempfile.TemporaryDirectory(prefix="minibroker-fixture-runs-") as tmp:
         root = Path(tmp)
         (root / "test_run_cost.py").write_text(RUN_TESTS)
+        for kind in ("with", "without"):  # warm-up: bytecode caches
+            _run_cpu_s(root, tests, kind, timeout)
         for i in range(rounds):
             for kind in ("with", "without") if i % 2 == 0 else ("without", "with"):
                 (with_s if kind == "with" else without_s).append(_run_cpu_s(root, tests, kind, timeout))
@@ -153,8 +175,75 @@ def measure_runs(tests: int, rounds: int = 3, timeout: float = 120.0) -> dict[st
     }
 
 
+def measure_instructions(tests: int, timeout: float = 600.0) -> dict[str, Any]:
+    """Instructions (callgrind's ``Ir``) of a whole run of ``tests`` trivial tests with the fixture
+    and of one without; ``PYTHONHASHSEED`` fixed so that two runs of one tree agree closely."""
+    counts: dict[str, int] = {}
+    with tempfile.TemporaryDirectory(prefix="minibroker-fixture-instructions-") as tmp:
+        root = Path(tmp)
+        (root / "test_run_cost.py").write_text(RUN_TESTS)
+        for kind in ("with", "without"):
+            env = _child_env(root, MINIBROKER_BENCH_TESTS=str(tests), MINIBROKER_BENCH_KIND=kind, PYTHONHASHSEED="0")
+            _pytest(root, env, ["test_run_cost.py"], timeout)  # warm-up: bytecode caches
+            out = root / f"{kind}.callgrind"
+            proc = subprocess.run(
+                ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, "-m", "pytest", "-q",
+                 "-p", "no:cacheprovider", "-p", "no:randomly", "test_run_cost.py"],
+                cwd=root, env=env, capture_output=True, text=True, timeout=timeout,
+            )  # fmt: skip
+            found = re.search(r"Collected : (\d+)", proc.stderr)
+            if proc.returncode != 0 or found is None:
+                raise RuntimeError(f"callgrind run failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+            counts[kind] = int(found.group(1))
+    return {
+        "tests": tests,
+        "with_instructions": counts["with"],
+        "without_instructions": counts["without"],
+        "overhead_instructions_per_test": (counts["with"] - counts["without"]) / tests,
+    }
+
+
+#: What ``measure_imports`` times, each in a fresh interpreter, and the code its baseline runs.
+IMPORTS = {
+    "minibroker": ("import minibroker", "pass"),
+    "fixture_imports": ("import trio; from minibroker import ThreadedBroker", "import trio"),
+    "trio": ("import trio", "pass"),
+    "plugin": ("import pytest; import pytest_minibroker.plugin", "import pytest"),
+}
+
+
+def _python_cpu_s(code: str, env: dict[str, str], timeout: float) -> float:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=timeout)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def measure_imports(rounds: int = 7, timeout: float = 60.0) -> dict[str, float]:
+    """CPU ms of each import in ``IMPORTS`` less its baseline's (medians of alternated runs).
+
+    ``fixture_imports`` is what the fixture adds in a run where trio is already loaded (as
+    pytest-trio loads it); ``trio`` is what a run without pytest-trio pays on top.
+    """
+    codes = sorted({code for pair in IMPORTS.values() for code in pair})
+    cpu: dict[str, list[float]] = {code: [] for code in codes}
+    with tempfile.TemporaryDirectory(prefix="minibroker-import-bench-") as tmp:
+        env = _child_env(Path(tmp))
+        for code in codes:  # warm-up: bytecode caches
+            _python_cpu_s(code, env, timeout)
+        for i in range(rounds):
+            for code in codes if i % 2 == 0 else codes[::-1]:
+                cpu[code].append(_python_cpu_s(code, env, timeout))
+    median = {code: statistics.median(times) for code, times in cpu.items()}
+    return {name: (median[code] - median[base]) * 1e3 for name, (code, base) in IMPORTS.items()}
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "runs":
         print(json.dumps(measure_runs(int(sys.argv[2]))))
+    elif sys.argv[1] == "instructions":
+        print(json.dumps(measure_instructions(int(sys.argv[2]))))
+    elif sys.argv[1] == "imports":
+        print(json.dumps(measure_imports()))
     else:
         print(json.dumps(measure(int(sys.argv[1]), *sys.argv[2:])))

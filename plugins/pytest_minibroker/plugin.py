@@ -152,6 +152,9 @@ class _Session:
     pool: OrderedDict[str, ThreadedBroker] = field(default_factory=OrderedDict)
     #: Brokers with a test's recorder on their observation points.
     recording: set[Any] = field(default_factory=set)
+    #: The settings of a test that asks for nothing of its own (no marker, an empty
+    #: ``amqp_broker_config``, no ``pytest_minibroker_configure`` hook): built once per process.
+    plain: BrokerSettings | None = None
 
     def _value(self, option: str, ini: str) -> Any:
         value = self.config.getoption(option)
@@ -177,6 +180,11 @@ class _Session:
         """ini defaults < ``amqp_broker_config`` < markers (outermost first) < ``extra``; then the hook."""
         from .settings import BrokerSettings
 
+        marks = list(node.iter_markers(MARKER)) if marker else []
+        configure = node.ihook.pytest_minibroker_configure
+        plain = defaults == {} and not marks and extra is None and not configure.get_hookimpls()
+        if plain and self.plain is not None:  # the usual test: the same settings as the last such test
+            return self.plain
         layers: list[dict[str, Any]] = [
             {
                 "frame_log": self.frame_log,
@@ -191,13 +199,12 @@ class _Session:
             )
         layers.append(defaults)
         where.append("amqp_broker_config")
-        if marker:
-            for mark in reversed(list(node.iter_markers(MARKER))):
-                layer = dict(mark.kwargs)
-                if mark.args:
-                    layer["queues"] = [*mark.args, *_as_list(layer.get("queues", []))]
-                layers.append(layer)
-                where.append(f"@pytest.mark.{MARKER}")
+        for mark in reversed(marks):
+            layer = dict(mark.kwargs)
+            if mark.args:
+                layer["queues"] = [*mark.args, *_as_list(layer.get("queues", []))]
+            layers.append(layer)
+            where.append(f"@pytest.mark.{MARKER}")
         if extra is not None:
             layers.append(extra)
             where.append("amqp_broker_factory(...)")
@@ -208,17 +215,19 @@ class _Session:
             error = str(exc)
         if error is not None:  # outside the handler: the message is shown once, not chained to itself
             pytest.fail(error, pytrace=False)
-        node.ihook.pytest_minibroker_configure(config=settings.config, node=node)
+        configure(config=settings.config, node=node)
+        if plain:
+            self.plain = settings
         return settings
 
     def recorder(self, node: pytest.Item, broker: Any) -> Recorder | None:
         """A recorder on ``broker``'s observation points, when a picture or a hook needs one."""
-        from .report import Recorder
-
         hooks = node.ihook
         observed = bool(hooks.pytest_minibroker_frame.get_hookimpls() or hooks.pytest_minibroker_message.get_hookimpls())
         if not observed and not self.html:
             return None
+        from .report import Recorder  # (imported only by a run that records)
+
         recorder = Recorder(broker.broker_clock, max(self.frame_log, 1), hooks if observed else None, broker)
         _observe(broker, recorder)
         self.recording.add(broker)

@@ -67,6 +67,8 @@ class BrokerSettings:
     #: RabbitMQ exchanges (name -> ``declare_exchange`` keywords) and bindings (``bind`` keywords).
     exchanges: dict[str, dict[str, Any]] = field(default_factory=dict)
     bindings: list[dict[str, Any]] = field(default_factory=list)
+    #: :meth:`key`, worked out once: the configuration does not change after the configure hook.
+    _key: str | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def build(cls, *layers: Mapping[str, Any], where: Iterable[str] = ()) -> BrokerSettings:
@@ -131,13 +133,16 @@ class BrokerSettings:
     def key(self) -> str:
         """Brokers with equal keys are interchangeable once reset (nodes are declared per test).
 
-        Every field counts, also those a repr leaves out (``users``).
+        Every field counts, also those a repr leaves out (``users``).  Read once the configure
+        hook has run (the plugin asks when it checks a broker out).
         """
-        fields = {f.name: getattr(self.config, f.name) for f in dataclasses.fields(self.config)}
-        # Brokers with tls=True are interchangeable (each has its own CA, in broker.tls); one
-        # given an ssl_context serves only with that very context.
-        tls = "tls" if self.tls else f"ssl:{id(self.ssl_context)}" if self.ssl_context is not None else "plain"
-        return f"{self.clock}:{tls}:{fields!r}"
+        if self._key is None:
+            fields = {f.name: getattr(self.config, f.name) for f in dataclasses.fields(self.config)}
+            # Brokers with tls=True are interchangeable (each has its own CA, in broker.tls); one
+            # given an ssl_context serves only with that very context.
+            tls = "tls" if self.tls else f"ssl:{id(self.ssl_context)}" if self.ssl_context is not None else "plain"
+            self._key = f"{self.clock}:{tls}:{fields!r}"
+        return self._key
 
     def start(self) -> ThreadedBroker:
         """A started broker with these settings (nodes not declared yet: see :meth:`declare`)."""

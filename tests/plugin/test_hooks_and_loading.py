@@ -127,3 +127,55 @@ def test_loading_the_plugin_imports_no_broker(pytester: pytest.Pytester) -> None
     )
     # pytest-trio imports trio itself, so it is left out here.
     pytester.runpytest_subprocess("-p", "no:trio", "-p", "no:xdist.looponfail").assert_outcomes(passed=1)
+
+
+def test_plain_tests_share_settings_and_a_configure_hook_or_marker_still_applies(pytester: pytest.Pytester) -> None:
+    """Tests that ask for nothing reuse one set of settings; a conftest hook in a subdirectory, a
+    marker or an ``amqp_broker_config`` override each still gets a broker configured its own way."""
+    pytester.makepyfile(
+        test_a_plain="""
+        def test_plain_first(amqp_broker):
+            amqp_broker.publish("anything", "x")  # auto_create: the default
+
+        def test_plain_again(amqp_broker):
+            amqp_broker.publish("anything", "x")
+            assert amqp_broker.queue("anything").depth == 1
+        """
+    )
+    sub = pytester.mkpydir("sub")
+    (sub / "conftest.py").write_text(
+        "import pytest\n\n"
+        "def pytest_minibroker_configure(config, node):\n"
+        "    config.auto_create = False\n\n"
+        "@pytest.fixture\n"
+        "def amqp_broker_config():\n"
+        "    return {'queues': ['orders']}\n"
+    )
+    (sub / "test_b_hooked.py").write_text(
+        "import pytest\n"
+        "import minibroker\n\n"
+        "def test_hooked(amqp_broker):\n"
+        "    assert amqp_broker.queue('orders').depth == 0\n"
+        "    with pytest.raises(minibroker.NodeError):\n"
+        "        amqp_broker.publish('anything', 'x')\n\n"
+        "@pytest.mark.amqp_broker(auto_create=True)\n"
+        "def test_marked_and_hooked(amqp_broker):\n"
+        "    with pytest.raises(minibroker.NodeError):  # the hook runs after the marker\n"
+        "        amqp_broker.publish('anything', 'x')\n"
+    )
+    pytester.makepyfile(
+        test_c_plain_after="""
+        import pytest
+
+        @pytest.mark.amqp_broker(frame_log=0)
+        def test_marked(amqp_broker):
+            with pytest.raises(RuntimeError, match="frame log is off"):
+                amqp_broker.frames()
+
+        def test_plain_last(amqp_broker):
+            assert amqp_broker.statistics().nodes == {}
+            amqp_broker.publish("anything", "x")
+            assert amqp_broker.frames() == []
+        """
+    )
+    pytester.runpytest("-p", "no:randomly").assert_outcomes(passed=6)
