@@ -1,6 +1,7 @@
 """What receiving costs a ``minibroker.Client``: frame parsing, message decoding, the receive loop.
 
-Run it directly (``python bench/receive_bench.py``); it prints one JSON object per line.
+Run it directly, with ``plugins`` on ``PYTHONPATH`` (``PYTHONPATH=.:plugins python
+bench/receive_bench.py``); it prints one JSON object per line.
 A :class:`minibroker.ThreadedBroker` in a child process holds a stream of ``--messages``
 256-byte messages shaped like what the Spark ``amqp`` source reads: a header, properties
 (message-id, content-type, creation-time), application-properties and a data body; every
@@ -14,6 +15,9 @@ delivery carries ``x-stream-offset`` in its message-annotations, as a stream del
   source's range reader does) and making each row; wall and CPU microseconds per message.
   The broker runs in a child process (as it does for Spark's executors), so the CPU time
   is the client's alone.
+* ``task``: what a Spark executor task runs for one offset range of the stream (the data
+  source's reader, then Spark's own ``records_to_arrow_batches``, as its Python worker runs
+  it), without Spark around it; wall and CPU microseconds per row.  Needs the spark extra.
 
 Every loop is bounded by ``--messages`` and ``--limit-s`` (whichever comes first).
 """
@@ -26,16 +30,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins"))
+from pyspark_minibroker.rows import row_from_delivery
 
-from pyspark_minibroker.rows import row_from_delivery  # noqa: E402
-
-from minibroker import Client, ThreadedBroker, build_message  # noqa: E402
-from minibroker.client import Delivery  # noqa: E402
-from minibroker.protocol.peer import FrameReader  # noqa: E402
+from minibroker import Client, ThreadedBroker, build_message
+from minibroker.client import Delivery
+from minibroker.protocol.peer import FrameReader
 
 __all__ = ["main", "payloads"]
 
@@ -141,12 +142,52 @@ def serve(messages: int) -> None:
         sys.stdin.read()
 
 
+def _read_schema() -> Any:
+    """READ_SCHEMA as a StructType, built here (parsing DDL needs a JVM)."""
+    from pyspark.sql.types import (
+        BinaryType,
+        BooleanType,
+        IntegerType,
+        MapType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )  # fmt: skip
+
+    strings = ["message_id", "correlation_id", "subject", "to", "reply_to", "content_type", "group_id"]
+    return StructType(
+        [StructField("body", BinaryType())] + [StructField(name, StringType()) for name in strings] + [
+            StructField("priority", IntegerType()), StructField("durable", BooleanType()),
+            StructField("delivery_count", IntegerType()), StructField("creation_time", TimestampType()),
+            StructField("application_properties", MapType(StringType(), StringType())),
+        ]
+    )  # fmt: skip
+
+
+def measure_task(url: str, address: str, count: int) -> dict[str, float]:
+    """Wall and CPU microseconds per row for one executor task reading offsets 0..count (see above)."""
+    from pyspark.sql.worker.plan_data_source_read import records_to_arrow_batches
+    from pyspark_minibroker import source
+
+    options = {"url": url, "address": address, "kind": "stream"}
+    data_source = source.AmqpDataSource(options)
+    reader = data_source.reader(_read_schema())
+    started, cpu = time.perf_counter(), time.process_time()
+    rows = 0
+    for batch in records_to_arrow_batches(reader.read(source._Range(address, 0, count)), 10_000, _read_schema(),
+                                          data_source):  # fmt: skip
+        rows += batch.num_rows
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+    return {"rows": rows, "wall_us": wall / max(rows, 1) * 1e6, "cpu_us": cpu / max(rows, 1) * 1e6}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--limit-s", type=float, default=60.0)
-    parser.add_argument("--only", default="decode,client")
+    parser.add_argument("--only", default="decode,client,task")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:
@@ -166,6 +207,9 @@ def main(argv: list[str] | None = None) -> None:
         if "client" in groups:
             result = measure_client(url, "bench.receive", args.messages, args.limit_s)
             print(json.dumps({"bench": "client", **result}), flush=True)
+        if "task" in groups:
+            result = measure_task(url, "bench.receive", args.messages)
+            print(json.dumps({"bench": "task", **result}), flush=True)
     finally:
         child.communicate(timeout=args.limit_s)
 

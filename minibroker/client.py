@@ -332,6 +332,10 @@ class Receiver(_Link):
         self._drained = False
 
     def _on_transfer(self, transfer: Transfer, payload: bytes) -> None:
+        if self._partial is None and not transfer.more and not transfer.aborted:
+            # A whole delivery in one frame (the usual case): its payload as it is, no reassembly copy.
+            self._buffer.append(Delivery(self, transfer.delivery_id or 0, payload, bool(transfer.settled)))
+            return
         if self._partial is None:
             self._partial = bytearray()
             self._partial_id = transfer.delivery_id or 0

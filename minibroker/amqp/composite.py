@@ -22,7 +22,7 @@ from typing import Any, ClassVar, TypeVar, dataclass_transform
 
 from . import codec
 from .errors import AMQPDecodeError
-from .types import Array, symbol, ulong
+from .types import Array, symbol, timestamp, ubyte, uint, ulong, ushort
 
 __all__ = ["composite", "described_value", "field", "Composite", "DescribedValue"]
 
@@ -64,6 +64,14 @@ FIELD_TYPES: dict[str, type | tuple[type, ...]] = {
     "map": dict,
     "list": list,
 }
+
+
+#: The exact type the decoder gives a value of each wire type, where that type alone passes the
+#: field's checks (an unsigned type is bounded by its own width): the common case checked first.
+DECODED_TYPES: dict[str, type] = {
+    "boolean": bool, "ubyte": ubyte, "ushort": ushort, "uint": uint, "ulong": ulong, "timestamp": timestamp,
+    "binary": bytes, "string": str, "symbol": symbol, "fields": dict, "map": dict, "list": list,
+}  # fmt: skip
 
 
 #: Unsigned wire types and their largest value (a peer may send another integer encoding).
@@ -178,8 +186,12 @@ def _from_list_function(cls: type, name: str, fields: tuple[dataclasses.Field[An
             continue
         env[f"T{i}"] = FIELD_TYPES[wire]
         prefix = f"{name}: field {f.name!r} must be a {wire}, got "
+        exact = DECODED_TYPES.get(wire)
+        if exact is not None:
+            # The type the decoder gives this wire type passes every check below (its width bounds it).
+            env[f"E{i}"] = exact
         checks += [
-            f"    if {var} is not None:",
+            f"    if {var} is not None{f' and type({var}) is not E{i}' if exact is not None else ''}:",
             f"        if not isinstance({var}, T{i}):",
             f"            raise AMQPDecodeError(f{prefix + '{type(' + var + ').__name__} {' + var + '!r:.40}'!r})",
         ]

@@ -117,15 +117,29 @@ class Flow(Composite):
 #: Transfer's descriptor code (§2.7.5) and its field count (the head carries them all).
 _TRANSFER_CODE = 0x14
 _TRANSFER_FIELDS = 11
-#: Described (0x00) smallulong (0x53) code, list8 (0xc0, Part 1 §1.6.22) with a size byte
-#: filled in last and the count: everything before the fields.
-_TRANSFER_PREFIX = bytes((0x00, 0x53, _TRANSFER_CODE, 0xC0, 0x00, _TRANSFER_FIELDS))
-_SIZE_AT = 4
+#: Described (0x00) smallulong (0x53) code, list8 (0xc0, Part 1 §1.6.22): what comes before the
+#: list's size byte; the field count follows the size.
+_TRANSFER_PREFIX = bytes((0x00, 0x53, _TRANSFER_CODE, 0xC0))
+_COUNT = bytes((_TRANSFER_FIELDS,))
 #: The fields after the delivery-tag, as the generic encoder writes them: message-format 0 (uint0,
 #: an AMQP message, Part 3 §3.2), settled true/false, then more=false, rcv-settle-mode null,
 #: state null, resume=false, aborted=false, batchable=false.
 _TAIL_SETTLED = b"\x43\x41\x42\x40\x40\x42\x42\x42"
 _TAIL_UNSETTLED = b"\x43\x42\x42\x40\x40\x42\x42\x42"
+#: A uint below 256 as the generic encoder writes it (uint0 for 0, smalluint otherwise), made once.
+_SMALL_UINTS = [b"\x43"] + [bytes((0x52, i)) for i in range(1, 256)]
+#: A binary of up to 255 bytes starts with 0xa0 and its length (vbin8).
+_VBIN8 = [bytes((0xA0, i)) for i in range(256)]
+#: The list's size byte: every byte after it (the count byte, the fields).
+_SIZES = [bytes((i,)) for i in range(256)]
+
+
+def _uint(value: int) -> bytes:
+    if value < 256:
+        return _SMALL_UINTS[value]
+    out = bytearray()
+    codec.enc_uint(value, out)
+    return bytes(out)
 
 
 def encode_transfer_head(handle: int, delivery_id: int, tag: bytes, settled: bool) -> bytes:
@@ -133,16 +147,17 @@ def encode_transfer_head(handle: int, delivery_id: int, tag: bytes, settled: boo
 
     The same bytes as encoding ``Transfer(handle=, delivery_id=, delivery_tag=tag,
     message_format=0, settled=)`` (every field, as all performatives are sent);
-    this is the broker's hottest encoding, so it skips the generic path.  ``tag``
-    is at most 32 bytes (§2.8.7), so the fields always fit a list8.
+    this is the broker's hottest encoding, so it skips the generic path and joins
+    pieces made once.  ``tag`` is at most 32 bytes (§2.8.7), so the fields always
+    fit a list8.
     """
-    out = bytearray(_TRANSFER_PREFIX)
-    codec.enc_uint(handle, out)
-    codec.enc_uint(delivery_id, out)
-    codec.enc_binary(tag, out)
-    out += _TAIL_SETTLED if settled else _TAIL_UNSETTLED
-    out[_SIZE_AT] = len(out) - _SIZE_AT - 1  # the list's size counts from the count byte on
-    return bytes(out)
+    encoded_handle = _SMALL_UINTS[handle] if handle < 256 else _uint(handle)
+    encoded_id = _SMALL_UINTS[delivery_id] if delivery_id < 256 else _uint(delivery_id)
+    size = len(encoded_handle) + len(encoded_id) + len(tag) + 11  # count, tag's 2-byte head, 8-byte tail
+    return b"".join((
+        _TRANSFER_PREFIX, _SIZES[size], _COUNT, encoded_handle, encoded_id, _VBIN8[len(tag)], tag,
+        _TAIL_SETTLED if settled else _TAIL_UNSETTLED,
+    ))  # fmt: skip
 
 
 @composite(_TRANSFER_CODE, "amqp:transfer:list", full=True)

@@ -76,6 +76,11 @@ class Consumers:
         entry = consumer.unsettled.get(delivery.delivery_id)
         if entry is None:
             return
+        if type(state) is Accepted and settled and consumer.outcomes is None:
+            # The usual outcome, settled by the client, on a link that declared no outcomes list.
+            del consumer.unsettled[delivery.delivery_id]
+            consumer.queue.accept(entry)
+            return
         if isinstance(state, TransactionalState) and self.transactions is not None:
             self.transactions.stage_outcome(consumer, delivery, entry, state, settled)
             return

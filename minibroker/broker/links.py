@@ -133,7 +133,8 @@ class ConsumerLink:
 
     def payload(self, entry: Entry) -> bytes:
         """The bytes of ``entry``'s transfer (a layer's consumer may add what its clients expect)."""
-        return entry.payload_for_delivery(self.now())
+        # Only a message that expires needs the time (its ttl is what is left of it).
+        return entry.payload_for_delivery(self.now() if entry.expires_at is not None else 0.0)
 
     def deliver(self, entry: Entry) -> None:
         self._tags += 1
@@ -153,7 +154,8 @@ class ConsumerLink:
         self.unsettled[delivery.delivery_id] = entry
         if self.transaction is not None:
             self.transaction.acquired(self, entry, delivery)
-        self.offer(entry, delivery)
+        if connection.protocol.hook is not None:  # offer(), inlined: one test when nothing observes
+            self.offer(entry, delivery)
 
     def offer(self, entry: Entry | None, delivery: Delivery) -> None:
         """Show the tap what was just sent (``entry``: held unsettled, or None), while it has observers."""

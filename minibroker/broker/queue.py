@@ -114,6 +114,9 @@ class Queue:
         self._fifos: list[deque[Entry]] = [deque() for _ in range(options.priorities)]
         self._levels: list[list[tuple[int, int, Entry]]] = [[] for _ in range(options.priorities)]
         self._available_count = 0
+        #: No level above this one holds an available entry (nor a stale item): where
+        #: ``_first_available`` starts, rather than at the highest of ``priorities`` levels.
+        self._top = -1
         self._acquired: dict[int, Entry] = {}  # seq -> Entry, every ACQUIRED entry
         # Built when a consumer first skips a message it does not accept (a selector):
         # the available keys in delivery order, and how far each such consumer has
@@ -150,8 +153,32 @@ class Queue:
 
     def put(self, message: StoredMessage, now: float, seq: int | None = None) -> None:
         """Enqueue a message (publish.py is the only caller) and hand it to a consumer with credit."""
-        if self.enqueue(message, now, seq) is not None:
+        entry = self._entry(message, now, seq)
+        if entry is None:
+            return
+        consumers = self.consumers
+        if self._available_count or self._browsers or not consumers:
+            self._push(entry)
             self.dispatch(now)
+            return
+        # Nothing else is waiting (so nothing is due to expire either) and no browser needs to
+        # see it: the next consumer in turn with credit that takes it gets it straight away,
+        # acquired without passing through the available set (its FIFO, expiry index and
+        # selector index).  What dispatch would do, in the same turn order.
+        count = len(consumers)
+        turn = self._turn
+        for _ in range(count):
+            consumer = consumers[turn % count]
+            turn += 1
+            if consumer.credit() > 0 and consumer.accepts(entry):
+                self._turn = turn % count
+                entry.state = ACQUIRED
+                self._acquired[entry.seq] = entry
+                entry.owner = consumer
+                self.counters.delivered += 1
+                consumer.deliver(entry)
+                return
+        self._push(entry)  # no consumer takes it now: it waits (dispatch would find none either)
 
     def open_consumer(self, request: ConsumerRequest) -> NodeConsumer:
         """Consumers compete for the queue's messages; a ``copy`` source browses them (2.3.12)."""
@@ -220,6 +247,13 @@ class Queue:
 
         ``seq`` places it by a number :meth:`reserve_seq` gave out earlier (a scheduled message).
         """
+        entry = self._entry(message, now, seq)
+        if entry is not None:
+            self._push(entry)
+        return entry
+
+    def _entry(self, message: StoredMessage, now: float, seq: int | None) -> Entry | None:
+        """The entry of a message being added, counted and held, not yet available; None if expired."""
         if self._capture is not None:
             self._changing()
         options = self.options
@@ -239,7 +273,6 @@ class Queue:
         if entry.level >= len(self._levels):  # re-declared with more priority levels since created
             self._fifos.extend(deque() for _ in range(entry.level + 1 - len(self._fifos)))
             self._levels.extend([] for _ in range(entry.level + 1 - len(self._levels)))
-        self._push(entry)
         return entry
 
     def reserve_seq(self) -> int:
@@ -254,7 +287,10 @@ class Queue:
             del self._acquired[entry.seq]
         entry.state = AVAILABLE
         token = entry.token = entry.token + 1
-        fifo = self._fifos[entry.level]
+        level = entry.level
+        if level > self._top:
+            self._top = level
+        fifo = self._fifos[level]
         if token == 1 and (not fifo or fifo[-1].seq < entry.seq):
             fifo.append(entry)  # the common case: a new message, newest of its level
         else:
@@ -290,7 +326,7 @@ class Queue:
         """The next entry in delivery order, dropping stale FIFO and heap items on the way."""
         levels = self._levels
         fifos = self._fifos
-        for level in range(len(fifos) - 1, -1, -1):
+        for level in range(self._top, -1, -1):
             fifo = fifos[level]
             while fifo:
                 entry = fifo[0]
@@ -307,6 +343,8 @@ class Queue:
                 heapq.heappop(heap)
             if fifo:
                 return fifo[0]
+            if level == self._top:
+                self._top = level - 1  # this level is empty now, and every one above it
         return None
 
     def purge(self) -> int:

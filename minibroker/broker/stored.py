@@ -25,6 +25,9 @@ ARCHIVED = 2
 
 _HEADER_PREFIX = b"\x00\x53\x70"
 _PROPERTIES_PREFIX = b"\x00\x53\x73"
+_APPLICATION_PROPERTIES_PREFIX = b"\x00\x53\x74"
+_DATA_PREFIX = b"\x00\x53\x75"
+_AMQP_VALUE_PREFIX = b"\x00\x53\x77"
 #: A lazily decoded section not decoded yet (None means the message has no such section).
 _UNDECODED = object()
 _NOTHING_DECODED = (_UNDECODED, _UNDECODED)
@@ -64,6 +67,29 @@ def _header(data: bytes) -> Header:
     return header
 
 
+def _simple_layout(payload: bytes) -> int | None:
+    """Where the header ends, when ``payload`` is the usual message; None for split_sections to judge.
+
+    The usual message: an optional header, then the bare message of optional properties and
+    application-properties and one amqp-value or data body section, and nothing after it
+    (no annotations, footer or more body sections).  Each section is the ``00 53 code``
+    form and is skipped as split_sections skips it, so whatever this accepts, split_sections
+    accepts with the same offsets; anything else, malformed included, goes to split_sections.
+    """
+    try:
+        pos = header_end = codec.skip_at(payload, 3) if payload.startswith(_HEADER_PREFIX) else 0
+        if payload.startswith(_PROPERTIES_PREFIX, pos):
+            pos = codec.skip_at(payload, pos + 3)
+        if payload.startswith(_APPLICATION_PROPERTIES_PREFIX, pos):
+            pos = codec.skip_at(payload, pos + 3)
+        if payload.startswith(_AMQP_VALUE_PREFIX, pos) or payload.startswith(_DATA_PREFIX, pos):
+            if codec.skip_at(payload, pos + 3) == len(payload):
+                return header_end
+    except AMQPDecodeError:
+        pass
+    return None
+
+
 class StoredMessage:
     """One received message; shared by every queue a topic copies it to."""
 
@@ -81,20 +107,28 @@ class StoredMessage:
         # Sections follow each other in a fixed order (§3.2), so three offsets and the
         # footer's length place them all:
         # header | delivery-annotations | message-annotations | bare message | footer.
-        sections = split_sections(payload)
-        header_start, header_end = sections.header
-        da_start, da_end = sections.delivery_annotations
-        if da_start >= sections.bare[1] and da_end > da_start:
-            # Trailing delivery-annotations (tolerated, see split_sections) are for this hop
-            # alone, never passed on: drop them so the fixed order above holds.
-            payload = self.payload = payload[:da_start]
-            da_start = da_end = header_end
+        simple = _simple_layout(payload)
+        if simple is not None:  # the usual message: no annotations, no footer
+            header_end = annotations_start = bare_start = simple
+            footer = 0
+        else:
+            sections = split_sections(payload)
+            header_end = sections.header[1]
+            da_start, da_end = sections.delivery_annotations
+            if da_start >= sections.bare[1] and da_end > da_start:
+                # Trailing delivery-annotations (tolerated, see split_sections) are for this hop
+                # alone, never passed on: drop them so the fixed order above holds.
+                payload = self.payload = payload[:da_start]
+                da_start = da_end = header_end
+            annotations_start = da_end if da_end > da_start else header_end
+            bare_start, bare_end = sections.bare
+            footer = len(payload) - bare_end
         self._header_end = header_end
-        self._annotations_start = da_end if da_end > da_start else header_end
-        bare_start, bare_end = sections.bare
+        self._annotations_start = annotations_start
         self._bare_start = bare_start
-        self._footer = len(payload) - bare_end
-        self.header: Header | None = _header(payload[header_start:header_end]) if header_end else None
+        self._footer = footer
+        # A header always starts the message (§3.2), so it is payload[:header_end].
+        self.header: Header | None = _header(payload[:header_end]) if header_end else None
         self.arrived_at = arrived_at
         # (properties, application-properties), each decoded on first use: one shared
         # tuple until then.
@@ -165,14 +199,17 @@ class StoredMessage:
 
     def expiry(self, default_ttl: float | None, max_ttl: float | None) -> float | None:
         """When the message expires: the earlier of header ttl and absolute-expiry-time (§3.2.1, §3.2.4)."""
-        candidates = []
         header = self.header
-        if header is not None and header.ttl is not None:
-            candidates.append(self.arrived_at + header.ttl / 1000)
-        if self._bare_end > self._bare_start:
-            absolute = self._absolute_expiry_time()
-            if absolute is not None:
-                candidates.append(absolute / 1000)
+        ttl = header.ttl if header is not None else None
+        # Only a properties section can carry absolute-expiry-time (read without decoding it).
+        absolute = self._absolute_expiry_time()
+        if ttl is None and absolute is None and default_ttl is None and max_ttl is None:
+            return None  # the usual message: it never expires
+        candidates = []
+        if ttl is not None:
+            candidates.append(self.arrived_at + ttl / 1000)
+        if absolute is not None:
+            candidates.append(absolute / 1000)
         if not candidates and default_ttl is not None:
             candidates.append(self.arrived_at + default_ttl)
         if max_ttl is not None:
@@ -314,14 +351,14 @@ class Entry:
             # What is left until the expiry the broker computed (header ttl, absolute-expiry-time,
             # the queue's default or maximum ttl, whichever came first).
             ttl = max(0, int((self.expires_at - now) * 1000))
-        unchanged = (
-            self.annotations is None
-            and (header.delivery_count if header is not None else 0) == self.delivery_count
-            and (header.ttl if header is not None else None) == ttl
-            and not message.has_delivery_annotations
-        )
-        if unchanged:
-            return message.payload
+        rare = self._rare
+        if (rare is None or rare.annotations is None) and message._annotations_start == message._header_end:
+            # No changed annotations and no delivery-annotations (the properties, inlined).
+            if header is None:
+                if self.delivery_count == 0 and ttl is None:
+                    return message.payload
+            elif header.delivery_count == self.delivery_count and header.ttl == ttl:
+                return message.payload
         out = bytearray()
         Header(
             durable=header.durable if header is not None else False,

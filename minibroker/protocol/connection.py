@@ -53,7 +53,6 @@ from ..amqp.performatives import (
     Open,
     Transfer,
     amqp_error,
-    encode_transfer_head,
 )
 from ..amqp.sasl_frames import SASL_AUTH, SASL_OK, SaslInit, SaslMechanisms, SaslOutcome
 from ..amqp.types import symbol
@@ -66,7 +65,6 @@ from .framing import (
     AMQP_HEADER,
     EMPTY_FRAME,
     FRAME_AMQP,
-    FRAME_HEADER,
     FRAME_SASL,
     MIN_MAX_FRAME_SIZE,
     SASL_HEADER,
@@ -75,7 +73,7 @@ from .framing import (
     frame_header,
 )
 from .hooks import FrameHook
-from .transfers import TRANSFER_LIST8, read_transfer
+from .transfers import TRANSFER_LIST8, read_transfer, transfer_frame
 
 __all__ = ["Connection", "ConnectionConfig"]
 
@@ -180,6 +178,9 @@ class Connection:
         # Dispositions not yet written, coalesced into ranges: key -> [session, role, first, last, settled, state]
         self._dispositions: dict[tuple[int, bool, bool, type], list[Any]] = {}
         self._disposition_ranges: list[list[Any]] = []  # closed ranges, in order
+        #: The open range ``settle`` last grew or started (one of ``_dispositions``' values): the
+        #: next delivery of the same session, role and state usually extends it.
+        self._last_disposition: list[Any] | None = None
         self._dispatch: dict[type, Callable[[int, Any, bytes], None]] = {
             Open: self._on_open,
             Begin: self._on_begin,
@@ -292,6 +293,7 @@ class Connection:
         self.output_size = 0
         self._dispositions = {}
         self._disposition_ranges = []
+        self._last_disposition = None
         self._events = []
         self._starved = {}
         self.hook = None
@@ -1110,8 +1112,7 @@ class Connection:
         delivery = Delivery(delivery_id, tag, link, settled)
         room = self.remote_max_frame_size - TRANSFER_OVERHEAD - len(tag)
         if len(payload) <= room and state is None and len(tag) <= MAX_TAG:
-            head = encode_transfer_head(link.handle, delivery_id, tag, settled)
-            data = FRAME_HEADER.pack(8 + len(head) + len(payload), 2, FRAME_AMQP, session.channel) + head + payload
+            data = transfer_frame(session.channel, link.handle, delivery_id, tag, settled, payload)
             if self.hook is not None:
                 # The hook sees what the bytes encode; the bytes stay those of the fast path.
                 transfer = Transfer(
@@ -1187,7 +1188,10 @@ class Connection:
         if width == 0:
             ids: Any = (first,)  # the usual case, one delivery: no generator per disposition
         elif width < len(table):
-            ids = ((first + offset) % SERIAL_MOD for offset in range(width + 1))
+            if first + width < SERIAL_MOD:
+                ids = range(first, first + width + 1)  # no wrap: a plain range
+            else:
+                ids = ((first + offset) % SERIAL_MOD for offset in range(width + 1))
         else:
             ids = [delivery_id for delivery_id in table if (delivery_id - first) % SERIAL_MOD <= width]
         state = disposition.state
@@ -1236,21 +1240,35 @@ class Connection:
         if session.state is not SessionState.MAPPED:
             return
         role = ROLE_SENDER if link.is_sender else ROLE_RECEIVER
-        key = (id(session), role, settled, type(state))
         delivery_id = delivery.delivery_id
+        last = self._last_disposition
+        if (
+            last is not None
+            and last[0] is session
+            and last[1] is role
+            and last[4] is settled
+            and last[5] is state
+            and (last[3] + 1) % SERIAL_MOD == delivery_id
+        ):
+            last[3] = delivery_id  # the usual case: the next delivery, the same outcome object
+            return
+        key = (id(session), role, settled, type(state))
         pending = self._dispositions.get(key)
         if pending is not None:
             if (pending[3] + 1) % SERIAL_MOD == delivery_id and (pending[5] is state or pending[5] == state):
                 pending[3] = delivery_id
+                self._last_disposition = pending
                 return
             self._disposition_ranges.append(pending)
-        self._dispositions[key] = [session, role, delivery_id, delivery_id, settled, state]
+        pending = self._dispositions[key] = [session, role, delivery_id, delivery_id, settled, state]
+        self._last_disposition = pending
 
     def _flush_disposition(self) -> None:
         ranges = self._disposition_ranges
         ranges.extend(self._dispositions.values())
         self._dispositions = {}
         self._disposition_ranges = []
+        self._last_disposition = None
         for session, role, first, last, settled, state in ranges:
             if session.state is SessionState.MAPPED:
                 self._write(

@@ -1,4 +1,4 @@
-"""Reading the usual ``transfer`` performative without building a ``Transfer`` (Part 2 §2.7.5).
+"""The usual ``transfer`` performative read and written without building a ``Transfer`` (Part 2 §2.7.5).
 
 A producer's transfers are the frames a broker reads most, and nearly every
 client encodes them alike: a list8 (Part 1 §1.6.22) whose handle and
@@ -11,11 +11,20 @@ a list that does not end where its size says) it returns None and the
 engine decodes the frame the general way (``codec.decode_at``), which
 judges it.  So the fast path accepts a subset of what the general path
 accepts, with the same values.
+
+:func:`transfer_frame` writes the whole frame of a single-frame delivery the
+broker sends: the bytes of ``frame(channel, encode_transfer_head(...) +
+payload)``, built with one join.
 """
 
 from __future__ import annotations
 
-__all__ = ["TRANSFER_LIST8", "read_transfer"]
+import struct
+
+from ..amqp.performatives import encode_transfer_head
+from .framing import FRAME_AMQP, FRAME_HEADER
+
+__all__ = ["TRANSFER_LIST8", "read_transfer", "transfer_frame"]
 
 #: Described (0x00) smallulong (0x53) code 0x14 (transfer) as a list8 (0xc0): what the fast path reads.
 TRANSFER_LIST8 = b"\x00\x53\x14\xc0"
@@ -123,3 +132,39 @@ def read_transfer(
     except IndexError:  # the list claims more than the buffer holds: the general path reports it
         return None
     return handle, delivery_id, tag, message_format, settled, more, stop
+
+
+#: Frame header (§2.3.1: size, doff 2, type 0, channel), then the transfer's descriptor, list8
+#: constructor, the list's size and its count (11: every field, as encode_transfer_head writes).
+_FRAME_AND_LIST = struct.Struct(">IBBHIBB")
+_DESCRIBED_LIST8 = 0x005314C0  # 00 53 14 c0
+#: A delivery-id as uint (0x70) and the delivery-tag's vbin8 constructor (0xa0) and length.
+_ID_AND_TAG = struct.Struct(">BIBB")
+#: Handles as encode_transfer_head writes them: uint0 for 0, smalluint below 256.
+_HANDLES = tuple(b"\x43" if handle == 0 else bytes((0x52, handle)) for handle in range(256))
+#: message-format 0, settled true/false, then more=false, rcv-settle-mode null, state null,
+#: resume=false, aborted=false, batchable=false (as encode_transfer_head writes them).
+_TAILS = (b"\x43\x42\x42\x40\x40\x42\x42\x42", b"\x43\x41\x42\x40\x40\x42\x42\x42")
+
+
+def transfer_frame(channel: int, handle: int, delivery_id: int, tag: bytes, settled: bool, payload: bytes) -> bytes:
+    """The frame of a single-frame delivery of message-format 0 on ``channel``: header, transfer, payload.
+
+    Byte for byte ``frame(channel, encode_transfer_head(handle, delivery_id, tag, settled) + payload)``;
+    ``tag`` is at most 32 bytes (§2.8.7).
+    """
+    if handle < 256 and delivery_id > 255:  # every delivery after a link's first 256: uint ids
+        head = _HANDLES[handle]
+        size = 1 + len(head) + 7 + len(tag) + 8  # the list's size: count, handle, id, tag, tail
+        return b"".join(
+            (
+                _FRAME_AND_LIST.pack(8 + 5 + size + len(payload), 2, FRAME_AMQP, channel, _DESCRIBED_LIST8, size, 11),
+                head,
+                _ID_AND_TAG.pack(0x70, delivery_id, 0xA0, len(tag)),
+                tag,
+                _TAILS[1 if settled else 0],
+                payload,
+            )
+        )
+    head = encode_transfer_head(handle, delivery_id, tag, settled)
+    return FRAME_HEADER.pack(8 + len(head) + len(payload), 2, FRAME_AMQP, channel) + head + payload

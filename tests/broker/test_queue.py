@@ -946,3 +946,32 @@ class QueueMachine(RuleBasedStateMachine):
 
 QueueMachine.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
 TestQueueMachine = QueueMachine.TestCase
+
+
+def test_put_hands_a_message_to_the_next_consumer_in_turn_as_dispatch_would() -> None:
+    """With nothing waiting, put() gives the message straight to a consumer: same turns, same counters."""
+    queue = make_queue()
+    a, b, c = FakeConsumer(2, name="a"), FakeConsumer(0, name="b"), FakeConsumer(4, name="c")
+    for consumer in (a, b, c):
+        queue.add_consumer(consumer)
+    for body in range(6):
+        queue.put(stored(body), T0)
+    assert [a.bodies(), b.bodies(), c.bodies()] == [[0, 2], [], [1, 3, 4, 5]]
+    assert queue.counters.delivered == 6 and queue.available_count == 0 and queue.depth == 6
+    queue.put(stored(6), T0)  # nobody has credit: it waits, and goes out when credit comes
+    assert queue.available_count == 1
+    assert [body_of(e) for e in take(queue, b)] == [6]
+
+
+def test_a_message_handed_over_by_put_and_released_comes_back_before_later_ones() -> None:
+    queue = make_queue()
+    first = FakeConsumer(1, name="first")
+    queue.add_consumer(first)
+    queue.put(stored("a"), T0)  # handed over at once
+    queue.put(stored("b"), T0)  # no credit left: waits
+    queue.put(stored("c"), T0)
+    (entry,) = first.delivered
+    queue.release(entry, T0)
+    assert available_bodies(queue) == ["a", "b", "c"]
+    queue.remove_consumer(first)
+    assert drain(queue) == ["a", "b", "c"]

@@ -153,13 +153,13 @@ def test_an_observer_sees_every_frame_of_a_conversation_both_ways() -> None:
 
 def test_observing_does_not_change_a_single_byte(monkeypatch: pytest.MonkeyPatch) -> None:
     fast_path: list[int] = []
-    head = connection_module.encode_transfer_head
+    build = connection_module.transfer_frame
 
     def counted(*args: Any) -> bytes:
         fast_path.append(1)
-        return head(*args)
+        return build(*args)
 
-    monkeypatch.setattr(connection_module, "encode_transfer_head", counted)
+    monkeypatch.setattr(connection_module, "transfer_frame", counted)
     sent_plain, written_plain = conversation(None)
     plain_fast = len(fast_path)
     sent_seen, written_seen = conversation(Recorder())

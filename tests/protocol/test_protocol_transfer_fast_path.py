@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from minibroker import Broker
 from minibroker.amqp import codec
 from minibroker.amqp.messaging import Accepted
 from minibroker.amqp.performatives import Disposition, End, Transfer
-from minibroker.protocol.transfers import TRANSFER_LIST8, read_transfer
+from minibroker.protocol.framing import frame
+from minibroker.protocol.transfers import TRANSFER_LIST8, read_transfer, transfer_frame
 from minibroker.testing import Peer, connect
 
 uints = st.integers(0, 2**32 - 1)
@@ -99,3 +100,22 @@ def test_a_proton_c_transfer_is_routed_and_a_malformed_one_judged_by_the_general
     error = frames.one(End).error
     assert error is not None and error.condition == "amqp:session:unattached-handle"
     assert broker.queues["q"].depth == 1
+
+
+@given(
+    channel=st.integers(0, 65535),
+    handle=uints,
+    delivery_id=uints,
+    tag=st.binary(max_size=32),
+    settled=st.booleans(),
+    payload=st.binary(max_size=64),
+)
+@example(channel=0, handle=0, delivery_id=300, tag=b"\x00\x00\x01\x2d", settled=False, payload=b"body")
+@example(channel=7, handle=255, delivery_id=2**32 - 1, tag=b"", settled=True, payload=b"")
+@example(channel=1, handle=256, delivery_id=256, tag=bytes(32), settled=False, payload=b"x")
+def test_the_transfer_frame_is_the_generic_encoding(
+    channel: int, handle: int, delivery_id: int, tag: bytes, settled: bool, payload: bytes
+) -> None:
+    head = bytearray()
+    Transfer(handle=handle, delivery_id=delivery_id, delivery_tag=tag, message_format=0, settled=settled).encode_into(head)
+    assert transfer_frame(channel, handle, delivery_id, tag, settled, payload) == frame(channel, bytes(head) + payload)

@@ -70,7 +70,7 @@ class SampledSource(AmqpDataSource):
 
     def streamReader(self, schema: Any) -> Any:
         reader = super().streamReader(schema)  # raises for a queue: Spark falls back to the simple reader
-        sampled = SampledOffsets(reader.options)
+        sampled = SampledOffsets(reader.options, reader.arrow)
         sampled.directory = self.options["samples"]
         return sampled
 

@@ -80,6 +80,17 @@ def test_consume_mode_removes_what_it_returns(spark: Any, broker: ThreadedBroker
         df.unpersist()
 
 
+def test_a_consuming_read_whose_task_fails_removes_nothing(spark: Any, broker: ThreadedBroker) -> None:
+    broker.publish_many("jobs", [f"m{i}" for i in range(25)])
+    # The read task's connection dies at the 16th delivery: its first fetch of 10 was already taken.
+    fault = broker.faults.drop_connection("jobs", after=15, times=1, must_fire=True)
+    df = amqp(spark.read, broker, "jobs", mode="consume", maxBatch="10").load()
+    with pytest.raises(Exception, match="jobs|closed|connection"):
+        df.count()  # the task fails, and with it the job
+    assert fault.fired == 1
+    broker.wait_for(lambda b: b.queue("jobs").available == 25, timeout=10)  # every message is back
+
+
 def test_batch_write_waits_for_acceptance_with_deterministic_ids(spark: Any, broker: ThreadedBroker) -> None:
     rows = [(f"order-{i}", f"s{i % 3}", {"i": str(i)}) for i in range(40)]
     df = spark.createDataFrame(rows, "body string, subject string, application_properties map<string,string>")
