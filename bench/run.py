@@ -65,7 +65,8 @@ What is measured (``--only`` takes these group names):
     started and stopped per test) for comparison.  Then whole pytest processes of 200
     trivial tests with the fixture and 200 without, alternating (3 rounds, 1 quick): the
     CPU time per test they differ by, imports and the broker's start included (target
-    < 0.5 ms).
+    < 0.5 ms); and the CPU time of ``import minibroker``, of the fixture's imports, of trio
+    and of loading the plugin, each in a fresh interpreter.
 ``streams``
     The engine in-process, no sockets (``bench/stream_bench.py``): reading 100,000 messages
     (10,000 quick) from a stream vs draining a queue of as many, same client bytes, credit
@@ -663,7 +664,7 @@ def bench_api(report: Report, s: Settings) -> None:
 
 
 def bench_fixture(report: Report, s: Settings) -> None:
-    from bench.fixture_bench import measure, measure_runs
+    from bench.fixture_bench import measure, measure_imports, measure_runs
 
     n = s.fixture_tests
     progress(f"fixture: {n} tests with amqp_broker and {n} without, interleaved in one pytest run; then --minibroker-fresh")
@@ -698,6 +699,16 @@ def bench_fixture(report: Report, s: Settings) -> None:
     report.row("fixture", f"whole {run_tests}-test run, CPU per test (with - without)",
                mb=fmt(runs["overhead_cpu_ms"], "ms"), target="< 0.5 ms", status=verdict(runs_ok),
                note="imports and the broker's start included: separate pytest processes")  # fmt: skip
+    progress("fixture: import times, each in a fresh interpreter, alternating")
+    imports = measure_imports(rounds=max(3, s.fixture_run_rounds))
+    for key, label, note in (
+        ("minibroker", "import minibroker, CPU", "every public name loads on first use"),
+        ("fixture_imports", "the fixture's imports (trio already loaded), CPU", "from minibroker import ThreadedBroker"),
+        ("trio", "import trio, CPU", "paid by the fixture only where pytest-trio is not installed"),
+        ("plugin", "loading the plugin, CPU", "imports only pytest"),
+    ):
+        report.record("fixture", f"import_{key}_cpu", "minibroker", imports[key], "ms")
+        report.row("fixture", label, mb=fmt(imports[key], "ms"), note=note)
 
 
 # ------------------------------------------------------------------------ client jobs

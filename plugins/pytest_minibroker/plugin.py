@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Generator, Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -160,11 +161,12 @@ class _Session:
         value = self.config.getoption(option)
         return self.config.getini(ini) if value is None else value
 
-    @property
+    # The options a test's setup and teardown read are read once: they do not change during a run.
+    @cached_property
     def html(self) -> str | None:
         return self._value("minibroker_html", "minibroker_html") or None
 
-    @property
+    @cached_property
     def fresh(self) -> bool:
         return bool(self._value("minibroker_fresh", "minibroker_fresh"))
 

@@ -164,7 +164,8 @@ class BrokerSettings:
         for binding in self.bindings:
             options = dict(binding)
             broker.bind(options.pop("source"), **options)
-        FaultPlan(tuple(self.faults)).install(broker.faults)
+        if self.faults:
+            FaultPlan(tuple(self.faults)).install(broker.faults)
 
 
 def _faults(value: Any, source: str) -> list[Fault]:
