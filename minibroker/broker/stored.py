@@ -160,6 +160,10 @@ class StoredMessage:
         return self._annotations_start > self._header_end
 
     @property
+    def has_message_annotations(self) -> bool:
+        return self._bare_start > self._annotations_start
+
+    @property
     def bare(self) -> bytes:
         return self.payload[self._bare_start : self._bare_end]
 

@@ -15,9 +15,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
-from minibroker.amqp.errors import AMQPDecodeError
 from minibroker.amqp.messaging import Accepted, Rejected
 from minibroker.amqp.performatives import Close, Disposition, Transfer
 from minibroker.amqp.types import Described, symbol
@@ -38,11 +35,6 @@ BAD_APPLICATION_PROPERTIES = b"\x00\x53\x74\xc1\x05\x02" + b"\xff" * 4
 BAD_MESSAGE_ANNOTATIONS = b"\x00\x53\x72\xc1\x05\x02" + b"\xff" * 4
 #: properties (00 53 73) as a list8 of nine fields (absolute-expiry-time is the ninth) that are not AMQP.
 BAD_PROPERTIES = b"\x00\x53\x73\xc0\x0b\x09" + b"\xff" * 10
-
-
-#: Each test below shows a bug present on main (the review of 2026-11-25): strict, so a fix makes
-#: it pass and the marker must go.
-UNDECODED = "a section taken without decoding fails to decode later, outside its producer's transfer"
 
 
 def make_broker() -> tuple[Broker, ManualClock]:
@@ -87,7 +79,6 @@ def held_bytes(queue: Queue) -> int:
     return sum(len(entry.message.payload) for entry in queue.entries())
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=UNDECODED)
 def test_such_a_message_waiting_in_a_queue_does_not_close_the_connections_of_other_publishers() -> None:
     """Part 3 §3.5.8: a selective consumer reads application-properties; one bad message must
     not make every later publish to its queue (or any flow on it) end in amqp:internal-error."""
@@ -104,7 +95,6 @@ def test_such_a_message_waiting_in_a_queue_does_not_close_the_connections_of_oth
     assert broker.errors == []
 
 
-@pytest.mark.xfail(strict=True, raises=AMQPDecodeError, reason=UNDECODED)
 def test_an_expiry_anywhere_does_not_raise_through_the_timers_while_a_queue_holds_such_a_message() -> None:
     """A timer dispatches every node after an expiry (broker paper 2.2.5).  In the server an
     exception there ends the timer task and with it the whole broker (trio's nursery), so a
@@ -122,7 +112,6 @@ def test_an_expiry_anywhere_does_not_raise_through_the_timers_while_a_queue_hold
     assert broker.errors == []
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=UNDECODED)
 def test_handing_such_a_message_to_a_selective_consumer_keeps_the_queue_accounts() -> None:
     """Queue.put's direct hand-off asks the consumer's selector before the message is placed:
     the message is counted and its bytes held, so if that question fails it must not vanish
@@ -137,7 +126,6 @@ def test_handing_such_a_message_to_a_selective_consumer_keeps_the_queue_accounts
     assert broker.errors == []
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=UNDECODED)
 def test_properties_that_do_not_decode_reject_that_message_and_keep_the_connection() -> None:
     """§3.2.4: the expiry reads absolute-expiry-time, the ninth properties field, when the message
     is enqueued; fields that are not AMQP make a bad message (amqp:decode-error), not a broker error."""
@@ -151,7 +139,6 @@ def test_properties_that_do_not_decode_reject_that_message_and_keep_the_connecti
     assert broker.errors == []
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=UNDECODED)
 def test_rejecting_a_message_whose_message_annotations_do_not_decode_loses_nothing() -> None:
     """§3.4.3 rejected: the message goes to the dead-letter queue with the reason merged into its
     message-annotations.  Either the broker refused the message when it came, or the consumer's

@@ -485,7 +485,6 @@ def test_begin_answer_reports_windows(open_engine: OpenEngine) -> None:
     assert begin.incoming_window == INCOMING_WINDOW and begin.handle_max == h.conn.config.handle_max
 
 
-@pytest.mark.xfail(strict=True, reason="the link keeps the last drain answer's available and repeats it")
 def test_a_flow_after_a_drain_answer_says_what_is_available_then_not_what_was() -> None:
     """§2.7.4 ``available``: what awaits credit at the sender.  The broker answers a drain with
     the queue's unacquired count; a later flow on the link (here the answer to ``echo``) must not
