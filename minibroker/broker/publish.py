@@ -142,10 +142,7 @@ def _checked(message: StoredMessage) -> StoredMessage:
     decode into this transfer's ``rejected`` with ``amqp:decode-error`` (§3.4.2) instead of
     an error in another client's link or in the broker's timers.
     """
-    message.properties  # noqa: B018 - decoded and kept, or AMQPDecodeError
-    message.application_properties  # noqa: B018 - likewise
-    if message.has_message_annotations:
-        message.message_annotations  # noqa: B018 - decoded to check it, not kept (rarely read)
+    message.check_sections()
     return message
 
 
