@@ -155,6 +155,17 @@ class StoredMessage:
             (bare_end, len(self.payload)),
         )
 
+    def unannotated_split(self) -> tuple[int, int] | None:
+        """Where the header ends and the bare message starts, if the message has no
+        message-annotations (what lies between is delivery-annotations, or nothing); else None.
+
+        What a stream delivery needs to put its own annotations in, without building :attr:`sections`.
+        """
+        bare_start = self._bare_start
+        if self._annotations_start != bare_start:
+            return None
+        return self._header_end, bare_start
+
     @property
     def has_delivery_annotations(self) -> bool:
         return self._annotations_start > self._header_end

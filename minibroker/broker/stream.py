@@ -288,10 +288,12 @@ class StreamConsumer:
         payload = delivery_payload(message, offset)
         if limit is not None and len(payload) > limit:
             return False  # larger than this receiver takes (Part 2 §2.7.3): it reads on past it
-        self._tags = (self._tags + 1) & 0xFFFFFFFF
+        self._tags = tags = (self._tags + 1) & 0xFFFFFFFF
         connection = self.connection
-        delivery = connection.protocol.send_transfer(self.link, _TAG.pack(self._tags), payload, self.presettled)
         connection.mark_dirty()
+        if self.presettled and connection.protocol.send_settled(self.link, _TAG.pack(tags), payload):
+            return True  # the usual read: no Delivery object, nothing watching
+        delivery = connection.protocol.send_transfer(self.link, _TAG.pack(tags), payload, self.presettled)
         if connection.protocol.hook is not None:  # the tap's delivery_out (tap.py): a reader holds no entry
             connection.delivered(self, None, delivery)
         return True

@@ -68,11 +68,13 @@ def delivery_payload(message: StoredMessage, offset: int) -> bytes:
     §3.2.2); the message-annotations gain ``x-stream-offset``.
     """
     payload = message.payload
+    split = message.unannotated_split()
+    if split is not None:  # no annotations of its own: the common case, no encoding needed
+        header_end, bare_start = split
+        return b"".join((payload[:header_end], _ANNOTATION_PREFIX, _LONG.pack(offset), payload[bare_start:]))
     sections = message.sections
     header_end = sections.header[1]
-    annotations_start, bare_start = sections.message_annotations
-    if annotations_start == bare_start:  # no annotations of its own: the common case, no encoding needed
-        return b"".join((payload[:header_end], _ANNOTATION_PREFIX, _LONG.pack(offset), payload[bare_start:]))
+    bare_start = sections.bare[0]
     merged: dict[Any, Any] = dict(message.message_annotations or {})
     merged[OFFSET_ANNOTATION] = offset
     out = bytearray(payload[:header_end])

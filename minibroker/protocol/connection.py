@@ -1159,6 +1159,29 @@ class Connection:
             link.unsettled[delivery_id] = delivery
         return delivery
 
+    def send_settled(self, link: Link, tag: bytes, payload: bytes) -> bool:
+        """Send a pre-settled delivery of one frame and keep no :class:`Delivery` for it; False if
+        it needs :meth:`send_transfer` (more than one frame, a long tag, or a hook watching frames).
+
+        A pre-settled delivery is never settled again (§2.6.12), so nothing refers to it once
+        written: readers of a stream send one per message, and the object would be garbage at once.
+        """
+        if self.hook is not None or len(payload) > self.remote_max_frame_size - TRANSFER_OVERHEAD - len(tag):
+            return False
+        if len(tag) > MAX_TAG:
+            return False
+        session = link.session
+        delivery_id = session.next_delivery_id
+        session.next_delivery_id = (delivery_id + 1) % SERIAL_MOD
+        data = transfer_frame(session.channel, link.handle, delivery_id, tag, True, payload)
+        self._out.append(data)
+        self.output_size += len(data)
+        session.next_outgoing_id = (session.next_outgoing_id + 1) % SERIAL_MOD
+        session.remote_incoming_window -= 1
+        link.delivery_count = (link.delivery_count + 1) % SERIAL_MOD
+        link.credit -= 1
+        return True
+
     def _send_frames(self, link: Link) -> None:
         """Write the frames of the link's multi-frame delivery that the session window allows."""
         delivery = link.outgoing

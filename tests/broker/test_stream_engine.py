@@ -150,6 +150,34 @@ def test_presettled_reader() -> None:
     assert all(t.settled for t in frames.of(Transfer)) and len(frames.of(Transfer)) == 2
 
 
+def test_presettled_reader_sends_a_message_of_several_frames_between_single_frame_ones() -> None:
+    """A pre-settled read goes out without a kept delivery when it fits one frame, and by the
+    general path when it does not: ids, offsets and order are the same either way (§2.6.12, §2.7.5)."""
+    broker = make_broker()
+    broker.declare_stream("s")
+    publish(broker, "s", "a", "x" * 3000, "c")
+    peer = Peer("reader", max_frame_size=512)
+    pump = connect(broker, peer)
+    pump.send(peer.start())
+    frames = attach(peer, pump, 0, "s", "first", snd_settle_mode=SND_SETTLED)
+    transfers = [f for f in frames if isinstance(f.performative, Transfer)]
+    assert len(transfers) > 3  # the long one took several frames
+    messages: list[bytes] = []
+    ids = []
+    for f in transfers:
+        if f.performative.delivery_id is not None:
+            ids.append(f.performative.delivery_id)
+            messages.append(b"")
+        messages[-1] += f.payload
+        assert f.performative.settled in (True, None)
+    assert ids == [0, 1, 2]
+    decoded = [decode_message(m) for m in messages]
+    assert [(m.message_annotations or {})[OFFSET] for m in decoded] == [0, 1, 2]
+    assert [m.body for m in decoded] == ["a", "x" * 3000, "c"]
+    session = next(iter(broker.connections)).protocol.sessions[0]
+    assert not session.outgoing_unsettled  # nothing held for pre-settled deliveries
+
+
 def test_retention_by_age_on_the_manual_clock_and_a_reader_behind_it() -> None:
     broker = make_broker()
     broker.declare_stream("s", StreamOptions(max_age=60))
