@@ -57,6 +57,10 @@ class Reader(Protocol):
     def deliver_offset(self, offset: int, message: StoredMessage) -> bool:
         """Send ``message`` (at ``offset``); False if this reader cannot take it (too large for it)."""
 
+    def deliver_run(self, log: StreamLog, position: int, end: int) -> int | None:
+        """Send what credit allows of ``log`` from ``position`` up to ``end`` (no filter applies)
+        in one loop; return the position it stopped at, or None to be sent one message at a time."""
+
 
 class Stream:
     """A stream node (a :class:`~.node.Node`): messages appended to a log, read by any number of
@@ -192,6 +196,11 @@ class Stream:
         stream_filter = reader.stream_filter
         selects = stream_filter.selects
         counters = self.counters
+        if not selects:
+            stopped = reader.deliver_run(log, position, end)
+            if stopped is not None:
+                reader.position = stopped
+                return
         while credit > 0 and position < end:
             message = log.get(position)
             assert message is not None  # first_offset <= position < next_offset
@@ -297,6 +306,46 @@ class StreamConsumer:
         if connection.protocol.hook is not None:  # the tap's delivery_out (tap.py): a reader holds no entry
             connection.delivered(self, None, delivery)
         return True
+
+    def deliver_run(self, log: StreamLog, position: int, end: int) -> int | None:
+        """The usual read (pre-settled, nothing watching): one loop, one wake-up, no Delivery objects.
+
+        Sends at most the link's credit and session window, stopping early when the client's
+        output is full (as :meth:`credit` would) or a message needs several frames.
+        """
+        connection = self.connection
+        protocol = connection.protocol
+        if not self.presettled or protocol.hook is not None:
+            return None
+        link = self.link
+        session = link.session
+        credit = min(link.credit, session.remote_incoming_window)
+        if credit <= 0 or link.outgoing is not None:
+            return position
+        limit = link.max_message_size
+        send_settled = protocol.send_settled
+        output_full = connection.output_full
+        tags = sent = self._tags
+        while credit > 0 and position < end and not output_full():
+            message = log.get(position)
+            assert message is not None  # first_offset <= position < next_offset
+            payload = delivery_payload(message, position)
+            position += 1
+            if limit is not None and len(payload) > limit:
+                continue  # larger than this receiver takes (Part 2 §2.7.3): it reads on past it
+            tags = (tags + 1) & 0xFFFFFFFF
+            if send_settled(link, _TAG.pack(tags), payload):
+                credit -= 1
+                continue
+            protocol.send_transfer(link, _TAG.pack(tags), payload, True)  # several frames
+            if link.outgoing is not None:
+                break  # the rest of it goes out as the session window opens, then reading goes on
+            credit = min(link.credit, session.remote_incoming_window)
+        if tags != sent:
+            self.stream.counters.delivered += (tags - sent) & 0xFFFFFFFF
+            connection.mark_dirty()
+        self._tags = tags
+        return position
 
     # Outcomes and ending -----------------------------------------------
 

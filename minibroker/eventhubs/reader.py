@@ -24,6 +24,7 @@ from .events import event_payload
 
 if TYPE_CHECKING:
     from ..broker.client_connection import BrokerConnection
+    from ..broker.streamlog import StreamLog
     from .hub import EventHub
 
 __all__ = ["EventHubReader"]
@@ -70,6 +71,9 @@ class EventHubReader(ExtensionLink):
         if link.session.remote_incoming_window <= 0 or link.outgoing is not None:
             return 0  # no room in the session window, or a large event still going out
         return link.credit
+
+    def deliver_run(self, log: StreamLog, position: int, end: int) -> int | None:
+        return None  # each event's annotations are its own (enqueued time, last enqueued): one at a time
 
     def deliver_offset(self, offset: int, message: StoredMessage) -> bool:
         log = self.stream.log

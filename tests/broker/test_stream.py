@@ -19,7 +19,7 @@ from minibroker.broker.statistics import NodeCounters
 from minibroker.broker.stored import StoredMessage
 from minibroker.broker.stream import OFFSET_ANNOTATION, Stream, delivery_payload
 from minibroker.broker.streamfilters import StreamFilter, has_stream_filters, parse_stream_filters
-from minibroker.broker.streamlog import Instant
+from minibroker.broker.streamlog import Instant, StreamLog
 
 T0 = 1_700_000_000.0
 OFFSET_SPEC = symbol("rabbitmq:stream-offset-spec")
@@ -46,6 +46,9 @@ class FakeReader:
         self.link_credit -= 1
         self.got.append((offset, message.decode().body))
         return True
+
+    def deliver_run(self, log: StreamLog, position: int, end: int) -> int | None:
+        return None  # one message at a time, each checked against its credit above
 
 
 def make_stream(**options: Any) -> Stream:

@@ -178,6 +178,18 @@ def test_presettled_reader_sends_a_message_of_several_frames_between_single_fram
     assert not session.outgoing_unsettled  # nothing held for pre-settled deliveries
 
 
+@pytest.mark.parametrize("settle_mode", [SND_SETTLED, None])
+def test_a_reader_reads_on_past_a_message_larger_than_its_max_message_size(settle_mode: int | None) -> None:
+    broker = make_broker()
+    broker.declare_stream("s")
+    publish(broker, "s", "a", "x" * 500, "c")
+    peer, pump = open_client(broker)
+    fields = {"snd_settle_mode": settle_mode} if settle_mode is not None else {}
+    frames = attach(peer, pump, 0, "s", "first", credit=2, attach_fields={"max_message_size": 100}, **fields)
+    assert read(frames) == [(0, "a"), (2, "c")]  # the large one skipped, and it took no credit
+    assert broker.stream_snapshot("s").statistics.delivered == 2
+
+
 def test_retention_by_age_on_the_manual_clock_and_a_reader_behind_it() -> None:
     broker = make_broker()
     broker.declare_stream("s", StreamOptions(max_age=60))
