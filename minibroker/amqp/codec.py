@@ -688,7 +688,7 @@ def _array(width: int) -> _Decoder:
             raise AMQPDecodeError(f"array at offset {pos} has {end - p} bytes beyond its {count} items")
         if descriptor is not None:
             try:
-                build = DESCRIBED_TYPES.get(descriptor)
+                build = _composite_for(descriptor)
             except TypeError:
                 raise AMQPDecodeError(f"array descriptor {descriptor!r} is not a ulong or symbol") from None
             if build is not None:
@@ -698,6 +698,17 @@ def _array(width: int) -> _Decoder:
         return Array(element_type, elements, descriptor), end
 
     return dec
+
+
+def _composite_for(descriptor: Any) -> Callable[[Any], Any] | None:
+    """The composite a descriptor names, if any; TypeError for an unhashable one.
+
+    Only a ulong code or a symbol names a composite (Part 1 §1.5); other descriptor values
+    are reserved, not invalid, so they stay a plain :class:`Described` even when they equal a
+    composite's code (a ubyte 0x24 is not ``accepted``).
+    """
+    build = DESCRIBED_TYPES.get(descriptor)
+    return build if build is not None and type(descriptor) in (ulong, symbol) else None
 
 
 def _dec_described(buf: Buf, pos: int, depth: int) -> tuple[Any, int]:
@@ -712,7 +723,7 @@ def _dec_described(buf: Buf, pos: int, depth: int) -> tuple[Any, int]:
     descriptor, pos = decode_at(buf, pos, depth + 1)
     value, pos = decode_at(buf, pos, depth + 1)
     try:
-        build = DESCRIBED_TYPES.get(descriptor)
+        build = _composite_for(descriptor)
     except TypeError:
         raise AMQPDecodeError(f"descriptor {descriptor!r} is neither a ulong nor a symbol") from None
     if build is None:

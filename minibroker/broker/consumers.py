@@ -70,6 +70,9 @@ class Consumers:
                 # ``availableNow`` run by it).
                 consumer.link.available = consumer.queue.available_count
             consumer.connection.protocol.drained(consumer.link)
+            # The figure answered this drain; later flows (an echo, a credit top-up) must not
+            # repeat a count the queue no longer has.
+            consumer.link.available = 0
 
     def queue_outcome(self, consumer: ConsumerLink, delivery: Delivery, state: Any, settled: bool) -> None:
         """Apply a client's outcome to a delivery from a queue (the ``on_outcome`` of a ConsumerLink)."""

@@ -121,7 +121,7 @@ def messages_of(delivery: Delivery, now: float) -> list[StoredMessage]:
     Raises :class:`AMQPDecodeError` (or ``IndexError``) for a message whose sections are misrepresented.
     """
     if delivery.message_format != BATCH_FORMAT:
-        return [StoredMessage(delivery.payload, now)]
+        return [_checked(StoredMessage(delivery.payload, now))]
     outer = decode_message(delivery.payload)
     if outer.body_kind != "data":
         raise AMQPDecodeError(
@@ -129,7 +129,21 @@ def messages_of(delivery: Delivery, now: float) -> list[StoredMessage]:
             f"got a body of kind {outer.body_kind!r}"
         )
     body = outer.body
-    return [StoredMessage(payload, now) for payload in (body if isinstance(body, list) else [body])]
+    return [_checked(StoredMessage(payload, now)) for payload in (body if isinstance(body, list) else [body])]
+
+
+def _checked(message: StoredMessage) -> StoredMessage:
+    """``message``, once the sections the broker reads later are known to decode.
+
+    A stored message's sections are placed by their sizes and decoded on first use; the
+    properties, application-properties and message-annotations (Part 3 §3.2.4, §3.2.5,
+    §3.2.3) are read later by selectors, expiry and dead-lettering, far from the producer's
+    transfer.  Decoding them here (the first two are kept) turns a section that does not
+    decode into this transfer's ``rejected`` with ``amqp:decode-error`` (§3.4.2) instead of
+    an error in another client's link or in the broker's timers.
+    """
+    message.check_sections()
+    return message
 
 
 def route_all(

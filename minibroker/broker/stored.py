@@ -159,6 +159,19 @@ class StoredMessage:
     def has_delivery_annotations(self) -> bool:
         return self._annotations_start > self._header_end
 
+    def check_sections(self) -> None:
+        """Decode what is read later (properties and application-properties, kept; message-annotations).
+
+        Raises :class:`AMQPDecodeError` for a section that does not decode.  The usual message
+        without either section costs two prefix tests.
+        """
+        payload, start = self.payload, self._bare_start
+        if payload.startswith(_PROPERTIES_PREFIX, start) or payload.startswith(_APPLICATION_PROPERTIES_PREFIX, start):
+            self.properties  # noqa: B018 - decoded and kept
+            self.application_properties  # noqa: B018 - likewise
+        if start > self._annotations_start:
+            self.message_annotations  # noqa: B018 - decoded to check it, not kept (rarely read)
+
     @property
     def bare(self) -> bytes:
         return self.payload[self._bare_start : self._bare_end]

@@ -39,6 +39,7 @@ from ..amqp import codec
 from ..amqp import errors as conditions
 from ..amqp.composite import Composite
 from ..amqp.errors import AMQPDecodeError
+from ..amqp.messaging import Accepted
 from ..amqp.performatives import (
     ROLE_RECEIVER,
     ROLE_SENDER,
@@ -73,7 +74,14 @@ from .framing import (
     frame_header,
 )
 from .hooks import FrameHook
-from .transfers import TRANSFER_LIST8, read_transfer, transfer_frame
+from .transfers import (
+    DISPOSITION_LIST8,
+    TRANSFER_LIST8,
+    accepted_disposition_frame,
+    read_disposition,
+    read_transfer,
+    transfer_frame,
+)
 
 __all__ = ["Connection", "ConnectionConfig"]
 
@@ -349,6 +357,21 @@ class Connection:
                     continue
                 if frame_type != FRAME_AMQP:
                     raise framing_error(f"expected an AMQP frame (type 0), got type {frame_type}")
+                if (
+                    buf.startswith(DISPOSITION_LIST8, body)
+                    and self.hook is None
+                    and self.state is ConnectionState.OPENED
+                ):
+                    # The usual disposition, read without building a Disposition (transfers.py).
+                    read = read_disposition(buf, body, frame_end)
+                    if read is not None and read[5] == frame_end:
+                        try:
+                            self._disposition(channel, read[0], read[1], read[2], read[3], read[4])
+                        except (LinkError, SessionError) as exc:
+                            self._fail(exc)
+                            if self.finished:
+                                break
+                        continue
                 if (
                     buf.startswith(TRANSFER_LIST8, body)
                     and self.hook is None
@@ -1170,11 +1193,18 @@ class Connection:
     # ---------------------------------------------------------- disposition
 
     def _on_disposition(self, channel: int, disposition: Disposition, payload: bytes) -> None:
+        self._disposition(
+            channel, disposition.role, disposition.first, disposition.last, disposition.settled, disposition.state
+        )
+
+    def _disposition(
+        self, channel: int, role: bool, first: int, last: int | None, settled: bool, state: Any
+    ) -> None:
+        """A disposition's fields (§2.7.6), from :meth:`_on_disposition` or read directly (transfers.py)."""
         session = self._session(channel)
         if session.state is not SessionState.MAPPED:
             return
-        first = disposition.first
-        last = disposition.last if disposition.last is not None else first
+        last = last if last is not None else first
         width = (last - first) % SERIAL_MOD
         if width >= SERIAL_HALF:
             # RFC-1982 (§2.8.9): last is "before" first, so the range names nothing sensible.
@@ -1182,7 +1212,7 @@ class Connection:
                 conditions.INVALID_FIELD, f"disposition range {first}..{last} ends before it starts", channel
             )
         # The peer as receiver settles what we sent; as sender, what we received.
-        table = session.outgoing_unsettled if disposition.role == ROLE_RECEIVER else session.incoming_unsettled
+        table = session.outgoing_unsettled if role == ROLE_RECEIVER else session.incoming_unsettled
         # The work is bounded by the unsettled deliveries, not by the range the peer names: a wide
         # range walks the table (kept in delivery-id order, as ids are assigned), a narrow one the ids.
         if width == 0:
@@ -1194,8 +1224,6 @@ class Connection:
                 ids = ((first + offset) % SERIAL_MOD for offset in range(width + 1))
         else:
             ids = [delivery_id for delivery_id in table if (delivery_id - first) % SERIAL_MOD <= width]
-        state = disposition.state
-        settled = disposition.settled
         released = False
         for delivery_id in ids:
             delivery = table.get(delivery_id)
@@ -1270,7 +1298,14 @@ class Connection:
         self._disposition_ranges = []
         self._last_disposition = None
         for session, role, first, last, settled, state in ranges:
-            if session.state is SessionState.MAPPED:
+            if session.state is not SessionState.MAPPED:
+                continue
+            if type(state) is Accepted and self.hook is None:
+                # The usual outcome, written directly (transfers.py): the same bytes as below.
+                data = accepted_disposition_frame(session.channel, role, first, last if last != first else None, settled)
+                self._out.append(data)
+                self.output_size += len(data)
+            else:
                 self._write(
                     session.channel,
                     Disposition(

@@ -1,4 +1,4 @@
-"""The usual ``transfer`` performative read and written without building a ``Transfer`` (Part 2 §2.7.5).
+"""The usual ``transfer`` read and written, and the usual ``disposition`` written, without building them (Part 2 §2.7.5, §2.7.6).
 
 A producer's transfers are the frames a broker reads most, and nearly every
 client encodes them alike: a list8 (Part 1 §1.6.22) whose handle and
@@ -14,17 +14,28 @@ accepts, with the same values.
 
 :func:`transfer_frame` writes the whole frame of a single-frame delivery the
 broker sends: the bytes of ``frame(channel, encode_transfer_head(...) +
-payload)``, built with one join.
+payload)``, built with one join.  :func:`accepted_disposition_frame` writes
+the frame of a disposition whose state is ``accepted``, the outcome of nearly
+every message a producer sends, byte for byte what encoding the
+``Disposition`` gives; :func:`read_disposition` reads a consumer's usual
+disposition (accepted or no state, explicit booleans) the way
+:func:`read_transfer` reads a transfer, leaving anything else to the codec.
 """
 
 from __future__ import annotations
 
 import struct
+from typing import Any
 
+from ..amqp import codec
+from ..amqp.messaging import Accepted
 from ..amqp.performatives import encode_transfer_head
 from .framing import FRAME_AMQP, FRAME_HEADER
 
-__all__ = ["TRANSFER_LIST8", "read_transfer", "transfer_frame"]
+__all__ = [
+    "DISPOSITION_LIST8", "TRANSFER_LIST8", "accepted_disposition_frame", "read_disposition", "read_transfer",
+    "transfer_frame",
+]  # fmt: skip
 
 #: Described (0x00) smallulong (0x53) code 0x14 (transfer) as a list8 (0xc0): what the fast path reads.
 TRANSFER_LIST8 = b"\x00\x53\x14\xc0"
@@ -168,3 +179,127 @@ def transfer_frame(channel: int, handle: int, delivery_id: int, tag: bytes, sett
         )
     head = encode_transfer_head(handle, delivery_id, tag, settled)
     return FRAME_HEADER.pack(8 + len(head) + len(payload), 2, FRAME_AMQP, channel) + head + payload
+
+
+#: Disposition's descriptor (0x15) and list8 with its size filled in last and 6 fields (as the
+#: generic encoder writes every field of a performative).
+_DISPOSITION_PREFIX = bytes((0x00, 0x53, 0x15, 0xC0, 0x00, 0x06))
+
+
+def _encoded_accepted() -> bytes:
+    out = bytearray()
+    Accepted().encode_into(out)
+    return bytes(out)
+
+
+#: The accepted outcome, encoded (it has no fields: always the same bytes).
+_ACCEPTED = _encoded_accepted()
+
+
+def accepted_disposition_frame(channel: int, role: bool, first: int, last: int | None, settled: bool) -> bytes:
+    """The frame of ``Disposition(role=, first=, last=, settled=, state=Accepted())`` on ``channel``.
+
+    Byte for byte ``frame(channel, <that disposition encoded>)``: role, first, last (or null),
+    settled, the accepted outcome, batchable false.
+    """
+    out = bytearray(_DISPOSITION_PREFIX)
+    out.append(0x41 if role else 0x42)
+    codec.enc_uint(first, out)
+    if last is None:
+        out.append(0x40)
+    else:
+        codec.enc_uint(last, out)
+    out.append(0x41 if settled else 0x42)
+    out += _ACCEPTED
+    out.append(0x42)  # batchable: false
+    out[4] = len(out) - 5  # the list's size counts from the count byte on
+    return FRAME_HEADER.pack(8 + len(out), 2, FRAME_AMQP, channel) + out
+
+
+#: Described (0x00) smallulong (0x53) code 0x15 (disposition) as a list8 (0xc0).
+DISPOSITION_LIST8 = b"\x00\x53\x15\xc0"
+#: The accepted outcome as clients write it: an empty list as list0, or as list8 of no items.
+_ACCEPTED_FORMS = (b"\x00\x53\x24\x45", b"\x00\x53\x24\xc0\x01\x00")
+#: One accepted outcome for every disposition read here (it has no fields to change).
+_ACCEPTED_STATE = Accepted()
+
+
+def read_disposition(buf: bytes, pos: int, end: int) -> tuple[bool, int, int | None, bool, Any, int] | None:
+    """Read the disposition at ``buf[pos:end]`` (it starts with :data:`DISPOSITION_LIST8`), if it has the usual shape.
+
+    Returns (role, first, last, settled, state, end of the performative) as the general decoder
+    gives them (state an ``Accepted`` or None), or None for the general decoder to read it:
+    booleans other than explicit true/false, states other than accepted, batchable set.
+    """
+    try:
+        stop = pos + 5 + buf[pos + 4]
+        count = buf[pos + 5]
+        if stop > end or not 2 <= count <= 6:
+            return None
+        pos += 6
+        code = buf[pos]
+        if code == 0x41:
+            role = True
+        elif code == 0x42:
+            role = False
+        else:
+            return None
+        pos += 1
+        first: int
+        code = buf[pos]
+        if code == 0x52:
+            first = buf[pos + 1]
+            pos += 2
+        elif code == 0x43:
+            first = 0
+            pos += 1
+        elif code == 0x70:
+            first = int.from_bytes(buf[pos + 1 : pos + 5], "big")
+            pos += 5
+        else:
+            return None
+        last: int | None = None
+        settled = False
+        state: Any = None
+        if count > 2:
+            code = buf[pos]
+            if code == 0x52:
+                last = buf[pos + 1]
+                pos += 2
+            elif code == 0x43:
+                last = 0
+                pos += 1
+            elif code == 0x70:
+                last = int.from_bytes(buf[pos + 1 : pos + 5], "big")
+                pos += 5
+            elif code == 0x40:
+                pos += 1
+            else:
+                return None
+        if count > 3:
+            code = buf[pos]
+            if code == 0x41:
+                settled = True
+            elif code != 0x42:
+                return None
+            pos += 1
+        if count > 4:
+            if buf[pos] == 0x40:
+                pos += 1
+            elif buf.startswith(_ACCEPTED_FORMS[0], pos):
+                state = _ACCEPTED_STATE
+                pos += 4
+            elif buf.startswith(_ACCEPTED_FORMS[1], pos):
+                state = _ACCEPTED_STATE
+                pos += 6
+            else:
+                return None
+        if count > 5:
+            if buf[pos] != 0x42:  # batchable: only false here
+                return None
+            pos += 1
+        if pos != stop:
+            return None
+    except IndexError:
+        return None
+    return role, first, last, settled, state, stop

@@ -644,6 +644,17 @@ def test_skip_at_errors(data: bytes) -> None:
         codec.skip_at(data, 0)
 
 
+@pytest.mark.parametrize("descriptor", [b"\x50\x24", b"\x60\x00\x24", b"\x70\x00\x00\x00\x24", b"\x43"])
+def test_only_a_ulong_or_symbol_descriptor_names_a_composite(descriptor: bytes) -> None:
+    """Part 1 §1.5: other descriptor values are reserved; one equal to accepted's code (0x24) stays plain."""
+    value = decode(b"\x00" + descriptor + b"\xc0\x01\x00")
+    assert type(value) is Described and value.value == []
+    assert type(decode(b"\x00\x53\x24\xc0\x01\x00")).__name__ == "Accepted"
+    constructor = b"\x00" + descriptor + b"\x45"  # two empty lists described alike
+    array = decode(bytes([0xE0, 1 + len(constructor), 2]) + constructor)
+    assert [type(element) for element in array.elements] == [Described, Described]
+
+
 @settings(max_examples=200)
 @given(st.binary(max_size=64))
 def test_decoding_garbage_raises_only_decode_errors(data: bytes) -> None:

@@ -483,3 +483,21 @@ def test_begin_answer_reports_windows(open_engine: OpenEngine) -> None:
     begin = h.handshake.one(Begin)
     assert begin.remote_channel == 0 and begin.next_outgoing_id == 0
     assert begin.incoming_window == INCOMING_WINDOW and begin.handle_max == h.conn.config.handle_max
+
+
+def test_a_flow_after_a_drain_answer_says_what_is_available_then_not_what_was() -> None:
+    """§2.7.4 ``available``: what awaits credit at the sender.  The broker answers a drain with
+    the queue's unacquired count; a later flow on the link (here the answer to ``echo``) must not
+    repeat that count once those messages are gone."""
+    broker = Broker(clock=ManualClock())
+    broker.declare_queue("q")
+    for body in range(3):
+        broker.publish("q", Message(body=body))
+    peer = Peer()
+    pump = connect(broker, peer)
+    pump.send(peer.start() + peer.attach_receiver("r", "q", 0))
+    assert pump.send(peer.flow(0, credit=0, drain=True)).one(Flow).available == 3
+    assert len(pump.send(peer.flow(0, credit=3)).of(Transfer)) == 3
+    answer = pump.send(peer.flow(0, echo=True)).one(Flow)
+    assert broker.queues["q"].available_count == 0
+    assert answer.available == 0

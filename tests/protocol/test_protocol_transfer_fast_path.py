@@ -13,10 +13,17 @@ from hypothesis import strategies as st
 
 from minibroker import Broker
 from minibroker.amqp import codec
-from minibroker.amqp.messaging import Accepted
+from minibroker.amqp.messaging import Accepted, Rejected
 from minibroker.amqp.performatives import Disposition, End, Transfer
 from minibroker.protocol.framing import frame
-from minibroker.protocol.transfers import TRANSFER_LIST8, read_transfer, transfer_frame
+from minibroker.protocol.transfers import (
+    DISPOSITION_LIST8,
+    TRANSFER_LIST8,
+    accepted_disposition_frame,
+    read_disposition,
+    read_transfer,
+    transfer_frame,
+)
 from minibroker.testing import Peer, connect
 
 uints = st.integers(0, 2**32 - 1)
@@ -119,3 +126,68 @@ def test_the_transfer_frame_is_the_generic_encoding(
     head = bytearray()
     Transfer(handle=handle, delivery_id=delivery_id, delivery_tag=tag, message_format=0, settled=settled).encode_into(head)
     assert transfer_frame(channel, handle, delivery_id, tag, settled, payload) == frame(channel, bytes(head) + payload)
+
+
+@given(
+    channel=st.integers(0, 65535),
+    role=st.booleans(),
+    first=uints,
+    last=st.none() | uints,
+    settled=st.booleans(),
+)
+@example(channel=0, role=True, first=0, last=None, settled=True)
+@example(channel=3, role=False, first=300, last=2**32 - 1, settled=False)
+def test_the_accepted_disposition_frame_is_the_generic_encoding(
+    channel: int, role: bool, first: int, last: int | None, settled: bool
+) -> None:
+    body = bytearray()
+    Disposition(role=role, first=first, last=last, settled=settled, state=Accepted()).encode_into(body)
+    assert accepted_disposition_frame(channel, role, first, last, settled) == frame(channel, bytes(body))
+
+
+def _general_disposition(buf: bytes) -> tuple[Any, ...]:
+    disposition, end = codec.decode_at(buf, 0)
+    assert isinstance(disposition, Disposition)
+    return (disposition.role, disposition.first, disposition.last, disposition.settled, disposition.state, end)
+
+
+@given(role=st.booleans(), first=uints, last=st.none() | uints, settled=st.booleans(), accepted=st.booleans())
+def test_a_disposition_the_codec_writes_is_read_the_same(
+    role: bool, first: int, last: int | None, settled: bool, accepted: bool
+) -> None:
+    out = bytearray()
+    Disposition(role=role, first=first, last=last, settled=settled, state=Accepted() if accepted else None).encode_into(
+        out
+    )
+    buf = bytes(out)
+    assert buf.startswith(DISPOSITION_LIST8)
+    read = read_disposition(buf, 0, len(buf))
+    assert read is not None
+    assert read == _general_disposition(buf)
+
+
+@given(st.binary(max_size=40), st.integers(0, 50))
+@example(b"\x0b\x06\x41\x43\x52\x05\x41\x00\x53\x24\x45\x42", 50)  # proton's accepted range
+@example(b"\x0c\x06\x41\x43\x40\x41\x00\x53\x24\xc0\x01\x00\x42", 50)  # accepted as list8
+def test_whatever_it_accepts_of_arbitrary_disposition_bytes_the_codec_reads_alike(rest: bytes, cut: int) -> None:
+    buf = DISPOSITION_LIST8 + rest
+    end = min(len(buf), cut + 4)
+    read = read_disposition(buf, 0, end)
+    if read is None:
+        return
+    assert read[-1] <= end
+    assert read == _general_disposition(buf[: read[-1]])
+
+
+def test_the_accepted_ranges_clients_send_take_the_direct_reader() -> None:
+    for rest in (b"\x0b\x06\x41\x43\x52\x05\x41\x00\x53\x24\x45\x42", b"\x0c\x06\x41\x43\x40\x41\x00\x53\x24\xc0\x01\x00\x42"):
+        buf = DISPOSITION_LIST8 + rest
+        read = read_disposition(buf, 0, len(buf))
+        assert read is not None and isinstance(read[4], Accepted)
+        assert read == _general_disposition(buf)
+
+
+def test_a_rejected_disposition_is_left_to_the_general_path() -> None:
+    out = bytearray()
+    Disposition(role=True, first=1, settled=True, state=Rejected()).encode_into(out)
+    assert read_disposition(bytes(out), 0, len(out)) is None
