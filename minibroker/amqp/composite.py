@@ -213,6 +213,41 @@ def _from_list_function(cls: type, name: str, fields: tuple[dataclasses.Field[An
     return function
 
 
+def _first_use(cls: Any, code: int, name: str) -> Callable[[Any], Any]:
+    """A stand-in ``from_list`` for ``cls`` that generates the real one when first called.
+
+    Generating and compiling every composite's builder at import made importing the
+    ``amqp`` package about a quarter dearer, and a test run decodes only a few of them
+    (issue #33).  The first call installs the generated function everywhere the stand-in
+    was put (the class and the decoder's registries), so later decodes call it directly.
+    """
+
+    def from_list(values: Any) -> Any:
+        return generated_from_list(cls)(values)
+
+    cls._AMQP_CODE_NAME = (code, name)
+    return from_list
+
+
+def generated_from_list(cls: Any) -> Callable[[Any], Any]:
+    """The generated builder of composite ``cls``, generated and installed on first request.
+
+    For modules that keep a builder in a global for their hot path (as :mod:`.message` does):
+    they get the generated function itself, with no stand-in left between.
+    """
+    function: Callable[[Any], Any] | None = cls.__dict__.get("_AMQP_FROM_LIST")
+    if function is None:
+        code, name = cls._AMQP_CODE_NAME
+        # Two threads may both get here: each generates an equal function, the last one stays.
+        function = _from_list_function(cls, name, dataclasses.fields(cls))
+        cls._AMQP_FROM_LIST = function
+        cls.from_list = staticmethod(function)
+        codec.DESCRIBED_TYPES[ulong(code)] = codec.DESCRIBED_TYPES[symbol(name)] = function
+        if code < 256:
+            codec.SMALL_CODES[code] = function
+    return function
+
+
 T = TypeVar("T")
 
 
@@ -250,7 +285,7 @@ def composite(code: int, name: str, *, full: bool = False) -> Callable[[type[T]]
                     encoders[i](value, body)
             codec._compound(0xC0, 0xD0, n, body, out)
 
-        from_list = _from_list_function(data_cls, name, fields)
+        from_list = _first_use(data_cls, code, name)
         data_cls.DESCRIPTOR = ulong(code)
         data_cls.DESCRIPTOR_NAME = symbol(name)
         data_cls.encode_into = encode_into

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Literal, NamedTuple
 
 from . import codec
+from .composite import generated_from_list
 from .errors import AMQPDecodeError
 from .messaging import (
     AmqpSequence,
@@ -253,9 +254,20 @@ def decode_message(data: bytes | memoryview) -> Message:
     return message if message is not None else decode_message_checked(data)
 
 
+def _on_first_use(cls: type, global_name: str) -> Callable[[Any], Any]:
+    """A stand-in for ``cls``'s generated builder that puts the real one in this module's global."""
+
+    def first(values: Any) -> Any:
+        build = generated_from_list(cls)
+        globals()[global_name] = build  # later messages call the generated builder directly
+        return build(values)
+
+    return first
+
+
 _DECODERS = codec._DECODERS
-_BUILD_HEADER: Callable[[Any], Header] = codec.SMALL_CODES[HEADER]  # type: ignore[assignment]
-_BUILD_PROPERTIES: Callable[[Any], Properties] = codec.SMALL_CODES[PROPERTIES]  # type: ignore[assignment]
+_BUILD_HEADER: Callable[[Any], Header] = _on_first_use(Header, "_BUILD_HEADER")
+_BUILD_PROPERTIES: Callable[[Any], Properties] = _on_first_use(Properties, "_BUILD_PROPERTIES")
 
 
 def _decode_usual(data: bytes | memoryview) -> Message | None:

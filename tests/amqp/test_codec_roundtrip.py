@@ -34,6 +34,7 @@ from minibroker.amqp import (
     ulong,
     ushort,
 )
+from minibroker.amqp.composite import Composite, DescribedValue
 
 # ---------------------------------------------------------------------------
 # A type-strict view of a value: Python's == says ubyte(1) == uint(1) == True
@@ -79,6 +80,9 @@ def tagged(v: Any) -> Any:
     if t is Array:
         descriptor = None if v.descriptor is None else tagged(v.descriptor)
         return ("array", v.type, descriptor, tuple(tagged(x) for x in v.elements))
+    if isinstance(v, (Composite, DescribedValue)):
+        # Mutated bytes can turn into a registered descriptor, e.g. `00 53 17 45` is an empty end.
+        return ("composite", t.__name__, tagged(v.described_body()))
     raise TypeError(f"no tag for {t.__name__}: {v!r}")
 
 
