@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import cpp_broker
-from bench.run import (
+from bench.harness import (
     Child,
     ChildError,
     Report,

@@ -28,7 +28,7 @@ from bench.cclient_bench import (
     round_ratio,
     spread,
 )
-from bench.run import Report, Row, Settings, process_cpu, schedstat_seconds, stat_cpu_seconds
+from bench.harness import Report, Row, Settings, process_cpu, schedstat_seconds, stat_cpu_seconds
 
 ROOT = Path(__file__).resolve().parents[2]
 
