@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
 from ..amqp import codec
-from ..amqp.composite import Composite
+from ..amqp.composite import Composite, generated_from_list
 from ..amqp.messaging import Accepted, Source, Target
 from ..amqp.performatives import (
     RCV_FIRST,
@@ -46,6 +46,7 @@ from .framing import (
     FrameHeaderError,
     frame_header,
 )
+from .transfers import TRANSFER_LIST8, read_transfer
 
 __all__ = ["Frame", "FrameReader", "Frames", "Peer", "PeerLink", "PeerSession", "ProtocolHeader", "parse_frames"]
 
@@ -138,6 +139,7 @@ class FrameReader:
         buf = self._buf + data
         out = Frames()
         pos = 0
+        build_transfer: Any = None
         while len(buf) - pos >= 8:
             if buf[pos : pos + 4] == b"AMQP":
                 out.append(Frame(0, ProtocolHeader(buf[pos : pos + 8]), b""))
@@ -156,6 +158,16 @@ class FrameReader:
             if not body:
                 out.append(Frame(channel, None, b""))
                 continue
+            if body.startswith(TRANSFER_LIST8):
+                # The usual transfer (a stream read is nearly all of them): read its fields
+                # without the codec and build the Transfer it would (transfers.py; anything
+                # unusual there returns None and goes to the codec below).
+                fields = read_transfer(body, 0, len(body))
+                if fields is not None:
+                    if build_transfer is None:
+                        build_transfer = generated_from_list(Transfer)
+                    out.append(Frame(channel, build_transfer(list(fields[:6])), body[fields[6] :]))
+                    continue
             performative, end = codec.decode_at(body, 0)
             out.append(Frame(channel, performative, body[end:]))
         self._buf = buf[pos:]

@@ -16,6 +16,7 @@ from minibroker.amqp import codec
 from minibroker.amqp.messaging import Accepted, Rejected
 from minibroker.amqp.performatives import Disposition, End, Transfer
 from minibroker.protocol.framing import frame
+from minibroker.protocol.peer import FrameReader
 from minibroker.protocol.transfers import (
     DISPOSITION_LIST8,
     TRANSFER_LIST8,
@@ -191,3 +192,52 @@ def test_a_rejected_disposition_is_left_to_the_general_path() -> None:
     out = bytearray()
     Disposition(role=True, first=1, settled=True, state=Rejected()).encode_into(out)
     assert read_disposition(bytes(out), 0, len(out)) is None
+
+
+def _frames_both_ways(body: bytes) -> tuple[Any, Any]:
+    """What the client's FrameReader reads of one frame, and what the codec alone reads of it."""
+    try:
+        general: Any = codec.decode_at(body, 0)
+        general = (general[0], body[general[1] :])
+    except Exception as exc:  # noqa: BLE001 - the reader must fail alike
+        general = type(exc)
+    try:
+        read = FrameReader().feed(frame(0, body))
+        fast: Any = (read[0].performative, read[0].payload)
+    except Exception as exc:  # noqa: BLE001
+        fast = type(exc)
+    return fast, general
+
+
+@given(
+    handle=uints,
+    delivery_id=st.none() | uints,
+    tag=st.none() | st.binary(max_size=32),
+    settled=st.none() | st.booleans(),
+    more=st.booleans(),
+    aborted=st.booleans(),
+    payload=st.binary(max_size=16),
+)
+def test_the_client_frame_reader_reads_transfers_as_the_codec_does(
+    handle: int, delivery_id: int | None, tag: bytes | None, settled: bool | None, more: bool, aborted: bool,
+    payload: bytes,
+) -> None:
+    out = bytearray()
+    Transfer(
+        handle=handle, delivery_id=delivery_id, delivery_tag=tag, message_format=0, settled=settled, more=more,
+        aborted=aborted,
+    ).encode_into(out)
+    fast, general = _frames_both_ways(bytes(out) + payload)
+    assert fast == general
+    assert fast[0] == Transfer(
+        handle=handle, delivery_id=delivery_id, delivery_tag=tag, message_format=0, settled=settled, more=more,
+        aborted=aborted,
+    )
+
+
+@given(st.binary(max_size=64))
+@example(b"\x02\x01\x43")  # handle only: the other fields take their defaults
+@example(b"\x04\x02\x52\x07\x40")  # delivery-id null
+def test_the_client_frame_reader_reads_any_transfer_bytes_as_the_codec_does(rest: bytes) -> None:
+    fast, general = _frames_both_ways(TRANSFER_LIST8 + rest)
+    assert fast == general  # the same Transfer and payload, or the same error
