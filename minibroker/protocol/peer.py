@@ -650,7 +650,12 @@ class Peer:
     def observe(self, frames: Iterable[Frame]) -> None:
         """Update the counters from frames the server sent (a :class:`Pump` calls this)."""
         for channel, performative, _payload in frames:
-            if isinstance(performative, Open):
+            if type(performative) is Transfer:
+                # The usual frame first (a stream read is nearly all transfers): no test for the others.
+                session = self._session_by_remote(channel)
+                if session is not None:
+                    self._transferred(session, performative)
+            elif isinstance(performative, Open):
                 self.remote_open = performative
                 self.remote_max_frame_size = performative.max_frame_size
             elif isinstance(performative, Close):
@@ -713,20 +718,26 @@ class Peer:
                         performative.link_credit, (end - performative.delivery_count) % SERIAL_MOD
                     )
         elif isinstance(performative, Transfer):
-            if session.next_incoming_id is not None:
-                session.next_incoming_id = (session.next_incoming_id + 1) % SERIAL_MOD
-            link = session.link_by_remote(performative.handle)
-            if link is not None:
-                if not link.receiving_more:
-                    link.delivery_count = (link.delivery_count + 1) % SERIAL_MOD
-                    link.credit = max(0, link.credit - 1)
-                link.receiving_more = performative.more and not performative.aborted
+            self._transferred(session, performative)
         elif isinstance(performative, Detach):
             link = session.link_by_remote(performative.handle)
             if link is not None:
                 link.remote_detach = performative
         elif isinstance(performative, End):
             session.remote_end = performative
+
+    @staticmethod
+    def _transferred(session: PeerSession, transfer: Transfer) -> None:
+        """Count a transfer the server sent: the session's next incoming id, the link's delivery-count
+        and credit (§2.5.6, §2.6.7; a multi-frame delivery counts once)."""
+        if session.next_incoming_id is not None:
+            session.next_incoming_id = (session.next_incoming_id + 1) % SERIAL_MOD
+        link = session.link_by_remote(transfer.handle)
+        if link is not None:
+            if not link.receiving_more:
+                link.delivery_count = (link.delivery_count + 1) % SERIAL_MOD
+                link.credit = max(0, link.credit - 1)
+            link.receiving_more = transfer.more and not transfer.aborted
 
 
 # --------------------------------------------------------------------------- driving a server
