@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pyspark_minibroker.rows import row_from_delivery
+from pyspark_minibroker.rows import read_struct_type, row_from_delivery
 
 from minibroker import Client, ThreadedBroker, build_message
 from minibroker.client import Delivery
@@ -142,29 +142,6 @@ def serve(messages: int) -> None:
         sys.stdin.read()
 
 
-def _read_schema() -> Any:
-    """READ_SCHEMA as a StructType, built here (parsing DDL needs a JVM)."""
-    from pyspark.sql.types import (
-        BinaryType,
-        BooleanType,
-        IntegerType,
-        MapType,
-        StringType,
-        StructField,
-        StructType,
-        TimestampType,
-    )  # fmt: skip
-
-    strings = ["message_id", "correlation_id", "subject", "to", "reply_to", "content_type", "group_id"]
-    return StructType(
-        [StructField("body", BinaryType())] + [StructField(name, StringType()) for name in strings] + [
-            StructField("priority", IntegerType()), StructField("durable", BooleanType()),
-            StructField("delivery_count", IntegerType()), StructField("creation_time", TimestampType()),
-            StructField("application_properties", MapType(StringType(), StringType())),
-        ]
-    )  # fmt: skip
-
-
 def measure_task(url: str, address: str, count: int) -> dict[str, float]:
     """Wall and CPU microseconds per row for one executor task reading offsets 0..count (see above)."""
     from pyspark.sql.worker.plan_data_source_read import records_to_arrow_batches
@@ -172,10 +149,10 @@ def measure_task(url: str, address: str, count: int) -> dict[str, float]:
 
     options = {"url": url, "address": address, "kind": "stream"}
     data_source = source.AmqpDataSource(options)
-    reader = data_source.reader(_read_schema())
+    reader = data_source.reader(read_struct_type())
     started, cpu = time.perf_counter(), time.process_time()
     rows = 0
-    for batch in records_to_arrow_batches(reader.read(source._Range(address, 0, count)), 10_000, _read_schema(),
+    for batch in records_to_arrow_batches(reader.read(source._Range(address, 0, count)), 10_000, read_struct_type(),
                                           data_source):  # fmt: skip
         rows += batch.num_rows
     wall, cpu = time.perf_counter() - started, time.process_time() - cpu

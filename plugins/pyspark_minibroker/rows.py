@@ -14,7 +14,7 @@ from minibroker.client import Delivery
 
 __all__ = [
     "READ_SCHEMA", "READ_STRUCT", "WRITE_COLUMNS", "arrow_batch", "bad_record_message", "fingerprint",
-    "message_from_row", "redelivered", "row_digest", "row_from_delivery",
+    "message_from_row", "read_struct_type", "redelivered", "row_digest", "row_from_delivery",
 ]  # fmt: skip
 
 #: One row per message (documented in docs/spark.md).
@@ -104,6 +104,21 @@ def row_from_delivery(delivery: Delivery) -> tuple[Any, ...]:
 #: READ_SCHEMA as ``StructType.simpleString()`` writes it: a reader given this schema may hand
 #: Spark Arrow batches (:func:`arrow_batch`); any other schema gets tuples.
 READ_STRUCT = "struct<" + ",".join(part.strip().replace(" ", ":", 1) for part in READ_SCHEMA.split(", ")) + ">"
+
+
+
+def read_struct_type() -> Any:
+    """READ_SCHEMA as a pyspark ``StructType``, made from it without a JVM (Spark's DDL parser needs one)."""
+    from pyspark.sql import types
+
+    kinds = {
+        "binary": types.BinaryType(), "string": types.StringType(), "int": types.IntegerType(),
+        "boolean": types.BooleanType(), "timestamp": types.TimestampType(),
+        "map<string,string>": types.MapType(types.StringType(), types.StringType()),
+    }  # fmt: skip
+    fields = (part.split(" ", 1) for part in READ_SCHEMA.split(", "))
+    return types.StructType([types.StructField(name, kinds[kind]) for name, kind in fields])
+
 
 # Microseconds since the epoch of datetime.min and datetime.max (UTC): a creation-time outside
 # them is no datetime, and is refused as row_from_delivery refuses it.

@@ -26,7 +26,7 @@ from pyspark.sql.types import (  # noqa: E402
     TimestampType,
 )
 from pyspark.sql.worker.plan_data_source_read import records_to_arrow_batches  # noqa: E402
-from pyspark_minibroker.rows import READ_STRUCT, arrow_batch, row_from_delivery  # noqa: E402
+from pyspark_minibroker.rows import READ_STRUCT, arrow_batch, read_struct_type, row_from_delivery  # noqa: E402
 from pyspark_minibroker.source import _arrow_schema  # noqa: E402
 
 from minibroker.amqp.message import Message  # noqa: E402
@@ -34,6 +34,7 @@ from minibroker.amqp.messaging import Header, Properties  # noqa: E402
 from minibroker.amqp.types import symbol, timestamp, ubyte, uint, ulong  # noqa: E402
 from minibroker.client import Delivery  # noqa: E402
 
+# Written out field by field, not made from READ_SCHEMA, so it checks what the package derives.
 _STRINGS = ["message_id", "correlation_id", "subject", "to", "reply_to", "content_type", "group_id"]
 SCHEMA = StructType(
     [StructField("body", BinaryType())]
@@ -89,6 +90,7 @@ MESSAGES = [
 
 def test_the_documented_schema_is_the_one_batches_are_built_for() -> None:
     assert SCHEMA.simpleString() == READ_STRUCT
+    assert read_struct_type() == SCHEMA  # the one the package makes from READ_SCHEMA
     assert _arrow_schema(SCHEMA) == to_arrow_schema(SCHEMA, timezone="UTC")
     assert _arrow_schema(StructType([StructField("body", BinaryType())])) is None  # a user's schema: tuples
 
