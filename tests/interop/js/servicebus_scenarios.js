@@ -119,17 +119,24 @@ const scenarios = {
         result.first = seen(message);
         console.log(JSON.stringify({ready: true}));
         await nextStdinLine();
+        // Each step says on stderr where it is, so a hang shows which step waited (the test prints stderr).
+        console.error('sessionExpiry: completing after the lock expired');
         try {
             await receiver.completeMessage(message);
             result.complete = 'completed';
         } catch (error) {
             result.complete = error.code || error.name;
         }
+        console.error('sessionExpiry: closing the first receiver');
         await receiver.close();
+        console.error('sessionExpiry: accepting the session again');
         const again = await client.acceptSession(args.queue, 'a', {maxAutoLockRenewalDurationInMs: 0});
+        console.error('sessionExpiry: receiving the redelivery');
         const [redelivered] = await again.receiveMessages(1, WAIT);
+        console.error('sessionExpiry: completing the redelivery');
         result.again = seen(redelivered);
         await again.completeMessage(redelivered);
+        console.error('sessionExpiry: closing');
         await again.close();
     },
     // a subscription's rules through the rule manager (add-rule, remove-rule, enumerate-rules).
