@@ -141,6 +141,13 @@ def test_js_sdk_session_lock_expires_on_the_broker_clock(rhea_process: Callable[
         assert json.loads(ready) == {"ready": True}, ready + proc.stderr.read()
         clock.advance(61)  # the session lock (60 s) was not renewed
         broker.wait_for(lambda b: b.queue("jobs").acquired == 0)
+        # The lock's end also detached the receiver's link (session-lock-lost); the client must have
+        # that detach before it completes, or it settles on a link it does not know is gone and waits
+        # for an answer.  So wait until the broker has written everything it holds for its clients.
+        deadline = time.monotonic() + 10
+        while any(c.protocol.output_size or c.transport_backlog for c in list(broker._broker.connections)):
+            assert time.monotonic() < deadline, "the broker did not write the detach out"
+            time.sleep(0.01)
         out, err = proc.communicate("go\n", timeout=90)
         result = json.loads(out.strip().splitlines()[-1])
         assert "timed_out" not in result, err
