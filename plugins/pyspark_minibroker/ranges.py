@@ -25,8 +25,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from minibroker.client import Client, Delivery, LinkDetached
+from minibroker.client import Client, LinkDetached
 
+from .columns import Rows
 from .options import Options
 
 __all__ = ["Bounds", "OffsetRange", "bounds", "is_stream", "read_range", "split", "starting_offsets"]
@@ -108,8 +109,10 @@ def split(address: str, start: int, end: int, size: int) -> list[OffsetRange]:
     return [OffsetRange(address, low, min(low + size, end)) for low in range(start, end, size)]
 
 
-def read_range(options: Options, piece: OffsetRange) -> Iterator[Delivery]:
-    """The messages of one range, in offset order; offsets no longer retained are skipped."""
+def read_range(options: Options, piece: OffsetRange) -> Iterator[Rows]:
+    """The rows of one range's messages in offset order, a fetch at a time; offsets no longer
+    retained are skipped.  The same :class:`Rows` comes back each time, with the next rows."""
+    rows = Rows()
     with options.connect() as client:
         receiver = client.receiver(piece.address, offset=piece.start, credit=WINDOW, timeout=options.timeout)
         position = piece.start
@@ -118,12 +121,15 @@ def read_range(options: Options, piece: OffsetRange) -> Iterator[Delivery]:
             got = receiver.fetch(min(WINDOW, piece.end - position), options.timeout)
             if not got:
                 return  # nothing more retained from here (the range's end was dropped, or filtered out)
+            rows.clear()
             for delivery in got:
-                offset = delivery.offset
+                offset = rows.add(delivery.payload, below=piece.end)
                 if offset is None:
                     raise ValueError(f"{piece.address!r} sent a message without x-stream-offset: is it a stream?")
                 if offset >= piece.end:
-                    return
-                yield delivery
+                    position = offset  # past the range's end (offsets were skipped): done
+                    break
                 position = offset + 1
+            if rows:
+                yield rows
         receiver.close(options.timeout)

@@ -10,11 +10,12 @@ from typing import Any
 
 from minibroker.amqp.message import Message, split_sections
 from minibroker.amqp.messaging import Header, Properties
-from minibroker.client import Delivery
+from minibroker.client import STREAM_OFFSET, Delivery
 
 __all__ = [
-    "READ_SCHEMA", "READ_STRUCT", "WRITE_COLUMNS", "arrow_batch", "bad_record_message", "fingerprint",
-    "message_from_row", "read_struct_type", "redelivered", "row_digest", "row_from_delivery",
+    "CREATED", "READ_SCHEMA", "READ_STRUCT", "WRITE_COLUMNS", "app_values", "bad_record_message", "datetime_of",
+    "fingerprint", "header_values", "message_from_row", "message_offset", "message_values", "property_values",
+    "read_struct_type", "redelivered", "row_digest", "row_from_delivery",
 ]  # fmt: skip
 
 #: One row per message (documented in docs/spark.md).
@@ -55,15 +56,9 @@ def _body_bytes(message: Message) -> bytes | None:
     return json.dumps(body, default=str, sort_keys=True).encode()
 
 
-def _values(delivery: Delivery) -> tuple[Any, ...]:
-    """The row's values, except ``creation_time`` as milliseconds since the epoch (or None)."""
-    message = delivery.message
-    props = message.properties or _NO_PROPERTIES
-    header = message.header or _NO_HEADER
-    created = props.creation_time
-    app = message.application_properties
+def property_values(props: Properties) -> tuple[Any, ...]:
+    """The row's values from the properties (§3.2.4): message_id .. group_id, in READ_SCHEMA's order."""
     return (
-        _body_bytes(message),
         _text(props.message_id),
         _text(props.correlation_id),
         props.subject,
@@ -71,20 +66,46 @@ def _values(delivery: Delivery) -> tuple[Any, ...]:
         _text(props.reply_to),
         _text(props.content_type),
         props.group_id,
-        int(header.priority),
-        bool(header.durable),
-        int(header.delivery_count),
-        None if created is None else int(created),
-        {str(k): _text(v) for k, v in app.items()} if app else None,
     )
+
+
+def header_values(header: Header) -> tuple[int, bool, int]:
+    """The row's priority, durable and delivery_count from the header (§3.2.1)."""
+    return int(header.priority), bool(header.durable), int(header.delivery_count)
+
+
+def app_values(app: dict[Any, Any] | None) -> dict[str, Any] | None:
+    """The row's application_properties (§3.2.5): text keys and values, None when there are none."""
+    return {str(k): _text(v) for k, v in app.items()} if app else None
+
+
+def message_values(message: Message) -> tuple[Any, ...]:
+    """The row's values, except ``creation_time`` as milliseconds since the epoch (or None)."""
+    props = message.properties or _NO_PROPERTIES
+    created = props.creation_time
+    return (
+        _body_bytes(message),
+        *property_values(props),
+        *header_values(message.header or _NO_HEADER),
+        None if created is None else int(created),
+        app_values(message.application_properties),
+    )
+
+
+def message_offset(message: Message) -> int | None:
+    """Its offset in a stream (the ``x-stream-offset`` annotation), as :attr:`Delivery.offset` reads it."""
+    annotations = message.message_annotations
+    value = annotations.get(STREAM_OFFSET) if annotations else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 _NO_PROPERTIES = Properties()
 _NO_HEADER = Header()
-_CREATED = 11
+#: Where ``creation_time`` is in a row.
+CREATED = 11
 
 
-def _datetime(milliseconds: int) -> dt.datetime:
+def datetime_of(milliseconds: int) -> dt.datetime:
     return _EPOCH + dt.timedelta(milliseconds=milliseconds)
 
 
@@ -94,15 +115,15 @@ def row_from_delivery(delivery: Delivery) -> tuple[Any, ...]:
     ``body`` is the data section's bytes, a string value's UTF-8, or any other
     value as JSON; ids are strings (binary ids in hex).
     """
-    values = _values(delivery)
-    created = values[_CREATED]
+    values = message_values(delivery.message)
+    created = values[CREATED]
     if created is None:
         return values
-    return (*values[:_CREATED], _datetime(created), *values[_CREATED + 1 :])
+    return (*values[:CREATED], datetime_of(created), *values[CREATED + 1 :])
 
 
 #: READ_SCHEMA as ``StructType.simpleString()`` writes it: a reader given this schema may hand
-#: Spark Arrow batches (:func:`arrow_batch`); any other schema gets tuples.
+#: Spark Arrow batches (:func:`.columns.arrow_batch`); any other schema gets tuples.
 READ_STRUCT = "struct<" + ",".join(part.strip().replace(" ", ":", 1) for part in READ_SCHEMA.split(", ")) + ">"
 
 
@@ -118,37 +139,6 @@ def read_struct_type() -> Any:
     }  # fmt: skip
     fields = (part.split(" ", 1) for part in READ_SCHEMA.split(", "))
     return types.StructType([types.StructField(name, kinds[kind]) for name, kind in fields])
-
-
-# Microseconds since the epoch of datetime.min and datetime.max (UTC): a creation-time outside
-# them is no datetime, and is refused as row_from_delivery refuses it.
-_MIN_US = (dt.datetime.min.replace(tzinfo=dt.UTC) - _EPOCH) // dt.timedelta(microseconds=1)
-_MAX_US = (dt.datetime.max.replace(tzinfo=dt.UTC) - _EPOCH) // dt.timedelta(microseconds=1)
-
-
-def arrow_batch(deliveries: list[Delivery], schema: Any) -> Any:
-    """The rows of :data:`READ_SCHEMA` for ``deliveries`` as one ``pyarrow.RecordBatch`` of ``schema``.
-
-    ``schema`` is the Arrow form of READ_SCHEMA as Spark makes it
-    (``pyspark.sql.pandas.types.to_arrow_schema(schema, timezone="UTC")``).  The values are
-    those of :func:`row_from_delivery` after Spark's own conversion of a row for Arrow
-    (``LocalDataToArrowConversion``: a timestamp as UTC, a map as its items), so the batch is
-    the one Spark would build from the rows, without a Python call per value to get there.
-    """
-    import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
-
-    columns: list[list[Any]] = [list(column) for column in zip(*map(_values, deliveries), strict=True)]
-    if not columns:
-        return pa.RecordBatch.from_pylist([], schema=schema)
-    created = columns[_CREATED]
-    for i, ms in enumerate(created):
-        if ms is not None:
-            us = ms * 1000
-            if not _MIN_US <= us <= _MAX_US:
-                _datetime(ms)  # raises the OverflowError the row would
-            created[i] = us
-    columns[-1] = [None if app is None else list(app.items()) for app in columns[-1]]
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
 
 
 def fingerprint(delivery: Delivery) -> str:

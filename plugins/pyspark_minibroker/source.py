@@ -11,7 +11,6 @@ the driver-side stream reader) and never pickled.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import logging
 import uuid
 from collections.abc import Iterator
@@ -44,13 +43,13 @@ from pyspark.sql.types import StructType
 from minibroker.amqp.message import Message
 from minibroker.client import Client, ClientTimeout, ConnectionClosed, Delivery, LinkDetached, Sender
 
+from .columns import Rows
 from .options import Options, parse_options
-from .ranges import WINDOW, OffsetRange, bounds, is_stream, read_range, split, starting_offsets
+from .ranges import OffsetRange, bounds, is_stream, read_range, split, starting_offsets
 from .rows import (
     READ_SCHEMA,
     READ_STRUCT,
     WRITE_COLUMNS,
-    arrow_batch,
     bad_record_message,
     message_from_row,
     row_digest,
@@ -134,7 +133,7 @@ def _columns(schema: StructType) -> list[str]:
 def _arrow_schema(schema: StructType) -> Any:
     """Spark's Arrow form of ``schema`` when it is READ_SCHEMA, else None.
 
-    With it, executor reads hand Spark one ``pyarrow.RecordBatch`` per fetch (:func:`.rows.arrow_batch`)
+    With it, executor reads hand Spark one ``pyarrow.RecordBatch`` per fetch (:meth:`.columns.Rows.arrow`)
     instead of a tuple per message that Spark's worker converts value by value; a schema given
     with ``.schema(...)`` gets tuples, as before.  Spark compares a batch's schema with
     ``to_arrow_schema(schema, timezone="UTC")``, so it is made the same way.
@@ -146,14 +145,13 @@ def _arrow_schema(schema: StructType) -> Any:
     return to_arrow_schema(schema, timezone="UTC")
 
 
-def _rows(deliveries: list[Delivery], arrow: Any) -> Iterator[Any]:
-    """What ``read`` yields for some deliveries: one Arrow batch of them, or a tuple each."""
+def _hand_over(rows: Rows, arrow: Any) -> Iterator[Any]:
+    """What ``read`` yields for some rows: one Arrow batch of them, or a tuple each."""
     if arrow is not None:
-        if deliveries:
-            yield arrow_batch(deliveries, arrow)
+        if rows:
+            yield rows.arrow(arrow)
         return
-    for delivery in deliveries:
-        yield row_from_delivery(delivery)
+    yield from rows.tuples()
 
 
 class _BatchReader(DataSourceReader):
@@ -173,11 +171,15 @@ class _BatchReader(DataSourceReader):
         taken: list[Delivery] = []
         with options.connect() as client:
             receiver = client.receiver(options.address, credit=options.max_batch, browse=browse)
+            rows = Rows()
             while True:
                 chunk = receiver.fetch(options.max_batch)
                 if not chunk:
                     break
-                yield from _rows(chunk, self.arrow)
+                rows.clear()
+                for delivery in chunk:
+                    rows.add(delivery.payload)
+                yield from _hand_over(rows, self.arrow)
                 if not browse:
                     for delivery in chunk:
                         delivery.drop_payload()  # kept only to be settled, without its bytes
@@ -201,9 +203,8 @@ def _ranges(pieces: list[OffsetRange]) -> list[InputPartition]:
 
 def _read(options: Options, partition: InputPartition, arrow: Any) -> Iterator[Any]:
     assert isinstance(partition, _Range)
-    deliveries = read_range(options, OffsetRange(partition.address, partition.start, partition.end))
-    while chunk := list(itertools.islice(deliveries, WINDOW)):
-        yield from _rows(chunk, arrow)
+    for rows in read_range(options, OffsetRange(partition.address, partition.start, partition.end)):
+        yield from _hand_over(rows, arrow)
 
 
 class _StreamBatchReader(DataSourceReader):

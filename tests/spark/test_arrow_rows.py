@@ -26,7 +26,8 @@ from pyspark.sql.types import (  # noqa: E402
     TimestampType,
 )
 from pyspark.sql.worker.plan_data_source_read import records_to_arrow_batches  # noqa: E402
-from pyspark_minibroker.rows import READ_STRUCT, arrow_batch, read_struct_type, row_from_delivery  # noqa: E402
+from pyspark_minibroker.columns import arrow_batch  # noqa: E402
+from pyspark_minibroker.rows import READ_STRUCT, read_struct_type, row_from_delivery  # noqa: E402
 from pyspark_minibroker.source import _arrow_schema  # noqa: E402
 
 from minibroker.amqp.message import Message  # noqa: E402

@@ -1,0 +1,256 @@
+"""Rows of READ_SCHEMA made straight from the bytes of received messages (an executor's hot path).
+
+:func:`.rows.row_from_delivery` decodes a whole :class:`~minibroker.amqp.message.Message`
+and reads the row off it.  :class:`Rows` gives the same values with one walk over the
+message's sections (Part 3 §3.2) that builds no message:
+
+* the body is sliced out of a ``data`` section (§3.2.6) or a string or binary
+  ``amqp-value`` (§3.2.8) without decoding it to a Python value first;
+* the ``x-stream-offset`` annotation (RabbitMQ 4 streams) is read from the usual
+  single-entry message-annotations map (§3.2.3) by its bytes;
+* a header (§3.2.1) or application-properties (§3.2.5) section whose bytes were seen
+  before reuses the values decoded then: a producer sends the same ones again and again;
+* properties (§3.2.4) and any other header or application-properties are decoded by the
+  codec's own decoders and builders, as :func:`~minibroker.amqp.message.decode_message` does.
+
+Anything else (symbolic descriptors, several body sections, a footer, a section that is
+not the usual list or map, a value the walk does not slice) goes through
+``decode_message`` and the reference row, so every message gets exactly the row and
+the error it gets there; tests compare both on generated messages.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from minibroker.amqp import codec
+from minibroker.amqp.composite import generated_from_list
+from minibroker.amqp.errors import AMQPDecodeError
+from minibroker.amqp.message import decode_message
+from minibroker.amqp.messaging import Header, Properties
+from minibroker.client import Delivery
+
+from .rows import (
+    CREATED,
+    app_values,
+    datetime_of,
+    header_values,
+    message_offset,
+    message_values,
+    property_values,
+)
+
+__all__ = ["Rows", "arrow_batch"]
+
+#: Section descriptor codes (§3.2) as the walk reads them: ``00 53 code``.
+_HEADER, _DELIVERY_ANNOTATIONS, _MESSAGE_ANNOTATIONS, _PROPERTIES = 0x70, 0x71, 0x72, 0x73
+_APPLICATION_PROPERTIES, _DATA, _AMQP_VALUE = 0x74, 0x75, 0x77
+#: The order §3.2 requires: each section's rank must rise (one body section, before a footer).
+_RANK = {0x70: 0, 0x71: 1, 0x72: 2, 0x73: 3, 0x74: 4, 0x75: 5, 0x76: 5, 0x77: 5, 0x78: 6}
+#: Constructors whose size follows in one byte (vbin8, str8, sym8, list8, map8) or four.
+_SIZE8 = frozenset((0xA0, 0xA1, 0xA3, 0xC0, 0xC1))
+_SIZE32 = frozenset((0xB0, 0xB1, 0xB3, 0xD0, 0xD1))
+_LISTS = frozenset((0x45, 0xC0, 0xD0))
+_MAPS = frozenset((0xC1, 0xD1))
+#: A message-annotations section holding only ``x-stream-offset``, up to the offset's constructor:
+#: as a smalllong (one signed byte follows) or a long (eight).
+_OFFSET_SMALL = b"\x00\x53\x72\xc1\x14\x02\xa3\x0fx-stream-offset\x55"
+_OFFSET_LONG = b"\x00\x53\x72\xc1\x1b\x02\xa3\x0fx-stream-offset\x81"
+#: Decoded sections kept by their bytes, per :class:`Rows`; past this many the cache starts again.
+_CACHED = 256
+
+_DECODERS = codec._DECODERS
+_NO_PROPERTIES = property_values(Properties())
+_NO_HEADER = header_values(Header())
+
+
+_MISSING = object()
+
+
+class _Unusual(Exception):
+    """The walk met something it leaves to ``decode_message``."""
+
+
+class Rows:
+    """READ_SCHEMA rows of messages added one at a time; :meth:`arrow` or :meth:`tuples` hands them to Spark."""
+
+    __slots__ = ("rows", "_sections", "_build_header", "_build_properties")
+
+    def __init__(self) -> None:
+        #: One tuple per message: the row, with ``creation_time`` in milliseconds since the epoch.
+        self.rows: list[tuple[Any, ...]] = []
+        self._sections: dict[bytes, Any] = {}
+        self._build_header = generated_from_list(Header)
+        self._build_properties = generated_from_list(Properties)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def clear(self) -> None:
+        """Forget the rows (the decoded sections stay, for the next messages)."""
+        self.rows = []
+
+    def add(self, payload: bytes, below: int | None = None) -> int | None:
+        """Add the row of the message ``payload`` and return its ``x-stream-offset`` (None without one).
+
+        With ``below``, a message whose offset is ``below`` or more is not added (a stream read
+        past its range's end).  Raises what ``decode_message`` raises for a message it refuses.
+        """
+        try:
+            offset, row = self._walk(payload)
+        except (_Unusual, AMQPDecodeError, IndexError, ValueError, TypeError):
+            message = decode_message(payload)
+            offset, row = message_offset(message), message_values(message)
+        if below is None or offset is None or offset < below:
+            self.rows.append(row)
+        return offset
+
+    def tuples(self) -> list[tuple[Any, ...]]:
+        """The rows as :func:`.rows.row_from_delivery` makes them (``creation_time`` a datetime)."""
+        return [row if row[CREATED] is None else (*row[:CREATED], datetime_of(row[CREATED]), *row[CREATED + 1 :])
+                for row in self.rows]  # fmt: skip
+
+    def arrow(self, schema: Any) -> Any:
+        """The rows as one ``pyarrow.RecordBatch`` of ``schema`` (see :func:`arrow_batch`)."""
+        return _record_batch(self.rows, schema)
+
+    def _keep(self, key: bytes, values: Any) -> Any:
+        """Keep a section's decoded values by its bytes (from empty again once there are too many)."""
+        sections = self._sections
+        if len(sections) >= _CACHED:
+            sections.clear()
+        sections[key] = values
+        return values
+
+    def _walk(self, p: bytes) -> tuple[int | None, tuple[Any, ...]]:
+        """One pass over ``00 53 code`` sections in rising §3.2 rank (see the module docstring)."""
+        sections = self._sections
+        end = len(p)
+        pos = 0
+        last = -1
+        header, properties, created = _NO_HEADER, _NO_PROPERTIES, None
+        app: dict[str, Any] | None = None
+        body: bytes | None = None
+        offset: int | None = None
+        while pos < end:
+            if pos + 4 >= end or p[pos] or p[pos + 1] != 0x53:
+                raise _Unusual
+            code = p[pos + 2]
+            rank = _RANK.get(code, 7)
+            if rank <= last or rank > 5:
+                raise _Unusual  # out of order, a second body, a footer, an unknown descriptor
+            last = rank
+            constructor = p[pos + 3]
+            if constructor in _SIZE8:
+                start = pos + 5
+                stop = start + p[pos + 4]
+            elif constructor in _SIZE32:
+                start = pos + 8
+                stop = start + int.from_bytes(p[pos + 4 : start])
+            elif constructor == 0x45:
+                start = stop = pos + 4
+            else:
+                raise _Unusual
+            if stop > end:
+                raise _Unusual
+            if code == _MESSAGE_ANNOTATIONS:
+                if stop - pos == 25 and p.startswith(_OFFSET_SMALL, pos):
+                    offset = p[pos + 24]
+                    if offset > 127:
+                        offset -= 256
+                elif stop - pos == 32 and p.startswith(_OFFSET_LONG, pos):
+                    offset = int.from_bytes(p[pos + 24 : stop], signed=True)
+                else:
+                    offset = self._annotated_offset(p, pos, constructor, stop)
+            elif code == _DATA or code == _AMQP_VALUE:
+                body = p[start:stop]
+                if constructor == 0xA1 or constructor == 0xB1:
+                    if code == _DATA:
+                        raise _Unusual  # a data section holds binary: decode_message says what is wrong
+                    body.decode()  # a string body's row is its UTF-8; invalid UTF-8 is decode_message's to refuse
+                elif constructor != 0xA0 and constructor != 0xB0:
+                    raise _Unusual
+            elif code == _PROPERTIES:
+                if constructor not in _LISTS:
+                    raise _Unusual
+                values, after = _DECODERS[constructor](p, pos + 4, 1)
+                if after != stop:
+                    raise _Unusual
+                built = self._build_properties(values)
+                properties = property_values(built)
+                created = None if built.creation_time is None else int(built.creation_time)
+            elif code == _HEADER:
+                if constructor not in _LISTS:
+                    raise _Unusual
+                key = p[pos:stop]
+                header = sections.get(key, _MISSING)
+                if header is _MISSING:
+                    header = self._keep(key, header_values(self._build_header(_section_value(p, pos, stop))))
+            elif code == _APPLICATION_PROPERTIES:
+                if constructor not in _MAPS:
+                    raise _Unusual
+                key = p[pos:stop]
+                app = sections.get(key, _MISSING)
+                if app is _MISSING:
+                    app = self._keep(key, app_values(_section_value(p, pos, stop)))
+            elif code == _DELIVERY_ANNOTATIONS:
+                _section_value(p, pos, stop)  # decoded as decode_message would, then not part of a row
+            else:
+                raise _Unusual  # an amqp-sequence body
+            pos = stop
+        return offset, (body, *properties, *header, created, app)
+
+    @staticmethod
+    def _annotated_offset(p: bytes, pos: int, constructor: int, stop: int) -> int | None:
+        if constructor not in _MAPS:
+            raise _Unusual
+        value = _section_value(p, pos, stop).get("x-stream-offset")
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _section_value(p: bytes, pos: int, stop: int) -> Any:
+    """The value of the section at ``p[pos:stop]``, decoded as decode_message decodes it."""
+    value, after = _DECODERS[p[pos + 3]](p, pos + 4, 1)
+    if after != stop:
+        raise _Unusual
+    return value
+
+
+def arrow_batch(deliveries: list[Delivery], schema: Any) -> Any:
+    """The rows of READ_SCHEMA for ``deliveries`` as one ``pyarrow.RecordBatch`` of ``schema``.
+
+    ``schema`` is the Arrow form of READ_SCHEMA as Spark makes it
+    (``pyspark.sql.pandas.types.to_arrow_schema(schema, timezone="UTC")``).  The values are
+    those of :func:`.rows.row_from_delivery` after Spark's own conversion of a row for Arrow
+    (``LocalDataToArrowConversion``: a timestamp as UTC, a map as its items), so the batch is
+    the one Spark would build from the rows, without a Python call per value to get there.
+    """
+    rows = Rows()
+    for delivery in deliveries:
+        rows.add(delivery.payload)
+    return rows.arrow(schema)
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+# Microseconds since the epoch of datetime.min and datetime.max (UTC): a creation-time outside
+# them is no datetime, and is refused as row_from_delivery refuses it.
+_MIN_US = (dt.datetime.min.replace(tzinfo=dt.UTC) - _EPOCH) // dt.timedelta(microseconds=1)
+_MAX_US = (dt.datetime.max.replace(tzinfo=dt.UTC) - _EPOCH) // dt.timedelta(microseconds=1)
+
+
+def _record_batch(rows: list[tuple[Any, ...]], schema: Any) -> Any:
+    import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
+
+    if not rows:
+        return pa.RecordBatch.from_pylist([], schema=schema)
+    columns: list[list[Any]] = [list(column) for column in zip(*rows, strict=True)]
+    created = columns[CREATED]
+    for i, ms in enumerate(created):
+        if ms is not None:
+            us = ms * 1000
+            if not _MIN_US <= us <= _MAX_US:
+                datetime_of(ms)  # raises the OverflowError the row would
+            created[i] = us
+    columns[-1] = [None if app is None else list(app.items()) for app in columns[-1]]
+    return pa.RecordBatch.from_arrays(columns, schema=schema)

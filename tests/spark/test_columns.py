@@ -1,0 +1,212 @@
+"""Rows made by one walk over a message's bytes equal the rows made from the decoded message.
+
+:class:`pyspark_minibroker.columns.Rows` is the executor's hot path; the reference is
+``decode_message`` followed by :func:`pyspark_minibroker.rows.message_values` (what
+``row_from_delivery`` returns).  Both are run on generated messages, on messages with
+mutated bytes, and on the shapes a stream delivery has, which must never need the reference.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyspark_minibroker import columns
+from pyspark_minibroker.columns import Rows
+from pyspark_minibroker.rows import message_offset, message_values, row_from_delivery
+
+from minibroker.amqp import encode
+from minibroker.amqp.errors import AMQPDecodeError
+from minibroker.amqp.message import decode_message
+from minibroker.amqp.messaging import (
+    AmqpSequence,
+    AmqpValue,
+    ApplicationProperties,
+    Data,
+    DeliveryAnnotations,
+    Footer,
+    Header,
+    MessageAnnotations,
+    Properties,
+)
+from minibroker.amqp.types import symbol, timestamp, ubyte, uint, ulong
+from minibroker.client import Delivery
+
+OFFSET = symbol("x-stream-offset")
+
+
+def reference(payload: bytes) -> Any:
+    """The offset and row decode_message gives, or the error it raises."""
+    try:
+        message = decode_message(payload)
+        return ("row", message_offset(message), message_values(message))
+    except Exception as exc:  # noqa: BLE001  # any error: the walk must raise the same
+        return ("error", type(exc).__name__, str(exc))
+
+
+def walked(payload: bytes, rows: Rows | None = None) -> Any:
+    rows = rows if rows is not None else Rows()
+    try:
+        offset = rows.add(payload)
+        return ("row", offset, rows.rows[-1])
+    except Exception as exc:  # noqa: BLE001
+        return ("error", type(exc).__name__, str(exc))
+
+
+texts = st.text(max_size=6)
+ids = st.one_of(st.none(), texts, st.binary(max_size=4), st.integers(0, 2**64 - 1).map(ulong),
+                st.builds(uuid.UUID, st.integers(0, 2**128 - 1).map(lambda n: f"{n:032x}")))  # fmt: skip
+offsets = st.one_of(st.integers(-128, 127), st.integers(-(2**63), 2**63 - 1), st.integers(0, 2**64 - 1).map(ulong),
+                    st.just(True), texts)  # fmt: skip
+headers = st.builds(Header, durable=st.booleans(), priority=st.integers(0, 255).map(ubyte),
+                    delivery_count=st.integers(0, 2**32 - 1).map(uint))  # fmt: skip
+properties = st.builds(
+    Properties, message_id=ids, correlation_id=ids, to=st.one_of(st.none(), texts), subject=st.one_of(st.none(), texts),
+    reply_to=st.one_of(st.none(), texts), content_type=st.one_of(st.none(), texts.map(lambda t: symbol(t.encode("ascii", "ignore").decode()))),
+    group_id=st.one_of(st.none(), texts), creation_time=st.one_of(st.none(), st.integers(-(2**40), 2**40).map(timestamp)),
+)  # fmt: skip
+scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**31), 2**31 - 1), st.floats(allow_nan=False), texts,
+                    st.binary(max_size=4))  # fmt: skip
+annotations = st.dictionaries(st.sampled_from([OFFSET, symbol("x-opt-other")]), offsets, max_size=2)
+bodies = st.one_of(
+    st.binary(max_size=300).map(Data), st.text(max_size=300).map(AmqpValue), st.binary(max_size=8).map(AmqpValue),
+    scalars.map(AmqpValue), st.lists(scalars, max_size=3).map(AmqpSequence),
+)  # fmt: skip
+#: Sections of odd shapes, each standing in for one of the usual ones: a string in a data section,
+#: a symbolic descriptor, an unknown descriptor, lists where maps belong and maps where lists do,
+#: null sections, an annotations map with the offset key as a string.
+ODD = [
+    b"\x00\x53\x75\xa1\x01x", b"\x00\xa3\x10amqp:data:binary\xa0\x01x", b"\x00\x53\x99\x40",
+    b"\x00\x53\x72\xc0\x01\x00", b"\x00\x53\x72\x40", b"\x00\x53\x74\xc0\x01\x00", b"\x00\x53\x70\xc1\x01\x00",
+    b"\x00\x53\x73\x40", b"\x00\x53\x70\x45", b"\x00\x53\x77\x40", b"\x00\x53\x77\xa3\x01x",
+    b"\x00\x53\x72\xc1\x14\x02\xa1\x0fx-stream-offset\x55\x05",
+]
+
+
+@st.composite
+def messages(draw: st.DrawFn) -> bytes:
+    """Sections in §3.2 order, each present or not, sometimes a second data section, a footer,
+    or an odd section in place of a usual one."""
+    sections: list[Any] = []
+    if draw(st.booleans()):
+        sections.append(draw(headers))
+    if draw(st.integers(0, 5)) == 0:
+        sections.append(DeliveryAnnotations({symbol("x-da"): 1}))
+    if draw(st.booleans()):
+        sections.append(MessageAnnotations(draw(annotations)))
+    if draw(st.booleans()):
+        sections.append(draw(properties))
+    if draw(st.booleans()):
+        sections.append(ApplicationProperties(draw(st.dictionaries(texts, scalars, max_size=3))))
+    if draw(st.integers(0, 5)):
+        sections.append(draw(bodies))
+    if draw(st.integers(0, 8)) == 0:
+        sections.append(Data(b"second"))
+    if draw(st.integers(0, 8)) == 0:
+        sections.append(Footer({symbol("x-hash"): b"\x00"}))
+    encoded = [encode(s) for s in sections]
+    if encoded and draw(st.integers(0, 3)) == 0:
+        encoded[draw(st.integers(0, len(encoded) - 1))] = draw(st.sampled_from(ODD))
+    return b"".join(encoded)
+
+
+@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow])
+@given(messages())
+def test_the_walk_gives_the_decoded_messages_row(payload: bytes) -> None:
+    assert walked(payload) == reference(payload)
+
+
+@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow])
+@given(messages(), st.data())
+def test_mutated_messages_give_the_reference_row_or_error(payload: bytes, data: st.DataObject) -> None:
+    if not payload:
+        return
+    mutated = bytearray(payload)
+    for _ in range(data.draw(st.integers(1, 3))):
+        at = data.draw(st.integers(0, len(mutated) - 1))
+        if data.draw(st.booleans()):
+            mutated[at] = data.draw(st.integers(0, 255))
+        else:
+            del mutated[at:]
+            if not mutated:
+                return
+    assert walked(bytes(mutated)) == reference(bytes(mutated))
+
+
+@settings(max_examples=200)
+@given(st.lists(messages(), min_size=2, max_size=6))
+def test_sections_remembered_from_earlier_messages_give_the_same_rows(payloads: list[bytes]) -> None:
+    rows = Rows()
+    for payload in payloads * 2:  # the second time round, headers and application-properties are known
+        assert walked(payload, rows) == reference(payload)
+
+
+def stream_delivery(offset: int, body: Any, *, rich: bool) -> bytes:
+    sections: list[Any] = []
+    if rich:
+        sections.append(Header(durable=True, priority=ubyte(7), delivery_count=uint(1)))
+    sections.append(MessageAnnotations({OFFSET: offset}))
+    if rich:
+        sections += [
+            Properties(message_id=f"m-{offset}", content_type=symbol("application/octet-stream"),
+                       creation_time=timestamp(1_700_000_000_000)),
+            ApplicationProperties({"source": "bench", "n": 1}),
+        ]  # fmt: skip
+    sections.append(body)
+    return b"".join(encode(s) for s in sections)
+
+
+@pytest.fixture
+def no_reference(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    def refuse(payload: bytes) -> Any:
+        raise AssertionError(f"the walk handed {payload[:32]!r}... to decode_message")
+
+    monkeypatch.setattr(columns, "decode_message", refuse)
+    yield
+
+
+@pytest.mark.parametrize("offset", [0, 5, 127, -3, 128, 2**40])
+@pytest.mark.parametrize("body", [Data(b"\x00" * 256), AmqpValue("x" * 300), AmqpValue("short"), AmqpValue(b"raw")],
+                         ids=["data", "str32", "str8", "binary"])  # fmt: skip
+@pytest.mark.parametrize("rich", [False, True], ids=["bare", "rich"])
+def test_stream_deliveries_never_need_the_decoded_message(offset: int, body: Any, rich: bool, no_reference: None) -> None:
+    payload = stream_delivery(offset, body, rich=rich)
+    rows = Rows()
+    assert rows.add(payload) == offset
+    assert rows.add(payload) == offset  # again, from the remembered sections
+    message = decode_message(payload)
+    assert rows.rows == [message_values(message)] * 2
+
+
+def test_rows_past_below_are_not_added() -> None:
+    rows = Rows()
+    assert [rows.add(stream_delivery(n, Data(b"x"), rich=False), below=12) for n in (10, 11, 12, 13)] == [10, 11, 12, 13]
+    assert len(rows) == 2
+    rows.clear()
+    assert len(rows) == 0
+
+
+def test_remembered_sections_are_bounded() -> None:
+    rows = Rows()
+    for n in range(1000):
+        rows.add(b"".join(encode(s) for s in (ApplicationProperties({"n": n}), Data(b"x"))))
+    assert 0 < len(rows._sections) <= columns._CACHED
+    assert rows.rows[-1][-1] == {"n": "999"}
+
+
+def test_tuples_are_the_reference_rows() -> None:
+    payloads = [stream_delivery(n, Data(b"x"), rich=True) for n in range(3)] + [encode(AmqpValue({"k": 1}))]
+    rows = Rows()
+    for payload in payloads:
+        rows.add(payload)
+    assert rows.tuples() == [row_from_delivery(Delivery(None, 0, p, True)) for p in payloads]  # type: ignore[arg-type]
+
+
+def test_a_message_decode_message_refuses_raises_its_error() -> None:
+    bad = b"\x00\x53\x77\xa1\x02\xff\xfe"  # an amqp-value string that is not UTF-8
+    with pytest.raises(AMQPDecodeError, match="UTF-8"):
+        Rows().add(bad)
