@@ -8,11 +8,14 @@ A :class:`minibroker.ThreadedBroker` in a child process holds a stream of ``--me
 delivery carries ``x-stream-offset`` in its message-annotations, as a stream delivery does.
 
 * ``decode``: the bytes a Client read from the socket for those deliveries, captured once,
-  then parsed again in memory (no socket, no broker): frames only (``frames_us``), frames
-  plus decoding every message (``messages_us``), and frames plus the Spark row of each
-  (``rows_us``); microseconds per message, best of ``--repeat`` passes.
+  then parsed again in memory (no socket, no broker): frames only (``frames_us``, every
+  frame built as the general reader builds it), frames plus decoding every message
+  (``messages_us``), and frames plus the Spark row of each as an executor makes it
+  (``rows_us``, :class:`pyspark_minibroker.columns.Rows`); microseconds per message, best
+  of ``--repeat`` passes.
 * ``client``: a Client reading the whole stream with ``fetch`` (credit 1000, as the Spark
-  source's range reader does) and making each row; wall and CPU microseconds per message.
+  source's range reader does) and making each row with ``Rows``; wall and CPU
+  microseconds per message.
   The broker runs in a child process (as it does for Spark's executors), so the CPU time
   is the client's alone.
 * ``task``: what a Spark executor task runs for one offset range of the stream (the data
@@ -32,7 +35,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from pyspark_minibroker.rows import read_struct_type, row_from_delivery
+from pyspark_minibroker.columns import Rows
+from pyspark_minibroker.rows import read_struct_type
 
 from minibroker import Client, ThreadedBroker, build_message
 from minibroker.client import Delivery
@@ -55,13 +59,15 @@ def _read_all(client: Client, address: str, count: int, limit_s: float, row: boo
     receiver = client.receiver(address, offset="first", credit=1000)
     deadline = time.monotonic() + limit_s
     got = 0
+    rows = Rows()
     while got < count and time.monotonic() < deadline:
         chunk = receiver.fetch(min(1000, count - got))
         if not chunk:
             break
+        rows.clear()
         for delivery in chunk:
             if row:
-                row_from_delivery(delivery)
+                rows.add(delivery.payload)
             else:
                 _ = delivery.offset
         got += len(chunk)
@@ -76,9 +82,9 @@ def _capture(url: str, address: str, count: int, limit_s: float) -> list[bytes]:
         reader = client._reader
         feed = reader.feed
 
-        def recording(data: bytes) -> Any:
+        def recording(data: bytes, take: Any = None) -> Any:
             chunks.append(data)
-            return feed(data)
+            return feed(data, take)
 
         reader.feed = recording  # type: ignore[method-assign]
         _read_all(client, address, count, limit_s, row=False)
@@ -103,17 +109,17 @@ def measure_decode(chunks: list[bytes], repeat: int, limit_s: float) -> dict[str
 
     def frames(decode: int) -> int:
         reader = FrameReader()
+        rows = Rows()
         n = 0
         for data in chunks:
             for frame in reader.feed(data):
                 if frame.payload:
                     n += 1
-                    if decode:
-                        delivery = Delivery(None, 0, frame.payload, True)  # type: ignore[arg-type]
-                        if decode == 1:
-                            _ = delivery.message
-                        else:
-                            row_from_delivery(delivery)
+                    if decode == 1:
+                        _ = Delivery(None, 0, frame.payload, True).message  # type: ignore[arg-type]
+                    elif decode == 2:
+                        rows.add(frame.payload)
+            rows.clear()
         return n
 
     out: dict[str, float] = {}

@@ -57,6 +57,7 @@ from .amqp.types import Described, symbol, timestamp
 from .message_fields import build_message
 from .protocol.framing import EMPTY_FRAME
 from .protocol.peer import Frame, FrameReader, Peer, PeerLink
+from .protocol.transfers import TransferFields
 
 __all__ = [
     "Client", "ClientError", "ClientTimeout", "ConnectionFailed", "ConnectionClosed", "Delivery",
@@ -619,10 +620,23 @@ class Client:
         if not data:
             self._lost(f"the broker at {self.host}:{self.port} closed the socket")
             return
-        frames = self._reader.feed(data)
+        frames = self._reader.feed(data, self._take_transfer)
         self._peer.observe(frames)
         for frame in frames:
             self._dispatch(frame)
+
+    def _take_transfer(self, channel: int, fields: TransferFields, body: bytes) -> bool:
+        """A whole delivery in one usual transfer frame, straight into its receiver's buffer: what
+        :meth:`_dispatch` and ``Peer.observe`` do for it, without building the Transfer and the
+        Frame (nearly every frame of a stream read).  Anything else is left to them."""
+        handle, delivery_id, _tag, _format, settled, more, start = fields
+        link = self._remote.get(handle)
+        if type(link) is not Receiver or more or link._partial is not None:
+            return False
+        if not self._peer.count_transfer(channel, handle):
+            return False
+        link._buffer.append(Delivery(link, delivery_id or 0, body[start:], bool(settled)))
+        return True
 
     def _read_tls(self, wait: float) -> bytes:
         """One read of decrypted bytes.  An SSL object must not be used by two threads at once

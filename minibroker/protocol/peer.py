@@ -11,7 +11,7 @@ and ``minibroker.testing`` (``Pump``, ``connect``) against a broker in memory.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
@@ -46,9 +46,11 @@ from .framing import (
     FrameHeaderError,
     frame_header,
 )
-from .transfers import TRANSFER_LIST8, read_transfer
+from .transfers import TRANSFER_LIST8, TransferFields, read_transfer
 
-__all__ = ["Frame", "FrameReader", "Frames", "Peer", "PeerLink", "PeerSession", "ProtocolHeader", "parse_frames"]
+__all__ = [
+    "Frame", "FrameReader", "Frames", "Peer", "PeerLink", "PeerSession", "ProtocolHeader", "TransferTaker", "parse_frames",
+]  # fmt: skip
 
 SERIAL_MOD = 2**32
 #: The session windows the peer advertises unless told otherwise (§2.5.6).
@@ -118,6 +120,11 @@ class Frames(list[Frame]):
         return found[-1]
 
 
+#: What :meth:`FrameReader.feed` offers a usual transfer to: (channel, the fields
+#: :func:`.transfers.read_transfer` read, the frame body) -> whether it took the frame.
+TransferTaker = Callable[[int, TransferFields, bytes], bool]
+
+
 class FrameReader:
     """Incremental parser of the bytes a server writes (Part 2 §2.2-§2.3, Part 5 §5.2).
 
@@ -134,8 +141,15 @@ class FrameReader:
         """Bytes of a frame not yet complete."""
         return self._buf
 
-    def feed(self, data: bytes) -> Frames:
-        """Add bytes; return the frames they completed."""
+    def feed(self, data: bytes, take: TransferTaker | None = None) -> Frames:
+        """Add bytes; return the frames they completed.
+
+        With ``take``, each transfer of the usual shape (:func:`.transfers.read_transfer`) that
+        no other frame of this call precedes is offered to it first, as ``take(channel, fields,
+        body)``; a transfer it took (it returned True) is not among the frames returned.  Only
+        leading transfers are offered so that a caller handling them at once still sees every
+        frame in the order the server sent them.
+        """
         buf = self._buf + data
         out = Frames()
         pos = 0
@@ -164,6 +178,8 @@ class FrameReader:
                 # unusual there returns None and goes to the codec below).
                 fields = read_transfer(body, 0, len(body))
                 if fields is not None:
+                    if take is not None and not out and take(channel, fields, body):
+                        continue
                     if build_transfer is None:
                         build_transfer = generated_from_list(Transfer)
                     out.append(Frame(channel, build_transfer(list(fields[:6])), body[fields[6] :]))
@@ -654,7 +670,7 @@ class Peer:
                 # The usual frame first (a stream read is nearly all transfers): no test for the others.
                 session = self._session_by_remote(channel)
                 if session is not None:
-                    self._transferred(session, performative)
+                    self._transferred(session, performative.handle, performative.more and not performative.aborted)
             elif isinstance(performative, Open):
                 self.remote_open = performative
                 self.remote_max_frame_size = performative.max_frame_size
@@ -718,7 +734,7 @@ class Peer:
                         performative.link_credit, (end - performative.delivery_count) % SERIAL_MOD
                     )
         elif isinstance(performative, Transfer):
-            self._transferred(session, performative)
+            self._transferred(session, performative.handle, performative.more and not performative.aborted)
         elif isinstance(performative, Detach):
             link = session.link_by_remote(performative.handle)
             if link is not None:
@@ -726,18 +742,28 @@ class Peer:
         elif isinstance(performative, End):
             session.remote_end = performative
 
+    def count_transfer(self, channel: int, handle: int) -> bool:
+        """Count a whole single-frame delivery the server sent on ``channel`` and ``handle``, as
+        :meth:`observe` counts its transfer; False (nothing counted) if no session of ours is there."""
+        session = self._session_by_remote(channel)
+        if session is None:
+            return False
+        self._transferred(session, handle, False)
+        return True
+
     @staticmethod
-    def _transferred(session: PeerSession, transfer: Transfer) -> None:
+    def _transferred(session: PeerSession, handle: int, more: bool) -> None:
         """Count a transfer the server sent: the session's next incoming id, the link's delivery-count
-        and credit (§2.5.6, §2.6.7; a multi-frame delivery counts once)."""
+        and credit (§2.5.6, §2.6.7; a multi-frame delivery counts once).  ``more``: another
+        frame of the same delivery follows."""
         if session.next_incoming_id is not None:
             session.next_incoming_id = (session.next_incoming_id + 1) % SERIAL_MOD
-        link = session.link_by_remote(transfer.handle)
+        link = session.link_by_remote(handle)
         if link is not None:
             if not link.receiving_more:
                 link.delivery_count = (link.delivery_count + 1) % SERIAL_MOD
                 link.credit = max(0, link.credit - 1)
-            link.receiving_more = transfer.more and not transfer.aborted
+            link.receiving_more = more
 
 
 # --------------------------------------------------------------------------- driving a server

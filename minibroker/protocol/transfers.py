@@ -33,8 +33,8 @@ from ..amqp.performatives import encode_transfer_head
 from .framing import FRAME_AMQP, FRAME_HEADER
 
 __all__ = [
-    "DISPOSITION_LIST8", "TRANSFER_LIST8", "accepted_disposition_frame", "read_disposition", "read_transfer",
-    "transfer_frame",
+    "DISPOSITION_LIST8", "TRANSFER_LIST8", "TransferFields", "accepted_disposition_frame", "read_disposition",
+    "read_transfer", "transfer_frame",
 ]  # fmt: skip
 
 #: Described (0x00) smallulong (0x53) code 0x14 (transfer) as a list8 (0xc0): what the fast path reads.
@@ -45,9 +45,12 @@ _FIELDS = 11  # handle .. batchable
 _NOTHING = (b"\x40", b"\x40", b"\x40\x42", b"\x40\x42", b"\x40\x42")
 
 
-def read_transfer(
-    buf: bytes, pos: int, end: int
-) -> tuple[int, int | None, bytes | None, int | None, bool | None, bool, int] | None:
+#: What :func:`read_transfer` reads: handle, delivery-id, delivery-tag, message-format, settled,
+#: more, and where the performative ends (the payload's start).
+TransferFields = tuple[int, int | None, bytes | None, int | None, bool | None, bool, int]
+
+
+def read_transfer(buf: bytes, pos: int, end: int) -> TransferFields | None:
     """Read the transfer at ``buf[pos:end]`` (it starts with :data:`TRANSFER_LIST8`), if it has the usual shape.
 
     Returns (handle, delivery-id, delivery-tag, message-format, settled, more, end of the

@@ -257,3 +257,33 @@ def test_reading_a_stream_from_an_offset() -> None:
             (delivery,) = client.receiver("orders").fetch(1)
             assert delivery.offset is None and not delivery.settled
             delivery.accept()
+
+
+def _read_counts(url: str, take: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[list[bytes], tuple[int, ...]]:
+    """Bodies read from "mixed" in fetches of 7, and the link's and session's counters after."""
+    with monkeypatch.context() as patch:
+        if not take:
+            patch.setattr(Client, "_take_transfer", lambda self, channel, fields, body: False)
+        with Client(url, timeout=TIMEOUT) as client:
+            receiver = client.receiver("mixed", offset="first", credit=7)
+            bodies: list[bytes] = []
+            while chunk := receiver.fetch(7):
+                bodies += [d.message.body for d in chunk]
+            link, session = receiver._link, client._peer.session()
+            return bodies, (link.delivery_count, link.credit, session.next_incoming_id or 0, len(receiver._buffer))
+
+
+def test_transfers_taken_straight_from_the_frames_count_as_the_general_path_counts(
+    broker: ThreadedBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stream of small and multi-frame messages read with the Client's direct intake of usual
+    transfers and without it: the same messages, the same delivery-count, credit and next-incoming-id
+    (Part 2 §2.5.6, §2.6.7)."""
+    broker.declare_stream("mixed")
+    bodies = [bytes([n]) * (300_000 if n % 5 == 0 else 40) for n in range(23)]  # every fifth over a frame
+    broker.publish_many("mixed", bodies)
+    taken = _read_counts(broker.url, True, monkeypatch)
+    general = _read_counts(broker.url, False, monkeypatch)
+    assert taken[0] == general[0] == bodies
+    assert taken[1] == general[1]
+    assert taken[1][0] >= len(bodies)  # every delivery counted once (a multi-frame one too)

@@ -16,7 +16,7 @@ from minibroker.amqp import codec
 from minibroker.amqp.messaging import Accepted, Rejected
 from minibroker.amqp.performatives import Disposition, End, Transfer
 from minibroker.protocol.framing import frame
-from minibroker.protocol.peer import FrameReader
+from minibroker.protocol.peer import FrameReader, parse_frames
 from minibroker.protocol.transfers import (
     DISPOSITION_LIST8,
     TRANSFER_LIST8,
@@ -241,3 +241,52 @@ def test_the_client_frame_reader_reads_transfers_as_the_codec_does(
 def test_the_client_frame_reader_reads_any_transfer_bytes_as_the_codec_does(rest: bytes) -> None:
     fast, general = _frames_both_ways(TRANSFER_LIST8 + rest)
     assert fast == general  # the same Transfer and payload, or the same error
+
+
+
+def _described(f: Any) -> tuple[Any, ...]:
+    performative = f.performative
+    if isinstance(performative, Transfer):
+        return ("transfer", performative.delivery_id, f.payload)
+    return (type(performative).__name__,)
+
+
+@given(
+    kinds=st.lists(st.sampled_from(["transfer", "more", "end", "empty"]), max_size=12),
+    cuts=st.lists(st.integers(1, 300), max_size=6),
+    refuse=st.sets(st.integers(0, 11)),
+)
+def test_a_taker_sees_leading_transfers_and_every_frame_keeps_its_order(
+    kinds: list[str], cuts: list[int], refuse: set[int]
+) -> None:
+    """However the bytes arrive, the transfers a taker took (when they were offered) and the
+    frames returned (after each feed) are every frame, in the order sent: a transfer behind a
+    frame the taker did not get is never offered before that frame is returned."""
+    data = b""
+    for n, kind in enumerate(kinds):
+        if kind in ("transfer", "more"):
+            out = bytearray()
+            Transfer(handle=0, delivery_id=n, delivery_tag=b"t", message_format=0, settled=True,
+                     more=kind == "more").encode_into(out)  # fmt: skip
+            data += frame(1, bytes(out) + b"m%d" % n)
+        elif kind == "end":
+            out = bytearray()
+            End().encode_into(out)
+            data += frame(1, bytes(out))
+        else:
+            data += frame(1, b"")
+    events: list[tuple[Any, ...]] = []
+
+    def take(channel: int, fields: Any, body: bytes) -> bool:
+        assert channel == 1
+        if fields[1] in refuse:
+            return False
+        events.append(("transfer", fields[1], body[fields[6] :]))
+        return True
+
+    reader, pos = FrameReader(), 0
+    for cut in [*cuts, len(data)]:
+        events += [_described(f) for f in reader.feed(data[pos : pos + cut], take)]
+        pos += cut
+    assert events == [_described(f) for f in parse_frames(data)]
+    assert not reader.pending
