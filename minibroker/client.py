@@ -625,17 +625,17 @@ class Client:
         for frame in frames:
             self._dispatch(frame)
 
-    def _take_transfer(self, channel: int, fields: TransferFields, body: bytes) -> bool:
+    def _take_transfer(self, channel: int, fields: TransferFields, payload: bytes) -> bool:
         """A whole delivery in one usual transfer frame, straight into its receiver's buffer: what
         :meth:`_dispatch` and ``Peer.observe`` do for it, without building the Transfer and the
         Frame (nearly every frame of a stream read).  Anything else is left to them."""
-        handle, delivery_id, _tag, _format, settled, more, start = fields
+        handle, delivery_id, _tag, _format, settled, more, _end = fields
         link = self._remote.get(handle)
         if type(link) is not Receiver or more or link._partial is not None:
             return False
         if not self._peer.count_transfer(channel, handle):
             return False
-        link._buffer.append(Delivery(link, delivery_id or 0, body[start:], bool(settled)))
+        link._buffer.append(Delivery(link, delivery_id or 0, payload, bool(settled)))
         return True
 
     def _read_tls(self, wait: float) -> bytes:

@@ -121,7 +121,7 @@ class Frames(list[Frame]):
 
 
 #: What :meth:`FrameReader.feed` offers a usual transfer to: (channel, the fields
-#: :func:`.transfers.read_transfer` read, the frame body) -> whether it took the frame.
+#: :func:`.transfers.read_transfer` read, the payload after them) -> whether it took the frame.
 TransferTaker = Callable[[int, TransferFields, bytes], bool]
 
 
@@ -146,7 +146,7 @@ class FrameReader:
 
         With ``take``, each transfer of the usual shape (:func:`.transfers.read_transfer`) that
         no other frame of this call precedes is offered to it first, as ``take(channel, fields,
-        body)``; a transfer it took (it returned True) is not among the frames returned.  Only
+        payload)``; a transfer it took (it returned True) is not among the frames returned.  Only
         leading transfers are offered so that a caller handling them at once still sees every
         frame in the order the server sent them.
         """
@@ -165,25 +165,27 @@ class FrameReader:
                 raise ValueError(f"malformed frame header at byte {pos}: {exc}") from None
             if len(buf) - pos < size:
                 break
-            body = buf[pos + doff * 4 : pos + size]
-            pos += size
+            start, stop = pos + doff * 4, pos + size
+            pos = stop
             if frame_type not in (FRAME_AMQP, FRAME_SASL):
                 raise ValueError(f"unknown frame type {frame_type}")
-            if not body:
+            if start == stop:
                 out.append(Frame(channel, None, b""))
                 continue
-            if body.startswith(TRANSFER_LIST8):
+            if buf.startswith(TRANSFER_LIST8, start):
                 # The usual transfer (a stream read is nearly all of them): read its fields
                 # without the codec and build the Transfer it would (transfers.py; anything
                 # unusual there returns None and goes to the codec below).
-                fields = read_transfer(body, 0, len(body))
+                fields = read_transfer(buf, start, stop)
                 if fields is not None:
-                    if take is not None and not out and take(channel, fields, body):
+                    payload = buf[fields[6] : stop]
+                    if take is not None and not out and take(channel, fields, payload):
                         continue
                     if build_transfer is None:
                         build_transfer = generated_from_list(Transfer)
-                    out.append(Frame(channel, build_transfer(list(fields[:6])), body[fields[6] :]))
+                    out.append(Frame(channel, build_transfer(list(fields[:6])), payload))
                     continue
+            body = buf[start:stop]
             performative, end = codec.decode_at(body, 0)
             out.append(Frame(channel, performative, body[end:]))
         self._buf = buf[pos:]

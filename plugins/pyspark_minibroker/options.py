@@ -32,7 +32,12 @@ class Options:
     #: ``earliest``, ``latest`` or a JSON object of offsets per address (streams).
     starting_offsets: str = "earliest"
     #: Most offsets one task reads (streams): a larger range is split so tasks read it in parallel.
-    max_offsets_per_partition: int = 20_000
+    #: Large by default because a Python data source task has a fixed cost in Spark (about 60 ms of
+    #: CPU measured here, see docs/spark.md) that a task of 100,000 rows makes small.
+    max_offsets_per_partition: int = 100_000
+    #: Fewest tasks a micro-batch or scan of streams is split into, offsets allowing (Kafka's
+    #: ``minPartitions``): set it to the executors' cores to spread a smaller read over all of them.
+    min_partitions: int | None = None
     #: Most offsets one micro-batch reads, over all addresses (streams); None: all there is.
     max_offsets_per_trigger: int | None = None
     #: Writes: what a row that cannot become a message does: ``fail`` the task, ``skip`` it, or
@@ -82,7 +87,7 @@ def _number(options: Mapping[str, str], name: str, default: float, minimum: floa
 def parse_options(options: Mapping[str, str]) -> Options:
     """Check the options Spark passes (``url``, ``address``, ``mode``, ``maxBatch``, ``timeout``,
     ``retries``, ``user``, ``password``, ``kind``, ``startingOffsets``, ``maxOffsetsPerPartition``,
-    ``maxOffsetsPerTrigger``, ``onBadRecord``, ``deadLetterAddress``); each problem raises
+    ``minPartitions``, ``maxOffsetsPerTrigger``, ``onBadRecord``, ``deadLetterAddress``); each problem raises
     ``ValueError`` naming the option."""
     url = _required(options, "url", "amqp://127.0.0.1:5672")
     try:
@@ -108,6 +113,7 @@ def parse_options(options: Mapping[str, str]) -> Options:
                 f'e.g. {{"events": 120}}; got {starting!r}'
             )
     per_trigger = options.get("maxOffsetsPerTrigger", options.get("maxoffsetspertrigger"))
+    min_partitions = options.get("minPartitions", options.get("minpartitions"))
     bad = options.get("onBadRecord", options.get("onbadrecord", "fail")).lower()
     if bad not in BAD_RECORDS:
         raise ValueError(f"option 'onBadRecord' must be one of {BAD_RECORDS}, got {bad!r}")
@@ -125,7 +131,8 @@ def parse_options(options: Mapping[str, str]) -> Options:
         password=options.get("password"),
         kind=kind.lower() if kind is not None else None,
         starting_offsets=starting,
-        max_offsets_per_partition=int(_number(options, "maxOffsetsPerPartition", 20_000, 1)),
+        max_offsets_per_partition=int(_number(options, "maxOffsetsPerPartition", 100_000, 1)),
+        min_partitions=int(_number(options, "minPartitions", 1, 1)) if min_partitions else None,
         max_offsets_per_trigger=int(_number(options, "maxOffsetsPerTrigger", 0, 1)) if per_trigger else None,
         on_bad_record=bad,
         dead_letter_address=dead_letters,

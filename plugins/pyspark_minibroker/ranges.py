@@ -8,7 +8,8 @@ message annotation ``x-stream-offset``.  So:
 * the driver learns a stream's bounds by attaching at ``"first"`` and at ``"last"`` and reading
   one message's offset each (:func:`bounds`);
 * a micro-batch from offset ``start`` to ``end`` (exclusive) is split into ranges of at most
-  ``maxOffsetsPerPartition`` offsets (:func:`split`), each read by one task, anywhere;
+  ``maxOffsetsPerPartition`` offsets, and into at least ``minPartitions`` ranges when given
+  (:func:`plan`), each read by one task, anywhere;
 * a task attaches at its range's first offset, grants credit for exactly what is left of its
   range, and stops at the range's end (:func:`read_range`).  Nothing is acknowledged (reading a
   stream removes nothing; the deliveries arrive settled), so a failed task is simply run again.
@@ -30,7 +31,7 @@ from minibroker.client import Client, LinkDetached
 from .columns import Rows
 from .options import Options
 
-__all__ = ["Bounds", "OffsetRange", "bounds", "is_stream", "read_range", "split", "starting_offsets"]
+__all__ = ["Bounds", "OffsetRange", "bounds", "is_stream", "plan", "read_range", "split", "starting_offsets"]
 
 #: Credit granted per fetch while reading a range (bounds what one task buffers).
 WINDOW = 1000
@@ -107,6 +108,16 @@ def starting_offsets(options: Options) -> dict[str, int]:
 def split(address: str, start: int, end: int, size: int) -> list[OffsetRange]:
     """``start``..``end`` in ranges of at most ``size`` offsets (none when the range is empty)."""
     return [OffsetRange(address, low, min(low + size, end)) for low in range(start, end, size)]
+
+
+def plan(options: Options, spans: dict[str, tuple[int, int]]) -> list[OffsetRange]:
+    """The tasks' ranges for ``start``..``end`` offsets per address: at most ``maxOffsetsPerPartition``
+    offsets each, and smaller when that makes at least ``minPartitions`` ranges of the whole."""
+    size = options.max_offsets_per_partition
+    if options.min_partitions:
+        total = sum(max(0, end - start) for start, end in spans.values())
+        size = max(1, min(size, -(-total // options.min_partitions)))
+    return [piece for address, (start, end) in spans.items() for piece in split(address, start, end, size)]
 
 
 def read_range(options: Options, piece: OffsetRange) -> Iterator[Rows]:

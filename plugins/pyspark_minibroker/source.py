@@ -45,7 +45,7 @@ from minibroker.client import Client, ClientTimeout, ConnectionClosed, Delivery,
 
 from .columns import Rows
 from .options import Options, parse_options
-from .ranges import OffsetRange, bounds, is_stream, read_range, split, starting_offsets
+from .ranges import OffsetRange, bounds, is_stream, plan, read_range, starting_offsets
 from .rows import (
     READ_SCHEMA,
     READ_STRUCT,
@@ -215,12 +215,12 @@ class _StreamBatchReader(DataSourceReader):
         self.arrow = arrow
 
     def partitions(self) -> list[InputPartition]:
-        options, pieces = self.options, []
-        for address in options.addresses:
-            found = bounds(options, address)
+        spans: dict[str, tuple[int, int]] = {}
+        for address in self.options.addresses:
+            found = bounds(self.options, address)
             if found.first is not None and found.next is not None:
-                pieces += split(address, found.first, found.next, options.max_offsets_per_partition)
-        return _ranges(pieces)
+                spans[address] = (found.first, found.next)
+        return _ranges(plan(self.options, spans))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return _read(self.options, partition, self.arrow)
@@ -420,11 +420,7 @@ class _OffsetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         return end
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
-        size = self.options.max_offsets_per_partition
-        pieces: list[OffsetRange] = []
-        for address, stop in end.items():
-            pieces += split(address, int(start.get(address, 0)), int(stop), size)
-        return _ranges(pieces)
+        return _ranges(plan(self.options, {address: (int(start.get(address, 0)), int(stop)) for address, stop in end.items()}))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return _read(self.options, partition, self.arrow)

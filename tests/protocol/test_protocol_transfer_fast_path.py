@@ -277,11 +277,11 @@ def test_a_taker_sees_leading_transfers_and_every_frame_keeps_its_order(
             data += frame(1, b"")
     events: list[tuple[Any, ...]] = []
 
-    def take(channel: int, fields: Any, body: bytes) -> bool:
+    def take(channel: int, fields: Any, payload: bytes) -> bool:
         assert channel == 1
         if fields[1] in refuse:
             return False
-        events.append(("transfer", fields[1], body[fields[6] :]))
+        events.append(("transfer", fields[1], payload))
         return True
 
     reader, pos = FrameReader(), 0

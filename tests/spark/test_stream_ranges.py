@@ -13,7 +13,15 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from pyspark_minibroker.columns import Rows
 from pyspark_minibroker.options import Options, parse_options
-from pyspark_minibroker.ranges import OffsetRange, bounds, is_stream, read_range, split, starting_offsets
+from pyspark_minibroker.ranges import (
+    OffsetRange,
+    bounds,
+    is_stream,
+    plan,
+    read_range,
+    split,
+    starting_offsets,
+)
 from pyspark_minibroker.source import AmqpDataSource, _OffsetStreamReader, _StreamBatchReader
 
 from minibroker import BrokerConfig, ThreadedBroker
@@ -57,6 +65,22 @@ def test_split_and_read_a_range(broker: ThreadedBroker) -> None:
     assert bodies(read_range(options(broker), OffsetRange("events", 3, 13))) == [f"e{i}" for i in range(3, 13)]
     # A range past the end reads what there is and stops when the broker has no more.
     assert bodies(read_range(options(broker), OffsetRange("events", 20, 40))) == [f"e{i}" for i in range(20, 25)]
+
+
+def test_plan_bounds_a_task_and_spreads_over_min_partitions(broker: ThreadedBroker) -> None:
+    spans = {"events": (0, 250_000), "audit": (10, 20)}
+    default = plan(options(broker), spans)
+    assert [(p.address, p.start, p.end) for p in default] == [
+        ("events", 0, 100_000), ("events", 100_000, 200_000), ("events", 200_000, 250_000), ("audit", 10, 20),
+    ]  # fmt: skip
+    spread = plan(options(broker, minPartitions="8"), spans)  # 250,010 offsets in ranges of at most 31,252
+    assert len(spread) >= 8 and max(p.end - p.start for p in spread) == 31_252
+    assert sum(p.end - p.start for p in spread) == 250_010
+    capped = plan(options(broker, minPartitions="2", maxOffsetsPerPartition="1000"), {"events": (0, 5000)})
+    assert len(capped) == 5  # the per-task bound still holds
+    assert plan(options(broker, minPartitions="4"), {"events": (7, 7)}) == []
+    with pytest.raises(ValueError, match="option 'minPartitions' must be at least 1"):
+        options(broker, minPartitions="0")
 
 
 def test_starting_offsets(broker: ThreadedBroker) -> None:
