@@ -13,6 +13,12 @@ A local Spark session (``local[2]``) and a :class:`minibroker.ThreadedBroker` in
   and a batch full scan (count and sum of body lengths) beside parquet: same session, same
   run, so the ratios cancel the machine's noise.
 
+- the same two reads with ``.schema("body binary")``: the one column the files hold;
+- beside both, for each size: the same two reads of a Python data source that makes the same
+  rows in ``read()`` without a broker (:class:`NoBrokerSource`: the bytes of a stream delivery
+  turned into rows by the ``amqp`` source's own row code, split into the same ranges), so
+  what Spark's Python data source machinery costs by itself is in the same run.
+
 One warm-up write runs first (the first write starts Spark's Python workers, ~7 s).  Skipped,
 with a line saying so, when pyspark is not installed (``pip install -e '.[spark]'``).
 """
@@ -26,7 +32,7 @@ from typing import Any
 
 from minibroker import ThreadedBroker
 
-__all__ = ["available", "measure", "measure_streams"]
+__all__ = ["available", "measure", "measure_streams", "no_broker_source"]
 
 
 def available() -> str | None:
@@ -99,11 +105,88 @@ def _scan(frame: Any) -> tuple[float, int]:
     return time.perf_counter() - started, int(row["n"])
 
 
+def no_broker_source() -> Any:
+    """A Python data source (``bench-rows``, option ``rows``) whose ``read()`` makes the rows a
+    stream of ``rows`` 256-byte string messages gives, without a broker: what the ``amqp`` source
+    would hand Spark, minus the broker, the wire and the client.  Defined here and pickled by
+    value, so Spark's workers need not import this module."""
+    from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark_minibroker.columns import Rows
+    from pyspark_minibroker.options import Options
+    from pyspark_minibroker.ranges import plan
+    from pyspark_minibroker.rows import READ_SCHEMA
+
+    from minibroker.amqp import encode
+    from minibroker.amqp.messaging import AmqpValue, MessageAnnotations
+    from minibroker.amqp.types import symbol
+
+    def payload(offset: int) -> bytes:
+        return encode(MessageAnnotations({symbol("x-stream-offset"): offset})) + encode(AmqpValue("x" * 256))
+
+    def ranges(start: int, end: int) -> list[InputPartition]:
+        pieces = plan(Options(url="amqp://127.0.0.1", address="rows"), {"rows": (start, end)})
+        return [InputPartition((p.start, p.end)) for p in pieces]
+
+    def read(partition: Any, schema: Any) -> Any:
+        arrow, (start, end) = to_arrow_schema(schema, timezone="UTC"), partition.value
+        rows = Rows()
+        for low in range(start, end, 1000):
+            rows.clear()
+            for offset in range(low, min(low + 1000, end)):
+                rows.add(payload(offset))
+            yield rows.arrow(arrow)
+
+    class Reader(DataSourceReader):  # type: ignore[misc]
+        def __init__(self, count: int, schema: Any) -> None:
+            self.count, self.schema = count, schema
+
+        def partitions(self) -> list[InputPartition]:
+            return ranges(0, self.count)
+
+        def read(self, partition: Any) -> Any:
+            return read(partition, self.schema)
+
+    class StreamReader(DataSourceStreamReader):  # type: ignore[misc]
+        def __init__(self, count: int, schema: Any) -> None:
+            self.count, self.schema = count, schema
+
+        def initialOffset(self) -> dict[str, int]:
+            return {"n": 0}
+
+        def latestOffset(self, start: dict[str, int] | None = None, limit: Any = None) -> dict[str, int]:
+            return {"n": self.count}
+
+        def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
+            return ranges(start["n"], end["n"])
+
+        def read(self, partition: Any) -> Any:
+            return read(partition, self.schema)
+
+    class NoBrokerSource(DataSource):  # type: ignore[misc]
+        @classmethod
+        def name(cls) -> str:
+            return "bench-rows"
+
+        def schema(self) -> str:
+            return READ_SCHEMA
+
+        def reader(self, schema: Any) -> DataSourceReader:
+            return Reader(int(self.options["rows"]), schema)
+
+        def streamReader(self, schema: Any) -> DataSourceStreamReader:
+            return StreamReader(int(self.options["rows"]), schema)
+
+    return NoBrokerSource
+
+
 def measure_streams(sizes: list[int], limit_s: float) -> list[dict[str, Any]]:
-    """For each size: availableNow read of a stream vs a JSON-lines file source, batch scan vs parquet."""
+    """For each size: availableNow read of a stream vs a JSON-lines file source, batch scan vs parquet,
+    and both reads of :func:`no_broker_source`."""
     from pyspark_minibroker.testing import local_session
 
     spark = local_session(app_name="minibroker-bench-streams")
+    spark.dataSource.register(no_broker_source())
     out: list[dict[str, Any]] = []
     body = "x" * 256
     try:
@@ -130,9 +213,20 @@ def measure_streams(sizes: list[int], limit_s: float) -> list[dict[str, Any]]:
                 batch = spark.read.format("amqp").option("url", url).option("address", name).load()
                 scan_s, scanned = _scan(batch)
                 parquet_s, _ = _scan(spark.read.parquet(parquet_dir))
+                # The one column the files hold, read as such (a schema of some of the source's columns).
+                body_only = spark.readStream.format("amqp").schema("body binary").option("url", url).option("address", name)
+                stream_body_s, body_done = _available_now(spark, body_only.load(), limit_s)
+                scan_body_s, body_scanned = _scan(
+                    spark.read.format("amqp").schema("body binary").option("url", url).option("address", name).load())
+                python_s, python_done = _available_now(
+                    spark, spark.readStream.format("bench-rows").option("rows", str(rows)).load(), limit_s)
+                python_scan_s, python_scanned = _scan(spark.read.format("bench-rows").option("rows", str(rows)).load())
                 out.append({
                     "rows": rows, "stream_s": stream_s, "json_s": json_s, "scan_s": scan_s, "parquet_s": parquet_s,
-                    "complete": stream_done and json_done and scanned == rows,
+                    "stream_body_s": stream_body_s, "scan_body_s": scan_body_s,
+                    "python_stream_s": python_s, "python_scan_s": python_scan_s,
+                    "complete": stream_done and json_done and python_done and body_done
+                                and scanned == python_scanned == body_scanned == rows,
                 })  # fmt: skip
                 broker.delete(name)
     finally:

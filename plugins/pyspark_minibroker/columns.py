@@ -111,9 +111,10 @@ class Rows:
         return [row if row[CREATED] is None else (*row[:CREATED], datetime_of(row[CREATED]), *row[CREATED + 1 :])
                 for row in self.rows]  # fmt: skip
 
-    def arrow(self, schema: Any) -> Any:
-        """The rows as one ``pyarrow.RecordBatch`` of ``schema`` (see :func:`arrow_batch`)."""
-        return _record_batch(self.rows, schema)
+    def arrow(self, schema: Any, columns: tuple[int, ...] | None = None) -> Any:
+        """The rows as one ``pyarrow.RecordBatch`` of ``schema`` (see :func:`arrow_batch`): READ_SCHEMA's
+        columns, or those at ``columns`` (:func:`.rows.projection`) for a schema of some of them."""
+        return _record_batch(self.rows, schema, columns)
 
     def _keep(self, key: bytes, values: Any) -> Any:
         """Keep a section's decoded values by its bytes (from empty again once there are too many)."""
@@ -239,18 +240,29 @@ _MIN_US = (dt.datetime.min.replace(tzinfo=dt.UTC) - _EPOCH) // dt.timedelta(micr
 _MAX_US = (dt.datetime.max.replace(tzinfo=dt.UTC) - _EPOCH) // dt.timedelta(microseconds=1)
 
 
-def _record_batch(rows: list[tuple[Any, ...]], schema: Any) -> Any:
+def _record_batch(rows: list[tuple[Any, ...]], schema: Any, picked: tuple[int, ...] | None) -> Any:
     import pyarrow as pa  # type: ignore[import-untyped]  # no stubs
 
     if not rows:
         return pa.RecordBatch.from_pylist([], schema=schema)
-    columns: list[list[Any]] = [list(column) for column in zip(*rows, strict=True)]
-    created = columns[CREATED]
-    for i, ms in enumerate(created):
-        if ms is not None:
-            us = ms * 1000
-            if not _MIN_US <= us <= _MAX_US:
-                datetime_of(ms)  # raises the OverflowError the row would
-            created[i] = us
-    columns[-1] = [None if app is None else list(app.items()) for app in columns[-1]]
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
+    columns = list(zip(*rows, strict=True))
+    arrays: list[Any] = []
+    for at in range(len(columns)) if picked is None else picked:
+        column: Any = columns[at]
+        if at == CREATED:
+            column = [None if ms is None else _microseconds(ms) for ms in column]
+        elif at == _APPLICATION_PROPERTIES_COLUMN:
+            column = [None if app is None else list(app.items()) for app in column]
+        arrays.append(column)
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _microseconds(ms: int) -> int:
+    us = ms * 1000
+    if not _MIN_US <= us <= _MAX_US:
+        datetime_of(ms)  # raises the OverflowError the row would
+    return us
+
+
+#: Where application_properties is in a row (the last column).
+_APPLICATION_PROPERTIES_COLUMN = CREATED + 1

@@ -13,9 +13,9 @@ from minibroker.amqp.messaging import Header, Properties
 from minibroker.client import STREAM_OFFSET, Delivery
 
 __all__ = [
-    "CREATED", "READ_SCHEMA", "READ_STRUCT", "WRITE_COLUMNS", "app_values", "bad_record_message", "datetime_of",
-    "fingerprint", "header_values", "message_from_row", "message_offset", "message_values", "property_values",
-    "read_struct_type", "redelivered", "row_digest", "row_from_delivery",
+    "CREATED", "READ_FIELDS", "READ_SCHEMA", "WRITE_COLUMNS", "app_values", "bad_record_message",
+    "datetime_of", "fingerprint", "header_values", "message_from_row", "message_offset", "message_values", "project",
+    "projection", "property_values", "read_struct_type", "redelivered", "row_digest", "row_from_delivery",
 ]  # fmt: skip
 
 #: One row per message (documented in docs/spark.md).
@@ -24,6 +24,36 @@ READ_SCHEMA = (
     "reply_to string, content_type string, group_id string, priority int, durable boolean, "
     "delivery_count int, creation_time timestamp, application_properties map<string,string>"
 )
+
+#: READ_SCHEMA's (name, type) pairs, types as Spark's ``simpleString()`` writes them.
+READ_FIELDS: tuple[tuple[str, str], ...] = tuple(
+    (name, kind) for name, kind in (part.split(" ", 1) for part in READ_SCHEMA.split(", "))
+)
+
+
+def projection(fields: list[tuple[str, str]]) -> tuple[int, ...] | None:
+    """Where in a READ_SCHEMA row each (name, type) of a schema given with ``.schema()`` is;
+    None for READ_SCHEMA itself.  A column it does not have, or has with another type,
+    raises ``ValueError`` saying what to read instead."""
+    if tuple(fields) == READ_FIELDS:
+        return None
+    known = {name: (i, kind) for i, (name, kind) in enumerate(READ_FIELDS)}
+    columns = []
+    for name, kind in fields:
+        if name not in known:
+            raise ValueError(f"the amqp source reads the columns of {READ_SCHEMA!r}: {name!r} is not one of them")
+        at, expected = known[name]
+        if kind != expected:
+            raise ValueError(f"the amqp source reads {name!r} as {expected}, not {kind}: read it as {expected} "
+                             f"and cast it (e.g. selectExpr('cast({name} as {kind})'))")  # fmt: skip
+        columns.append(at)
+    return tuple(columns)
+
+
+def project(row: tuple[Any, ...], columns: tuple[int, ...] | None) -> tuple[Any, ...]:
+    """The values of ``columns`` (see :func:`projection`) of a READ_SCHEMA row."""
+    return row if columns is None else tuple(row[i] for i in columns)
+
 
 #: Columns a written DataFrame may have; ``body`` is required.  Every read column is accepted, so
 #: a read DataFrame can be written as it is (``delivery_count`` is the broker's and is ignored).
@@ -122,12 +152,6 @@ def row_from_delivery(delivery: Delivery) -> tuple[Any, ...]:
     return (*values[:CREATED], datetime_of(created), *values[CREATED + 1 :])
 
 
-#: READ_SCHEMA as ``StructType.simpleString()`` writes it: a reader given this schema may hand
-#: Spark Arrow batches (:func:`.columns.arrow_batch`); any other schema gets tuples.
-READ_STRUCT = "struct<" + ",".join(part.strip().replace(" ", ":", 1) for part in READ_SCHEMA.split(", ")) + ">"
-
-
-
 def read_struct_type() -> Any:
     """READ_SCHEMA as a pyspark ``StructType``, made from it without a JVM (Spark's DDL parser needs one)."""
     from pyspark.sql import types
@@ -137,8 +161,7 @@ def read_struct_type() -> Any:
         "boolean": types.BooleanType(), "timestamp": types.TimestampType(),
         "map<string,string>": types.MapType(types.StringType(), types.StringType()),
     }  # fmt: skip
-    fields = (part.split(" ", 1) for part in READ_SCHEMA.split(", "))
-    return types.StructType([types.StructField(name, kinds[kind]) for name, kind in fields])
+    return types.StructType([types.StructField(name, kinds[kind]) for name, kind in READ_FIELDS])
 
 
 def fingerprint(delivery: Delivery) -> str:

@@ -48,10 +48,11 @@ from .options import Options, parse_options
 from .ranges import OffsetRange, bounds, is_stream, plan, read_range, starting_offsets
 from .rows import (
     READ_SCHEMA,
-    READ_STRUCT,
     WRITE_COLUMNS,
     bad_record_message,
     message_from_row,
+    project,
+    projection,
     row_digest,
     row_from_delivery,
 )
@@ -95,21 +96,21 @@ class AmqpDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         if self._kind() == "stream":
-            return _StreamBatchReader(self.parsed, _arrow_schema(schema))
-        return _BatchReader(self.parsed, _arrow_schema(schema))
+            return _StreamBatchReader(self.parsed, _shape(schema))
+        return _BatchReader(self.parsed, _shape(schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """A stream is read by offset ranges on executors; for a queue Spark falls back to the
         driver-side :meth:`simpleStreamReader` (it does so only on ``PySparkNotImplementedError``)."""
         if self._kind() == "queue":
             raise PySparkNotImplementedError(errorClass="NOT_IMPLEMENTED", messageParameters={"feature": "streamReader"})
-        return _OffsetStreamReader(self.parsed, _arrow_schema(schema))
+        return _OffsetStreamReader(self.parsed, _shape(schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         return _BatchWriter(self.parsed, _columns(schema))
 
     def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
-        return _StreamReader(self.parsed)
+        return _StreamReader(self.parsed, _shape(schema).columns)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         return _StreamWriter(self.parsed, _columns(schema), uuid.uuid4().hex[:12])
@@ -130,34 +131,40 @@ def _columns(schema: StructType) -> list[str]:
 # --------------------------------------------------------------------------- batch read
 
 
-def _arrow_schema(schema: StructType) -> Any:
-    """Spark's Arrow form of ``schema`` when it is READ_SCHEMA, else None.
+@dataclass(frozen=True)
+class _Shape:
+    """What reads hand Spark for the schema it asked for: ``pyarrow.RecordBatch``es of ``arrow``
+    holding the READ_SCHEMA columns at ``columns`` (None: all of them, READ_SCHEMA itself)."""
 
-    With it, executor reads hand Spark one ``pyarrow.RecordBatch`` per fetch (:meth:`.columns.Rows.arrow`)
-    instead of a tuple per message that Spark's worker converts value by value; a schema given
-    with ``.schema(...)`` gets tuples, as before.  Spark compares a batch's schema with
-    ``to_arrow_schema(schema, timezone="UTC")``, so it is made the same way.
+    arrow: Any
+    columns: tuple[int, ...] | None
+
+
+def _shape(schema: StructType) -> _Shape:
+    """The shape of rows for ``schema``: READ_SCHEMA, or some of its columns given with ``.schema(...)``
+    (any order; another column or type raises ``ValueError`` naming it).
+
+    Executor reads hand Spark one Arrow batch per fetch (:meth:`.columns.Rows.arrow`) instead of a
+    tuple per message that Spark's worker converts value by value; fewer columns are also less
+    for Spark to convert.  Spark compares a batch's schema with ``to_arrow_schema(schema,
+    timezone="UTC")``, so it is made the same way.
     """
-    if schema.simpleString() != READ_STRUCT:
-        return None
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    return to_arrow_schema(schema, timezone="UTC")
+    columns = projection([(field.name, field.dataType.simpleString()) for field in schema.fields])
+    return _Shape(to_arrow_schema(schema, timezone="UTC"), columns)
 
 
-def _hand_over(rows: Rows, arrow: Any) -> Iterator[Any]:
-    """What ``read`` yields for some rows: one Arrow batch of them, or a tuple each."""
-    if arrow is not None:
-        if rows:
-            yield rows.arrow(arrow)
-        return
-    yield from rows.tuples()
+def _hand_over(rows: Rows, shape: _Shape) -> Iterator[Any]:
+    """What ``read`` yields for some rows: one Arrow batch of them (none for no rows)."""
+    if rows:
+        yield rows.arrow(shape.arrow, shape.columns)
 
 
 class _BatchReader(DataSourceReader):
-    def __init__(self, options: Options, arrow: Any = None) -> None:
+    def __init__(self, options: Options, shape: _Shape) -> None:
         self.options = options
-        self.arrow = arrow
+        self.shape = shape
 
     def partitions(self) -> list[InputPartition]:
         return [InputPartition(0)]  # one queue, one reader: order is kept
@@ -179,7 +186,7 @@ class _BatchReader(DataSourceReader):
                 rows.clear()
                 for delivery in chunk:
                     rows.add(delivery.payload)
-                yield from _hand_over(rows, self.arrow)
+                yield from _hand_over(rows, self.shape)
                 if not browse:
                     for delivery in chunk:
                         delivery.drop_payload()  # kept only to be settled, without its bytes
@@ -201,18 +208,18 @@ def _ranges(pieces: list[OffsetRange]) -> list[InputPartition]:
     return [_Range(p.address, p.start, p.end) for p in pieces]
 
 
-def _read(options: Options, partition: InputPartition, arrow: Any) -> Iterator[Any]:
+def _read(options: Options, partition: InputPartition, shape: _Shape) -> Iterator[Any]:
     assert isinstance(partition, _Range)
     for rows in read_range(options, OffsetRange(partition.address, partition.start, partition.end)):
-        yield from _hand_over(rows, arrow)
+        yield from _hand_over(rows, shape)
 
 
 class _StreamBatchReader(DataSourceReader):
     """A stream's retained messages, split into offset ranges that tasks read in parallel."""
 
-    def __init__(self, options: Options, arrow: Any = None) -> None:
+    def __init__(self, options: Options, shape: _Shape) -> None:
         self.options = options
-        self.arrow = arrow
+        self.shape = shape
 
     def partitions(self) -> list[InputPartition]:
         spans: dict[str, tuple[int, int]] = {}
@@ -223,7 +230,7 @@ class _StreamBatchReader(DataSourceReader):
         return _ranges(plan(self.options, spans))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        return _read(self.options, partition, self.arrow)
+        return _read(self.options, partition, self.shape)
 
 
 # --------------------------------------------------------------------------- writes
@@ -384,9 +391,9 @@ class _OffsetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
     checkpoint of the offsets is the whole state.
     """
 
-    def __init__(self, options: Options, arrow: Any = None) -> None:
+    def __init__(self, options: Options, shape: _Shape) -> None:
         self.options = options
-        self.arrow = arrow
+        self.shape = shape
         #: The offsets an ``availableNow`` run stops at (set by ``prepareForTriggerAvailableNow``).
         self.target: dict[str, int] | None = None
 
@@ -423,7 +430,7 @@ class _OffsetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         return _ranges(plan(self.options, {address: (int(start.get(address, 0)), int(stop)) for address, stop in end.items()}))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        return _read(self.options, partition, self.arrow)
+        return _read(self.options, partition, self.shape)
 
     def commit(self, end: dict[str, int]) -> None:
         """Nothing to settle: reading a stream removes nothing, and the checkpoint holds the offsets."""
@@ -435,12 +442,13 @@ class _StreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow): 
     Runs on the driver; its connection lives in ``state`` and is not pickled.
     """
 
-    def __init__(self, options: Options) -> None:
+    def __init__(self, options: Options, columns: tuple[int, ...] | None = None) -> None:
         self.options = options
+        self.columns = columns
         self.state: StreamState | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"options": self.options, "state": None}
+        return {"options": self.options, "columns": self.columns, "state": None}
 
     def _state(self) -> StreamState:
         if self.state is None:
@@ -455,11 +463,11 @@ class _StreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow): 
 
     def read(self, start: dict[str, Any]) -> tuple[Iterator[tuple[Any, ...]], dict[str, Any]]:
         batch, end = self._state().next_batch(start)
-        return iter([row_from_delivery(d) for d in batch]), end  # a list iterator: Spark copies it
+        return iter([project(row_from_delivery(d), self.columns) for d in batch]), end  # a list iterator: Spark copies it
 
     def readBetweenOffsets(self, start: dict[str, Any], end: dict[str, Any]) -> Iterator[tuple[Any, ...]]:
         deliveries: list[Delivery] = StreamState.replay(self.options, end)
-        return iter([row_from_delivery(d) for d in deliveries])
+        return iter([project(row_from_delivery(d), self.columns) for d in deliveries])
 
     def commit(self, end: dict[str, Any]) -> None:
         self._state().settle_through(int(end["n"]))

@@ -26,9 +26,9 @@ from pyspark.sql.types import (  # noqa: E402
     TimestampType,
 )
 from pyspark.sql.worker.plan_data_source_read import records_to_arrow_batches  # noqa: E402
-from pyspark_minibroker.columns import arrow_batch  # noqa: E402
-from pyspark_minibroker.rows import READ_STRUCT, read_struct_type, row_from_delivery  # noqa: E402
-from pyspark_minibroker.source import _arrow_schema  # noqa: E402
+from pyspark_minibroker.columns import Rows, arrow_batch  # noqa: E402
+from pyspark_minibroker.rows import project, read_struct_type, row_from_delivery  # noqa: E402
+from pyspark_minibroker.source import _shape  # noqa: E402
 
 from minibroker.amqp.message import Message  # noqa: E402
 from minibroker.amqp.messaging import Header, Properties  # noqa: E402
@@ -57,10 +57,11 @@ def delivery(message: Message) -> Delivery:
     return Delivery(None, 0, message.encode(), True)  # type: ignore[arg-type]
 
 
-def spark_batch(deliveries: list[Delivery]) -> Any:
-    """The batch Spark builds from the tuple rows."""
-    rows = iter([row_from_delivery(d) for d in deliveries])
-    batches = list(records_to_arrow_batches(rows, 10_000, SCHEMA, _Source()))  # type: ignore[arg-type]
+def spark_batch(deliveries: list[Delivery], schema: StructType = SCHEMA) -> Any:
+    """The batch Spark builds from the tuple rows (of ``schema``'s columns)."""
+    columns = _shape(schema).columns
+    rows = iter([project(row_from_delivery(d), columns) for d in deliveries])
+    batches = list(records_to_arrow_batches(rows, 10_000, schema, _Source()))  # type: ignore[arg-type]
     assert len(batches) == 1
     return batches[0]
 
@@ -90,22 +91,21 @@ MESSAGES = [
 
 
 def test_the_documented_schema_is_the_one_batches_are_built_for() -> None:
-    assert SCHEMA.simpleString() == READ_STRUCT
     assert read_struct_type() == SCHEMA  # the one the package makes from READ_SCHEMA
-    assert _arrow_schema(SCHEMA) == to_arrow_schema(SCHEMA, timezone="UTC")
-    assert _arrow_schema(StructType([StructField("body", BinaryType())])) is None  # a user's schema: tuples
+    assert _shape(SCHEMA).arrow == to_arrow_schema(SCHEMA, timezone="UTC")
+    assert _shape(SCHEMA).columns is None
 
 
 @pytest.mark.parametrize("message", MESSAGES, ids=range(len(MESSAGES)))
 def test_one_message_batch_equals_sparks_conversion_of_its_row(message: Message) -> None:
-    got = arrow_batch([delivery(message)], _arrow_schema(SCHEMA))
+    got = arrow_batch([delivery(message)], _shape(SCHEMA).arrow)
     expected = spark_batch([delivery(message)])
     assert got.equals(expected), (got.to_pylist(), expected.to_pylist())
 
 
 def test_a_batch_of_many_messages_equals_sparks_conversion() -> None:
     deliveries = [delivery(m) for m in MESSAGES * 3]
-    got = arrow_batch(deliveries, _arrow_schema(SCHEMA))
+    got = arrow_batch(deliveries, _shape(SCHEMA).arrow)
     assert got.num_rows == len(deliveries)
     assert got.equals(spark_batch(deliveries))
 
@@ -113,7 +113,7 @@ def test_a_batch_of_many_messages_equals_sparks_conversion() -> None:
 def test_keys_that_read_alike_keep_the_rows_last_value() -> None:
     """application-properties keys 1 and "1" are one map key in the row (the last value wins)."""
     message = Message(body="t", application_properties={1: "int", "1": "str"})  # type: ignore[dict-item]
-    got = arrow_batch([delivery(message)], _arrow_schema(SCHEMA))
+    got = arrow_batch([delivery(message)], _shape(SCHEMA).arrow)
     assert got.equals(spark_batch([delivery(message)]))
     assert got.column("application_properties").to_pylist() == [[("1", "str")]]
 
@@ -124,9 +124,40 @@ def test_a_creation_time_beyond_datetimes_fails_as_the_row_does(created: int) ->
     with pytest.raises(OverflowError) as row_error:
         row_from_delivery(message)
     with pytest.raises(OverflowError) as batch_error:
-        arrow_batch([message], _arrow_schema(SCHEMA))
+        arrow_batch([message], _shape(SCHEMA).arrow)
     assert str(batch_error.value) == str(row_error.value)
 
 
 def test_no_deliveries_make_an_empty_batch() -> None:
-    assert arrow_batch([], _arrow_schema(SCHEMA)).num_rows == 0
+    assert arrow_batch([], _shape(SCHEMA).arrow).num_rows == 0
+
+
+#: Some of READ_SCHEMA's columns, in another order, as a user would give them with ``.schema(...)``.
+SOME = StructType([
+    StructField("application_properties", MapType(StringType(), StringType())), StructField("body", BinaryType()),
+    StructField("creation_time", TimestampType()), StructField("priority", IntegerType()),
+])  # fmt: skip
+
+
+def test_a_schema_of_some_columns_gets_batches_of_those_columns() -> None:
+    deliveries = [delivery(m) for m in MESSAGES]
+    shape = _shape(SOME)
+    assert shape.columns == (12, 0, 11, 8)
+    rows = Rows()
+    for d in deliveries:
+        rows.add(d.payload)
+    got = rows.arrow(shape.arrow, shape.columns)
+    assert got.schema.names == ["application_properties", "body", "creation_time", "priority"]
+    assert got.equals(spark_batch(deliveries, SOME))
+
+
+@pytest.mark.parametrize(
+    ("field", "error"),
+    [
+        (StructField("offset", IntegerType()), "'offset' is not one of them"),
+        (StructField("body", StringType()), r"reads 'body' as binary, not string: .*cast\(body as string\)"),
+    ],
+)
+def test_a_schema_with_other_columns_or_types_is_refused_saying_what_to_read(field: StructField, error: str) -> None:
+    with pytest.raises(ValueError, match=error):
+        _shape(StructType([StructField("priority", IntegerType()), field]))

@@ -276,6 +276,31 @@ def test_a_batch_read_of_a_stream_splits_into_ranges(spark: Any, broker: Threade
     assert sorted(r.body for r in df.select("body").collect()) == sorted(f"m{i}".encode() for i in range(30))
 
 
+def test_a_schema_of_some_columns_reads_just_those_from_streams_and_queues(
+    spark: Any, broker: ThreadedBroker, tmp_path: Path
+) -> None:
+    """``.schema(...)`` with some of the documented columns, in any order: batch and streaming
+    reads of a stream (offset ranges) and of a queue (the driver-side reader) give those columns."""
+    schema = "message_id string, body binary"
+    broker.declare_stream("events")
+    broker.publish_many("events", [f"e{i}" for i in range(12)], message_id="same")
+    broker.publish_many("jobs", [f"j{i}" for i in range(5)], message_id="job")
+    scan = amqp(spark.read.schema(schema), broker, "events", minPartitions="3").load()
+    assert scan.rdd.getNumPartitions() == 3 and scan.columns == ["message_id", "body"]
+    assert sorted((r.message_id, bytes(r.body)) for r in scan.collect()) == sorted(
+        ("same", f"e{i}".encode()) for i in range(12))  # fmt: skip
+    queue = amqp(spark.read.schema(schema), broker, "jobs").load()
+    assert sorted(bytes(r.body) for r in queue.collect()) == [f"j{i}".encode() for i in range(5)]
+    for address, checkpoint in (("events", "ck-stream"), ("jobs", "ck-queue")):
+        source = amqp(spark.readStream.schema(schema), broker, address).load()
+        run_available_now(amqp(source.select("body", "message_id").writeStream, broker, f"out-{address}"),
+                          tmp_path / checkpoint)  # fmt: skip
+    assert sorted(bodies(broker, "out-events")) == sorted(f"e{i}".encode() for i in range(12))
+    assert sorted(bodies(broker, "out-jobs")) == sorted(f"j{i}".encode() for i in range(5))
+    with pytest.raises(Exception, match="'offset' is not one of them"):
+        amqp(spark.read.schema("offset long"), broker, "events").load().collect()
+
+
 def test_kill_9_of_the_driver_mid_stream_then_a_restart_leaves_every_id_once(
     spark: Any, broker: ThreadedBroker, tmp_path: Path
 ) -> None:

@@ -22,7 +22,8 @@ from pyspark_minibroker.ranges import (
     split,
     starting_offsets,
 )
-from pyspark_minibroker.source import AmqpDataSource, _OffsetStreamReader, _StreamBatchReader
+from pyspark_minibroker.rows import read_struct_type
+from pyspark_minibroker.source import AmqpDataSource, _OffsetStreamReader, _shape, _StreamBatchReader
 
 from minibroker import BrokerConfig, ThreadedBroker
 
@@ -95,7 +96,7 @@ def test_starting_offsets(broker: ThreadedBroker) -> None:
 
 
 def test_micro_batches_as_offset_ranges_read_by_pickled_copies(broker: ThreadedBroker) -> None:
-    reader = _OffsetStreamReader(options(broker, maxOffsetsPerPartition="10"))
+    reader = _OffsetStreamReader(options(broker, maxOffsetsPerPartition="10"), _shape(read_struct_type()))
     start = reader.initialOffset()
     assert start == {"events": 0}
     end = reader.latestOffset(start, ReadAllAvailable())
@@ -103,8 +104,8 @@ def test_micro_batches_as_offset_ranges_read_by_pickled_copies(broker: ThreadedB
     parts = reader.partitions(start, end)
     assert [(p.start, p.end) for p in parts] == [(0, 10), (10, 20), (20, 25)]
     # Each task reads its range on its own pickled copy of the reader, as executors do.
-    rows = [row for part in parts for row in pickle.loads(pickle.dumps(reader)).read(pickle.loads(pickle.dumps(part)))]
-    assert [row[0] for row in rows] == [f"e{i}".encode() for i in range(25)]
+    batches = [b for part in parts for b in pickle.loads(pickle.dumps(reader)).read(pickle.loads(pickle.dumps(part)))]
+    assert [body for b in batches for body in b.column("body").to_pylist()] == [f"e{i}".encode() for i in range(25)]
     reader.commit(end)
     assert reader.latestOffset(end, ReadAllAvailable()) == end  # nothing new: the same offset back
     broker.publish("events", "late")
@@ -113,7 +114,7 @@ def test_micro_batches_as_offset_ranges_read_by_pickled_copies(broker: ThreadedB
 
 
 def test_max_offsets_per_trigger_and_available_now(broker: ThreadedBroker) -> None:
-    reader = _OffsetStreamReader(options(broker, maxOffsetsPerTrigger="10"))
+    reader = _OffsetStreamReader(options(broker, maxOffsetsPerTrigger="10"), _shape(read_struct_type()))
     assert reader.getDefaultReadLimit() == ReadMaxRows(10)
     start = reader.initialOffset()
     assert reader.latestOffset(start, ReadMaxRows(10)) == {"events": 10}
@@ -171,14 +172,15 @@ def test_a_consuming_batch_read_that_fails_midway_removes_nothing() -> None:
 
     with ThreadedBroker() as broker:
         broker.publish_many("jobs", range(25))
-        reader = _BatchReader(parse_options({"url": broker.url, "address": "jobs", "mode": "consume", "maxBatch": "10"}))
-        rows = reader.read(InputPartition(0))
-        taken = [next(rows) for _ in range(15)]  # the task took 15 rows, then failed
-        rows.close()
-        assert len(taken) == 15
+        opts = parse_options({"url": broker.url, "address": "jobs", "mode": "consume", "maxBatch": "10"})
+        reader = _BatchReader(opts, _shape(read_struct_type()))
+        batches = reader.read(InputPartition(0))
+        taken = [next(batches) for _ in range(2)]  # the task took two fetches' rows, then failed
+        batches.close()
+        assert sum(b.num_rows for b in taken) == 20
         broker.wait_for(lambda b: b.queue("jobs").available == 25, timeout=TIMEOUT)
         everything = list(reader.read(InputPartition(0)))  # a task that reads to the end removes it all
-        assert len(everything) == 25
+        assert sum(b.num_rows for b in everything) == 25
         broker.wait_for(lambda b: b.queue("jobs").depth == 0, timeout=TIMEOUT)
 
 
