@@ -26,13 +26,14 @@ with a line saying so, when pyspark is not installed (``pip install -e '.[spark]
 from __future__ import annotations
 
 import importlib.util
+import statistics
 import tempfile
 import time
 from typing import Any
 
 from minibroker import ThreadedBroker
 
-__all__ = ["available", "measure", "measure_streams", "no_broker_source"]
+__all__ = ["STREAM_RATIOS", "available", "measure", "measure_streams", "no_broker_source"]
 
 
 def available() -> str | None:
@@ -112,6 +113,7 @@ def no_broker_source() -> Any:
     value, so Spark's workers need not import this module."""
     from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
     from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
     from pyspark_minibroker.columns import Rows
     from pyspark_minibroker.options import Options
     from pyspark_minibroker.ranges import plan
@@ -147,9 +149,12 @@ def no_broker_source() -> Any:
         def read(self, partition: Any) -> Any:
             return read(partition, self.schema)
 
-    class StreamReader(DataSourceStreamReader):  # type: ignore[misc]
+    class StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
         def __init__(self, count: int, schema: Any) -> None:
             self.count, self.schema = count, schema
+
+        def prepareForTriggerAvailableNow(self) -> None:
+            pass  # every row there is, as the amqp source's availableNow reads them
 
         def initialOffset(self) -> dict[str, int]:
             return {"n": 0}
@@ -180,9 +185,21 @@ def no_broker_source() -> Any:
     return NoBrokerSource
 
 
-def measure_streams(sizes: list[int], limit_s: float) -> list[dict[str, Any]]:
+#: Each measurement of :func:`measure_streams` and the baseline its ratio is taken against.
+STREAM_RATIOS = {
+    "stream_s": "json_s", "scan_s": "parquet_s", "stream_body_s": "json_s", "scan_body_s": "parquet_s",
+    "python_stream_s": "json_s", "python_scan_s": "parquet_s",
+}  # fmt: skip
+
+
+def measure_streams(sizes: list[int], limit_s: float, rounds: int = 1) -> list[dict[str, Any]]:
     """For each size: availableNow read of a stream vs a JSON-lines file source, batch scan vs parquet,
-    and both reads of :func:`no_broker_source`."""
+    the same with the body column only, and both reads of :func:`no_broker_source`.
+
+    Every measurement is taken ``rounds`` times in turn; each line holds the median seconds of
+    each and, under ``"ratios"``, the median of the ratios taken within a round (a round's
+    measurements ran within seconds of each other, so the machine's drift mostly cancels).
+    """
     from pyspark_minibroker.testing import local_session
 
     spark = local_session(app_name="minibroker-bench-streams")
@@ -203,31 +220,44 @@ def measure_streams(sizes: list[int], limit_s: float) -> list[dict[str, Any]]:
                 frame = spark.range(rows).selectExpr(f"'{body}' as body").repartition(2)
                 frame.write.json(json_dir)
                 frame.write.parquet(parquet_dir)
-                stream = spark.readStream.format("amqp").option("url", url).option("address", name).load()
+
+                def amqp(reader: Any, schema: str | None = None, address: str = name) -> Any:
+                    reader = reader.format("amqp").option("url", url).option("address", address)
+                    return (reader.schema(schema) if schema else reader).load()
+
+                bench_rows = spark.read.format("bench-rows").option("rows", str(rows))
                 files_stream = spark.readStream.schema("body string").json(json_dir)
                 # Warm-up of both paths: the first Python data source query starts Spark's Python workers.
                 _available_now(spark, files_stream, limit_s)
                 _available_now(spark, warm, limit_s)
-                stream_s, stream_done = _available_now(spark, stream, limit_s)
-                json_s, json_done = _available_now(spark, files_stream, limit_s)
-                batch = spark.read.format("amqp").option("url", url).option("address", name).load()
-                scan_s, scanned = _scan(batch)
-                parquet_s, _ = _scan(spark.read.parquet(parquet_dir))
-                # The one column the files hold, read as such (a schema of some of the source's columns).
-                body_only = spark.readStream.format("amqp").schema("body binary").option("url", url).option("address", name)
-                stream_body_s, body_done = _available_now(spark, body_only.load(), limit_s)
-                scan_body_s, body_scanned = _scan(
-                    spark.read.format("amqp").schema("body binary").option("url", url).option("address", name).load())
-                python_s, python_done = _available_now(
-                    spark, spark.readStream.format("bench-rows").option("rows", str(rows)).load(), limit_s)
-                python_scan_s, python_scanned = _scan(spark.read.format("bench-rows").option("rows", str(rows)).load())
-                out.append({
-                    "rows": rows, "stream_s": stream_s, "json_s": json_s, "scan_s": scan_s, "parquet_s": parquet_s,
-                    "stream_body_s": stream_body_s, "scan_body_s": scan_body_s,
-                    "python_stream_s": python_s, "python_scan_s": python_scan_s,
-                    "complete": stream_done and json_done and python_done and body_done
-                                and scanned == python_scanned == body_scanned == rows,
-                })  # fmt: skip
+                taken: list[dict[str, float]] = []
+                complete = True
+                for _ in range(rounds):
+                    times: dict[str, float] = {}
+                    done = []
+                    times["stream_s"], ok = _available_now(spark, amqp(spark.readStream), limit_s)
+                    done.append(ok)
+                    times["json_s"], ok = _available_now(spark, files_stream, limit_s)
+                    done.append(ok)
+                    times["scan_s"], n = _scan(amqp(spark.read))
+                    done.append(n == rows)
+                    times["parquet_s"], _ = _scan(spark.read.parquet(parquet_dir))
+                    # The one column the files hold, read as such (a schema of some of the source's columns).
+                    times["stream_body_s"], ok = _available_now(spark, amqp(spark.readStream, "body binary"), limit_s)
+                    done.append(ok)
+                    times["scan_body_s"], n = _scan(amqp(spark.read, "body binary"))
+                    done.append(n == rows)
+                    no_broker = spark.readStream.format("bench-rows").option("rows", str(rows)).load()
+                    times["python_stream_s"], ok = _available_now(spark, no_broker, limit_s)
+                    done.append(ok)
+                    times["python_scan_s"], n = _scan(bench_rows.load())
+                    done.append(n == rows)
+                    taken.append(times)
+                    complete = complete and all(done)
+                line: dict[str, Any] = {key: statistics.median(t[key] for t in taken) for key in taken[0]}
+                line["ratios"] = {key: statistics.median(t[key] / t[base] for t in taken)
+                                  for key, base in STREAM_RATIOS.items()}  # fmt: skip
+                out.append({"rows": rows, "rounds": rounds, **line, "complete": complete})
                 broker.delete(name)
     finally:
         spark.stop()
