@@ -444,6 +444,10 @@ class Client:
         self._reader = FrameReader()
         self._links: dict[int, _Link] = {}  # by our handle
         self._remote: dict[int, _Link] = {}  # by the broker's handle
+        #: Deliveries :meth:`_take_transfer` took during the current read, by the broker's handle.
+        self._taken: dict[int, int] = {}
+        #: The broker's channel for our session, once its begin arrived.
+        self._session_channel: int | None = None
         self._outcomes: dict[int, Any] = {}
         self._write_lock = threading.Lock()
         self._last_write = time.monotonic()
@@ -499,6 +503,7 @@ class Client:
             )
         session = peer.session()
         self._wait(lambda: session.remote_begin is not None, timeout, "the broker's open and begin")
+        self._session_channel = session.remote_channel
         idle = peer.remote_open.idle_time_out if peer.remote_open is not None else None
         if idle:
             threading.Thread(target=self._heartbeat, args=(idle / 2000,), daemon=True,
@@ -621,6 +626,12 @@ class Client:
             self._lost(f"the broker at {self.host}:{self.port} closed the socket")
             return
         frames = self._reader.feed(data, self._take_transfer)
+        if self._taken:
+            # The transfers taken led this read: counted before the frames that followed them.
+            channel = self._session_channel or 0
+            for handle, count in self._taken.items():
+                self._peer.count_transfers(channel, handle, count)
+            self._taken.clear()
         self._peer.observe(frames)
         for frame in frames:
             self._dispatch(frame)
@@ -631,11 +642,10 @@ class Client:
         Frame (nearly every frame of a stream read).  Anything else is left to them."""
         handle, delivery_id, _tag, _format, settled, more, _end = fields
         link = self._remote.get(handle)
-        if type(link) is not Receiver or more or link._partial is not None:
-            return False
-        if not self._peer.count_transfer(channel, handle):
+        if type(link) is not Receiver or more or link._partial is not None or channel != self._session_channel:
             return False
         link._buffer.append(Delivery(link, delivery_id or 0, payload, bool(settled)))
+        self._taken[handle] = self._taken.get(handle, 0) + 1  # counted when the read is done (_read)
         return True
 
     def _read_tls(self, wait: float) -> bytes:

@@ -744,27 +744,25 @@ class Peer:
         elif isinstance(performative, End):
             session.remote_end = performative
 
-    def count_transfer(self, channel: int, handle: int) -> bool:
-        """Count a whole single-frame delivery the server sent on ``channel`` and ``handle``, as
-        :meth:`observe` counts its transfer; False (nothing counted) if no session of ours is there."""
+    def count_transfers(self, channel: int, handle: int, count: int) -> None:
+        """Count ``count`` whole single-frame deliveries the server sent on ``channel`` and ``handle``
+        (none of them continuing a delivery), as :meth:`observe` counts their transfers."""
         session = self._session_by_remote(channel)
-        if session is None:
-            return False
-        self._transferred(session, handle, False)
-        return True
+        if session is not None:
+            self._transferred(session, handle, False, count)
 
     @staticmethod
-    def _transferred(session: PeerSession, handle: int, more: bool) -> None:
-        """Count a transfer the server sent: the session's next incoming id, the link's delivery-count
+    def _transferred(session: PeerSession, handle: int, more: bool, count: int = 1) -> None:
+        """Count transfers the server sent: the session's next incoming id, the link's delivery-count
         and credit (§2.5.6, §2.6.7; a multi-frame delivery counts once).  ``more``: another
-        frame of the same delivery follows."""
+        frame of the same delivery follows the last of them."""
         if session.next_incoming_id is not None:
-            session.next_incoming_id = (session.next_incoming_id + 1) % SERIAL_MOD
+            session.next_incoming_id = (session.next_incoming_id + count) % SERIAL_MOD
         link = session.link_by_remote(handle)
         if link is not None:
             if not link.receiving_more:
-                link.delivery_count = (link.delivery_count + 1) % SERIAL_MOD
-                link.credit = max(0, link.credit - 1)
+                link.delivery_count = (link.delivery_count + count) % SERIAL_MOD
+                link.credit = max(0, link.credit - count)
             link.receiving_more = more
 
 

@@ -17,6 +17,7 @@ from minibroker.amqp.messaging import Accepted, Rejected
 from minibroker.amqp.performatives import Disposition, End, Transfer
 from minibroker.protocol.framing import frame
 from minibroker.protocol.peer import FrameReader, parse_frames
+from minibroker.protocol.peer import Peer as ClientPeer
 from minibroker.protocol.transfers import (
     DISPOSITION_LIST8,
     TRANSFER_LIST8,
@@ -290,3 +291,29 @@ def test_a_taker_sees_leading_transfers_and_every_frame_keeps_its_order(
         pos += cut
     assert events == [_described(f) for f in parse_frames(data)]
     assert not reader.pending
+
+
+@given(count=st.integers(1, 12), credit=st.integers(0, 8), delivery_count=st.sampled_from([0, 7, 2**32 - 3]))
+def test_counting_taken_transfers_at_once_counts_as_observing_each(count: int, credit: int, delivery_count: int) -> None:
+    """``Peer.count_transfers`` (the Client's intake, after a read) leaves the session's
+    next-incoming-id and the link's delivery-count and credit where observing each transfer
+    would (Part 2 §2.5.6, §2.6.7), serial numbers wrapping."""
+
+    def peer_with_a_receiver() -> Any:
+        peer = ClientPeer()
+        peer.begin()
+        session = peer.session()
+        session.remote_channel, session.next_incoming_id = 3, 2**32 - 5
+        peer.attach_receiver("r", "q", 0)
+        link = peer.link(0)
+        link.remote_handle, link.credit, link.delivery_count = 5, credit, delivery_count
+        return peer, session, link
+
+    observed, session_a, link_a = peer_with_a_receiver()
+    out = bytearray()
+    Transfer(handle=5, delivery_id=0, delivery_tag=b"t", settled=True).encode_into(out)
+    observed.observe(parse_frames(frame(3, bytes(out) + b"m") * count))
+    counted, session_b, link_b = peer_with_a_receiver()
+    counted.count_transfers(3, 5, count)
+    assert (session_b.next_incoming_id, link_b.delivery_count, link_b.credit, link_b.receiving_more) == (
+        session_a.next_incoming_id, link_a.delivery_count, link_a.credit, link_a.receiving_more)  # fmt: skip
