@@ -22,6 +22,7 @@ the error it gets there; tests compare both on generated messages.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from typing import Any
 
 from minibroker.amqp import codec
@@ -116,17 +117,23 @@ class Rows:
         columns, or those at ``columns`` (:func:`.rows.projection`) for a schema of some of them."""
         return _record_batch(self.rows, schema, columns)
 
-    def _keep(self, key: bytes, values: Any) -> Any:
-        """Keep a section's decoded values by its bytes (from empty again once there are too many)."""
+    def _remembered(self, p: bytes, pos: int, stop: int, convert: Callable[[Any], Any]) -> Any:
+        """``convert`` of the section at ``p[pos:stop]``'s value, kept by the section's bytes (the
+        cache starts from empty again once it holds too many)."""
         sections = self._sections
-        if len(sections) >= _CACHED:
-            sections.clear()
-        sections[key] = values
-        return values
+        key = p[pos:stop]
+        found = sections.get(key, _MISSING)
+        if found is _MISSING:
+            if len(sections) >= _CACHED:
+                sections.clear()
+            found = sections[key] = convert(_section_value(p, pos, stop))
+        return found
+
+    def _header_values(self, value: Any) -> tuple[int, bool, int]:
+        return header_values(self._build_header(value))
 
     def _walk(self, p: bytes) -> tuple[int | None, tuple[Any, ...]]:
         """One pass over ``00 53 code`` sections in rising §3.2 rank (see the module docstring)."""
-        sections = self._sections
         end = len(p)
         pos = 0
         last = -1
@@ -175,26 +182,17 @@ class Rows:
             elif code == _PROPERTIES:
                 if constructor not in _LISTS:
                     raise _Unusual
-                values, after = _DECODERS[constructor](p, pos + 4, 1)
-                if after != stop:
-                    raise _Unusual
-                built = self._build_properties(values)
+                built = self._build_properties(_section_value(p, pos, stop))
                 properties = property_values(built)
                 created = None if built.creation_time is None else int(built.creation_time)
             elif code == _HEADER:
                 if constructor not in _LISTS:
                     raise _Unusual
-                key = p[pos:stop]
-                header = sections.get(key, _MISSING)
-                if header is _MISSING:
-                    header = self._keep(key, header_values(self._build_header(_section_value(p, pos, stop))))
+                header = self._remembered(p, pos, stop, self._header_values)
             elif code == _APPLICATION_PROPERTIES:
                 if constructor not in _MAPS:
                     raise _Unusual
-                key = p[pos:stop]
-                app = sections.get(key, _MISSING)
-                if app is _MISSING:
-                    app = self._keep(key, app_values(_section_value(p, pos, stop)))
+                app = self._remembered(p, pos, stop, app_values)
             elif code == _DELIVERY_ANNOTATIONS:
                 _section_value(p, pos, stop)  # decoded as decode_message would, then not part of a row
             else:
