@@ -137,6 +137,7 @@ class ThreadedBroker(BrokerAPI):
             trio.run(main)
         except BaseException as exc:  # reported to start() or kept for the next call
             self._failure = exc
+            self._notify_change()  # wake every wait_for: it says why instead of waiting out its timeout
         finally:
             ready.set()
 
@@ -230,9 +231,20 @@ class ThreadedBroker(BrokerAPI):
 
     # -------------------------------------------------------- marshalling
 
+    def _stopped(self) -> RuntimeError:
+        """What a call on a broker whose thread stopped on an error raises (from that error)."""
+        assert self._failure is not None
+        cause = _root_cause(self._failure)
+        error = RuntimeError(f"the broker's thread stopped on an error: {type(cause).__name__}: {cause} "
+                             "(stop() this broker and start a new one)")  # fmt: skip
+        error.__cause__ = cause
+        return error
+
     def _call(self, fn: Callable[..., T], *args: Any) -> T:
         if self._thread is None or self._token is None:
             raise RuntimeError("the broker is not running: call start() or use `with ThreadedBroker() as broker:`")
+        if self._failure is not None:
+            raise self._stopped()
         if threading.current_thread() is self._thread:
             return fn(*args)
         return trio.from_thread.run_sync(self._locked, fn, args, trio_token=self._token)
@@ -253,6 +265,8 @@ class ThreadedBroker(BrokerAPI):
     def _read(self, fn: Callable[..., T], *args: Any) -> T:
         if self._thread is None or self._token is None:
             raise RuntimeError("the broker is not running: call start() or use `with ThreadedBroker() as broker:`")
+        if self._failure is not None:
+            raise self._stopped()
         if threading.current_thread() is self._thread:
             return fn(*args)
         return trio.from_thread.run_sync(fn, *args, trio_token=self._token)
@@ -277,7 +291,8 @@ class ThreadedBroker(BrokerAPI):
         """Wait until ``predicate(broker)`` is truthy, re-checking after each broker change.
 
         ``broker.wait_for(lambda b: b.queue("out").depth == 3)``; raises
-        ``TimeoutError`` naming the predicate after ``timeout`` seconds.
+        ``TimeoutError`` naming the predicate after ``timeout`` seconds, and ``RuntimeError``
+        naming the error at once if the broker's thread stopped on one meanwhile.
         """
         _refuse_in_event_loop()
         return self._wait(predicate, timeout)
@@ -293,6 +308,8 @@ class ThreadedBroker(BrokerAPI):
                 return result
             with self._changed:
                 while self._version == version:
+                    if self._failure is not None:
+                        raise self._stopped()
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         raise timed_out(predicate, timeout, missing)
