@@ -533,6 +533,7 @@ class Queue:
 
     def _make_available(self, entry: Entry, now: float) -> None:
         entry.owner = None
+        entry.returned()
         if entry.expires_at is not None and entry.expires_at <= now:
             self._archive(entry)
             self._expired(entry)

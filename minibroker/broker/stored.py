@@ -271,12 +271,13 @@ class StoredMessage:
 class _Rare:
     """What only some entries carry: kept apart so an ordinary entry has no slots for it."""
 
-    __slots__ = ("annotations", "undeliverable", "transaction")
+    __slots__ = ("annotations", "undeliverable", "transaction", "acquired_before")
 
     def __init__(self) -> None:
         self.annotations: dict[Any, Any] | None = None
         self.undeliverable: set[int] | None = None
         self.transaction: Any = None
+        self.acquired_before = False
 
 
 class Entry:
@@ -337,6 +338,17 @@ class Entry:
         if value is not None or self._rare is not None:
             self._extra().transaction = value
 
+    @property
+    def acquired_before(self) -> bool:
+        """It came back to the queue after a link acquired it (released, modified, or its link
+        or connection ended): its next delivery is not to the first acquirer (Part 3 §3.2.1)."""
+        rare = self._rare
+        return rare is not None and rare.acquired_before
+
+    def returned(self) -> None:
+        """Note that it came back after an acquisition (see :attr:`acquired_before`)."""
+        self._extra().acquired_before = True
+
     def detached(self) -> Entry:
         """A copy of what a consumer would receive from this entry, unaffected by its later changes."""
         copy = Entry(self.seq, self.message, self.level, self.expires_at)
@@ -344,6 +356,8 @@ class Entry:
         copy.delivery_count = self.delivery_count
         if self._rare is not None:
             copy.annotations = self._rare.annotations  # replaced, never changed in place (annotate)
+            if self._rare.acquired_before:
+                copy.returned()
         return copy
 
     def merged_annotations(self) -> dict[Any, Any] | None:
@@ -364,7 +378,10 @@ class Entry:
         is added for it if the message had none) and ttl is what remains of it
         at ``now``: "the transmitted message's header SHOULD contain a ttl that
         is computed as the difference between the current time and the
-        formerly computed message expiration time" (Part 3 §3.2.1).
+        formerly computed message expiration time" (Part 3 §3.2.1).  A message
+        that came back after an acquisition goes out with first-acquirer false,
+        "this message MAY have previously been acquired by another link" (§3.2.1);
+        otherwise first-acquirer is the producer's.
         ``keep_ttl=False`` drops the ttl (a dead-letter copy, which no longer
         expires).
         """
@@ -376,19 +393,21 @@ class Entry:
             # the queue's default or maximum ttl, whichever came first).
             ttl = max(0, int((self.expires_at - now) * 1000))
         rare = self._rare
+        first_acquirer = header is not None and header.first_acquirer and (rare is None or not rare.acquired_before)
         if (rare is None or rare.annotations is None) and message._annotations_start == message._header_end:
             # No changed annotations and no delivery-annotations (the properties, inlined).
             if header is None:
                 if self.delivery_count == 0 and ttl is None:
                     return message.payload
-            elif header.delivery_count == self.delivery_count and header.ttl == ttl:
+            elif (header.delivery_count == self.delivery_count and header.ttl == ttl
+                  and header.first_acquirer == first_acquirer):  # fmt: skip
                 return message.payload
         out = bytearray()
         Header(
             durable=header.durable if header is not None else False,
             priority=header.priority if header is not None else 4,
             ttl=ttl,
-            first_acquirer=False,
+            first_acquirer=first_acquirer,
             delivery_count=self.delivery_count,
         ).encode_into(out)
         if self.annotations is not None:

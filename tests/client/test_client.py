@@ -287,3 +287,28 @@ def test_transfers_taken_straight_from_the_frames_count_as_the_general_path_coun
     assert taken[0] == general[0] == bodies
     assert taken[1] == general[1]
     assert taken[1][0] >= len(bodies)  # every delivery counted once (a multi-frame one too)
+
+
+def test_a_message_that_came_back_is_not_sent_to_a_first_acquirer(broker: ThreadedBroker) -> None:
+    """first-acquirer (Part 3 §3.2.1) stays the producer's on the first delivery and is false once
+    a link acquired the message before: after a release, and after a modified delivery too."""
+    from minibroker.amqp.message import Message
+    from minibroker.amqp.messaging import Header
+
+    with Client(broker.url, timeout=TIMEOUT) as client:
+        client.sender("again").send(Message(body="x", header=Header(durable=True, first_acquirer=True)))
+        client.sender("again").send(Message(body="y", header=Header(first_acquirer=True, ttl=60_000)))
+        receiver = client.receiver("again", credit=1)
+        first = receiver.receive()
+        assert first.message.header is not None and first.message.header.first_acquirer is True
+        first.release()
+        second = receiver.receive()
+        assert second.message.body == "x" and second.message.header is not None
+        assert (second.message.header.first_acquirer, second.message.header.delivery_count) == (False, 0)
+        second.modify(delivery_failed=True)
+        third = receiver.receive()
+        assert (third.message.header.first_acquirer, third.message.header.delivery_count) == (False, 1)  # type: ignore[union-attr]
+        third.accept()
+        ttl = receiver.receive()  # its header is written again for the ttl left: first-acquirer kept
+        assert ttl.message.body == "y" and ttl.message.header is not None and ttl.message.header.first_acquirer is True
+        ttl.accept()
