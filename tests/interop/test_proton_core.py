@@ -341,6 +341,23 @@ def test_released_and_modified_redelivery_counts(broker: minibroker.ThreadedBrok
     assert (stats.released, stats.modified, stats.acknowledged) == (1, 3, 2)
 
 
+def test_proton_sees_first_acquirer_only_on_a_first_acquisition(broker: minibroker.ThreadedBroker) -> None:
+    """A producer's first-acquirer=true reaches the first receiver; once the message was released
+    it comes back with first-acquirer false (Part 3 §3.2.1), its delivery-count unchanged."""
+    address = unique("first")
+    with connect(broker) as connection:
+        connection.create_sender(address).send(Message(body="once", durable=True, first_acquirer=True))
+        receiver = connection.create_receiver(address, credit=0)
+        first = receiver.receive(timeout=TIMEOUT)
+        assert (first.body, first.first_acquirer, first.delivery_count) == ("once", True, 0)
+        settle_next(receiver, Delivery.RELEASED)
+        pump_until(connection, lambda: broker.queue(address).acquired == 0)
+        again = receiver.receive(timeout=TIMEOUT)
+        assert (again.body, again.first_acquirer, again.delivery_count, again.durable) == ("once", False, 0, True)
+        receiver.accept()
+        pump_until(connection, lambda: broker.queue(address).depth == 0)
+
+
 CONSUMER_SCRIPT = textwrap.dedent(
     """
     import sys, time
