@@ -625,13 +625,16 @@ class Client:
         if not data:
             self._lost(f"the broker at {self.host}:{self.port} closed the socket")
             return
-        frames = self._reader.feed(data, self._take_transfer)
-        if self._taken:
-            # The transfers taken led this read: counted before the frames that followed them.
-            channel = self._session_channel or 0
-            for handle, count in self._taken.items():
-                self._peer.count_transfers(channel, handle, count)
-            self._taken.clear()
+        try:
+            frames = self._reader.feed(data, self._take_transfer)
+        finally:  # what was taken is counted even when a later frame of this read is malformed
+            if self._taken:
+                # The transfers taken led this read: counted before the frames that followed them.
+                channel = self._session_channel
+                assert channel is not None  # nothing is taken before the session's begin arrived
+                for handle, count in self._taken.items():
+                    self._peer.count_transfers(channel, handle, count)
+                self._taken.clear()
         self._peer.observe(frames)
         for frame in frames:
             self._dispatch(frame)

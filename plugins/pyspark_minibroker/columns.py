@@ -30,7 +30,6 @@ from minibroker.amqp.composite import generated_from_list
 from minibroker.amqp.errors import AMQPDecodeError
 from minibroker.amqp.message import decode_message
 from minibroker.amqp.messaging import Header, Properties
-from minibroker.client import Delivery
 
 from .rows import (
     CREATED,
@@ -42,7 +41,7 @@ from .rows import (
     property_values,
 )
 
-__all__ = ["Rows", "arrow_batch"]
+__all__ = ["Rows"]
 
 #: Section descriptor codes (§3.2) as the walk reads them: ``00 53 code``.
 _HEADER, _DELIVERY_ANNOTATIONS, _MESSAGE_ANNOTATIONS, _PROPERTIES = 0x70, 0x71, 0x72, 0x73
@@ -107,14 +106,16 @@ class Rows:
             self.rows.append(row)
         return offset
 
-    def tuples(self) -> list[tuple[Any, ...]]:
-        """The rows as :func:`.rows.row_from_delivery` makes them (``creation_time`` a datetime)."""
-        return [row if row[CREATED] is None else (*row[:CREATED], datetime_of(row[CREATED]), *row[CREATED + 1 :])
-                for row in self.rows]  # fmt: skip
-
     def arrow(self, schema: Any, columns: tuple[int, ...] | None = None) -> Any:
-        """The rows as one ``pyarrow.RecordBatch`` of ``schema`` (see :func:`arrow_batch`): READ_SCHEMA's
-        columns, or those at ``columns`` (:func:`.rows.projection`) for a schema of some of them."""
+        """The rows as one ``pyarrow.RecordBatch`` of ``schema``: READ_SCHEMA's columns, or those at
+        ``columns`` (:func:`.rows.projection`) for a schema of some of them.
+
+        ``schema`` is the Arrow form of the read schema as Spark makes it
+        (``pyspark.sql.pandas.types.to_arrow_schema(schema, timezone="UTC")``).  The values are
+        those of :func:`.rows.row_from_delivery` after Spark's own conversion of a row for Arrow
+        (``LocalDataToArrowConversion``: a timestamp as UTC, a map as its items), so the batch is
+        the one Spark would build from the rows, without a Python call per value to get there.
+        """
         return _record_batch(self.rows, schema, columns)
 
     def _remembered(self, p: bytes, pos: int, stop: int, convert: Callable[[Any], Any]) -> Any:
@@ -214,21 +215,6 @@ def _section_value(p: bytes, pos: int, stop: int) -> Any:
     if after != stop:
         raise _Unusual
     return value
-
-
-def arrow_batch(deliveries: list[Delivery], schema: Any) -> Any:
-    """The rows of READ_SCHEMA for ``deliveries`` as one ``pyarrow.RecordBatch`` of ``schema``.
-
-    ``schema`` is the Arrow form of READ_SCHEMA as Spark makes it
-    (``pyspark.sql.pandas.types.to_arrow_schema(schema, timezone="UTC")``).  The values are
-    those of :func:`.rows.row_from_delivery` after Spark's own conversion of a row for Arrow
-    (``LocalDataToArrowConversion``: a timestamp as UTC, a map as its items), so the batch is
-    the one Spark would build from the rows, without a Python call per value to get there.
-    """
-    rows = Rows()
-    for delivery in deliveries:
-        rows.add(delivery.payload)
-    return rows.arrow(schema)
 
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)

@@ -1,7 +1,7 @@
 """Reads hand Spark Arrow batches: each is the batch Spark's own worker builds from the tuple rows.
 
 No Spark session: Spark's conversion of rows (``records_to_arrow_batches``, what a Python data
-source's tuples go through on an executor) runs in this process, beside :func:`arrow_batch`.
+source's tuples go through on an executor) runs in this process, beside :meth:`Rows.arrow`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pyspark.sql.types import (  # noqa: E402
     TimestampType,
 )
 from pyspark.sql.worker.plan_data_source_read import records_to_arrow_batches  # noqa: E402
-from pyspark_minibroker.columns import Rows, arrow_batch  # noqa: E402
+from pyspark_minibroker.columns import Rows  # noqa: E402
 from pyspark_minibroker.rows import project, read_struct_type, row_from_delivery  # noqa: E402
 from pyspark_minibroker.source import _shape  # noqa: E402
 
@@ -55,6 +55,14 @@ class _Source:
 
 def delivery(message: Message) -> Delivery:
     return Delivery(None, 0, message.encode(), True)  # type: ignore[arg-type]
+
+
+def arrow_batch(deliveries: list[Delivery], schema: Any) -> Any:
+    """The batch the source's executor reader hands Spark for these deliveries."""
+    rows = Rows()
+    for d in deliveries:
+        rows.add(d.payload)
+    return rows.arrow(schema)
 
 
 def spark_batch(deliveries: list[Delivery], schema: StructType = SCHEMA) -> Any:

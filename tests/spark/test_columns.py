@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark_minibroker import columns
 from pyspark_minibroker.columns import Rows
-from pyspark_minibroker.rows import message_offset, message_values, row_from_delivery
+from pyspark_minibroker.rows import message_offset, message_values
 
 from minibroker.amqp import encode
 from minibroker.amqp.errors import AMQPDecodeError
@@ -34,7 +34,6 @@ from minibroker.amqp.messaging import (
     Properties,
 )
 from minibroker.amqp.types import symbol, timestamp, ubyte, uint, ulong
-from minibroker.client import Delivery
 
 OFFSET = symbol("x-stream-offset")
 
@@ -196,14 +195,6 @@ def test_remembered_sections_are_bounded() -> None:
         rows.add(b"".join(encode(s) for s in (ApplicationProperties({"n": n}), Data(b"x"))))
     assert 0 < len(rows._sections) <= columns._CACHED
     assert rows.rows[-1][-1] == {"n": "999"}
-
-
-def test_tuples_are_the_reference_rows() -> None:
-    payloads = [stream_delivery(n, Data(b"x"), rich=True) for n in range(3)] + [encode(AmqpValue({"k": 1}))]
-    rows = Rows()
-    for payload in payloads:
-        rows.add(payload)
-    assert rows.tuples() == [row_from_delivery(Delivery(None, 0, p, True)) for p in payloads]  # type: ignore[arg-type]
 
 
 def test_a_message_decode_message_refuses_raises_its_error() -> None:
