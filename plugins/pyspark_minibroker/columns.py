@@ -57,8 +57,11 @@ _MAPS = frozenset((0xC1, 0xD1))
 #: as a smalllong (one signed byte follows) or a long (eight).
 _OFFSET_SMALL = b"\x00\x53\x72\xc1\x14\x02\xa3\x0fx-stream-offset\x55"
 _OFFSET_LONG = b"\x00\x53\x72\xc1\x1b\x02\xa3\x0fx-stream-offset\x81"
-#: Decoded sections kept by their bytes, per :class:`Rows`; past this many the cache starts again.
+#: Decoded sections kept by their bytes, per :class:`Rows`: at most this many (past it the cache
+#: starts again), each at most this long (a larger one is decoded every time), so a task holds at
+#: most 256 KiB of them whatever the messages.
 _CACHED = 256
+_LARGEST_CACHED = 1024
 
 _DECODERS = codec._DECODERS
 _NO_PROPERTIES = property_values(Properties())
@@ -73,7 +76,7 @@ class _Unusual(Exception):
 
 
 class Rows:
-    """READ_SCHEMA rows of messages added one at a time; :meth:`arrow` or :meth:`tuples` hands them to Spark."""
+    """READ_SCHEMA rows of messages added one at a time; :meth:`arrow` hands them to Spark."""
 
     __slots__ = ("rows", "_sections", "_build_header", "_build_properties")
 
@@ -119,8 +122,10 @@ class Rows:
         return _record_batch(self.rows, schema, columns)
 
     def _remembered(self, p: bytes, pos: int, stop: int, convert: Callable[[Any], Any]) -> Any:
-        """``convert`` of the section at ``p[pos:stop]``'s value, kept by the section's bytes (the
-        cache starts from empty again once it holds too many)."""
+        """``convert`` of the section at ``p[pos:stop]``'s value, kept by the section's bytes when it
+        is small (see :data:`_CACHED`)."""
+        if stop - pos > _LARGEST_CACHED:
+            return convert(_section_value(p, pos, stop))
         sections = self._sections
         key = p[pos:stop]
         found = sections.get(key, _MISSING)

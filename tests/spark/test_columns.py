@@ -189,12 +189,18 @@ def test_rows_past_below_are_not_added() -> None:
     assert len(rows) == 0
 
 
-def test_remembered_sections_are_bounded() -> None:
+def test_remembered_sections_are_bounded_in_number_and_size() -> None:
     rows = Rows()
     for n in range(1000):
         rows.add(b"".join(encode(s) for s in (ApplicationProperties({"n": n}), Data(b"x"))))
     assert 0 < len(rows._sections) <= columns._CACHED
     assert rows.rows[-1][-1] == {"n": "999"}
+    rows._sections.clear()
+    large = b"".join(encode(s) for s in (ApplicationProperties({"big": "x" * 2000}), Data(b"x")))
+    rows.add(large)
+    rows.add(large)
+    assert not rows._sections  # decoded each time, never kept
+    assert rows.rows[-1] == rows.rows[-2] and rows.rows[-1][-1] == {"big": "x" * 2000}
 
 
 def test_a_message_decode_message_refuses_raises_its_error() -> None:
