@@ -61,7 +61,7 @@ from .protocol.transfers import TransferFields
 
 __all__ = [
     "Client", "ClientError", "ClientTimeout", "ConnectionFailed", "ConnectionClosed", "Delivery",
-    "DeliveryFailed", "LinkDetached", "Receiver", "Sender", "parse_url",
+    "DeliveryFailed", "LinkDetached", "Receiver", "Sender", "parse_url", "stream_offset",
 ]  # fmt: skip
 
 DEFAULT_PORT = 5672
@@ -137,6 +137,13 @@ def as_message(value: Any) -> Message:
     return build_message(value)
 
 
+def stream_offset(message: Message) -> int | None:
+    """A message's offset in a stream (its ``x-stream-offset`` annotation, an integer), else None."""
+    annotations = message.message_annotations
+    value = annotations.get(STREAM_OFFSET) if annotations else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 class Delivery:
     """A message received on a :class:`Receiver`; settle it with :meth:`accept`, :meth:`release`,
     :meth:`reject` or :meth:`modify` (Part 3 §3.4), unless it arrived settled (browsing)."""
@@ -168,9 +175,7 @@ class Delivery:
     @property
     def offset(self) -> int | None:
         """Its offset in a stream (the ``x-stream-offset`` message annotation), or None from a queue."""
-        annotations = self.message.message_annotations
-        value = annotations.get(STREAM_OFFSET) if annotations else None
-        return value if isinstance(value, int) and not isinstance(value, bool) else None
+        return stream_offset(self.message)
 
     def accept(self) -> None:
         """Settle as ``accepted`` (§3.4.2): the broker removes the message."""

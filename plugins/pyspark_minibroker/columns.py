@@ -30,13 +30,13 @@ from minibroker.amqp.composite import generated_from_list
 from minibroker.amqp.errors import AMQPDecodeError
 from minibroker.amqp.message import decode_message
 from minibroker.amqp.messaging import Header, Properties
+from minibroker.client import stream_offset
 
 from .rows import (
     CREATED,
     app_values,
     datetime_of,
     header_values,
-    message_offset,
     message_values,
     property_values,
 )
@@ -104,7 +104,7 @@ class Rows:
             offset, row = self._walk(payload)
         except (_Unusual, AMQPDecodeError, IndexError, ValueError, TypeError):
             message = decode_message(payload)
-            offset, row = message_offset(message), message_values(message)
+            offset, row = stream_offset(message), message_values(message)
         if below is None or offset is None or offset < below:
             self.rows.append(row)
         return offset

@@ -10,11 +10,11 @@ from typing import Any
 
 from minibroker.amqp.message import Message, split_sections
 from minibroker.amqp.messaging import Header, Properties
-from minibroker.client import STREAM_OFFSET, Delivery
+from minibroker.client import Delivery
 
 __all__ = [
     "CREATED", "READ_FIELDS", "READ_SCHEMA", "WRITE_COLUMNS", "app_values", "bad_record_message",
-    "datetime_of", "fingerprint", "header_values", "message_from_row", "message_offset", "message_values", "project",
+    "datetime_of", "fingerprint", "header_values", "message_from_row", "message_values", "project",
     "projection", "property_values", "read_struct_type", "redelivered", "row_digest", "row_from_delivery",
 ]  # fmt: skip
 
@@ -120,13 +120,6 @@ def message_values(message: Message) -> tuple[Any, ...]:
         None if created is None else int(created),
         app_values(message.application_properties),
     )
-
-
-def message_offset(message: Message) -> int | None:
-    """Its offset in a stream (the ``x-stream-offset`` annotation), as :attr:`Delivery.offset` reads it."""
-    annotations = message.message_annotations
-    value = annotations.get(STREAM_OFFSET) if annotations else None
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 _NO_PROPERTIES = Properties()

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark_minibroker import columns
 from pyspark_minibroker.columns import Rows
-from pyspark_minibroker.rows import message_offset, message_values
+from pyspark_minibroker.rows import message_values
 
 from minibroker.amqp import encode
 from minibroker.amqp.errors import AMQPDecodeError
@@ -34,6 +34,7 @@ from minibroker.amqp.messaging import (
     Properties,
 )
 from minibroker.amqp.types import symbol, timestamp, ubyte, uint, ulong
+from minibroker.client import stream_offset
 
 OFFSET = symbol("x-stream-offset")
 
@@ -42,7 +43,7 @@ def reference(payload: bytes) -> Any:
     """The offset and row decode_message gives, or the error it raises."""
     try:
         message = decode_message(payload)
-        return ("row", message_offset(message), message_values(message))
+        return ("row", stream_offset(message), message_values(message))
     except Exception as exc:  # noqa: BLE001  # any error: the walk must raise the same
         return ("error", type(exc).__name__, str(exc))
 
