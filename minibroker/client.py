@@ -57,7 +57,6 @@ from .amqp.types import Described, symbol, timestamp
 from .message_fields import build_message
 from .protocol.framing import EMPTY_FRAME
 from .protocol.peer import Frame, FrameReader, Peer, PeerLink
-from .protocol.transfers import TransferFields
 
 __all__ = [
     "Client", "ClientError", "ClientTimeout", "ConnectionFailed", "ConnectionClosed", "Delivery",
@@ -644,15 +643,14 @@ class Client:
         for frame in frames:
             self._dispatch(frame)
 
-    def _take_transfer(self, channel: int, fields: TransferFields, payload: bytes) -> bool:
-        """A whole delivery in one usual transfer frame, straight into its receiver's buffer: what
+    def _take_transfer(self, channel: int, handle: int, delivery_id: int, settled: bool, payload: bytes) -> bool:
+        """A whole delivery in one transfer frame, straight into its receiver's buffer: what
         :meth:`_dispatch` and ``Peer.observe`` do for it, without building the Transfer and the
         Frame (nearly every frame of a stream read).  Anything else is left to them."""
-        handle, delivery_id, _tag, _format, settled, more, _end = fields
         link = self._remote.get(handle)
-        if type(link) is not Receiver or more or link._partial is not None or channel != self._session_channel:
-            return False
-        link._buffer.append(Delivery(link, delivery_id or 0, payload, bool(settled)))
+        if type(link) is not Receiver or link._partial is not None or channel != self._session_channel:
+            return False  # not a receiver's, or the last frame of a multi-frame delivery
+        link._buffer.append(Delivery(link, delivery_id, payload, settled))
         self._taken[handle] = self._taken.get(handle, 0) + 1  # counted when the read is done (_read)
         return True
 

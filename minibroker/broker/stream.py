@@ -241,6 +241,10 @@ class Stream:
 
 #: Tags are a 4-byte big-endian counter per link (Part 2 §2.8.7 allows up to 32 bytes).
 _TAG = struct.Struct(">I")
+#: A reader's run is written in passes of at most this many messages and (about) this many bytes
+#: of payload, so the output bound is checked often enough and a pass's list stays small.
+RUN = 1024
+RUN_BYTES = 256 * 1024
 
 
 class StreamConsumer:
@@ -308,39 +312,45 @@ class StreamConsumer:
         return True
 
     def deliver_run(self, log: StreamLog, position: int, end: int) -> int | None:
-        """The usual read (pre-settled, nothing watching): one loop, one wake-up, no Delivery objects.
+        """The usual read (pre-settled, nothing watching): runs of messages written as one string of
+        frames each (``Connection.send_settled_run``), no Delivery objects.
 
-        Sends at most the link's credit and session window, stopping early when the client's
-        output is full (as :meth:`credit` would) or a message needs several frames.
+        Sends at most the link's credit and session window, in passes of at most :data:`RUN`
+        messages and :data:`RUN_BYTES` of payload, stopping when the client's output is full (as
+        :meth:`credit` would; checked between passes, so a pass may go past the bound by at most
+        one pass) or a message needs several frames.  A pass with a message that does not fit one
+        frame or the link's max-message-size goes message by message.
         """
         connection = self.connection
         protocol = connection.protocol
-        if not self.presettled or protocol.hook is not None:
+        room = protocol.settled_run_room()
+        if not self.presettled or room is None:
             return None
         link = self.link
         session = link.session
-        credit = min(link.credit, session.remote_incoming_window)
-        if credit <= 0 or link.outgoing is not None:
-            return position
         limit = link.max_message_size
-        send_settled = protocol.send_settled
-        output_full = connection.output_full
+        fits = room if limit is None else min(room, limit)
         tags = sent = self._tags
-        while credit > 0 and position < end and not output_full():
-            message = log.get(position)
-            assert message is not None  # first_offset <= position < next_offset
-            payload = delivery_payload(message, position)
-            position += 1
-            if limit is not None and len(payload) > limit:
-                continue  # larger than this receiver takes (Part 2 §2.7.3): it reads on past it
-            tags = (tags + 1) & 0xFFFFFFFF
-            if send_settled(link, _TAG.pack(tags), payload):
-                credit -= 1
+        while position < end and link.outgoing is None and not connection.output_full():
+            credit = min(link.credit, session.remote_incoming_window, RUN)
+            if credit <= 0:
+                break
+            payloads = log.delivery_payloads(position, min(end, position + credit), RUN_BYTES)
+            if max(map(len, payloads)) <= fits:
+                protocol.send_settled_run(link, (tags + 1) & 0xFFFFFFFF, payloads)
+                tags = (tags + len(payloads)) & 0xFFFFFFFF
+                position += len(payloads)
                 continue
-            protocol.send_transfer(link, _TAG.pack(tags), payload, True)  # several frames
-            if link.outgoing is not None:
-                break  # the rest of it goes out as the session window opens, then reading goes on
-            credit = min(link.credit, session.remote_incoming_window)
+            for payload in payloads:
+                # A message of several frames took window; one still going out holds the rest back.
+                if link.outgoing is not None or min(link.credit, session.remote_incoming_window) <= 0:
+                    break
+                position += 1
+                if limit is not None and len(payload) > limit:
+                    continue  # larger than this receiver takes (Part 2 §2.7.3): it reads on past it
+                tags = (tags + 1) & 0xFFFFFFFF
+                if not protocol.send_settled(link, _TAG.pack(tags), payload):
+                    protocol.send_transfer(link, _TAG.pack(tags), payload, True)  # several frames
         if tags != sent:
             self.stream.counters.delivered += (tags - sent) & 0xFFFFFFFF
             connection.mark_dirty()

@@ -80,6 +80,7 @@ from .transfers import (
     accepted_disposition_frame,
     read_disposition,
     read_transfer,
+    settled_transfer_frames,
     transfer_frame,
 )
 
@@ -1181,6 +1182,35 @@ class Connection:
         link.delivery_count = (link.delivery_count + 1) % SERIAL_MOD
         link.credit -= 1
         return True
+
+    def settled_run_room(self) -> int | None:
+        """The largest payload :meth:`send_settled_run` sends in one frame, or None when a hook
+        watches frames (each delivery must then go through :meth:`send_transfer`)."""
+        if self.hook is not None:
+            return None
+        return self.remote_max_frame_size - TRANSFER_OVERHEAD - 4
+
+    def send_settled_run(self, link: Link, tag: int, payloads: list[bytes]) -> None:
+        """:meth:`send_settled` for many deliveries at once: one frame each, delivery-tags the
+        4-byte numbers from ``tag`` on (``transfers.settled_transfer_frames``), written as one string.
+
+        The caller checks what :meth:`send_settled` would: no hook and every payload at most
+        :meth:`settled_run_room`; and that the link's credit and the session's outgoing window
+        (§2.5.6, §2.6.7) take them all.
+        """
+        count = len(payloads)
+        if not count:
+            return
+        session = link.session
+        delivery_id = session.next_delivery_id
+        data = settled_transfer_frames(session.channel, link.handle, delivery_id, tag, payloads)
+        self._out.append(data)
+        self.output_size += len(data)
+        session.next_delivery_id = (delivery_id + count) % SERIAL_MOD
+        session.next_outgoing_id = (session.next_outgoing_id + count) % SERIAL_MOD
+        session.remote_incoming_window -= count
+        link.delivery_count = (link.delivery_count + count) % SERIAL_MOD
+        link.credit -= count
 
     def _send_frames(self, link: Link) -> None:
         """Write the frames of the link's multi-frame delivery that the session window allows."""

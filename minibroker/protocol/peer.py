@@ -11,7 +11,7 @@ and ``minibroker.testing`` (``Pump``, ``connect``) against a broker in memory.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
@@ -46,10 +46,10 @@ from .framing import (
     FrameHeaderError,
     frame_header,
 )
-from .transfers import TRANSFER_LIST8, TransferFields, read_transfer
+from .transfers import TRANSFER_LIST8, TransferTaker, read_transfer, take_transfers
 
 __all__ = [
-    "Frame", "FrameReader", "Frames", "Peer", "PeerLink", "PeerSession", "ProtocolHeader", "TransferTaker", "parse_frames",
+    "Frame", "FrameReader", "Frames", "Peer", "PeerLink", "PeerSession", "ProtocolHeader", "parse_frames",
 ]  # fmt: skip
 
 SERIAL_MOD = 2**32
@@ -120,11 +120,6 @@ class Frames(list[Frame]):
         return found[-1]
 
 
-#: What :meth:`FrameReader.feed` offers a usual transfer to: (channel, the fields
-#: :func:`.transfers.read_transfer` read, the payload after them) -> whether it took the frame.
-TransferTaker = Callable[[int, TransferFields, bytes], bool]
-
-
 class FrameReader:
     """Incremental parser of the bytes a server writes (Part 2 §2.2-§2.3, Part 5 §5.2).
 
@@ -144,15 +139,15 @@ class FrameReader:
     def feed(self, data: bytes, take: TransferTaker | None = None) -> Frames:
         """Add bytes; return the frames they completed.
 
-        With ``take``, each transfer of the usual shape (:func:`.transfers.read_transfer`) that
-        no other frame of this call precedes is offered to it first, as ``take(channel, fields,
-        payload)``; a transfer it took (it returned True) is not among the frames returned.  Only
-        leading transfers are offered so that a caller handling them at once still sees every
-        frame in the order the server sent them.
+        With ``take``, the whole single-frame deliveries that no other frame of this call
+        precedes are offered to it first (:func:`.transfers.take_transfers`, as ``take(channel,
+        handle, delivery_id, settled, payload)``); one it took (it returned True) is not among
+        the frames returned.  Only leading transfers are offered so that a caller handling them
+        at once still sees every frame in the order the server sent them.
         """
         buf = self._buf + data
         out = Frames()
-        pos = 0
+        pos = take_transfers(buf, take) if take is not None else 0
         build_transfer: Any = None
         while len(buf) - pos >= 8:
             if buf[pos : pos + 4] == b"AMQP":
@@ -178,12 +173,9 @@ class FrameReader:
                 # unusual there returns None and goes to the codec below).
                 fields = read_transfer(buf, start, stop)
                 if fields is not None:
-                    payload = buf[fields[6] : stop]
-                    if take is not None and not out and take(channel, fields, payload):
-                        continue
                     if build_transfer is None:
                         build_transfer = generated_from_list(Transfer)
-                    out.append(Frame(channel, build_transfer(list(fields[:6])), payload))
+                    out.append(Frame(channel, build_transfer(list(fields[:6])), buf[fields[6] : stop]))
                     continue
             body = buf[start:stop]
             performative, end = codec.decode_at(body, 0)

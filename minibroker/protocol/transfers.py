@@ -25,6 +25,7 @@ disposition (accepted or no state, explicit booleans) the way
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import Any
 
 from ..amqp import codec
@@ -33,8 +34,8 @@ from ..amqp.performatives import encode_transfer_head
 from .framing import FRAME_AMQP, FRAME_HEADER
 
 __all__ = [
-    "DISPOSITION_LIST8", "TRANSFER_LIST8", "TransferFields", "accepted_disposition_frame", "read_disposition",
-    "read_transfer", "transfer_frame",
+    "DISPOSITION_LIST8", "TRANSFER_LIST8", "TransferFields", "TransferTaker", "accepted_disposition_frame",
+    "read_disposition", "read_transfer", "settled_transfer_frames", "take_transfers", "transfer_frame",
 ]  # fmt: skip
 
 #: Described (0x00) smallulong (0x53) code 0x14 (transfer) as a list8 (0xc0): what the fast path reads.
@@ -161,6 +162,63 @@ _HANDLES = tuple(b"\x43" if handle == 0 else bytes((0x52, handle)) for handle in
 _TAILS = (b"\x43\x42\x42\x40\x40\x42\x42\x42", b"\x43\x41\x42\x40\x40\x42\x42\x42")
 
 
+#: What :func:`take_transfers` offers a whole delivery to: (channel, handle, delivery-id, settled,
+#: payload) -> whether it took the delivery.
+TransferTaker = Callable[[int, int, int, bool, bytes], bool]
+
+#: The last eight fields of a transfer as :func:`transfer_frame` writes them, by what they say of ``settled``.
+_SETTLED_BY_TAIL = {_TAILS[1]: True, _TAILS[0]: False}
+#: The shortest transfer :func:`transfer_frame` writes with a uint delivery-id: descriptor and list8
+#: header (6), handle (1), delivery-id (5), an empty tag (2) and the tail (8).
+_SHORTEST_WRITTEN = 22
+
+
+def take_transfers(buf: bytes, take: TransferTaker) -> int:
+    """Offer the whole single-frame deliveries that lead ``buf`` to ``take``; return where the first
+    frame not taken starts (``len(buf)`` when every frame was; a partial frame is never offered).
+
+    A reader of a stream gets runs of hundreds of these, one per message: each is offered
+    without a :class:`Frame` or a ``Transfer`` (Part 2 §2.7.5).  A transfer written as
+    :func:`transfer_frame` writes it (every single-frame delivery a minibroker sends after a
+    link's first 256) is recognised by its bytes; another shape goes through
+    :func:`read_transfer`.  Reading stops at the first frame that is anything else: not a
+    transfer, a transfer with ``more`` (a multi-frame delivery), one ``read_transfer``
+    leaves to the codec, one ``take`` refused, a bad frame header (which the general reader
+    then reports).
+    """
+    pos, end = 0, len(buf)
+    unpack = FRAME_HEADER.unpack_from
+    tails = _SETTLED_BY_TAIL
+    while end - pos >= 8:
+        size, doff, frame_type, channel = unpack(buf, pos)
+        start, stop = pos + 4 * doff, pos + size
+        # Incomplete, SASL, or a header with a size or offset no frame can have: the general reader's.
+        if stop > end or frame_type != FRAME_AMQP or doff < 2 or start >= stop:
+            return pos
+        settled: bool | None = None
+        if stop - start >= _SHORTEST_WRITTEN and buf[start + 5] == _FIELDS and buf.startswith(TRANSFER_LIST8, start):
+            code = buf[start + 6]
+            at = start + 8 if code == 0x52 else start + 7 if code == 0x43 else 0  # handle: smalluint, uint0
+            if at and buf[at] == 0x70 and buf[at + 5] == 0xA0:  # delivery-id a uint, tag a vbin8
+                tail = at + 7 + buf[at + 6]
+                # The list's size must end it right after the tail (read_transfer checks the same).
+                if start + 5 + buf[start + 4] == tail + 8:
+                    settled = tails.get(buf[tail : tail + 8])
+        if settled is not None:
+            handle = buf[start + 7] if code == 0x52 else 0
+            delivery_id = int.from_bytes(buf[at + 1 : at + 5])
+            payload_start = tail + 8
+        else:
+            fields = read_transfer(buf, start, stop) if buf.startswith(TRANSFER_LIST8, start) else None
+            if fields is None or fields[5]:  # another performative, an unusual transfer, or more to come
+                return pos
+            handle, delivery_id, settled, payload_start = fields[0], fields[1] or 0, bool(fields[4]), fields[6]
+        if not take(channel, handle, delivery_id, settled, buf[payload_start:stop]):
+            return pos
+        pos = stop
+    return pos
+
+
 def transfer_frame(channel: int, handle: int, delivery_id: int, tag: bytes, settled: bool, payload: bytes) -> bytes:
     """The frame of a single-frame delivery of message-format 0 on ``channel``: header, transfer, payload.
 
@@ -182,6 +240,38 @@ def transfer_frame(channel: int, handle: int, delivery_id: int, tag: bytes, sett
         )
     head = encode_transfer_head(handle, delivery_id, tag, settled)
     return FRAME_HEADER.pack(8 + len(head) + len(payload), 2, FRAME_AMQP, channel) + head + payload
+
+
+#: A pre-settled transfer of a run after the frame header and descriptor: the list's size and
+#: count, the handle (uint0 or smalluint, else uint), the delivery-id (uint), the tag (vbin8 of a
+#: 4-byte counter) and the settled tail, by the handle's encoded length.
+_SETTLED_RUN = {n: struct.Struct(f">IBBHIBB{n}sBIBBI8s") for n in (1, 2, 5)}
+
+
+def settled_transfer_frames(channel: int, handle: int, delivery_id: int, tag: int, payloads: list[bytes]) -> bytes:
+    """The frames of pre-settled single-frame deliveries of ``payloads``, in order, as one string.
+
+    The deliveries get consecutive delivery-ids from ``delivery_id`` and delivery-tags that are
+    the 4-byte big-endian numbers from ``tag`` on, both wrapping at 2**32 (serial numbers,
+    Part 2 §2.8.9); every other field is what :func:`transfer_frame` writes (message-format 0,
+    settled, more false).  Each frame is one ``pack`` and its payload, and the run is one
+    join: what a stream reader costs the broker per message.  The caller checks each payload
+    fits a frame.
+    """
+    head = _HANDLES[handle] if handle < 256 else b"\x70" + handle.to_bytes(4)
+    size = 1 + len(head) + 7 + 4 + 8  # the list's size: count, handle, id, tag, tail
+    pack = _SETTLED_RUN[len(head)].pack
+    overhead = 8 + 5 + size
+    tail = _TAILS[1]
+    parts: list[bytes] = []
+    append = parts.append
+    for payload in payloads:
+        append(pack(overhead + len(payload), 2, FRAME_AMQP, channel, _DESCRIBED_LIST8, size, 11, head,
+                    0x70, delivery_id, 0xA0, 4, tag, tail))  # fmt: skip
+        append(payload)
+        delivery_id = (delivery_id + 1) & 0xFFFFFFFF
+        tag = (tag + 1) & 0xFFFFFFFF
+    return b"".join(parts)
 
 
 #: Disposition's descriptor (0x15) and list8 with its size filled in last and 6 fields (as the

@@ -263,7 +263,7 @@ def _read_counts(url: str, take: bool, monkeypatch: pytest.MonkeyPatch) -> tuple
     """Bodies read from "mixed" in fetches of 7, and the link's and session's counters after."""
     with monkeypatch.context() as patch:
         if not take:
-            patch.setattr(Client, "_take_transfer", lambda self, channel, fields, payload: False)
+            patch.setattr(Client, "_take_transfer", lambda self, *offered: False)
         with Client(url, timeout=TIMEOUT) as client:
             receiver = client.receiver("mixed", offset="first", credit=7)
             bodies: list[bytes] = []
@@ -280,7 +280,8 @@ def test_transfers_taken_straight_from_the_frames_count_as_the_general_path_coun
     transfers and without it: the same messages, the same delivery-count, credit and next-incoming-id
     (Part 2 §2.5.6, §2.6.7)."""
     broker.declare_stream("mixed")
-    bodies = [bytes([n]) * (300_000 if n % 5 == 0 else 40) for n in range(23)]  # every fifth over a frame
+    # Every 50th over a frame; past 256 deliveries the broker's transfers have their usual bytes.
+    bodies = [bytes([n % 256]) * (300_000 if n % 50 == 0 else 40) for n in range(300)]
     broker.publish_many("mixed", bodies)
     taken = _read_counts(broker.url, True, monkeypatch)
     general = _read_counts(broker.url, False, monkeypatch)

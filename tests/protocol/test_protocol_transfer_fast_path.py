@@ -24,6 +24,8 @@ from minibroker.protocol.transfers import (
     accepted_disposition_frame,
     read_disposition,
     read_transfer,
+    settled_transfer_frames,
+    take_transfers,
     transfer_frame,
 )
 from minibroker.testing import Peer, connect
@@ -252,8 +254,94 @@ def _described(f: Any) -> tuple[Any, ...]:
     return (type(performative).__name__,)
 
 
+def _general_deliveries(data: bytes) -> list[tuple[int, int, int, bool, bytes]]:
+    """The whole single-frame deliveries leading ``data``, read by the general decoder."""
+    out = []
+    for f in parse_frames(data):
+        transfer = f.performative
+        if not isinstance(transfer, Transfer) or transfer.more:
+            break
+        out.append((f.channel, transfer.handle, transfer.delivery_id or 0, bool(transfer.settled), f.payload))
+    return out
+
+
+def _taken(data: bytes) -> tuple[list[tuple[int, int, int, bool, bytes]], int]:
+    got: list[tuple[int, int, int, bool, bytes]] = []
+
+    def take(channel: int, handle: int, delivery_id: int, settled: bool, payload: bytes) -> bool:
+        got.append((channel, handle, delivery_id, settled, payload))
+        return True
+
+    return got, take_transfers(data, take)
+
+
 @given(
-    kinds=st.lists(st.sampled_from(["transfer", "more", "end", "empty"]), max_size=12),
+    channel=st.integers(0, 65535),
+    handle=st.integers(0, 300),
+    delivery_id=uints,
+    tag=st.binary(max_size=32),
+    settled=st.booleans(),
+    payload=st.binary(max_size=40),
+)
+def test_what_the_broker_writes_is_taken_with_the_values_the_codec_reads(
+    channel: int, handle: int, delivery_id: int, tag: bytes, settled: bool, payload: bytes
+) -> None:
+    """Every frame ``transfer_frame`` writes (its own bytes above delivery-id 255, the codec's below)
+    is taken whole, with the channel, handle, delivery-id, settled and payload the codec reads."""
+    data = transfer_frame(channel, handle, delivery_id, tag, settled, payload)
+    got, end = _taken(data)
+    assert end == len(data)
+    assert got == _general_deliveries(data) == [(channel, handle, delivery_id, settled, payload)]
+
+
+@given(
+    channel=st.integers(0, 65535),
+    handle=st.sampled_from([0, 1, 255, 256, 2**32 - 1]),
+    delivery_id=st.sampled_from([0, 255, 256, 2**32 - 2]),
+    tag=st.sampled_from([0, 2**32 - 1]),
+    payloads=st.lists(st.binary(max_size=40), max_size=4),
+)
+def test_a_settled_run_is_the_frames_the_codec_reads(
+    channel: int, handle: int, delivery_id: int, tag: int, payloads: list[bytes]
+) -> None:
+    """``settled_transfer_frames``: one pre-settled transfer per payload, ids and tags counting
+    on and wrapping at 2**32 (§2.8.9), read back by the general decoder and taken whole."""
+    data = settled_transfer_frames(channel, handle, delivery_id, tag, payloads)
+    frames = parse_frames(data)
+    assert [(f.channel, f.payload) for f in frames] == [(channel, p) for p in payloads]
+    assert [f.performative for f in frames] == [
+        Transfer(handle=handle, delivery_id=(delivery_id + n) % 2**32, delivery_tag=((tag + n) % 2**32).to_bytes(4),
+                 message_format=0, settled=True, more=False)  # fmt: skip
+        for n in range(len(payloads))
+    ]
+    got, end = _taken(data)
+    assert end == len(data) and got == _general_deliveries(data)
+
+
+@given(
+    delivery_id=st.integers(256, 2**32 - 1),
+    tag=st.binary(max_size=8),
+    at=st.integers(0, 60),
+    byte=st.integers(0, 255),
+)
+def test_a_changed_byte_is_taken_as_the_codec_reads_it_or_left_to_it(delivery_id: int, tag: bytes, at: int, byte: int) -> None:
+    """One byte of a written transfer's performative changed: ``take_transfers`` offers what the
+    general decoder reads, or leaves the frame (and all after it) to the general reader."""
+    first = bytearray(transfer_frame(3, 7, delivery_id, tag, True, b"payload"))
+    first[8 + at % (len(first) - 8 - len(b"payload"))] = byte  # the frame header's checks are the general reader's
+    data = bytes(first) + transfer_frame(3, 7, 1000, b"t", False, b"next")
+    got, end = _taken(data)
+    try:
+        general = _general_deliveries(data)
+    except (ValueError, codec.AMQPDecodeError):
+        assert (got, end) == ([], 0)  # a malformed frame is never offered
+        return
+    assert got == general[: len(got)]
+    assert end == (0, len(first), len(data))[len(got)]
+
+
+@given(
+    kinds=st.lists(st.sampled_from(["transfer", "written", "more", "end", "empty"]), max_size=12),
     cuts=st.lists(st.integers(1, 300), max_size=6),
     refuse=st.sets(st.integers(0, 11)),
 )
@@ -265,7 +353,9 @@ def test_a_taker_sees_leading_transfers_and_every_frame_keeps_its_order(
     frame the taker did not get is never offered before that frame is returned."""
     data = b""
     for n, kind in enumerate(kinds):
-        if kind in ("transfer", "more"):
+        if kind == "written":  # as the broker writes it: delivery-id above 255 (the id's low byte is n)
+            data += transfer_frame(1, 0, 256 * 7 + n, b"tag", n % 2 == 0, b"w%d" % n)
+        elif kind in ("transfer", "more"):
             out = bytearray()
             Transfer(handle=0, delivery_id=n, delivery_tag=b"t", message_format=0, settled=True,
                      more=kind == "more").encode_into(out)  # fmt: skip
@@ -278,11 +368,11 @@ def test_a_taker_sees_leading_transfers_and_every_frame_keeps_its_order(
             data += frame(1, b"")
     events: list[tuple[Any, ...]] = []
 
-    def take(channel: int, fields: Any, payload: bytes) -> bool:
-        assert channel == 1
-        if fields[1] in refuse:
+    def take(channel: int, handle: int, delivery_id: int, settled: bool, payload: bytes) -> bool:
+        assert channel == 1 and handle == 0
+        if delivery_id % 256 in refuse:
             return False
-        events.append(("transfer", fields[1], payload))
+        events.append(("transfer", delivery_id, payload))
         return True
 
     reader, pos = FrameReader(), 0
