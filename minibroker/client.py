@@ -386,6 +386,16 @@ class Receiver(_Link):
                 out.append(self._buffer.popleft())
         return out
 
+    def prefetch(self, count: int) -> None:
+        """Let the broker send up to ``count`` messages beyond those received so far, to arrive
+        while you work (a flow setting the link-credit, Part 2 §2.6.7); the next :meth:`fetch` or
+        :meth:`receive` takes them first, and a :meth:`fetch` counts those still on their way.
+        A reader of a stream calls it before making rows of what it just fetched, so the broker
+        writes the next messages meanwhile."""
+        if count < 1:
+            raise ValueError(f"prefetch needs a count of at least 1, got {count}")
+        self._flow(count)
+
     @property
     def available(self) -> int | None:
         """How many messages the broker said await credit on this link, in its last flow (§2.7.4

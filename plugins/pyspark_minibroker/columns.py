@@ -236,8 +236,16 @@ def _record_batch(rows: list[tuple[Any, ...]], schema: Any, picked: tuple[int, .
         return pa.RecordBatch.from_pylist([], schema=schema)
     columns = list(zip(*rows, strict=True))
     arrays: list[Any] = []
+    count = len(rows)
     for at in range(len(columns)) if picked is None else picked:
         column: Any = columns[at]
+        first = column[0]
+        if column.count(first) == count and (first is None or at < CREATED):
+            # One value all along (a column of a section no message had, or the same header):
+            # one Arrow value repeated, not a conversion per row.
+            kind = schema.field(len(arrays)).type
+            arrays.append(pa.nulls(count, kind) if first is None else pa.repeat(pa.scalar(first, kind), count))
+            continue
         if at == CREATED:
             column = [None if ms is None else _microseconds(ms) for ms in column]
         elif at == _APPLICATION_PROPERTIES_COLUMN:

@@ -132,6 +132,9 @@ def read_range(options: Options, piece: OffsetRange) -> Iterator[Rows]:
             got = receiver.fetch(min(WINDOW, piece.end - position), options.timeout)
             if not got:
                 return  # nothing more retained from here (the range's end was dropped, or filtered out)
+            after = piece.end - position - len(got)  # at most this many offsets left once these are read
+            if after > 0:
+                receiver.prefetch(min(WINDOW, after))  # the next fetch's messages come while these become rows
             rows.clear()
             for delivery in got:
                 offset = rows.add(delivery.payload, below=piece.end)

@@ -313,3 +313,25 @@ def test_a_message_that_came_back_is_not_sent_to_a_first_acquirer(broker: Thread
         ttl = receiver.receive()  # its header is written again for the ttl left: first-acquirer kept
         assert ttl.message.body == "y" and ttl.message.header is not None and ttl.message.header.first_acquirer is True
         ttl.accept()
+
+
+def test_messages_prefetched_while_working_come_first_and_once(broker: ThreadedBroker) -> None:
+    """``prefetch`` grants credit ahead (Part 2 §2.6.7) and the next ``fetch`` counts what is on
+    its way: a stream read in fetches of 5 with the next 5 asked for in between gets every
+    message once, in order, and leaves no credit with the broker when the stream ends."""
+    broker.declare_stream("ahead")
+    broker.publish_many("ahead", [f"m{n}" for n in range(23)])
+    with Client(broker.url, timeout=TIMEOUT) as client:
+        receiver = client.receiver("ahead", offset="first", credit=5)
+        bodies: list[str] = []
+        while chunk := receiver.fetch(5):
+            receiver.prefetch(5)
+            bodies += [d.message.body for d in chunk]
+        assert bodies == [f"m{n}" for n in range(23)]
+        assert receiver._link.credit == 0
+        broker.publish_many("ahead", ["late", "later"])
+        receiver.prefetch(1)  # on its own, it has the broker send one message
+        client._wait(lambda: len(receiver._buffer) == 1, TIMEOUT, "the prefetched message")
+        assert [d.message.body for d in receiver.fetch(2)] == ["late", "later"]
+        with pytest.raises(ValueError, match="at least 1"):
+            receiver.prefetch(0)

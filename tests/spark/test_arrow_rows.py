@@ -169,3 +169,23 @@ def test_a_schema_of_some_columns_gets_batches_of_those_columns() -> None:
 def test_a_schema_with_other_columns_or_types_is_refused_saying_what_to_read(field: StructField, error: str) -> None:
     with pytest.raises(ValueError, match=error):
         _shape(StructType([StructField("priority", IntegerType()), field]))
+
+
+#: Columns in another order again, each the same for every message below (the batch repeats one value).
+SAME = StructType([
+    StructField("priority", IntegerType()), StructField("subject", StringType()), StructField("body", BinaryType()),
+    StructField("message_id", StringType()), StructField("durable", BooleanType()),
+])  # fmt: skip
+
+
+@pytest.mark.parametrize("schema", [SCHEMA, SAME], ids=["every column", "some, reordered"])
+def test_columns_with_one_value_throughout_are_the_batch_spark_builds(schema: StructType) -> None:
+    same = [Message(body=b"same", header=Header(priority=ubyte(7), durable=True), properties=Properties(subject="s"))] * 3
+    deliveries = [delivery(m) for m in same]
+    shape = _shape(schema)
+    rows = Rows()
+    for d in deliveries:
+        rows.add(d.payload)
+    got = rows.arrow(shape.arrow, shape.columns)
+    assert got.equals(spark_batch(deliveries, schema))
+    assert got.column(got.schema.names.index("subject")).to_pylist() == ["s"] * 3
