@@ -335,6 +335,13 @@ class Receiver(_Link):
         self._partial_id = 0
         self._partial_settled = False
         self._drained = False
+        #: Deliveries :meth:`_take` took during the client's current read.
+        self._taken = 0
+
+    def _take(self, delivery_id: int, settled: bool, payload: bytes) -> None:
+        """A whole delivery taken straight from the frames (``Client._intake``), counted when the read is done."""
+        self._buffer.append(Delivery(self, delivery_id, payload, settled))
+        self._taken += 1
 
     def _on_transfer(self, transfer: Transfer, payload: bytes) -> None:
         if self._partial is None and not transfer.more and not transfer.aborted:
@@ -458,8 +465,8 @@ class Client:
         self._reader = FrameReader()
         self._links: dict[int, _Link] = {}  # by our handle
         self._remote: dict[int, _Link] = {}  # by the broker's handle
-        #: Deliveries :meth:`_take_transfer` took during the current read, by the broker's handle.
-        self._taken: dict[int, int] = {}
+        #: Receivers :meth:`_intake` gave a sink for during the current read, by the broker's handle.
+        self._taking: dict[int, Receiver] = {}
         #: The broker's channel for our session, once its begin arrived.
         self._session_channel: int | None = None
         self._outcomes: dict[int, Any] = {}
@@ -640,29 +647,30 @@ class Client:
             self._lost(f"the broker at {self.host}:{self.port} closed the socket")
             return
         try:
-            frames = self._reader.feed(data, self._take_transfer)
+            frames = self._reader.feed(data, self._intake)
         finally:  # what was taken is counted even when a later frame of this read is malformed
-            if self._taken:
+            if self._taking:
                 # The transfers taken led this read: counted before the frames that followed them.
                 channel = self._session_channel
                 assert channel is not None  # nothing is taken before the session's begin arrived
-                for handle, count in self._taken.items():
-                    self._peer.count_transfers(channel, handle, count)
-                self._taken.clear()
+                for handle, receiver in self._taking.items():
+                    self._peer.count_transfers(channel, handle, receiver._taken)
+                    receiver._taken = 0
+                self._taking.clear()
         self._peer.observe(frames)
         for frame in frames:
             self._dispatch(frame)
 
-    def _take_transfer(self, channel: int, handle: int, delivery_id: int, settled: bool, payload: bytes) -> bool:
-        """A whole delivery in one transfer frame, straight into its receiver's buffer: what
-        :meth:`_dispatch` and ``Peer.observe`` do for it, without building the Transfer and the
-        Frame (nearly every frame of a stream read).  Anything else is left to them."""
+    def _intake(self, channel: int, handle: int) -> Callable[[int, bool, bytes], None] | None:
+        """Where the whole single-frame deliveries of the broker's link ``handle`` go straight from the
+        bytes (``transfers.take_transfers``): its receiver's buffer, doing what :meth:`_dispatch` and
+        ``Peer.observe`` do for them without a Transfer or a Frame (nearly every frame of a stream
+        read).  None (the general path) for another link or a receiver amid a multi-frame delivery."""
         link = self._remote.get(handle)
         if type(link) is not Receiver or link._partial is not None or channel != self._session_channel:
-            return False  # not a receiver's, or the last frame of a multi-frame delivery
-        link._buffer.append(Delivery(link, delivery_id, payload, settled))
-        self._taken[handle] = self._taken.get(handle, 0) + 1  # counted when the read is done (_read)
-        return True
+            return None  # not a receiver's, or the next frame may end a multi-frame delivery
+        self._taking[handle] = link  # its deliveries are counted when the read is done (_read)
+        return link._take
 
     def _read_tls(self, wait: float) -> bytes:
         """One read of decrypted bytes.  An SSL object must not be used by two threads at once

@@ -34,7 +34,7 @@ from ..amqp.performatives import encode_transfer_head
 from .framing import FRAME_AMQP, FRAME_HEADER
 
 __all__ = [
-    "DISPOSITION_LIST8", "TRANSFER_LIST8", "TransferFields", "TransferTaker", "accepted_disposition_frame",
+    "DISPOSITION_LIST8", "TRANSFER_LIST8", "DeliverySink", "TransferFields", "TransferTaker", "accepted_disposition_frame",
     "read_disposition", "read_transfer", "settled_transfer_frames", "take_transfers", "transfer_frame",
 ]  # fmt: skip
 
@@ -162,9 +162,11 @@ _HANDLES = tuple(b"\x43" if handle == 0 else bytes((0x52, handle)) for handle in
 _TAILS = (b"\x43\x42\x42\x40\x40\x42\x42\x42", b"\x43\x41\x42\x40\x40\x42\x42\x42")
 
 
-#: What :func:`take_transfers` offers a whole delivery to: (channel, handle, delivery-id, settled,
-#: payload) -> whether it took the delivery.
-TransferTaker = Callable[[int, int, int, bool, bytes], bool]
+#: Where :func:`take_transfers` puts a whole delivery: (delivery-id, settled, payload).
+DeliverySink = Callable[[int, bool, bytes], object]
+#: What :func:`take_transfers` asks for the deliveries of a link: (channel, handle) -> the sink
+#: that takes them, or None to leave that link's frames (and all after them) to the general reader.
+TransferTaker = Callable[[int, int], DeliverySink | None]
 
 #: The last eight fields of a transfer as :func:`transfer_frame` writes them, by what they say of ``settled``.
 _SETTLED_BY_TAIL = {_TAILS[1]: True, _TAILS[0]: False}
@@ -174,28 +176,47 @@ _SHORTEST_WRITTEN = 22
 
 
 def take_transfers(buf: bytes, take: TransferTaker) -> int:
-    """Offer the whole single-frame deliveries that lead ``buf`` to ``take``; return where the first
-    frame not taken starts (``len(buf)`` when every frame was; a partial frame is never offered).
+    """Hand the whole single-frame deliveries that lead ``buf`` to the sinks ``take`` gives for
+    their links; return where the first frame not taken starts (``len(buf)`` when every frame
+    was; a partial frame is never taken).
 
-    A reader of a stream gets runs of hundreds of these, one per message: each is offered
+    A reader of a stream gets runs of hundreds of these, one per message: each goes to its sink
     without a :class:`Frame` or a ``Transfer`` (Part 2 §2.7.5).  A transfer written as
     :func:`transfer_frame` writes it (every single-frame delivery a minibroker sends after a
-    link's first 256) is recognised by its bytes; another shape goes through
-    :func:`read_transfer`.  Reading stops at the first frame that is anything else: not a
-    transfer, a transfer with ``more`` (a multi-frame delivery), one ``read_transfer``
-    leaves to the codec, one ``take`` refused, a bad frame header (which the general reader
-    then reports).
+    link's first 256) is recognised by its bytes, and the next ones of a run by comparing them
+    with it (all but the size, delivery-id, tag and payload are the same); another shape goes
+    through :func:`read_transfer`.  Taking stops at the first frame that is anything else: not a
+    transfer, a transfer with ``more`` (a multi-frame delivery), one ``read_transfer`` leaves to
+    the codec, one of a link ``take`` gives no sink for, a bad frame header (which the general
+    reader then reports).
     """
     pos, end = 0, len(buf)
     unpack = FRAME_HEADER.unpack_from
     tails = _SETTLED_BY_TAIL
+    link: tuple[int, int] | None = None
+    sink: DeliverySink | None = None
+    # The run's shape, from the last written-shape transfer taken: its bytes from DOFF to the
+    # delivery-id's constructor, the tag's constructor and length, and where (from the frame's
+    # start) the delivery-id and the payload begin.
+    shared = tag_head = b""
+    id_at = payload_at = 0
     while end - pos >= 8:
+        if shared:
+            stop = pos + int.from_bytes(buf[pos : pos + 4])
+            at, first = pos + id_at, pos + payload_at
+            if first <= stop <= end and buf[pos + 4 : at] == shared and buf[at + 4 : at + 6] == tag_head:
+                settled = tails.get(buf[first - 8 : first])
+                if settled is not None:
+                    sink(int.from_bytes(buf[at : at + 4]), settled, buf[first:stop])  # type: ignore[misc]  # set with shared
+                    pos = stop
+                    continue
+            shared = b""
         size, doff, frame_type, channel = unpack(buf, pos)
         start, stop = pos + 4 * doff, pos + size
         # Incomplete, SASL, or a header with a size or offset no frame can have: the general reader's.
         if stop > end or frame_type != FRAME_AMQP or doff < 2 or start >= stop:
             return pos
-        settled: bool | None = None
+        written: bool | None = None
         if stop - start >= _SHORTEST_WRITTEN and buf[start + 5] == _FIELDS and buf.startswith(TRANSFER_LIST8, start):
             code = buf[start + 6]
             at = start + 8 if code == 0x52 else start + 7 if code == 0x43 else 0  # handle: smalluint, uint0
@@ -203,18 +224,23 @@ def take_transfers(buf: bytes, take: TransferTaker) -> int:
                 tail = at + 7 + buf[at + 6]
                 # The list's size must end it right after the tail (read_transfer checks the same).
                 if start + 5 + buf[start + 4] == tail + 8:
-                    settled = tails.get(buf[tail : tail + 8])
-        if settled is not None:
-            handle = buf[start + 7] if code == 0x52 else 0
-            delivery_id = int.from_bytes(buf[at + 1 : at + 5])
+                    written = tails.get(buf[tail : tail + 8])
+        if written is not None:
+            handle, delivery_id, settled = buf[start + 7] if code == 0x52 else 0, int.from_bytes(buf[at + 1 : at + 5]), written
             payload_start = tail + 8
         else:
             fields = read_transfer(buf, start, stop) if buf.startswith(TRANSFER_LIST8, start) else None
             if fields is None or fields[5]:  # another performative, an unusual transfer, or more to come
                 return pos
             handle, delivery_id, settled, payload_start = fields[0], fields[1] or 0, bool(fields[4]), fields[6]
-        if not take(channel, handle, delivery_id, settled, buf[payload_start:stop]):
+        if link != (channel, handle):
+            link, sink = (channel, handle), take(channel, handle)
+        if sink is None:
             return pos
+        sink(delivery_id, settled, buf[payload_start:stop])
+        if written is not None:
+            shared, tag_head = buf[pos + 4 : at + 1], buf[at + 5 : at + 7]
+            id_at, payload_at = at + 1 - pos, payload_start - pos
         pos = stop
     return pos
 

@@ -263,7 +263,7 @@ def _read_counts(url: str, take: bool, monkeypatch: pytest.MonkeyPatch) -> tuple
     """Bodies read from "mixed" in fetches of 7, and the link's and session's counters after."""
     with monkeypatch.context() as patch:
         if not take:
-            patch.setattr(Client, "_take_transfer", lambda self, *offered: False)
+            patch.setattr(Client, "_intake", lambda self, channel, handle: None)
         with Client(url, timeout=TIMEOUT) as client:
             receiver = client.receiver("mixed", offset="first", credit=7)
             bodies: list[bytes] = []

@@ -268,9 +268,8 @@ def _general_deliveries(data: bytes) -> list[tuple[int, int, int, bool, bytes]]:
 def _taken(data: bytes) -> tuple[list[tuple[int, int, int, bool, bytes]], int]:
     got: list[tuple[int, int, int, bool, bytes]] = []
 
-    def take(channel: int, handle: int, delivery_id: int, settled: bool, payload: bytes) -> bool:
-        got.append((channel, handle, delivery_id, settled, payload))
-        return True
+    def take(channel: int, handle: int) -> Any:
+        return lambda delivery_id, settled, payload: got.append((channel, handle, delivery_id, settled, payload))
 
     return got, take_transfers(data, take)
 
@@ -319,45 +318,63 @@ def test_a_settled_run_is_the_frames_the_codec_reads(
 
 
 @given(
-    delivery_id=st.integers(256, 2**32 - 1),
+    delivery_id=st.integers(256, 2**32 - 3),
     tag=st.binary(max_size=8),
+    which=st.integers(0, 2),
     at=st.integers(0, 60),
     byte=st.integers(0, 255),
 )
-def test_a_changed_byte_is_taken_as_the_codec_reads_it_or_left_to_it(delivery_id: int, tag: bytes, at: int, byte: int) -> None:
-    """One byte of a written transfer's performative changed: ``take_transfers`` offers what the
-    general decoder reads, or leaves the frame (and all after it) to the general reader."""
-    first = bytearray(transfer_frame(3, 7, delivery_id, tag, True, b"payload"))
-    first[8 + at % (len(first) - 8 - len(b"payload"))] = byte  # the frame header's checks are the general reader's
-    data = bytes(first) + transfer_frame(3, 7, 1000, b"t", False, b"next")
+def test_a_changed_byte_is_taken_as_the_codec_reads_it_or_left_to_it(
+    delivery_id: int, tag: bytes, which: int, at: int, byte: int
+) -> None:
+    """One byte of the performative of one of three written transfers changed (the first of a run,
+    or one compared with the run's first): ``take_transfers`` takes what the general decoder
+    reads, or stops there and leaves the rest to the general reader."""
+    frames = [bytearray(transfer_frame(3, 7, delivery_id + n, tag, n != 1, b"payload%d" % n)) for n in range(3)]
+    changed = frames[which]
+    changed[8 + at % (len(changed) - 8 - len(b"payload0"))] = byte  # the frame header's checks are the general reader's
+    data = b"".join(frames)
+    ends = [sum(len(f) for f in frames[:n]) for n in range(4)]
     got, end = _taken(data)
+    assert end == ends[len(got)]
     try:
         general = _general_deliveries(data)
     except (ValueError, codec.AMQPDecodeError):
-        assert (got, end) == ([], 0)  # a malformed frame is never offered
-        return
+        assert len(got) <= which  # a malformed frame is never taken
+        general = _general_deliveries(data[: ends[which]])
     assert got == general[: len(got)]
-    assert end == (0, len(first), len(data))[len(got)]
+
+
+def test_a_frame_too_short_for_its_transfer_ends_a_run() -> None:
+    """The second of a run says it is shorter than its own transfer: it is not taken (the general
+    reader reports it), even though its other bytes are those of the run."""
+    first = transfer_frame(0, 0, 1000, b"tag0", True, b"one")
+    second = bytearray(transfer_frame(0, 0, 1001, b"tag1", True, b"two"))
+    second[:4] = (8 + 12).to_bytes(4, "big")  # ends inside the transfer's fields
+    got, end = _taken(first + bytes(second) + bytes(64))
+    assert (got, end) == ([(0, 0, 1000, True, b"one")], len(first))
 
 
 @given(
     kinds=st.lists(st.sampled_from(["transfer", "written", "more", "end", "empty"]), max_size=12),
+    handles=st.lists(st.integers(0, 1), min_size=12, max_size=12),
     cuts=st.lists(st.integers(1, 300), max_size=6),
-    refuse=st.sets(st.integers(0, 11)),
+    refuse=st.sets(st.integers(0, 1)),
 )
 def test_a_taker_sees_leading_transfers_and_every_frame_keeps_its_order(
-    kinds: list[str], cuts: list[int], refuse: set[int]
+    kinds: list[str], handles: list[int], cuts: list[int], refuse: set[int]
 ) -> None:
-    """However the bytes arrive, the transfers a taker took (when they were offered) and the
-    frames returned (after each feed) are every frame, in the order sent: a transfer behind a
-    frame the taker did not get is never offered before that frame is returned."""
+    """However the bytes arrive, the deliveries taken (on the links the taker gives a sink for)
+    and the frames returned (after each feed) are every frame, in the order sent: a transfer
+    behind a frame not taken is never taken before that frame is returned."""
     data = b""
     for n, kind in enumerate(kinds):
+        handle = handles[n]
         if kind == "written":  # as the broker writes it: delivery-id above 255 (the id's low byte is n)
-            data += transfer_frame(1, 0, 256 * 7 + n, b"tag", n % 2 == 0, b"w%d" % n)
+            data += transfer_frame(1, handle, 256 * 7 + n, b"tag", n % 2 == 0, b"w%d" % n)
         elif kind in ("transfer", "more"):
             out = bytearray()
-            Transfer(handle=0, delivery_id=n, delivery_tag=b"t", message_format=0, settled=True,
+            Transfer(handle=handle, delivery_id=n, delivery_tag=b"t", message_format=0, settled=True,
                      more=kind == "more").encode_into(out)  # fmt: skip
             data += frame(1, bytes(out) + b"m%d" % n)
         elif kind == "end":
@@ -368,12 +385,11 @@ def test_a_taker_sees_leading_transfers_and_every_frame_keeps_its_order(
             data += frame(1, b"")
     events: list[tuple[Any, ...]] = []
 
-    def take(channel: int, handle: int, delivery_id: int, settled: bool, payload: bytes) -> bool:
-        assert channel == 1 and handle == 0
-        if delivery_id % 256 in refuse:
-            return False
-        events.append(("transfer", delivery_id, payload))
-        return True
+    def take(channel: int, handle: int) -> Any:
+        assert channel == 1
+        if handle in refuse:
+            return None
+        return lambda delivery_id, settled, payload: events.append(("transfer", delivery_id, payload))
 
     reader, pos = FrameReader(), 0
     for cut in [*cuts, len(data)]:
