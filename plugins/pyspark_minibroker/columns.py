@@ -22,7 +22,7 @@ the error it gets there; tests compare both on generated messages.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from minibroker.amqp import codec
@@ -94,20 +94,40 @@ class Rows:
         """Forget the rows (the decoded sections stay, for the next messages)."""
         self.rows = []
 
-    def add(self, payload: bytes, below: int | None = None) -> int | None:
+    def add(self, payload: bytes) -> int | None:
         """Add the row of the message ``payload`` and return its ``x-stream-offset`` (None without one).
 
-        With ``below``, a message whose offset is ``below`` or more is not added (a stream read
-        past its range's end).  Raises what ``decode_message`` raises for a message it refuses.
+        Raises what ``decode_message`` raises for a message it refuses.
         """
         try:
             offset, row = self._walk(payload)
-        except (_Unusual, AMQPDecodeError, IndexError, ValueError, TypeError):
-            message = decode_message(payload)
-            offset, row = stream_offset(message), message_values(message)
-        if below is None or offset is None or offset < below:
-            self.rows.append(row)
+        except _LEFT_TO_DECODE:
+            offset, row = _reference_row(payload)
+        self.rows.append(row)
         return offset
+
+    def add_stream(self, payloads: Iterable[bytes], position: int, end: int, address: str) -> int:
+        """Add the rows of messages read from the stream ``address`` at ``position`` on, in offset
+        order, up to the first at ``end`` or past it (a range's end); return the offset reading
+        goes on from: after the last message added, or that first one past the range.
+
+        What :meth:`add` does for each, in one loop.  A message without ``x-stream-offset`` raises
+        ``ValueError`` (the address is no stream); one ``decode_message`` refuses raises its error.
+        """
+        append = self.rows.append
+        walk = self._walk
+        for payload in payloads:
+            try:
+                offset, row = walk(payload)
+            except _LEFT_TO_DECODE:
+                offset, row = _reference_row(payload)
+            if offset is None:
+                raise ValueError(f"{address!r} sent a message without x-stream-offset: is it a stream?")
+            if offset >= end:
+                return offset
+            append(row)
+            position = offset + 1
+        return position
 
     def arrow(self, schema: Any, columns: tuple[int, ...] | None = None) -> Any:
         """The rows as one ``pyarrow.RecordBatch`` of ``schema``: READ_SCHEMA's columns, or those at
@@ -212,6 +232,16 @@ class Rows:
             raise _Unusual
         value = _section_value(p, pos, stop).get("x-stream-offset")
         return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+#: What the walk raises for a message it leaves to ``decode_message`` (which then gives the row or the error).
+_LEFT_TO_DECODE = (_Unusual, AMQPDecodeError, IndexError, ValueError, TypeError)
+
+
+def _reference_row(payload: bytes) -> tuple[int | None, tuple[Any, ...]]:
+    """The offset and row of the decoded message (raises what ``decode_message`` raises)."""
+    message = decode_message(payload)
+    return stream_offset(message), message_values(message)
 
 
 def _section_value(p: bytes, pos: int, stop: int) -> Any:

@@ -136,14 +136,7 @@ def read_range(options: Options, piece: OffsetRange) -> Iterator[Rows]:
             if after > 0:
                 receiver.prefetch(min(WINDOW, after))  # the next fetch's messages come while these become rows
             rows.clear()
-            for delivery in got:
-                offset = rows.add(delivery.payload, below=piece.end)
-                if offset is None:
-                    raise ValueError(f"{piece.address!r} sent a message without x-stream-offset: is it a stream?")
-                if offset >= piece.end:
-                    position = offset  # past the range's end (offsets were skipped): done
-                    break
-                position = offset + 1
+            position = rows.add_stream([delivery.payload for delivery in got], position, piece.end, piece.address)
             if rows:
                 yield rows
         receiver.close(options.timeout)

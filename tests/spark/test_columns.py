@@ -21,7 +21,7 @@ from pyspark_minibroker.rows import message_values
 
 from minibroker.amqp import encode
 from minibroker.amqp.errors import AMQPDecodeError
-from minibroker.amqp.message import decode_message
+from minibroker.amqp.message import Message, decode_message
 from minibroker.amqp.messaging import (
     AmqpSequence,
     AmqpValue,
@@ -182,12 +182,18 @@ def test_stream_deliveries_never_need_the_decoded_message(offset: int, body: Any
     assert rows.rows == [message_values(message)] * 2
 
 
-def test_rows_past_below_are_not_added() -> None:
+def test_a_stream_read_adds_rows_up_to_its_range_end() -> None:
     rows = Rows()
-    assert [rows.add(stream_delivery(n, Data(b"x"), rich=False), below=12) for n in (10, 11, 12, 13)] == [10, 11, 12, 13]
+    payloads = [stream_delivery(n, Data(b"x"), rich=False) for n in (10, 11, 12, 13)]
+    assert rows.add_stream(payloads, 10, 12, "s") == 12  # the first past the range: reading stops there
     assert len(rows) == 2
     rows.clear()
     assert len(rows) == 0
+    # Offsets skipped (dropped by retention): reading goes on after the last one added.
+    assert rows.add_stream([payloads[0], payloads[3]], 5, 20, "s") == 14
+    assert [row[0] for row in rows.rows] == [b"x", b"x"]
+    with pytest.raises(ValueError, match="'orders' sent a message without x-stream-offset: is it a stream"):
+        rows.add_stream([Message(body="no offset").encode()], 14, 20, "orders")
 
 
 def test_remembered_sections_are_bounded_in_number_and_size() -> None:
