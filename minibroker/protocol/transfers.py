@@ -173,6 +173,7 @@ _SETTLED_BY_TAIL = {_TAILS[1]: True, _TAILS[0]: False}
 #: The shortest transfer :func:`transfer_frame` writes with a uint delivery-id: descriptor and list8
 #: header (6), handle (1), delivery-id (5), an empty tag (2) and the tail (8).
 _SHORTEST_WRITTEN = 22
+_UINT = struct.Struct(">I")
 
 
 def take_transfers(buf: bytes, take: TransferTaker) -> int:
@@ -192,7 +193,10 @@ def take_transfers(buf: bytes, take: TransferTaker) -> int:
     """
     pos, end = 0, len(buf)
     unpack = FRAME_HEADER.unpack_from
+    uint = _UINT.unpack_from
+    starts = buf.startswith
     tails = _SETTLED_BY_TAIL
+    unsettled_tail, settled_tail = _TAILS
     link: tuple[int, int] | None = None
     sink: DeliverySink | None = None
     # The run's shape, from the last written-shape transfer taken: its bytes from DOFF to the
@@ -202,12 +206,13 @@ def take_transfers(buf: bytes, take: TransferTaker) -> int:
     id_at = payload_at = 0
     while end - pos >= 8:
         if shared:
-            stop = pos + int.from_bytes(buf[pos : pos + 4])
+            stop = pos + uint(buf, pos)[0]
             at, first = pos + id_at, pos + payload_at
-            if first <= stop <= end and buf[pos + 4 : at] == shared and buf[at + 4 : at + 6] == tag_head:
-                settled = tails.get(buf[first - 8 : first])
-                if settled is not None:
-                    sink(int.from_bytes(buf[at : at + 4]), settled, buf[first:stop])  # type: ignore[misc]  # set with shared
+            if first <= stop <= end and starts(shared, pos + 4) and starts(tag_head, at + 4):
+                # The tail (settled or not) is compared in place: no slice per frame.
+                settled = starts(settled_tail, first - 8)
+                if settled or starts(unsettled_tail, first - 8):
+                    sink(uint(buf, at)[0], settled, buf[first:stop])  # type: ignore[misc]  # set with shared
                     pos = stop
                     continue
             shared = b""

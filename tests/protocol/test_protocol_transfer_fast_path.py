@@ -324,6 +324,7 @@ def test_a_settled_run_is_the_frames_the_codec_reads(
     at=st.integers(0, 60),
     byte=st.integers(0, 255),
 )
+@example(delivery_id=1000, tag=b"abcd", which=1, at=13, byte=0x40)  # the run's second tag made null
 def test_a_changed_byte_is_taken_as_the_codec_reads_it_or_left_to_it(
     delivery_id: int, tag: bytes, which: int, at: int, byte: int
 ) -> None:
