@@ -168,6 +168,13 @@ class Rows:
         body: bytes | None = None
         offset: int | None = None
         while pos < end:
+            if last < 2 and p.startswith(_OFFSET_LONG, pos) and end - pos >= 32:
+                # The annotations a stream sends with nearly every message (the offset as a long),
+                # recognised whole before the general reading of a section.
+                offset = int.from_bytes(p[pos + 24 : pos + 32], signed=True)
+                last = 2
+                pos += 32
+                continue
             if pos + 4 >= end or p[pos] or p[pos + 1] != 0x53:
                 raise _Unusual
             code = p[pos + 2]
@@ -202,7 +209,8 @@ class Rows:
                 if constructor == 0xA1 or constructor == 0xB1:
                     if code == _DATA:
                         raise _Unusual  # a data section holds binary: decode_message says what is wrong
-                    body.decode()  # a string body's row is its UTF-8; invalid UTF-8 is decode_message's to refuse
+                    if not body.isascii():  # ASCII is UTF-8 (checked without making the string)
+                        body.decode()  # a string body's row is its UTF-8; invalid UTF-8 is decode_message's to refuse
                 elif constructor != 0xA0 and constructor != 0xB0:
                     raise _Unusual
             elif code == _PROPERTIES:

@@ -169,7 +169,7 @@ def no_reference(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
-@pytest.mark.parametrize("offset", [0, 5, 127, -3, 128, 2**40])
+@pytest.mark.parametrize("offset", [0, 5, 127, -3, 128, 2**40, -(2**40)])
 @pytest.mark.parametrize("body", [Data(b"\x00" * 256), AmqpValue("x" * 300), AmqpValue("short"), AmqpValue(b"raw")],
                          ids=["data", "str32", "str8", "binary"])  # fmt: skip
 @pytest.mark.parametrize("rich", [False, True], ids=["bare", "rich"])
@@ -180,6 +180,20 @@ def test_stream_deliveries_never_need_the_decoded_message(offset: int, body: Any
     assert rows.add(payload) == offset  # again, from the remembered sections
     message = decode_message(payload)
     assert rows.rows == [message_values(message)] * 2
+
+
+@pytest.mark.parametrize(
+    "sections",
+    [
+        [Data(b"body"), MessageAnnotations({OFFSET: 2**40})],
+        [MessageAnnotations({OFFSET: 2**40}), MessageAnnotations({OFFSET: 2**41}), Data(b"body")],
+        [Properties(subject="s"), MessageAnnotations({OFFSET: 2**40}), Data(b"body")],
+    ],
+    ids=["after the body", "twice", "after properties"],
+)
+def test_the_stream_annotation_out_of_its_place_gets_the_reference_row_or_error(sections: list[Any]) -> None:
+    payload = b"".join(encode(section) for section in sections)
+    assert walked(payload) == reference(payload)
 
 
 def test_a_stream_read_adds_rows_up_to_its_range_end() -> None:
