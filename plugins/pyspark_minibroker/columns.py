@@ -7,7 +7,8 @@ message's sections (Part 3 §3.2) that builds no message:
 * the body is sliced out of a ``data`` section (§3.2.6) or a string or binary
   ``amqp-value`` (§3.2.8) without decoding it to a Python value first;
 * the ``x-stream-offset`` annotation (RabbitMQ 4 streams) is read from the usual
-  single-entry message-annotations map (§3.2.3) by its bytes;
+  single-entry message-annotations map (§3.2.3) by its bytes; a message of that annotation
+  and one body section alone is read at once, without the section loop;
 * a header (§3.2.1) or application-properties (§3.2.5) section whose bytes were seen
   before reuses the values decoded then: a producer sends the same ones again and again;
 * properties (§3.2.4) and any other header or application-properties are decoded by the
@@ -66,6 +67,12 @@ _LARGEST_CACHED = 1024
 _DECODERS = codec._DECODERS
 _NO_PROPERTIES = property_values(Properties())
 _NO_HEADER = header_values(Header())
+#: The rest of the row of a message with a body alone (no properties, header or application-properties).
+_BODY_ALONE = (*_NO_PROPERTIES, *_NO_HEADER, None, None)
+#: Body sections the walk slices (data, amqp-value), and their values' constructors it slices.
+_BODIES = frozenset((_DATA, _AMQP_VALUE))
+_BINARY = frozenset((0xA0, 0xB0))
+_STRING = frozenset((0xA1, 0xB1))
 
 
 _MISSING = object()
@@ -161,6 +168,16 @@ class Rows:
     def _walk(self, p: bytes) -> tuple[int | None, tuple[Any, ...]]:
         """One pass over ``00 53 code`` sections in rising §3.2 rank (see the module docstring)."""
         end = len(p)
+        if p.startswith(_OFFSET_LONG) and end > 37 and p[32] == 0 and p[33] == 0x53 and p[34] in _BODIES:
+            # The stream's annotation and a body alone (no header, properties or application-properties).
+            constructor = p[35]
+            start = 40 if constructor in _SIZE32 else 37
+            size = int.from_bytes(p[36:40]) if start == 40 else p[36]
+            if start + size == end and (constructor in _BINARY or constructor in _STRING and p[34] == _AMQP_VALUE):
+                body = p[start:]
+                if constructor in _STRING and not body.isascii():
+                    body.decode()
+                return int.from_bytes(p[24:32], signed=True), (body, *_BODY_ALONE)
         pos = 0
         last = -1
         header, properties, created = _NO_HEADER, _NO_PROPERTIES, None

@@ -196,6 +196,30 @@ def test_the_stream_annotation_out_of_its_place_gets_the_reference_row_or_error(
     assert walked(payload) == reference(payload)
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"\x00\x53\x75\xa0\x03abc",  # data, vbin8
+        b"\x00\x53\x75\xb0\x00\x00\x00\x03abc",  # data, vbin32
+        b"\x00\x53\x77\xa1\x03abc",  # amqp-value, str8
+        b"\x00\x53\x77\xb1\x00\x00\x00\x03abc",  # amqp-value, str32
+        b"\x00\x53\x77\xa1\x02\xc3\xa9",  # a string of two UTF-8 bytes
+        b"\x00\x53\x77\xa1\x02\xff\xfe",  # not UTF-8
+        b"\x00\x53\x75\xa1\x03abc",  # data holding a string
+        b"\x00\x53\x75\xa0\x09abc",  # a size past the end
+        b"\x00\x53\x75\xa0\x01abc",  # bytes after the body that are no section
+        b"\x00\x53\x75\xa0\x03abc" + encode(Footer({symbol("x-hash"): b"\x00"})),  # a footer after it
+        b"\x00\x53\x76\xa0\x03abc",  # an amqp-sequence code with binary
+    ],
+)
+@pytest.mark.parametrize("offset", [7, 2**40, -(2**40)])
+def test_a_stream_annotation_and_a_body_alone_give_the_reference_row_or_error(body: bytes, offset: int) -> None:
+    """The shape read at once (the offset as a long, then one body section ending the message)
+    and its near misses give what decode_message gives."""
+    payload = encode(MessageAnnotations({OFFSET: offset})) + body
+    assert walked(payload) == reference(payload)
+
+
 def test_a_stream_read_adds_rows_up_to_its_range_end() -> None:
     rows = Rows()
     payloads = [stream_delivery(n, Data(b"x"), rich=False) for n in (10, 11, 12, 13)]
