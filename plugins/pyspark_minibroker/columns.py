@@ -174,10 +174,10 @@ class Rows:
             start = 40 if constructor in _SIZE32 else 37
             size = int.from_bytes(p[36:40]) if start == 40 else p[36]
             if start + size == end and (constructor in _BINARY or constructor in _STRING and p[34] == _AMQP_VALUE):
-                body = p[start:]
-                if constructor in _STRING and not body.isascii():
-                    body.decode()
-                return int.from_bytes(p[24:32], signed=True), (body, *_BODY_ALONE)
+                alone = p[start:]
+                if constructor in _STRING and not alone.isascii():
+                    alone.decode()  # invalid UTF-8 is decode_message's to refuse
+                return int.from_bytes(p[24:32], signed=True), (alone, *_BODY_ALONE)
         pos = 0
         last = -1
         header, properties, created = _NO_HEADER, _NO_PROPERTIES, None
