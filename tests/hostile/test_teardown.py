@@ -9,6 +9,7 @@ the collector off and counts the bytes still allocated after the peers left.
 from __future__ import annotations
 
 import gc
+import time
 import tracemalloc
 from collections.abc import Iterator
 
@@ -81,5 +82,9 @@ def test_a_half_received_delivery_and_unwritten_output_are_freed_when_the_peers_
         consumer.close()
         broker.wait_for(lambda b: b.statistics().connections == 0, timeout=30)
         broker.purge()
-        held = tracemalloc.get_traced_memory()[0] - baseline
+        # The engine forgets a connection as its peer goes; the transport drops the output it could
+        # not write when its writer task ends, which a loaded machine may run a little later.
+        deadline = time.monotonic() + 30
+        while (held := tracemalloc.get_traced_memory()[0] - baseline) >= 2 * MIB and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert held < 2 * MIB, f"{held / MIB:.1f} MiB still allocated after both peers left"
