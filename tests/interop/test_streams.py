@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from proton import Described, Message, symbol, timestamp
-from proton.reactor import Filter
+from proton.reactor import AtMostOnce, Filter
 from proton.utils import BlockingConnection, BlockingReceiver
 from proton_helpers import TIMEOUT, connect, pump_until, receive
 from test_rhea import Rhea, background, no_errors
@@ -128,6 +128,19 @@ def test_proton_reads_the_last_ten_of_100_000(broker: minibroker.ThreadedBroker)
     with connect(broker) as conn:
         receiver = conn.create_receiver("big", credit=10, options=offset_filter(99_990))
         assert offsets_and_bodies(receive(receiver, 10)) == [(i, i) for i in range(99_990, 100_000)]
+        assert drained(conn, receiver)
+
+
+def test_proton_reads_a_run_of_presettled_deliveries(broker: minibroker.ThreadedBroker) -> None:
+    """A pre-settled reader (AtMostOnce) gets the broker's runs of deliveries written as one string of
+    frames, past 256 delivery-ids and with messages of several frames among them: every message once,
+    in order, with its offset."""
+    broker.declare_stream("runs")
+    bodies = ["x" * (70_000 if i % 500 == 250 else 40) + str(i) for i in range(2_000)]
+    broker.publish_many("runs", bodies)
+    with connect(broker) as conn:
+        receiver = conn.create_receiver("runs", credit=300, options=[offset_filter("first"), AtMostOnce()])
+        assert offsets_and_bodies(receive(receiver, 2_000, accept=False)) == list(enumerate(bodies))
         assert drained(conn, receiver)
 
 
