@@ -13,8 +13,8 @@ delivery carries ``x-stream-offset`` in its message-annotations, as a stream del
   (``messages_us``), and frames plus the Spark row of each as an executor makes it
   (``rows_us``, :class:`pyspark_minibroker.columns.Rows`); microseconds per message, best
   of ``--repeat`` passes.
-* ``client``: a Client reading the whole stream with ``fetch`` (credit 1000, as the Spark
-  source's range reader does) and making each row with ``Rows``; wall and CPU
+* ``client``: a Client reading the whole stream with ``fetch`` and ``prefetch`` (windows of
+  1000, as the Spark source's range reader does) and making each row with ``Rows``; wall and CPU
   microseconds per message.
   The broker runs in a child process (as it does for Spark's executors), so the CPU time
   is the client's alone.
@@ -64,6 +64,8 @@ def _read_all(client: Client, address: str, count: int, limit_s: float, row: boo
         chunk = receiver.fetch(min(1000, count - got))
         if not chunk:
             break
+        if got + len(chunk) < count:
+            receiver.prefetch(min(1000, count - got - len(chunk)))  # as the range reader does
         rows.clear()
         for delivery in chunk:
             if row:

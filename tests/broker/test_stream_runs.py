@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -90,3 +91,10 @@ def test_a_run_of_delivery_payloads_is_each_message_s_delivery_payload(
     expected = [delivery_payload(message, offset) for offset, message in log.read(start, len(annotated))]
     assert run == expected[: len(run)]
     assert len(run) == len(expected) or sum(map(len, run)) >= max_bytes > sum(map(len, run[:-1]))
+
+
+def test_a_run_of_offsets_not_all_retained_is_refused() -> None:
+    log = StreamLog()
+    log.append(StoredMessage(build_message("m").encode(), 0.0), 0.0)
+    with pytest.raises(ValueError, match="not all retained"):
+        log.delivery_payloads(0, 2, 1024)
