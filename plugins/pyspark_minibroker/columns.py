@@ -233,9 +233,12 @@ class Rows:
             elif code == _PROPERTIES:
                 if constructor not in _LISTS:
                     raise _Unusual
-                built = self._build_properties(_section_value(p, pos, stop))
-                properties = property_values(built)
-                created = None if built.creation_time is None else int(built.creation_time)
+                try:
+                    properties, created = _properties_row(p, start, stop, constructor)
+                except (_Unusual, ValueError, IndexError):  # another encoding: the codec's reading
+                    built = self._build_properties(_section_value(p, pos, stop))
+                    properties = property_values(built)
+                    created = None if built.creation_time is None else int(built.creation_time)
             elif code == _HEADER:
                 if constructor not in _LISTS:
                     raise _Unusual
@@ -257,6 +260,65 @@ class Rows:
             raise _Unusual
         value = _section_value(p, pos, stop).get("x-stream-offset")
         return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+_SYMBOL = frozenset((0xA3, 0xB3))
+_TIMESTAMP = 0x83
+_ANY_TEXT = _STRING | _SYMBOL | _BINARY
+#: The encodings read here for each properties field (§3.2.4), by the field's type: ``*`` (the
+#: ids and addresses) as string, symbol or binary; string, symbol, binary and timestamp fields
+#: as themselves; group-sequence (a uint) never.  Anything else is the codec's to read or refuse.
+_PROPERTY_ENCODINGS: tuple[frozenset[int], ...] = (
+    _ANY_TEXT, _BINARY, _ANY_TEXT, _STRING, _ANY_TEXT, _ANY_TEXT, _SYMBOL, _SYMBOL,
+    frozenset((_TIMESTAMP,)), frozenset((_TIMESTAMP,)), _STRING, frozenset(), _STRING,
+)  # fmt: skip
+_CREATION_TIME = 9
+
+
+def _properties_row(p: bytes, start: int, stop: int, constructor: int) -> tuple[tuple[Any, ...], int | None]:
+    """:func:`.rows.property_values` and the creation-time (ms) of the properties list whose body
+    is ``p[start:stop]``, read field by field where each is null or in the encoding
+    :data:`_PROPERTY_ENCODINGS` allows it.  Anything else (another encoding, more fields than
+    §3.2.4 has, a list that does not end at ``stop``) raises ``_Unusual``, bad UTF-8 or ASCII
+    ``ValueError``: the caller then decodes the section with the codec, which gives the same
+    values or says what is wrong."""
+    if constructor == 0x45:
+        return _NO_PROPERTIES, None
+    if constructor == 0xC0:
+        count, at = p[start], start + 1
+    else:  # list32
+        count, at = int.from_bytes(p[start : start + 4]), start + 4
+    if count > len(_PROPERTY_ENCODINGS):
+        raise _Unusual
+    values: list[Any] = [None] * len(_PROPERTY_ENCODINGS)
+    created: int | None = None
+    for field in range(count):
+        code = p[at]
+        if code == 0x40:  # null
+            at += 1
+            continue
+        if code not in _PROPERTY_ENCODINGS[field]:
+            raise _Unusual
+        if code == _TIMESTAMP:  # milliseconds since the epoch, signed
+            if field == _CREATION_TIME:
+                created = int.from_bytes(p[at + 1 : at + 9], signed=True)
+            at += 9
+            continue
+        if code < 0xB0:
+            first = at + 2
+            after = first + p[at + 1]
+        else:
+            first = at + 5
+            after = first + int.from_bytes(p[at + 1 : first])
+        raw = p[first:after]  # past stop when the size runs on: then at != stop below
+        if code in _BINARY:
+            values[field] = raw.hex()  # the ids and addresses as text (user-id's is not in the row)
+        else:
+            values[field] = raw.decode("utf-8" if code in _STRING else "ascii")
+        at = after
+    if at != stop:
+        raise _Unusual
+    return (values[0], values[5], values[3], values[2], values[4], values[6], values[10]), created
 
 
 #: What the walk raises for a message it leaves to ``decode_message`` (which then gives the row or the error).

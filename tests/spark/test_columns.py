@@ -220,6 +220,47 @@ def test_a_stream_annotation_and_a_body_alone_give_the_reference_row_or_error(bo
     assert walked(payload) == reference(payload)
 
 
+def _properties(*fields: bytes, size: int | None = None, pad: bytes = b"") -> bytes:
+    """A properties section (§3.2.4) of these encoded fields, as a list8 (``pad``: bytes after them)."""
+    body = bytes((len(fields),)) + b"".join(fields) + pad
+    return b"\x00\x53\x73\xc0" + bytes((len(body) if size is None else size,)) + body
+
+
+_NULL, _STR, _SYM, _BIN = b"\x40", b"\xa1\x01z", b"\xa3\x01z", b"\xa0\x02\x00\xff"
+_TS = b"\x83" + (-5).to_bytes(8, "big", signed=True)
+
+
+@pytest.mark.parametrize(
+    "section",
+    [
+        _properties(_STR, _BIN, _SYM, _STR, _BIN, _SYM, _SYM, _SYM, _TS, _TS, _STR, _NULL, _STR),  # each as allowed
+        _properties(b"\xb1\x00\x00\x00\x01z", _NULL, b"\xb3\x00\x00\x00\x01z", b"\xb1\x00\x00\x00\x02ok"),  # 32-bit sizes
+        _properties(_NULL, _STR),  # user-id a string
+        _properties(_NULL, _NULL, _NULL, _SYM),  # subject a symbol
+        _properties(_NULL, _NULL, _NULL, _BIN),  # subject binary
+        _properties(*[_NULL] * 6, _STR),  # content-type a string
+        _properties(*[_NULL] * 7, _BIN),  # content-encoding binary
+        _properties(*[_NULL] * 8, _STR),  # absolute-expiry-time a string
+        _properties(*[_NULL] * 9, _STR),  # creation-time a string
+        _properties(_TS),  # message-id a timestamp
+        _properties(*[_NULL] * 10, _SYM),  # group-id a symbol
+        _properties(*[_NULL] * 11, b"\x52\x07"),  # group-sequence, a uint
+        _properties(*[_NULL] * 11, _STR),  # group-sequence a string
+        _properties(*[_NULL] * 13, _STR),  # a 14th field (a later version's: dropped)
+        _properties(b"\xa1\x02\xff\xfe"),  # message-id not UTF-8
+        _properties(b"\xa3\x01\xe9"),  # message-id a symbol not ASCII
+        _properties(_STR, size=3),  # the list says it ends before its field does
+        _properties(_STR, pad=_NULL),  # the list says it ends after its fields do
+        _properties(b"\xa1\x05z"),  # a string running past the list
+        _properties(*[_NULL] * 9, b"\x83\x00\x01"),  # a timestamp cut short
+        _properties(b"\xc0\x01\x00"),  # message-id a list
+    ],
+)
+def test_properties_fields_of_each_type_give_the_reference_row_or_error(section: bytes) -> None:
+    payload = encode(MessageAnnotations({OFFSET: 2**40})) + section + encode(Data(b"body"))
+    assert walked(payload) == reference(payload)
+
+
 def test_a_stream_read_adds_rows_up_to_its_range_end() -> None:
     rows = Rows()
     payloads = [stream_delivery(n, Data(b"x"), rich=False) for n in (10, 11, 12, 13)]
