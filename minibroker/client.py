@@ -57,6 +57,7 @@ from .amqp.types import Described, symbol, timestamp
 from .message_fields import build_message
 from .protocol.framing import EMPTY_FRAME
 from .protocol.peer import Frame, FrameReader, Peer, PeerLink
+from .protocol.transfers import DeliverySink
 
 __all__ = [
     "Client", "ClientError", "ClientTimeout", "ConnectionFailed", "ConnectionClosed", "Delivery",
@@ -661,7 +662,7 @@ class Client:
         for frame in frames:
             self._dispatch(frame)
 
-    def _intake(self, channel: int, handle: int) -> Callable[[int, bool, bytes], None] | None:
+    def _intake(self, channel: int, handle: int) -> DeliverySink | None:
         """Where the whole single-frame deliveries of the broker's link ``handle`` go straight from the
         bytes (``transfers.take_transfers``): its receiver's buffer, doing what :meth:`_dispatch` and
         ``Peer.observe`` do for them without a Transfer or a Frame (nearly every frame of a stream

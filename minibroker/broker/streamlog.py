@@ -182,24 +182,16 @@ class StreamLog:
     def delivery_payloads(self, offset: int, end: int, max_bytes: int) -> list[bytes]:
         """:func:`delivery_payload` of the messages from ``offset`` up to ``end`` (both retained or
         next), stopping after the message that brings their total to ``max_bytes``: a stream
-        read's run, spliced without a call per message when the message has no annotations."""
+        read's run."""
         base = self._base
         if offset < self.first_offset or end > self.next_offset:
             raise ValueError(f"offsets {offset}..{end} are not all retained ({self.first_offset}..{self.next_offset})")
         out: list[bytes] = []
         append = out.append
-        join = b"".join
-        pack = _LONG.pack
-        prefix = _ANNOTATION_PREFIX
         total = 0
         for message in self._messages[offset - base : end - base]:
             assert message is not None  # retained
-            split = message.unannotated_split()
-            if split is None:
-                payload = delivery_payload(message, offset)
-            else:
-                whole = message.payload
-                payload = join((whole[: split[0]], prefix, pack(offset), whole[split[1] :]))
+            payload = delivery_payload(message, offset)
             append(payload)
             offset += 1
             total += len(payload)

@@ -140,10 +140,11 @@ class FrameReader:
         """Add bytes; return the frames they completed.
 
         With ``take``, the whole single-frame deliveries that no other frame of this call
-        precedes are offered to it first (:func:`.transfers.take_transfers`, as ``take(channel,
-        handle, delivery_id, settled, payload)``); one it took (it returned True) is not among
-        the frames returned.  Only leading transfers are offered so that a caller handling them
-        at once still sees every frame in the order the server sent them.
+        precedes go to the sink ``take(channel, handle)`` gives for their link
+        (:func:`.transfers.take_transfers`) and are not among the frames returned; a link it
+        gives no sink for ends that, and its frames are returned as usual.  Only leading
+        transfers are taken so that a caller handling them at once still sees every frame in
+        the order the server sent them.
         """
         buf = self._buf + data
         out = Frames()
