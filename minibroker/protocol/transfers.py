@@ -183,9 +183,9 @@ def take_transfers(buf: bytes, take: TransferTaker) -> int:
 
     A reader of a stream gets runs of hundreds of these, one per message: each goes to its sink
     without a :class:`Frame` or a ``Transfer`` (Part 2 §2.7.5).  A transfer written as
-    :func:`transfer_frame` writes it (every single-frame delivery a minibroker sends after a
-    link's first 256) is recognised by its bytes, and the next ones of a run by comparing them
-    with it (all but the size, delivery-id, tag and payload are the same); another shape goes
+    :func:`transfer_frame` and :func:`settled_transfer_frames` write it (every pre-settled stream
+    delivery a minibroker sends, and every single-frame delivery after a link's first 256) is
+    recognised by its bytes, and the next ones of a run by comparing them with it (all but the size, delivery-id, tag and payload are the same); another shape goes
     through :func:`read_transfer`.  Taking stops at the first frame that is anything else: not a
     transfer, a transfer with ``more`` (a multi-frame delivery), one ``read_transfer`` leaves to
     the codec, one of a link ``take`` gives no sink for, a bad frame header (which the general
