@@ -168,11 +168,6 @@ DeliverySink = Callable[[int, bool, bytes], object]
 #: that takes them, or None to leave that link's frames (and all after them) to the general reader.
 TransferTaker = Callable[[int, int], DeliverySink | None]
 
-#: The last eight fields of a transfer as :func:`transfer_frame` writes them, by what they say of ``settled``.
-_SETTLED_BY_TAIL = {_TAILS[1]: True, _TAILS[0]: False}
-#: The shortest transfer :func:`transfer_frame` writes with a uint delivery-id: descriptor and list8
-#: header (6), handle (1), delivery-id (5), an empty tag (2) and the tail (8).
-_SHORTEST_WRITTEN = 22
 _UINT = struct.Struct(">I")
 
 
@@ -182,20 +177,19 @@ def take_transfers(buf: bytes, take: TransferTaker) -> int:
     was; a partial frame is never taken).
 
     A reader of a stream gets runs of hundreds of these, one per message: each goes to its sink
-    without a :class:`Frame` or a ``Transfer`` (Part 2 §2.7.5).  A transfer written as
-    :func:`transfer_frame` and :func:`settled_transfer_frames` write it (every pre-settled stream
-    delivery a minibroker sends, and every single-frame delivery after a link's first 256) is
-    recognised by its bytes, and the next ones of a run by comparing them with it (all but the size, delivery-id, tag and payload are the same); another shape goes
-    through :func:`read_transfer`.  Taking stops at the first frame that is anything else: not a
-    transfer, a transfer with ``more`` (a multi-frame delivery), one ``read_transfer`` leaves to
-    the codec, one of a link ``take`` gives no sink for, a bad frame header (which the general
-    reader then reports).
+    without a :class:`Frame` or a ``Transfer`` (Part 2 §2.7.5).  A frame is read by
+    :func:`read_transfer`; when it has the shape :func:`transfer_frame` and
+    :func:`settled_transfer_frames` write (every pre-settled stream delivery a minibroker sends,
+    and every single-frame delivery after a link's first 256), the frames after it are read by
+    comparing them with it in place (all but the size, delivery-id, tag and payload are the
+    same).  Taking stops at the first frame that is anything else: not a transfer, a transfer
+    with ``more`` (a multi-frame delivery), one ``read_transfer`` leaves to the codec, one of a
+    link ``take`` gives no sink for, a bad frame header (which the general reader then reports).
     """
     pos, end = 0, len(buf)
     unpack = FRAME_HEADER.unpack_from
     uint = _UINT.unpack_from
     starts = buf.startswith
-    tails = _SETTLED_BY_TAIL
     unsettled_tail, settled_tail = _TAILS
     link: tuple[int, int] | None = None
     sink: DeliverySink | None = None
@@ -221,29 +215,22 @@ def take_transfers(buf: bytes, take: TransferTaker) -> int:
         # Incomplete, SASL, or a header with a size or offset no frame can have: the general reader's.
         if stop > end or frame_type != FRAME_AMQP or doff < 2 or start >= stop:
             return pos
-        written: bool | None = None
-        if stop - start >= _SHORTEST_WRITTEN and buf[start + 5] == _FIELDS and buf.startswith(TRANSFER_LIST8, start):
-            code = buf[start + 6]
-            at = start + 8 if code == 0x52 else start + 7 if code == 0x43 else 0  # handle: smalluint, uint0
-            if at and buf[at] == 0x70 and buf[at + 5] == 0xA0:  # delivery-id a uint, tag a vbin8
-                tail = at + 7 + buf[at + 6]
-                # The list's size must end it right after the tail (read_transfer checks the same).
-                if start + 5 + buf[start + 4] == tail + 8:
-                    written = tails.get(buf[tail : tail + 8])
-        if written is not None:
-            handle, delivery_id, settled = buf[start + 7] if code == 0x52 else 0, int.from_bytes(buf[at + 1 : at + 5]), written
-            payload_start = tail + 8
-        else:
-            fields = read_transfer(buf, start, stop) if buf.startswith(TRANSFER_LIST8, start) else None
-            if fields is None or fields[5]:  # another performative, an unusual transfer, or more to come
-                return pos
-            handle, delivery_id, settled, payload_start = fields[0], fields[1] or 0, bool(fields[4]), fields[6]
+        fields = read_transfer(buf, start, stop) if starts(TRANSFER_LIST8, start) else None
+        if fields is None or fields[5]:  # another performative, an unusual transfer, or more to come
+            return pos
+        handle, payload_start = fields[0], fields[6]
         if link != (channel, handle):
             link, sink = (channel, handle), take(channel, handle)
         if sink is None:
             return pos
-        sink(delivery_id, settled, buf[payload_start:stop])
-        if written is not None:
+        sink(fields[1] or 0, bool(fields[4]), buf[payload_start:stop])
+        # All eleven fields, the handle a uint0 or smalluint, the delivery-id a uint, the tag a
+        # vbin8 (as the broker writes them): the run's shape.  A later frame with the same bytes up
+        # to the delivery-id (the list's size and count among them) and the same tag length has its
+        # other eight fields in eight bytes, one each, which must then be one of the written tails.
+        code = buf[start + 6]
+        at = start + 8 if code == 0x52 else start + 7 if code == 0x43 else 0
+        if buf[start + 5] == _FIELDS and at and buf[at] == 0x70 and buf[at + 5] == 0xA0:
             shared, tag_head = buf[pos + 4 : at + 1], buf[at + 5 : at + 7]
             id_at, payload_at = at + 1 - pos, payload_start - pos
         pos = stop

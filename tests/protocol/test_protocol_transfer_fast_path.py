@@ -346,6 +346,20 @@ def test_a_changed_byte_is_taken_as_the_codec_reads_it_or_left_to_it(
     assert got == general[: len(got)]
 
 
+def test_a_run_of_ten_field_transfers_ending_like_the_written_tail_is_left_to_the_codec() -> None:
+    """Transfers of ten fields (no batchable) are no run: the next one's last eight bytes before its
+    payload can equal a written tail while its message-format is ``true``, which the codec refuses."""
+
+    def ten_fields(tag: bytes, rest: bytes, payload: bytes) -> bytes:
+        body = b"\x0a\x43\x70\x00\x00\x03\xe8\xa0" + bytes((len(tag),)) + tag + rest
+        return frame(0, TRANSFER_LIST8 + bytes((len(body),)) + body + payload)
+
+    first = ten_fields(b"tagC", b"\x43\x41\x42\x40\x40\x42\x42", b"one")  # valid: format 0, settled
+    second = ten_fields(b"tagC", b"\x41\x42\x40\x40\x42\x42\x42", b"two")  # format true
+    got, end = _taken(first + second)
+    assert (got, end) == ([(0, 0, 1000, True, b"one")], len(first))
+
+
 def test_a_frame_too_short_for_its_transfer_ends_a_run() -> None:
     """The second of a run says it is shorter than its own transfer: it is not taken (the general
     reader reports it), even though its other bytes are those of the run."""
