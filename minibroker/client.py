@@ -336,18 +336,26 @@ class Receiver(_Link):
         self._partial_id = 0
         self._partial_settled = False
         self._drained = False
-        #: Deliveries :meth:`_take` took during the client's current read.
-        self._taken = 0
+        #: Where deliveries go during :meth:`fetch_into` (None: the buffer), and how many went there.
+        self._sink: DeliverySink | None = None
+        self._handed = 0
 
     def _take(self, delivery_id: int, settled: bool, payload: bytes) -> None:
-        """A whole delivery taken straight from the frames (``Client._intake``), counted when the read is done."""
+        """A whole delivery taken straight from the frames (``Client._intake``) into the buffer."""
         self._buffer.append(Delivery(self, delivery_id, payload, settled))
-        self._taken += 1
+
+    def _arrived(self, delivery_id: int, payload: bytes, settled: bool) -> None:
+        """A whole delivery from the general reader: to the sink of a :meth:`fetch_into`, else the buffer."""
+        if self._sink is not None:
+            self._sink(delivery_id, settled, payload)
+            self._handed += 1
+        else:
+            self._buffer.append(Delivery(self, delivery_id, payload, settled))
 
     def _on_transfer(self, transfer: Transfer, payload: bytes) -> None:
         if self._partial is None and not transfer.more and not transfer.aborted:
             # A whole delivery in one frame (the usual case): its payload as it is, no reassembly copy.
-            self._buffer.append(Delivery(self, transfer.delivery_id or 0, payload, bool(transfer.settled)))
+            self._arrived(transfer.delivery_id or 0, payload, bool(transfer.settled))
             return
         if self._partial is None:
             self._partial = bytearray()
@@ -357,8 +365,8 @@ class Receiver(_Link):
         if transfer.aborted:
             self._partial = None
         elif not transfer.more:
-            self._buffer.append(Delivery(self, self._partial_id, bytes(self._partial), self._partial_settled))
-            self._partial = None
+            partial, self._partial = self._partial, None
+            self._arrived(self._partial_id, bytes(partial), self._partial_settled)
 
     def _flow(self, credit: int, drain: bool = False) -> None:
         client = self._client
@@ -393,6 +401,42 @@ class Receiver(_Link):
             while self._buffer and len(out) < limit:
                 out.append(self._buffer.popleft())
         return out
+
+    def fetch_into(self, limit: int, sink: DeliverySink, timeout: float | None = None) -> int:
+        """What :meth:`fetch` does, but each message goes to ``sink(delivery_id, settled, payload)``
+        as it arrives instead of into a :class:`Delivery`; returns how many went there.
+
+        For a receiver whose deliveries arrive settled (``browse=True`` or ``offset=``: nothing to
+        settle afterwards), reading many messages: no object is made per message, and ``payload``
+        (the message's encoded sections, Part 3 §3.2) is all there is to keep.  Messages already
+        received (a :meth:`prefetch`'s) go to ``sink`` first.  An exception from ``sink`` ends the
+        client's use (the connection is abandoned mid-read); create a new :class:`Client` then.
+        """
+        if not self.browse:
+            raise ClientError(
+                "fetch_into is for receivers whose deliveries arrive settled (browse=True or offset=...); "
+                "use fetch() here, whose Deliveries you settle"
+            )
+        if limit < 1:
+            raise ValueError(f"fetch_into needs a limit of at least 1, got {limit}")
+        link, client, buffer = self._link, self._client, self._buffer
+        handed = 0
+        while buffer and handed < limit:
+            delivery = buffer.popleft()
+            sink(delivery.delivery_id, delivery.settled, delivery.payload)
+            handed += 1
+        if handed == limit:
+            return handed
+        self._drained = False
+        self._flow(limit - handed, drain=True)  # the buffer is empty now
+        self._sink, self._handed = sink, 0
+        try:
+            client._wait(lambda: self._drained or link.remote_detach is not None, timeout,
+                         f"the broker to drain {self.address!r}")
+        finally:
+            self._sink = None
+        self._check()
+        return handed + self._handed
 
     def prefetch(self, count: int) -> None:
         """Let the broker send up to ``count`` messages beyond those received so far, to arrive
@@ -466,8 +510,6 @@ class Client:
         self._reader = FrameReader()
         self._links: dict[int, _Link] = {}  # by our handle
         self._remote: dict[int, _Link] = {}  # by the broker's handle
-        #: Receivers :meth:`_intake` gave a sink for during the current read, by the broker's handle.
-        self._taking: dict[int, Receiver] = {}
         #: The broker's channel for our session, once its begin arrived.
         self._session_channel: int | None = None
         self._outcomes: dict[int, Any] = {}
@@ -647,17 +689,19 @@ class Client:
         if not data:
             self._lost(f"the broker at {self.host}:{self.port} closed the socket")
             return
+        reader = self._reader
         try:
-            frames = self._reader.feed(data, self._intake)
+            frames = reader.feed(data, self._intake)
+        except BaseException as exc:  # a malformed frame, or a fetch_into sink that raised: no way to read on
+            self._lost(f"reading from the broker at {self.host}:{self.port} stopped: {exc!r}; create a new Client")
+            raise
         finally:  # what was taken is counted even when a later frame of this read is malformed
-            if self._taking:
-                # The transfers taken led this read: counted before the frames that followed them.
-                channel = self._session_channel
-                assert channel is not None  # nothing is taken before the session's begin arrived
-                for handle, receiver in self._taking.items():
-                    self._peer.count_transfers(channel, handle, receiver._taken)
-                    receiver._taken = 0
-                self._taking.clear()
+            # The transfers taken led this read: counted before the frames that followed them.
+            for channel, handle, count in reader.taken:
+                self._peer.count_transfers(channel, handle, count)
+                receiver = self._remote.get(handle)
+                if isinstance(receiver, Receiver) and receiver._sink is not None:
+                    receiver._handed += count
         self._peer.observe(frames)
         for frame in frames:
             self._dispatch(frame)
@@ -670,8 +714,7 @@ class Client:
         link = self._remote.get(handle)
         if type(link) is not Receiver or link._partial is not None or channel != self._session_channel:
             return None  # not a receiver's, or the next frame may end a multi-frame delivery
-        self._taking[handle] = link  # its deliveries are counted when the read is done (_read)
-        return link._take
+        return link._sink or link._take  # counted when the read is done (_read)
 
     def _read_tls(self, wait: float) -> bytes:
         """One read of decrypted bytes.  An SSL object must not be used by two threads at once

@@ -130,6 +130,9 @@ class FrameReader:
 
     def __init__(self) -> None:
         self._buf = b""
+        #: ``(channel, handle, count)`` of the deliveries the last :meth:`feed` handed to sinks
+        #: (:func:`.transfers.take_transfers`), set even when that feed raised.
+        self.taken: list[tuple[int, int, int]] = []
 
     @property
     def pending(self) -> bytes:
@@ -144,11 +147,12 @@ class FrameReader:
         (:func:`.transfers.take_transfers`) and are not among the frames returned; a link it
         gives no sink for ends that, and its frames are returned as usual.  Only leading
         transfers are taken so that a caller handling them at once still sees every frame in
-        the order the server sent them.
+        the order the server sent them; :attr:`taken` says how many went to each link.
         """
         buf = self._buf + data
         out = Frames()
-        pos = take_transfers(buf, take) if take is not None else 0
+        self.taken = []
+        pos = take_transfers(buf, take, self.taken) if take is not None else 0
         build_transfer: Any = None
         while len(buf) - pos >= 8:
             if buf[pos : pos + 4] == b"AMQP":

@@ -171,10 +171,12 @@ TransferTaker = Callable[[int, int], DeliverySink | None]
 _UINT = struct.Struct(">I")
 
 
-def take_transfers(buf: bytes, take: TransferTaker) -> int:
+def take_transfers(buf: bytes, take: TransferTaker, taken: list[tuple[int, int, int]]) -> int:
     """Hand the whole single-frame deliveries that lead ``buf`` to the sinks ``take`` gives for
     their links; return where the first frame not taken starts (``len(buf)`` when every frame
-    was; a partial frame is never taken).
+    was; a partial frame is never taken).  ``taken`` gets ``(channel, handle, count)`` for each
+    run of deliveries handed to one link, in order, also when a sink raises: what the caller
+    counts as the transfers the general reader would have counted (§2.5.6, §2.6.7).
 
     A reader of a stream gets runs of hundreds of these, one per message: each goes to its sink
     without a :class:`Frame` or a ``Transfer`` (Part 2 §2.7.5).  A frame is read by
@@ -193,48 +195,58 @@ def take_transfers(buf: bytes, take: TransferTaker) -> int:
     unsettled_tail, settled_tail = _TAILS
     link: tuple[int, int] | None = None
     sink: DeliverySink | None = None
+    count = 0  # deliveries handed to the current link's sink
     # The run's shape, from the last written-shape transfer taken: its bytes from DOFF to the
     # delivery-id's constructor, the tag's constructor and length, and where (from the frame's
     # start) the delivery-id and the payload begin.
     shared = tag_head = b""
     id_at = payload_at = 0
-    while end - pos >= 8:
-        if shared:
-            stop = pos + uint(buf, pos)[0]
-            at, first = pos + id_at, pos + payload_at
-            if first <= stop <= end and starts(shared, pos + 4) and starts(tag_head, at + 4):
-                # The tail (settled or not) is compared in place: no slice per frame.
-                settled = starts(settled_tail, first - 8)
-                if settled or starts(unsettled_tail, first - 8):
-                    sink(uint(buf, at)[0], settled, buf[first:stop])  # type: ignore[misc]  # set with shared
-                    pos = stop
-                    continue
-            shared = b""
-        size, doff, frame_type, channel = unpack(buf, pos)
-        start, stop = pos + 4 * doff, pos + size
-        # Incomplete, SASL, or a header with a size or offset no frame can have: the general reader's.
-        if stop > end or frame_type != FRAME_AMQP or doff < 2 or start >= stop:
-            return pos
-        fields = read_transfer(buf, start, stop) if starts(TRANSFER_LIST8, start) else None
-        if fields is None or fields[5]:  # another performative, an unusual transfer, or more to come
-            return pos
-        handle, payload_start = fields[0], fields[6]
-        if link != (channel, handle):
-            link, sink = (channel, handle), take(channel, handle)
-        if sink is None:
-            return pos
-        sink(fields[1] or 0, bool(fields[4]), buf[payload_start:stop])
-        # All eleven fields, the handle a uint0 or smalluint, the delivery-id a uint, the tag a
-        # vbin8 (as the broker writes them): the run's shape.  A later frame with the same bytes up
-        # to the delivery-id (the list's size and count among them) and the same tag length has its
-        # other eight fields in eight bytes, one each, which must then be one of the written tails.
-        code = buf[start + 6]
-        at = start + 8 if code == 0x52 else start + 7 if code == 0x43 else 0
-        if buf[start + 5] == _FIELDS and at and buf[at] == 0x70 and buf[at + 5] == 0xA0:
-            shared, tag_head = buf[pos + 4 : at + 1], buf[at + 5 : at + 7]
-            id_at, payload_at = at + 1 - pos, payload_start - pos
-        pos = stop
-    return pos
+    try:
+        while end - pos >= 8:
+            if shared:
+                stop = pos + uint(buf, pos)[0]
+                at, first = pos + id_at, pos + payload_at
+                if first <= stop <= end and starts(shared, pos + 4) and starts(tag_head, at + 4):
+                    # The tail (settled or not) is compared in place: no slice per frame.
+                    settled = starts(settled_tail, first - 8)
+                    if settled or starts(unsettled_tail, first - 8):
+                        sink(uint(buf, at)[0], settled, buf[first:stop])  # type: ignore[misc]  # set with shared
+                        count += 1
+                        pos = stop
+                        continue
+                shared = b""
+            size, doff, frame_type, channel = unpack(buf, pos)
+            start, stop = pos + 4 * doff, pos + size
+            # Incomplete, SASL, or a header with a size or offset no frame can have: the general reader's.
+            if stop > end or frame_type != FRAME_AMQP or doff < 2 or start >= stop:
+                return pos
+            fields = read_transfer(buf, start, stop) if starts(TRANSFER_LIST8, start) else None
+            if fields is None or fields[5]:  # another performative, an unusual transfer, or more to come
+                return pos
+            handle, payload_start = fields[0], fields[6]
+            if link != (channel, handle):
+                if count:
+                    taken.append((*link, count))  # type: ignore[misc]  # count > 0: a link was set
+                    count = 0
+                link, sink = (channel, handle), take(channel, handle)
+            if sink is None:
+                return pos
+            sink(fields[1] or 0, bool(fields[4]), buf[payload_start:stop])
+            count += 1
+            # All eleven fields, the handle a uint0 or smalluint, the delivery-id a uint, the tag a
+            # vbin8 (as the broker writes them): the run's shape.  A later frame with the same bytes
+            # up to the delivery-id (the list's size and count among them) and the same tag length has
+            # its other eight fields in eight bytes, one each, which must then be one of the written tails.
+            code = buf[start + 6]
+            at = start + 8 if code == 0x52 else start + 7 if code == 0x43 else 0
+            if buf[start + 5] == _FIELDS and at and buf[at] == 0x70 and buf[at + 5] == 0xA0:
+                shared, tag_head = buf[pos + 4 : at + 1], buf[at + 5 : at + 7]
+                id_at, payload_at = at + 1 - pos, payload_start - pos
+            pos = stop
+        return pos
+    finally:
+        if count:
+            taken.append((*link, count))  # type: ignore[misc]  # count > 0: a link was set
 
 
 def transfer_frame(channel: int, handle: int, delivery_id: int, tag: bytes, settled: bool, payload: bytes) -> bytes:

@@ -23,7 +23,8 @@ the error it gets there; tests compare both on generated messages.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable
+import struct
+from collections.abc import Callable
 from typing import Any
 
 from minibroker.amqp import codec
@@ -35,6 +36,7 @@ from minibroker.client import stream_offset
 
 from .rows import (
     CREATED,
+    READ_FIELDS,
     app_values,
     datetime_of,
     header_values,
@@ -85,21 +87,39 @@ class _Unusual(Exception):
 class Rows:
     """READ_SCHEMA rows of messages added one at a time; :meth:`arrow` hands them to Spark."""
 
-    __slots__ = ("rows", "_sections", "_build_header", "_build_properties")
+    __slots__ = ("_bodies", "_rows", "next", "_end", "_address", "_sections", "_build_header", "_build_properties")
 
     def __init__(self) -> None:
-        #: One tuple per message: the row, with ``creation_time`` in milliseconds since the epoch.
-        self.rows: list[tuple[Any, ...]] = []
+        # The rows in order: first those of messages with a body alone, as that body (nearly every
+        # row of a stream; no tuple each), then one tuple per message once any other came.
+        self._bodies: list[bytes] = []
+        self._rows: list[tuple[Any, ...]] = []
+        #: Reading a stream range (:meth:`read_stream`, :meth:`take`): the offset reading goes on
+        #: from, the range's end and the stream's address.
+        self.next = self._end = 0
+        self._address = ""
         self._sections: dict[bytes, Any] = {}
         self._build_header = generated_from_list(Header)
         self._build_properties = generated_from_list(Properties)
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return len(self._bodies) + len(self._rows)
+
+    @property
+    def rows(self) -> list[tuple[Any, ...]]:
+        """One tuple per message: the row, with ``creation_time`` in milliseconds since the epoch."""
+        return [(body, *_BODY_ALONE) for body in self._bodies] + self._rows
 
     def clear(self) -> None:
         """Forget the rows (the decoded sections stay, for the next messages)."""
-        self.rows = []
+        self._bodies = []
+        self._rows = []
+
+    def _append(self, row: tuple[Any, ...]) -> None:
+        if row[1:] == _BODY_ALONE and not self._rows:
+            self._bodies.append(row[0])
+        else:
+            self._rows.append(row)
 
     def add(self, payload: bytes) -> int | None:
         """Add the row of the message ``payload`` and return its ``x-stream-offset`` (None without one).
@@ -110,31 +130,49 @@ class Rows:
             offset, row = self._walk(payload)
         except _LEFT_TO_DECODE:
             offset, row = _reference_row(payload)
-        self.rows.append(row)
+        self._append(row)
         return offset
 
-    def add_stream(self, payloads: Iterable[bytes], position: int, end: int, address: str) -> int:
-        """Add the rows of messages read from the stream ``address`` at ``position`` on, in offset
-        order, up to the first at ``end`` or past it (a range's end); return the offset reading
-        goes on from: after the last message added, or that first one past the range.
+    def read_stream(self, address: str, position: int, end: int) -> None:
+        """Take the messages of the stream ``address`` from ``position`` on, up to the first at
+        ``end`` or past it (a range's end), with :meth:`take`; :attr:`next` is then where reading
+        goes on from: after the last message added, or that first one past the range."""
+        self._address, self.next, self._end = address, position, end
 
-        What :meth:`add` does for each, in one loop.  A message without ``x-stream-offset`` raises
-        ``ValueError`` (the address is no stream); one ``decode_message`` refuses raises its error.
+    def take(self, delivery_id: int, settled: bool, payload: bytes) -> None:
+        """Add the row of a message of the stream :meth:`read_stream` named, unless it is at the
+        range's end or past it (a ``DeliverySink`` for ``Receiver.fetch_into``: messages in offset
+        order, no :class:`~minibroker.client.Delivery` made for them).
+
+        What :meth:`add` does.  A message without ``x-stream-offset`` raises ``ValueError`` (the
+        address is no stream); one ``decode_message`` refuses raises its error.
         """
-        append = self.rows.append
-        walk = self._walk
-        for payload in payloads:
-            try:
-                offset, row = walk(payload)
-            except _LEFT_TO_DECODE:
-                offset, row = _reference_row(payload)
-            if offset is None:
-                raise ValueError(f"{address!r} sent a message without x-stream-offset: is it a stream?")
-            if offset >= end:
-                return offset
-            append(row)
-            position = offset + 1
-        return position
+        end = self._end
+        if self.next >= end:
+            return  # one at the end or past it came: the rest are past it too
+        alone = _body_alone(payload) if payload.startswith(_OFFSET_LONG) else None
+        if alone is not None:  # the usual stream message, read in place
+            at, body = alone
+            if at >= end:
+                self.next = at
+            else:
+                if self._rows:
+                    self._rows.append((body, *_BODY_ALONE))
+                else:
+                    self._bodies.append(body)
+                self.next = at + 1
+            return
+        try:
+            offset, row = self._walk(payload)
+        except _LEFT_TO_DECODE:
+            offset, row = _reference_row(payload)
+        if offset is None:
+            raise ValueError(f"{self._address!r} sent a message without x-stream-offset: is it a stream?")
+        if offset >= end:
+            self.next = offset
+            return
+        self._append(row)
+        self.next = offset + 1
 
     def arrow(self, schema: Any, columns: tuple[int, ...] | None = None) -> Any:
         """The rows as one ``pyarrow.RecordBatch`` of ``schema``: READ_SCHEMA's columns, or those at
@@ -146,7 +184,9 @@ class Rows:
         (``LocalDataToArrowConversion``: a timestamp as UTC, a map as its items), so the batch is
         the one Spark would build from the rows, without a Python call per value to get there.
         """
-        return _record_batch(self.rows, schema, columns)
+        if self._rows:
+            return _record_batch(self.rows, schema, columns)
+        return _bodies_batch(self._bodies, schema, columns)
 
     def _remembered(self, p: bytes, pos: int, stop: int, convert: Callable[[Any], Any]) -> Any:
         """``convert`` of the section at ``p[pos:stop]``'s value, kept by the section's bytes when it
@@ -168,16 +208,9 @@ class Rows:
     def _walk(self, p: bytes) -> tuple[int | None, tuple[Any, ...]]:
         """One pass over ``00 53 code`` sections in rising §3.2 rank (see the module docstring)."""
         end = len(p)
-        if p.startswith(_OFFSET_LONG) and end > 37 and p[32] == 0 and p[33] == 0x53 and p[34] in _BODIES:
-            # The stream's annotation and a body alone (no header, properties or application-properties).
-            constructor = p[35]
-            start = 40 if constructor in _SIZE32 else 37
-            size = int.from_bytes(p[36:40]) if start == 40 else p[36]
-            if start + size == end and (constructor in _BINARY or constructor in _STRING and p[34] == _AMQP_VALUE):
-                alone = p[start:]
-                if constructor in _STRING and not alone.isascii():
-                    alone.decode()  # invalid UTF-8 is decode_message's to refuse
-                return int.from_bytes(p[24:32], signed=True), (alone, *_BODY_ALONE)
+        alone = _body_alone(p) if p.startswith(_OFFSET_LONG) else None
+        if alone is not None:
+            return alone[0], (alone[1], *_BODY_ALONE)
         pos = 0
         last = -1
         header, properties, created = _NO_HEADER, _NO_PROPERTIES, None
@@ -262,6 +295,25 @@ class Rows:
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _body_alone(p: bytes) -> tuple[int, bytes] | None:
+    """The offset and body of a message ``p`` that starts with the stream's annotation (the offset
+    as a long, :data:`_OFFSET_LONG`) followed by one data or string/binary amqp-value section and
+    nothing else; None for any other message.  Invalid UTF-8 raises ``UnicodeDecodeError``."""
+    end = len(p)
+    if end <= 37 or p[32] != 0 or p[33] != 0x53 or p[34] not in _BODIES:
+        return None
+    constructor = p[35]
+    start = 40 if constructor in _SIZE32 else 37
+    size = int.from_bytes(p[36:40]) if start == 40 else p[36]
+    if start + size != end or not (constructor in _BINARY or constructor in _STRING and p[34] == _AMQP_VALUE):
+        return None
+    body = p[start:]
+    if constructor in _STRING and not body.isascii():
+        body.decode()  # invalid UTF-8 is decode_message's to refuse
+    return _OFFSET.unpack_from(p, 24)[0], body
+
+
+_OFFSET = struct.Struct(">q")
 _SYMBOL = frozenset((0xA3, 0xB3))
 _TIMESTAMP = 0x83
 _ANY_TEXT = _STRING | _SYMBOL | _BINARY
@@ -368,6 +420,23 @@ def _record_batch(rows: list[tuple[Any, ...]], schema: Any, picked: tuple[int, .
         elif at == _APPLICATION_PROPERTIES_COLUMN:
             column = [None if app is None else list(app.items()) for app in column]
         arrays.append(column)
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _bodies_batch(bodies: list[bytes], schema: Any, picked: tuple[int, ...] | None) -> Any:
+    """What :func:`_record_batch` makes of rows of a body alone each (every other column the
+    value :data:`_BODY_ALONE` gives it), without the rows."""
+    import pyarrow as pa
+
+    arrays: list[Any] = []
+    count = len(bodies)
+    for at in range(len(READ_FIELDS)) if picked is None else picked:
+        kind = schema.field(len(arrays)).type
+        value = _BODY_ALONE[at - 1] if at else None
+        if at == 0:
+            arrays.append(bodies)
+        else:
+            arrays.append(pa.nulls(count, kind) if value is None else pa.repeat(pa.scalar(value, kind), count))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 

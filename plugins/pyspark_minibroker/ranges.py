@@ -126,17 +126,17 @@ def read_range(options: Options, piece: OffsetRange) -> Iterator[Rows]:
     rows = Rows()
     with options.connect() as client:
         receiver = client.receiver(piece.address, offset=piece.start, credit=WINDOW, timeout=options.timeout)
-        position = piece.start
-        while position < piece.end:
-            # Exactly what is left of the range (a drain: the broker says when it has no more).
-            got = receiver.fetch(min(WINDOW, piece.end - position), options.timeout)
+        rows.read_stream(piece.address, piece.start, piece.end)
+        while rows.next < piece.end:
+            # Exactly what is left of the range (a drain: the broker says when it has no more),
+            # each message made a row as it arrives.
+            rows.clear()
+            got = receiver.fetch_into(min(WINDOW, piece.end - rows.next), rows.take, options.timeout)
             if not got:
                 return  # nothing more retained from here (the range's end was dropped, or filtered out)
-            after = piece.end - position - len(got)  # at most this many offsets left once these are read
-            if after > 0:
-                receiver.prefetch(min(WINDOW, after))  # the next fetch's messages come while these become rows
-            rows.clear()
-            position = rows.add_stream([delivery.payload for delivery in got], position, piece.end, piece.address)
+            if rows.next < piece.end:
+                # The next fetch's messages come while Spark takes these (at most what is left).
+                receiver.prefetch(min(WINDOW, piece.end - rows.next))
             if rows:
                 yield rows
         receiver.close(options.timeout)

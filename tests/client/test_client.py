@@ -11,6 +11,7 @@ from proton import Message as ProtonMessage
 from proton.utils import BlockingConnection
 
 from minibroker import BrokerConfig, Client, ThreadedBroker, build_message
+from minibroker.amqp.message import decode_message
 from minibroker.client import (
     ClientError,
     ClientTimeout,
@@ -259,16 +260,26 @@ def test_reading_a_stream_from_an_offset() -> None:
             delivery.accept()
 
 
-def _read_counts(url: str, take: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[list[bytes], tuple[int, ...]]:
-    """Bodies read from "mixed" in fetches of 7, and the link's and session's counters after."""
+def _read_counts(
+    url: str, take: bool, monkeypatch: pytest.MonkeyPatch, into: bool = False
+) -> tuple[list[bytes], tuple[int, ...]]:
+    """Bodies read from "mixed" in fetches of 7 (``into``: ``fetch_into``, each call's count
+    checked against what its sink got), and the link's and session's counters after."""
     with monkeypatch.context() as patch:
         if not take:
             patch.setattr(Client, "_intake", lambda self, channel, handle: None)
         with Client(url, timeout=TIMEOUT) as client:
             receiver = client.receiver("mixed", offset="first", credit=7)
             bodies: list[bytes] = []
-            while chunk := receiver.fetch(7):
-                bodies += [d.message.body for d in chunk]
+            if into:
+                payloads: list[bytes] = []
+                while count := receiver.fetch_into(7, lambda delivery_id, settled, payload: payloads.append(payload)):
+                    assert count == len(payloads) <= 7
+                    bodies += [decode_message(payload).body for payload in payloads]
+                    payloads.clear()
+            else:
+                while chunk := receiver.fetch(7):
+                    bodies += [d.message.body for d in chunk]
             link, session = receiver._link, client._peer.session()
             return bodies, (link.delivery_count, link.credit, session.next_incoming_id or 0, len(receiver._buffer))
 
@@ -288,6 +299,43 @@ def test_transfers_taken_straight_from_the_frames_count_as_the_general_path_coun
     assert taken[0] == general[0] == bodies
     assert taken[1] == general[1]
     assert taken[1][0] >= len(bodies)  # every delivery counted once (a multi-frame one too)
+    # fetch_into's sink gets the same messages, whichever reader (direct intake or general) took them.
+    assert _read_counts(broker.url, True, monkeypatch, into=True) == taken
+    assert _read_counts(broker.url, False, monkeypatch, into=True) == taken
+
+
+def test_fetch_into_hands_prefetched_messages_first_and_refuses_what_it_cannot_do(broker: ThreadedBroker) -> None:
+    """``fetch_into`` gives the sink what a prefetch already brought, then drains for the rest
+    (Part 2 §2.6.7); it is for settled deliveries only, and a sink that raises ends the client."""
+    broker.declare_stream("into")
+    broker.publish_many("into", [f"m{n}" for n in range(12)])
+    got: list[tuple[int, bool, str]] = []
+
+    def sink(delivery_id: int, settled: bool, payload: bytes) -> None:
+        got.append((delivery_id, settled, decode_message(payload).body))
+
+    with Client(broker.url, timeout=TIMEOUT) as client:
+        receiver = client.receiver("into", offset="first", credit=5)
+        receiver.prefetch(5)
+        client._wait(lambda: len(receiver._buffer) == 5, TIMEOUT, "the prefetched messages")
+        assert receiver.fetch_into(3, sink) == 3  # from the buffer alone
+        assert receiver.fetch_into(8, sink) == 8  # two buffered, six more drained
+        assert [body for _, _, body in got] == [f"m{n}" for n in range(11)]
+        assert [delivery_id for delivery_id, _, _ in got] == list(range(11)) and all(s for _, s, _ in got)
+        assert not receiver._buffer and receiver._link.credit == 0
+        with pytest.raises(ValueError, match="at least 1"):
+            receiver.fetch_into(0, sink)
+        broker.publish("orders", "to settle")
+        with pytest.raises(ClientError, match=r"use fetch\(\) here, whose Deliveries you settle"):
+            client.receiver("orders").fetch_into(1, sink)
+
+        def failing(delivery_id: int, settled: bool, payload: bytes) -> None:
+            raise RuntimeError("the sink's own error")
+
+        with pytest.raises(RuntimeError, match="the sink's own error"):
+            receiver.fetch_into(1, failing)
+        with pytest.raises(ConnectionClosed, match="create a new Client"):
+            receiver.fetch(1)
 
 
 def test_a_message_that_came_back_is_not_sent_to_a_first_acquirer(broker: ThreadedBroker) -> None:

@@ -6,6 +6,7 @@ to the same field values and the same end as ``codec.decode_at``.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from hypothesis import example, given
@@ -266,12 +267,17 @@ def _general_deliveries(data: bytes) -> list[tuple[int, int, int, bool, bytes]]:
 
 
 def _taken(data: bytes) -> tuple[list[tuple[int, int, int, bool, bytes]], int]:
+    """What ``take_transfers`` hands each link's sink, and where it stops; the runs it counts
+    must be those deliveries, link by link."""
     got: list[tuple[int, int, int, bool, bytes]] = []
 
     def take(channel: int, handle: int) -> Any:
         return lambda delivery_id, settled, payload: got.append((channel, handle, delivery_id, settled, payload))
 
-    return got, take_transfers(data, take)
+    runs: list[tuple[int, int, int]] = []
+    end = take_transfers(data, take, runs)
+    assert runs == [(*link, len(list(group))) for link, group in itertools.groupby(got, key=lambda g: g[:2])]
+    return got, end
 
 
 @given(

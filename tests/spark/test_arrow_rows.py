@@ -189,3 +189,39 @@ def test_columns_with_one_value_throughout_are_the_batch_spark_builds(schema: St
     got = rows.arrow(shape.arrow, shape.columns)
     assert got.equals(spark_batch(deliveries, schema))
     assert got.column(got.schema.names.index("subject")).to_pylist() == ["s"] * 3
+
+
+def _stream_payload(offset: int, body: Any, header: Header | None = None) -> bytes:
+    """A stream delivery's bytes: the offset annotation (a long), maybe a header, and ``body``."""
+    message = Message(body=body, body_kind="data" if isinstance(body, bytes) else "value", header=header,
+                      message_annotations={symbol("x-stream-offset"): 2**40 + offset})  # fmt: skip
+    return message.encode()
+
+
+@pytest.mark.parametrize("schema", [SCHEMA, SOME], ids=["every column", "some, reordered"])
+@pytest.mark.parametrize(
+    "kinds",
+    ["aaa", "aara", "raa", "a" * 300],
+    ids=["bodies alone", "a header amid them", "a header first", "many bodies alone"],
+)
+def test_rows_of_stream_messages_taken_one_by_one_are_the_batch_spark_builds(schema: StructType, kinds: str) -> None:
+    """Messages of the stream's annotation and a body alone are kept as their bodies until another
+    comes; whatever the mix, :meth:`Rows.take` and :meth:`Rows.add` give Spark's batch, in order."""
+    payloads = [
+        _stream_payload(n, f"text {n}" if n % 2 else bytes([n % 256]) * (n + 1))
+        if kind == "a"
+        else _stream_payload(n, b"rich", Header(priority=ubyte(9)))
+        for n, kind in enumerate(kinds)
+    ]
+    deliveries = [Delivery(None, 0, p, True) for p in payloads]  # type: ignore[arg-type]
+    shape = _shape(schema)
+    expected = spark_batch(deliveries, schema)
+    taken = Rows()
+    taken.read_stream("s", 2**40, 2**41)
+    for n, payload in enumerate(payloads):
+        taken.take(n, True, payload)
+    assert taken.next == 2**40 + len(payloads)
+    assert taken.arrow(shape.arrow, shape.columns).equals(expected)
+    assert taken.rows == [row_from_delivery(d) for d in deliveries]
+    if schema is SCHEMA:  # add (the queue reader's and the tests' way in) keeps bodies alone the same way
+        assert arrow_batch(deliveries, shape.arrow).equals(expected)

@@ -261,18 +261,27 @@ def test_properties_fields_of_each_type_give_the_reference_row_or_error(section:
     assert walked(payload) == reference(payload)
 
 
+def _take_all(rows: Rows, payloads: list[bytes]) -> int:
+    for n, payload in enumerate(payloads):
+        rows.take(n, True, payload)
+    return rows.next
+
+
 def test_a_stream_read_adds_rows_up_to_its_range_end() -> None:
     rows = Rows()
     payloads = [stream_delivery(n, Data(b"x"), rich=False) for n in (10, 11, 12, 13)]
-    assert rows.add_stream(payloads, 10, 12, "s") == 12  # the first past the range: reading stops there
+    rows.read_stream("s", 10, 12)
+    assert _take_all(rows, payloads) == 12  # the first past the range: reading stops there
     assert len(rows) == 2
     rows.clear()
     assert len(rows) == 0
     # Offsets skipped (dropped by retention): reading goes on after the last one added.
-    assert rows.add_stream([payloads[0], payloads[3]], 5, 20, "s") == 14
+    rows.read_stream("s", 5, 20)
+    assert _take_all(rows, [payloads[0], payloads[3]]) == 14
     assert [row[0] for row in rows.rows] == [b"x", b"x"]
     with pytest.raises(ValueError, match="'orders' sent a message without x-stream-offset: is it a stream"):
-        rows.add_stream([Message(body="no offset").encode()], 14, 20, "orders")
+        rows.read_stream("orders", 14, 20)
+        rows.take(0, True, Message(body="no offset").encode())
 
 
 def test_remembered_sections_are_bounded_in_number_and_size() -> None:
