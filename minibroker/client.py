@@ -680,7 +680,7 @@ class Client:
             else:
                 if not self._readable.select(max(wait, 0.0)):
                     return
-                data = self._sock.recv(1 << 16)
+                data = self._sock.recv(1 << 18)
         except (BlockingIOError, TimeoutError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
             return
         except OSError as exc:

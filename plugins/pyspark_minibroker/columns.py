@@ -8,7 +8,8 @@ message's sections (Part 3 §3.2) that builds no message:
   ``amqp-value`` (§3.2.8) without decoding it to a Python value first;
 * the ``x-stream-offset`` annotation (RabbitMQ 4 streams) is read from the usual
   single-entry message-annotations map (§3.2.3) by its bytes; a message of that annotation
-  and one body section alone is read at once, without the section loop;
+  and one body section alone is read at once, without the section loop, and kept as its body
+  (no row tuple; the batch's other columns are constants) until a message of another kind comes;
 * a header (§3.2.1) or application-properties (§3.2.5) section whose bytes were seen
   before reuses the values decoded then: a producer sends the same ones again and again;
 * properties (§3.2.4) and any other header or application-properties are decoded by the
