@@ -1024,6 +1024,13 @@ class Connection:
                     channel,
                     handle,
                 )
+            if len(tag) > MAX_TAG:  # held for as long as the delivery is unsettled: the spec's bound
+                raise LinkError(
+                    conditions.INVALID_FIELD,
+                    f"a delivery-tag is at most {MAX_TAG} bytes (Part 2 §2.8.7), got {len(tag)}",
+                    channel,
+                    handle,
+                )
             settled = bool(settled) or link.snd_settle_mode == 1
             delivery = Delivery(delivery_id, tag, link, False)
             delivery.remote_settled = settled

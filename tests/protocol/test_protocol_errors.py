@@ -311,6 +311,20 @@ def test_first_transfer_without_delivery_id_is_an_invalid_field(open_engine: Ope
     assert detach.error is not None and detach.error.condition == conditions.INVALID_FIELD
 
 
+def test_a_delivery_tag_over_32_bytes_is_an_invalid_field(open_engine: OpenEngine) -> None:
+    """Part 2 §2.8.7: a delivery-tag is at most 32 octets; a longer one detaches its link (the
+    broker would hold it for as long as the delivery is unsettled), and the session goes on."""
+    h = open_engine(credit=2)
+    h.send(h.peer.attach_sender("s", "q", 0))
+    h.pump.take_events()
+    assert h.send(h.peer.transfer(0, 0, b"t" * 32, b"fits")).names() == []  # taken: the message is received
+    detach = h.send(h.peer.transfer(0, 1, b"t" * 33, b"too long a tag")).one(Detach)
+    assert detach.error is not None and detach.error.condition == conditions.INVALID_FIELD
+    assert "at most 32 bytes" in (detach.error.description or "")
+    assert [type(e) for e in h.pump.events] == [events.MessageReceived, events.LinkDetached]
+    assert h.conn.sessions[0].state is SessionState.MAPPED
+
+
 def test_attach_on_a_used_handle_ends_the_session(open_engine: OpenEngine) -> None:
     h = open_engine()
     h.send(h.peer.attach_sender("a", "q", 0))
