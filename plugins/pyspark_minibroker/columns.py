@@ -116,22 +116,27 @@ class Rows:
         self._bodies = []
         self._rows = []
 
-    def _append(self, row: tuple[Any, ...]) -> None:
-        if row[1:] == _BODY_ALONE and not self._rows:
-            self._bodies.append(row[0])
+    def _add_body(self, body: bytes) -> None:
+        """Add the row of a message with a body alone: as its body while no other row came."""
+        if self._rows:
+            self._rows.append((body, *_BODY_ALONE))
         else:
-            self._rows.append(row)
+            self._bodies.append(body)
 
     def add(self, payload: bytes) -> int | None:
         """Add the row of the message ``payload`` and return its ``x-stream-offset`` (None without one).
 
         Raises what ``decode_message`` raises for a message it refuses.
         """
+        alone = _body_alone(payload) if payload.startswith(_OFFSET_LONG) else None
+        if alone is not None:
+            self._add_body(alone[1])
+            return alone[0]
         try:
             offset, row = self._walk(payload)
         except _LEFT_TO_DECODE:
             offset, row = _reference_row(payload)
-        self._append(row)
+        self._rows.append(row)
         return offset
 
     def read_stream(self, address: str, position: int, end: int) -> None:
@@ -154,14 +159,9 @@ class Rows:
         alone = _body_alone(payload) if payload.startswith(_OFFSET_LONG) else None
         if alone is not None:  # the usual stream message, read in place
             at, body = alone
-            if at >= end:
-                self.next = at
-            else:
-                if self._rows:
-                    self._rows.append((body, *_BODY_ALONE))
-                else:
-                    self._bodies.append(body)
-                self.next = at + 1
+            if at < end:
+                self._add_body(body)
+            self.next = at if at >= end else at + 1
             return
         try:
             offset, row = self._walk(payload)
@@ -172,7 +172,7 @@ class Rows:
         if offset >= end:
             self.next = offset
             return
-        self._append(row)
+        self._rows.append(row)
         self.next = offset + 1
 
     def arrow(self, schema: Any, columns: tuple[int, ...] | None = None) -> Any:
@@ -207,11 +207,9 @@ class Rows:
         return header_values(self._build_header(value))
 
     def _walk(self, p: bytes) -> tuple[int | None, tuple[Any, ...]]:
-        """One pass over ``00 53 code`` sections in rising §3.2 rank (see the module docstring)."""
+        """One pass over ``00 53 code`` sections in rising §3.2 rank (see the module docstring;
+        the callers take a message of the stream's annotation and a body alone first)."""
         end = len(p)
-        alone = _body_alone(p) if p.startswith(_OFFSET_LONG) else None
-        if alone is not None:
-            return alone[0], (alone[1], *_BODY_ALONE)
         pos = 0
         last = -1
         header, properties, created = _NO_HEADER, _NO_PROPERTIES, None
@@ -299,7 +297,8 @@ class Rows:
 def _body_alone(p: bytes) -> tuple[int, bytes] | None:
     """The offset and body of a message ``p`` that starts with the stream's annotation (the offset
     as a long, :data:`_OFFSET_LONG`) followed by one data or string/binary amqp-value section and
-    nothing else; None for any other message.  Invalid UTF-8 raises ``UnicodeDecodeError``."""
+    nothing else; None for any other message, and for a string that is not UTF-8 (the walk then
+    leaves it to ``decode_message``, whose error it gets)."""
     end = len(p)
     if end <= 37 or p[32] != 0 or p[33] != 0x53 or p[34] not in _BODIES:
         return None
@@ -309,8 +308,11 @@ def _body_alone(p: bytes) -> tuple[int, bytes] | None:
     if start + size != end or not (constructor in _BINARY or constructor in _STRING and p[34] == _AMQP_VALUE):
         return None
     body = p[start:]
-    if constructor in _STRING and not body.isascii():
-        body.decode()  # invalid UTF-8 is decode_message's to refuse
+    if constructor in _STRING and not body.isascii():  # ASCII is UTF-8 (checked without making the string)
+        try:
+            body.decode()
+        except UnicodeDecodeError:
+            return None
     return _OFFSET.unpack_from(p, 24)[0], body
 
 

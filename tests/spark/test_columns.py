@@ -215,9 +215,17 @@ def test_the_stream_annotation_out_of_its_place_gets_the_reference_row_or_error(
 @pytest.mark.parametrize("offset", [7, 2**40, -(2**40)])
 def test_a_stream_annotation_and_a_body_alone_give_the_reference_row_or_error(body: bytes, offset: int) -> None:
     """The shape read at once (the offset as a long, then one body section ending the message)
-    and its near misses give what decode_message gives."""
+    and its near misses give what decode_message gives, added alone or taken from a stream."""
     payload = encode(MessageAnnotations({OFFSET: offset})) + body
     assert walked(payload) == reference(payload)
+    rows = Rows()
+    rows.read_stream("s", -(2**41), 2**41)
+    try:
+        rows.take(0, True, payload)
+        taken = ("row", rows.next - 1, rows.rows[-1])
+    except Exception as exc:  # noqa: BLE001  # any error: the same as decode_message's
+        taken = ("error", type(exc).__name__, str(exc))
+    assert taken == reference(payload)
 
 
 def _properties(*fields: bytes, size: int | None = None, pad: bytes = b"") -> bytes:
