@@ -88,7 +88,10 @@ class _Unusual(Exception):
 class Rows:
     """READ_SCHEMA rows of messages added one at a time; :meth:`arrow` hands them to Spark."""
 
-    __slots__ = ("_bodies", "_rows", "next", "_end", "_address", "_sections", "_build_header", "_build_properties")
+    __slots__ = (
+        "_bodies", "_rows", "next", "taken", "taken_bytes", "_end", "_address", "_sections", "_build_header",
+        "_build_properties",
+    )  # fmt: skip
 
     def __init__(self) -> None:
         # The rows in order: first those of messages with a body alone, as that body (nearly every
@@ -96,8 +99,8 @@ class Rows:
         self._bodies: list[bytes] = []
         self._rows: list[tuple[Any, ...]] = []
         #: Reading a stream range (:meth:`read_stream`, :meth:`take`): the offset reading goes on
-        #: from, the range's end and the stream's address.
-        self.next = self._end = 0
+        #: from, the messages taken and their bytes, the range's end and the stream's address.
+        self.next = self.taken = self.taken_bytes = self._end = 0
         self._address = ""
         self._sections: dict[bytes, Any] = {}
         self._build_header = generated_from_list(Header)
@@ -142,8 +145,10 @@ class Rows:
     def read_stream(self, address: str, position: int, end: int) -> None:
         """Take the messages of the stream ``address`` from ``position`` on, up to the first at
         ``end`` or past it (a range's end), with :meth:`take`; :attr:`next` is then where reading
-        goes on from: after the last message added, or that first one past the range."""
+        goes on from: after the last message added, or that first one past the range, and
+        :attr:`taken` and :attr:`taken_bytes` count the messages taken and their payloads' bytes."""
         self._address, self.next, self._end = address, position, end
+        self.taken = self.taken_bytes = 0
 
     def take(self, delivery_id: int, settled: bool, payload: bytes) -> None:
         """Add the row of a message of the stream :meth:`read_stream` named, unless it is at the
@@ -154,6 +159,8 @@ class Rows:
         address is no stream); one ``decode_message`` refuses raises its error.
         """
         end = self._end
+        self.taken += 1
+        self.taken_bytes += len(payload)
         if self.next >= end:
             return  # one at the end or past it came: the rest are past it too
         alone = _body_alone(payload) if payload.startswith(_OFFSET_LONG) else None

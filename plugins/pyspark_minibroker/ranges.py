@@ -33,8 +33,13 @@ from .options import Options
 
 __all__ = ["Bounds", "OffsetRange", "bounds", "is_stream", "plan", "read_range", "split", "starting_offsets"]
 
-#: Credit granted per fetch while reading a range (bounds what one task buffers).
+#: Messages asked for per fetch while reading a range, at most (one Arrow batch each).
 WINDOW = 1000
+#: About how many bytes of messages one fetch brings: after the first fetch, of
+#: :data:`FIRST_WINDOW` messages, the window is sized by the messages' mean size so far, so what
+#: a task holds (a fetch's rows and the next fetch's messages) stays near this whatever their size.
+WINDOW_BYTES = 8 * 1024 * 1024
+FIRST_WINDOW = 64
 
 
 @dataclass(frozen=True)
@@ -124,19 +129,21 @@ def read_range(options: Options, piece: OffsetRange) -> Iterator[Rows]:
     """The rows of one range's messages in offset order, a fetch at a time; offsets no longer
     retained are skipped.  The same :class:`Rows` comes back each time, with the next rows."""
     rows = Rows()
+    window = FIRST_WINDOW
     with options.connect() as client:
-        receiver = client.receiver(piece.address, offset=piece.start, credit=WINDOW, timeout=options.timeout)
+        receiver = client.receiver(piece.address, offset=piece.start, credit=window, timeout=options.timeout)
         rows.read_stream(piece.address, piece.start, piece.end)
         while rows.next < piece.end:
             # Exactly what is left of the range (a drain: the broker says when it has no more),
             # each message made a row as it arrives.
             rows.clear()
-            got = receiver.fetch_into(min(WINDOW, piece.end - rows.next), rows.take, options.timeout)
+            got = receiver.fetch_into(min(window, piece.end - rows.next), rows.take, options.timeout)
             if not got:
                 return  # nothing more retained from here (the range's end was dropped, or filtered out)
+            window = max(1, min(WINDOW, WINDOW_BYTES * rows.taken // max(1, rows.taken_bytes)))
             if rows.next < piece.end:
                 # The next fetch's messages come while Spark takes these (at most what is left).
-                receiver.prefetch(min(WINDOW, piece.end - rows.next))
+                receiver.prefetch(min(window, piece.end - rows.next))
             if rows:
                 yield rows
         receiver.close(options.timeout)

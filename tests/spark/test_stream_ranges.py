@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+from pyspark_minibroker import ranges
 from pyspark_minibroker.columns import Rows
 from pyspark_minibroker.options import Options, parse_options
 from pyspark_minibroker.ranges import (
@@ -66,6 +67,29 @@ def test_split_and_read_a_range(broker: ThreadedBroker) -> None:
     assert bodies(read_range(options(broker), OffsetRange("events", 3, 13))) == [f"e{i}" for i in range(3, 13)]
     # A range past the end reads what there is and stops when the broker has no more.
     assert bodies(read_range(options(broker), OffsetRange("events", 20, 40))) == [f"e{i}" for i in range(20, 25)]
+
+
+def test_a_range_read_fetches_fewer_large_messages_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a first fetch of ``FIRST_WINDOW`` messages, a fetch asks for about ``WINDOW_BYTES``
+    of them by their mean size (at most ``WINDOW``): what a task holds is bounded for large
+    messages too, and every message is read once, in order."""
+    monkeypatch.setattr(ranges, "WINDOW_BYTES", 64 * 1024)
+    monkeypatch.setattr(ranges, "FIRST_WINDOW", 4)
+    monkeypatch.setattr(ranges, "WINDOW", 50)
+    with ThreadedBroker() as b:
+        b.declare_stream("large")
+        b.publish_many("large", [f"{n:05d}" + "x" * 20_000 for n in range(40)])
+        b.declare_stream("small")
+        b.publish_many("small", [f"s{n}" for n in range(200)])
+        opts = parse_options({"url": b.url, "address": "large", "timeout": str(TIMEOUT)})
+        sizes, read = [], []
+        for rows in read_range(opts, OffsetRange("large", 0, 40)):
+            sizes.append(len(rows))
+            read += [row[0][:5].decode() for row in rows.rows]
+        assert read == [f"{n:05d}" for n in range(40)]
+        assert sizes[0] == 4 and max(sizes[1:]) == 3  # 64 KiB of ~20 KiB messages
+        small = [len(rows) for rows in read_range(opts, OffsetRange("small", 0, 200))]
+        assert small == [4, 50, 50, 50, 46]  # small messages: the window's cap
 
 
 def test_plan_bounds_a_task_and_spreads_over_min_partitions(broker: ThreadedBroker) -> None:
