@@ -72,8 +72,7 @@ _NO_PROPERTIES = property_values(Properties())
 _NO_HEADER = header_values(Header())
 #: The rest of the row of a message with a body alone (no properties, header or application-properties).
 _BODY_ALONE = (*_NO_PROPERTIES, *_NO_HEADER, None, None)
-#: Body sections the walk slices (data, amqp-value), and their values' constructors it slices.
-_BODIES = frozenset((_DATA, _AMQP_VALUE))
+#: The constructors of a body's value the walk slices (binary; strings, in an amqp-value).
 _BINARY = frozenset((0xA0, 0xB0))
 _STRING = frozenset((0xA1, 0xB1))
 
@@ -89,7 +88,7 @@ class Rows:
     """READ_SCHEMA rows of messages added one at a time; :meth:`arrow` hands them to Spark."""
 
     __slots__ = (
-        "_bodies", "_rows", "next", "taken", "taken_bytes", "_end", "_address", "_sections", "_build_header",
+        "_bodies", "_rows", "next", "taken_bytes", "_end", "_address", "_sections", "_build_header",
         "_build_properties",
     )  # fmt: skip
 
@@ -99,8 +98,8 @@ class Rows:
         self._bodies: list[bytes] = []
         self._rows: list[tuple[Any, ...]] = []
         #: Reading a stream range (:meth:`read_stream`, :meth:`take`): the offset reading goes on
-        #: from, the messages taken and their bytes, the range's end and the stream's address.
-        self.next = self.taken = self.taken_bytes = self._end = 0
+        #: from, the bytes of the messages taken, the range's end and the stream's address.
+        self.next = self.taken_bytes = self._end = 0
         self._address = ""
         self._sections: dict[bytes, Any] = {}
         self._build_header = generated_from_list(Header)
@@ -131,7 +130,7 @@ class Rows:
 
         Raises what ``decode_message`` raises for a message it refuses.
         """
-        alone = _body_alone(payload) if payload.startswith(_OFFSET_LONG) else None
+        alone = _body_alone(payload)
         if alone is not None:
             self._add_body(alone[1])
             return alone[0]
@@ -146,9 +145,9 @@ class Rows:
         """Take the messages of the stream ``address`` from ``position`` on, up to the first at
         ``end`` or past it (a range's end), with :meth:`take`; :attr:`next` is then where reading
         goes on from: after the last message added, or that first one past the range, and
-        :attr:`taken` and :attr:`taken_bytes` count the messages taken and their payloads' bytes."""
+        :attr:`taken_bytes` counts the bytes of the messages taken."""
         self._address, self.next, self._end = address, position, end
-        self.taken = self.taken_bytes = 0
+        self.taken_bytes = 0
 
     def take(self, delivery_id: int, settled: bool, payload: bytes) -> None:
         """Add the row of a message of the stream :meth:`read_stream` named, unless it is at the
@@ -159,16 +158,20 @@ class Rows:
         address is no stream); one ``decode_message`` refuses raises its error.
         """
         end = self._end
-        self.taken += 1
         self.taken_bytes += len(payload)
         if self.next >= end:
             return  # one at the end or past it came: the rest are past it too
-        alone = _body_alone(payload) if payload.startswith(_OFFSET_LONG) else None
+        alone = _body_alone(payload)
         if alone is not None:  # the usual stream message, read in place
             at, body = alone
-            if at < end:
-                self._add_body(body)
-            self.next = at if at >= end else at + 1
+            if at >= end:
+                self.next = at
+            elif self._rows:
+                self._rows.append((body, *_BODY_ALONE))
+                self.next = at + 1
+            else:
+                self._bodies.append(body)
+                self.next = at + 1
             return
         try:
             offset, row = self._walk(payload)
@@ -302,28 +305,45 @@ class Rows:
 
 
 def _body_alone(p: bytes) -> tuple[int, bytes] | None:
-    """The offset and body of a message ``p`` that starts with the stream's annotation (the offset
-    as a long, :data:`_OFFSET_LONG`) followed by one data or string/binary amqp-value section and
-    nothing else; None for any other message, and for a string that is not UTF-8 (the walk then
-    leaves it to ``decode_message``, whose error it gets)."""
+    """The offset and body of a message ``p`` of the stream's annotation (the offset as a long,
+    :data:`_OFFSET_LONG`) followed by one data or string/binary amqp-value section and nothing
+    else; None for any other message, and for a string that is not UTF-8 (the walk then leaves it
+    to ``decode_message``, whose error it gets).  Nearly every message of a stream: read with one
+    ``unpack`` of the offset and the section's first bytes."""
     end = len(p)
-    if end <= 37 or p[32] != 0 or p[33] != 0x53 or p[34] not in _BODIES:
+    if end <= 37 or not p.startswith(_OFFSET_LONG):
         return None
-    constructor = p[35]
-    start = 40 if constructor in _SIZE32 else 37
-    size = int.from_bytes(p[36:40]) if start == 40 else p[36]
-    if start + size != end or not (constructor in _BINARY or constructor in _STRING and p[34] == _AMQP_VALUE):
+    offset, described, code, constructor = _ALONE.unpack_from(p, 24)
+    if described != 0x0053:  # 00 53: a section's descriptor
+        return None
+    if constructor == 0xB1 or constructor == 0xB0:  # str32, vbin32
+        start = 40
+        if start + _UINT32.unpack_from(p, 36)[0] != end:
+            return None
+    elif constructor == 0xA1 or constructor == 0xA0:  # str8, vbin8
+        start = 37
+        if start + p[36] != end:
+            return None
+    else:
         return None
     body = p[start:]
-    if constructor in _STRING and not body.isascii():  # ASCII is UTF-8 (checked without making the string)
-        try:
-            body.decode()
-        except UnicodeDecodeError:
+    if constructor & 1:  # a string: only an amqp-value holds one
+        if code != _AMQP_VALUE:
             return None
-    return _OFFSET.unpack_from(p, 24)[0], body
+        if not body.isascii():  # ASCII is UTF-8 (checked without making the string)
+            try:
+                body.decode()
+            except UnicodeDecodeError:
+                return None
+    elif code != _DATA and code != _AMQP_VALUE:
+        return None
+    return offset, body
 
 
-_OFFSET = struct.Struct(">q")
+#: What follows the annotation's key in :data:`_OFFSET_LONG`: the offset, then a section's
+#: descriptor (``00 53``), its code and its value's constructor.
+_ALONE = struct.Struct(">qHBB")
+_UINT32 = struct.Struct(">I")
 _SYMBOL = frozenset((0xA3, 0xB3))
 _TIMESTAMP = 0x83
 _ANY_TEXT = _STRING | _SYMBOL | _BINARY

@@ -130,6 +130,7 @@ def read_range(options: Options, piece: OffsetRange) -> Iterator[Rows]:
     retained are skipped.  The same :class:`Rows` comes back each time, with the next rows."""
     rows = Rows()
     window = FIRST_WINDOW
+    taken = 0  # messages fetched (rows.taken_bytes: their bytes)
     with options.connect() as client:
         receiver = client.receiver(piece.address, offset=piece.start, credit=window, timeout=options.timeout)
         rows.read_stream(piece.address, piece.start, piece.end)
@@ -140,7 +141,8 @@ def read_range(options: Options, piece: OffsetRange) -> Iterator[Rows]:
             got = receiver.fetch_into(min(window, piece.end - rows.next), rows.take, options.timeout)
             if not got:
                 return  # nothing more retained from here (the range's end was dropped, or filtered out)
-            window = max(1, min(WINDOW, WINDOW_BYTES * rows.taken // max(1, rows.taken_bytes)))
+            taken += got
+            window = max(1, min(WINDOW, WINDOW_BYTES * taken // max(1, rows.taken_bytes)))
             if rows.next < piece.end:
                 # The next fetch's messages come while Spark takes these (at most what is left).
                 receiver.prefetch(min(window, piece.end - rows.next))

@@ -210,6 +210,10 @@ def test_the_stream_annotation_out_of_its_place_gets_the_reference_row_or_error(
         b"\x00\x53\x75\xa0\x01abc",  # bytes after the body that are no section
         b"\x00\x53\x75\xa0\x03abc" + encode(Footer({symbol("x-hash"): b"\x00"})),  # a footer after it
         b"\x00\x53\x76\xa0\x03abc",  # an amqp-sequence code with binary
+        b"\x00\x80" + (0x77).to_bytes(8) + b"\xa1\x03abc",  # amqp-value with a ulong descriptor
+        b"\x00\x53\x77\xa3\x03abc",  # a symbol body
+        b"\x00\x52\x77\xa1\x03abc",  # a uint descriptor: no section of §3.2
+        b"\x01\x53\x77\xa1\x03abc",  # no descriptor at all
     ],
 )
 @pytest.mark.parametrize("offset", [7, 2**40, -(2**40)])
