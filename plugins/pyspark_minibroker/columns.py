@@ -162,7 +162,7 @@ class Rows:
         if self.next >= end:
             return  # one at the end or past it came: the rest are past it too
         alone = _body_alone(payload)
-        if alone is not None:  # the usual stream message, read in place
+        if alone is not None:  # the usual stream message, read in place (_add_body inlined: the hot path)
             at, body = alone
             if at >= end:
                 self.next = at
@@ -318,7 +318,7 @@ def _body_alone(p: bytes) -> tuple[int, bytes] | None:
         return None
     if constructor == 0xB1 or constructor == 0xB0:  # str32, vbin32
         start = 40
-        if start + _UINT32.unpack_from(p, 36)[0] != end:
+        if end < start or start + _UINT32.unpack_from(p, 36)[0] != end:
             return None
     elif constructor == 0xA1 or constructor == 0xA0:  # str8, vbin8
         start = 37

@@ -207,6 +207,7 @@ def test_the_stream_annotation_out_of_its_place_gets_the_reference_row_or_error(
         b"\x00\x53\x77\xa1\x02\xff\xfe",  # not UTF-8
         b"\x00\x53\x75\xa1\x03abc",  # data holding a string
         b"\x00\x53\x75\xa0\x09abc",  # a size past the end
+        b"\x00\x53\x77\xb1\x00\x00",  # a size cut short
         b"\x00\x53\x75\xa0\x01abc",  # bytes after the body that are no section
         b"\x00\x53\x75\xa0\x03abc" + encode(Footer({symbol("x-hash"): b"\x00"})),  # a footer after it
         b"\x00\x53\x76\xa0\x03abc",  # an amqp-sequence code with binary
