@@ -76,3 +76,29 @@ def test_submodules_are_attributes_and_unknown_names_raise() -> None:
     assert "ThreadedBroker" in dir(minibroker)
     with pytest.raises(AttributeError, match="has no attribute 'NoSuchThing'"):
         minibroker.NoSuchThing  # type: ignore[attr-defined]  # noqa: B018
+
+
+def test_the_client_loads_no_broker_engine() -> None:
+    """A process that only talks to a broker (a Spark task, a test's client) does not load the
+    broker's protocol engine or the broker."""
+    loaded = loaded_after("import minibroker.client")
+    assert "minibroker.protocol.connection" not in loaded
+    assert [m for m in loaded if m.startswith(("minibroker.broker", "minibroker.server"))] == []
+
+
+def test_every_lazy_protocol_name_is_the_one_its_module_defines() -> None:
+    import minibroker.protocol as protocol
+
+    tree = ast.parse(Path(protocol.__file__).read_text())
+    typed = {
+        alias.asname or alias.name: "." + (node.module or "")
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module is not None
+        for alias in node.names
+    }
+    assert typed == protocol._NAMES
+    for name, module in protocol._NAMES.items():
+        assert getattr(protocol, name) is getattr(importlib.import_module(module, "minibroker.protocol"), name)
+    assert protocol.events is importlib.import_module("minibroker.protocol.events")
+    with pytest.raises(AttributeError, match="has no attribute 'NoSuchThing'"):
+        protocol.NoSuchThing  # type: ignore[attr-defined]  # noqa: B018
