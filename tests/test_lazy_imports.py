@@ -53,16 +53,20 @@ def test_a_layer_loads_when_a_broker_turns_it_on() -> None:
     assert not any(m.startswith(("minibroker.servicebus", "minibroker.eventhubs")) for m in loaded)
 
 
-def test_every_lazy_name_is_the_one_its_module_defines() -> None:
-    """``_NAMES`` says where each public name lives; the type-checking imports must say the same."""
-    tree = ast.parse(INIT.read_text())
-    typed = {
+def typed_names(init: Path) -> dict[str, str]:
+    """The names a package's ``__init__`` imports from its own modules (its type-checking
+    imports), each with the module it names (``".connection"``)."""
+    return {
         alias.asname or alias.name: "." + (node.module or "")
-        for node in ast.walk(tree)
+        for node in ast.walk(ast.parse(init.read_text()))
         if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module is not None
         for alias in node.names
     }
-    assert typed == minibroker._NAMES
+
+
+def test_every_lazy_name_is_the_one_its_module_defines() -> None:
+    """``_NAMES`` says where each public name lives; the type-checking imports must say the same."""
+    assert typed_names(INIT) == minibroker._NAMES
     for name in minibroker.__all__:
         value = getattr(minibroker, name)
         if name != "__version__":
@@ -89,14 +93,7 @@ def test_the_client_loads_no_broker_engine() -> None:
 def test_every_lazy_protocol_name_is_the_one_its_module_defines() -> None:
     import minibroker.protocol as protocol
 
-    tree = ast.parse(Path(protocol.__file__).read_text())
-    typed = {
-        alias.asname or alias.name: "." + (node.module or "")
-        for node in ast.walk(tree)
-        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module is not None
-        for alias in node.names
-    }
-    assert typed == protocol._NAMES
+    assert typed_names(Path(protocol.__file__)) == protocol._NAMES
     for name, module in protocol._NAMES.items():
         assert getattr(protocol, name) is getattr(importlib.import_module(module, "minibroker.protocol"), name)
     assert protocol.events is importlib.import_module("minibroker.protocol.events")
