@@ -390,14 +390,9 @@ class Receiver(_Link):
         """
         if limit < 1:
             raise ValueError(f"fetch needs a limit of at least 1, got {limit}")
-        link, client = self._link, self._client
         out = [self._buffer.popleft() for _ in range(min(limit, len(self._buffer)))]
         if len(out) < limit:
-            self._drained = False
-            self._flow(limit - len(out) - len(self._buffer), drain=True)
-            client._wait(lambda: self._drained or link.remote_detach is not None, timeout,
-                         f"the broker to drain {self.address!r}")
-            self._check()
+            self._drain(limit - len(out) - len(self._buffer), timeout)
             while self._buffer and len(out) < limit:
                 out.append(self._buffer.popleft())
         return out
@@ -419,7 +414,7 @@ class Receiver(_Link):
             )
         if limit < 1:
             raise ValueError(f"fetch_into needs a limit of at least 1, got {limit}")
-        link, client, buffer = self._link, self._client, self._buffer
+        buffer = self._buffer
         handed = 0
         while buffer and handed < limit:
             delivery = buffer.popleft()
@@ -427,16 +422,21 @@ class Receiver(_Link):
             handed += 1
         if handed == limit:
             return handed
-        self._drained = False
-        self._flow(limit - handed, drain=True)  # the buffer is empty now
         self._sink, self._handed = sink, 0
         try:
-            client._wait(lambda: self._drained or link.remote_detach is not None, timeout,
-                         f"the broker to drain {self.address!r}")
+            self._drain(limit - handed, timeout)  # the buffer is empty now
         finally:
             self._sink = None
-        self._check()
         return handed + self._handed
+
+    def _drain(self, credit: int, timeout: float | None) -> None:
+        """Grant ``credit`` with drain set and read until the broker says it sent what it had (§2.6.7)."""
+        link = self._link
+        self._drained = False
+        self._flow(credit, drain=True)
+        self._client._wait(lambda: self._drained or link.remote_detach is not None, timeout,
+                           f"the broker to drain {self.address!r}")
+        self._check()
 
     def prefetch(self, count: int) -> None:
         """Let the broker send up to ``count`` messages beyond those received so far, to arrive
