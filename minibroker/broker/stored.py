@@ -99,7 +99,7 @@ class StoredMessage:
     # lazily decoded sections share one slot.
     __slots__ = (
         "payload", "header", "arrived_at", "_decoded",
-        "_header_end", "_annotations_start", "_bare_start", "_footer",
+        "_header_end", "_annotations_start", "bare_start", "_footer",
     )  # fmt: skip
 
     def __init__(self, payload: bytes, arrived_at: float) -> None:
@@ -125,7 +125,9 @@ class StoredMessage:
             footer = len(payload) - bare_end
         self._header_end = header_end
         self._annotations_start = annotations_start
-        self._bare_start = bare_start
+        #: Where the bare message starts: 0 when nothing comes before it (no header or
+        #: annotations), so the payload is the bare message (and footer) as sent.
+        self.bare_start = bare_start
         self._footer = footer
         # A header always starts the message (§3.2), so it is payload[:header_end].
         self.header: Header | None = _header(payload[:header_end]) if header_end else None
@@ -146,7 +148,7 @@ class StoredMessage:
     def sections(self) -> Sections:
         """Byte ranges of the message's sections (see :func:`~minibroker.amqp.message.split_sections`)."""
         header_end, annotations_start = self._header_end, self._annotations_start
-        bare_start, bare_end = self._bare_start, self._bare_end
+        bare_start, bare_end = self.bare_start, self._bare_end
         return Sections(
             (0, header_end),
             (header_end, annotations_start),
@@ -161,7 +163,7 @@ class StoredMessage:
 
         What a stream delivery needs to put its own annotations in, without building :attr:`sections`.
         """
-        bare_start = self._bare_start
+        bare_start = self.bare_start
         if self._annotations_start != bare_start:
             return None
         return self._header_end, bare_start
@@ -176,7 +178,7 @@ class StoredMessage:
         Raises :class:`AMQPDecodeError` for a section that does not decode.  The usual message
         without either section costs two prefix tests.
         """
-        payload, start = self.payload, self._bare_start
+        payload, start = self.payload, self.bare_start
         if payload.startswith(_PROPERTIES_PREFIX, start) or payload.startswith(_APPLICATION_PROPERTIES_PREFIX, start):
             self.properties  # noqa: B018 - decoded and kept
             self.application_properties  # noqa: B018 - likewise
@@ -185,7 +187,7 @@ class StoredMessage:
 
     @property
     def bare(self) -> bytes:
-        return self.payload[self._bare_start : self._bare_end]
+        return self.payload[self.bare_start : self._bare_end]
 
     @property
     def properties(self) -> Properties | None:
@@ -193,7 +195,7 @@ class StoredMessage:
         properties, application_properties = self._decoded
         if properties is _UNDECODED:
             properties = None
-            start = self._bare_start
+            start = self.bare_start
             if self.payload[start : start + 3] == _PROPERTIES_PREFIX:
                 properties = codec.decode_at(self.payload, start)[0]
             self._decoded = (properties, application_properties)
@@ -205,7 +207,7 @@ class StoredMessage:
         properties, application_properties = self._decoded
         if application_properties is _UNDECODED:
             application_properties = None
-            pos = self._bare_start
+            pos = self.bare_start
             if self.payload[pos : pos + 3] == _PROPERTIES_PREFIX:
                 pos = codec.skip_at(self.payload, pos)
             if self.payload[pos : pos + 3] == b"\x00\x53\x74":
@@ -215,7 +217,7 @@ class StoredMessage:
 
     @property
     def message_annotations(self) -> dict[Any, Any] | None:
-        start, end = self._annotations_start, self._bare_start
+        start, end = self._annotations_start, self.bare_start
         if end == start:
             return None
         value: MessageAnnotations = codec.decode(self.payload[start:end])
@@ -243,7 +245,7 @@ class StoredMessage:
     def _absolute_expiry_time(self) -> int | None:
         """Read properties field 9 (absolute-expiry-time) by skipping the fields before it."""
         payload = self.payload
-        start = self._bare_start
+        start = self.bare_start
         if payload[start : start + 3] != _PROPERTIES_PREFIX:
             return None
         props = self._decoded[0]
@@ -414,6 +416,6 @@ class Entry:
             if self.annotations:
                 MessageAnnotations(self.annotations).encode_into(out)
         else:
-            out += message.payload[message._annotations_start : message._bare_start]
-        out += message.payload[message._bare_start :]  # the bare message and the footer
+            out += message.payload[message._annotations_start : message.bare_start]
+        out += message.payload[message.bare_start :]  # the bare message and the footer
         return bytes(out)

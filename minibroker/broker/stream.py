@@ -35,7 +35,7 @@ from .statistics import NodeCounters, StreamMessages, StreamSnapshot
 from .stored import StoredMessage
 from .streamfilters import StreamFilter
 from .streamlog import OFFSET_ANNOTATION as OFFSET_ANNOTATION
-from .streamlog import OffsetSpec, StreamLog, delivery_payload
+from .streamlog import OFFSET_LEAD, OffsetSpec, StreamLog, delivery_payload
 
 if TYPE_CHECKING:
     from ..amqp.performatives import Error
@@ -241,6 +241,8 @@ class Stream:
 
 #: Tags are a 4-byte big-endian counter per link (Part 2 §2.8.7 allows up to 32 bytes).
 _TAG = struct.Struct(">I")
+#: What a bare stored message gains in front in a delivery: the offset annotation and its long.
+_LEAD_SIZE = len(OFFSET_LEAD) + 8
 #: A reader's run is written in passes of at most this many messages and (about) this many bytes
 #: of payload, so the output bound is checked often enough and a pass's list stays small.
 RUN = 1024
@@ -318,8 +320,11 @@ class StreamConsumer:
         Sends at most the link's credit and session window, in passes of at most :data:`RUN`
         messages and :data:`RUN_BYTES` of payload, stopping when the client's output is full (as
         :meth:`credit` would; checked between passes, so a pass may go past the bound by at most
-        one pass) or a message needs several frames.  A pass with a message that does not fit one
-        frame or the link's max-message-size goes message by message.
+        one pass) or a message needs several frames.  A pass of messages with nothing before their
+        bare message (:meth:`StreamLog.bare_payloads`) sends them as stored, the offset annotation
+        packed with each frame's header; others get theirs from :meth:`StreamLog.delivery_payloads`.
+        A pass with a message that does not fit one frame or the link's max-message-size goes
+        message by message.
         """
         connection = self.connection
         protocol = connection.protocol
@@ -335,7 +340,15 @@ class StreamConsumer:
             credit = min(link.credit, session.remote_incoming_window, RUN)
             if credit <= 0:
                 break
-            payloads = log.delivery_payloads(position, min(end, position + credit), RUN_BYTES)
+            stop = min(end, position + credit)
+            bare = log.bare_payloads(position, stop, RUN_BYTES)
+            if bare and max(map(len, bare)) <= fits - _LEAD_SIZE:
+                # The usual stream message: sent as stored, its offset annotation packed in front.
+                protocol.send_settled_run(link, (tags + 1) & 0xFFFFFFFF, bare, OFFSET_LEAD, position)
+                tags = (tags + len(bare)) & 0xFFFFFFFF
+                position += len(bare)
+                continue
+            payloads = log.delivery_payloads(position, stop, RUN_BYTES)
             if max(map(len, payloads)) <= fits:
                 protocol.send_settled_run(link, (tags + 1) & 0xFFFFFFFF, payloads)
                 tags = (tags + len(payloads)) & 0xFFFFFFFF

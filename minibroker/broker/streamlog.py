@@ -49,14 +49,15 @@ from ..amqp.types import symbol
 from .config import StreamOptions
 from .stored import StoredMessage
 
-__all__ = ["OFFSET_ANNOTATION", "Instant", "OffsetSpec", "StreamLog", "delivery_payload", "interval_seconds"]
+__all__ = ["OFFSET_ANNOTATION", "OFFSET_LEAD", "Instant", "OffsetSpec", "StreamLog", "delivery_payload", "interval_seconds"]
 
 #: The message annotation every delivery from a stream carries: the message's offset (a long).
 OFFSET_ANNOTATION = symbol("x-stream-offset")
 
-# message-annotations (descriptor 0x72, Part 3 §3.2.3) holding one entry, x-stream-offset -> long,
-# encoded by hand since every delivery needs it: map8 of 27 bytes and 2 items, sym8 key, long (0x81).
-_ANNOTATION_PREFIX = b"\x00\x53\x72\xc1\x1b\x02\xa3\x0f" + OFFSET_ANNOTATION.encode() + b"\x81"
+#: message-annotations (descriptor 0x72, Part 3 §3.2.3) holding one entry, x-stream-offset -> long,
+#: up to the long's eight bytes: encoded by hand since every delivery needs it (map8 of 27 bytes
+#: and 2 items, sym8 key, long constructor 0x81).
+OFFSET_LEAD = b"\x00\x53\x72\xc1\x1b\x02\xa3\x0f" + OFFSET_ANNOTATION.encode() + b"\x81"
 _LONG = struct.Struct(">q")
 
 
@@ -71,7 +72,7 @@ def delivery_payload(message: StoredMessage, offset: int) -> bytes:
     split = message.unannotated_split()
     if split is not None:  # no annotations of its own: the common case, no encoding needed
         header_end, bare_start = split
-        return b"".join((payload[:header_end], _ANNOTATION_PREFIX, _LONG.pack(offset), payload[bare_start:]))
+        return b"".join((payload[:header_end], OFFSET_LEAD, _LONG.pack(offset), payload[bare_start:]))
     sections = message.sections
     header_end = sections.header[1]
     bare_start = sections.bare[0]
@@ -194,6 +195,29 @@ class StreamLog:
             payload = delivery_payload(message, offset)
             append(payload)
             offset += 1
+            total += len(payload)
+            if total >= max_bytes:
+                break
+        return out
+
+    def bare_payloads(self, offset: int, end: int, max_bytes: int) -> list[bytes]:
+        """The stored bytes of the messages from ``offset`` up to ``end`` (as :meth:`delivery_payloads`
+        takes them) while each is a bare message with nothing before it (no header or annotations):
+        the delivery of such a message is :data:`OFFSET_LEAD`, its offset, then these bytes
+        (what :func:`delivery_payload` makes of it), so a stream read's run sends them with the
+        lead packed into each frame's header (``Connection.send_settled_run``) and makes no
+        string per message here.  Empty when the message at ``offset`` has a header or annotations.
+        """
+        base = self._base
+        out: list[bytes] = []
+        append = out.append
+        total = 0
+        for message in self._messages[offset - base : end - base]:
+            assert message is not None  # retained (delivery_payloads checks the range first)
+            if message.bare_start:
+                break
+            payload = message.payload
+            append(payload)
             total += len(payload)
             if total >= max_bytes:
                 break

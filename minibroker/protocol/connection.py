@@ -1197,20 +1197,21 @@ class Connection:
             return None
         return self.remote_max_frame_size - TRANSFER_OVERHEAD - 4
 
-    def send_settled_run(self, link: Link, tag: int, payloads: list[bytes]) -> None:
+    def send_settled_run(self, link: Link, tag: int, payloads: list[bytes], lead: bytes = b"", number: int = 0) -> None:
         """:meth:`send_settled` for many deliveries at once: one frame each, delivery-tags the
-        4-byte numbers from ``tag`` on (``transfers.settled_transfer_frames``), written as one string.
+        4-byte numbers from ``tag`` on (``transfers.settled_transfer_frames``, also for ``lead``
+        and ``number``: bytes every payload starts with), written as one string.
 
-        The caller checks what :meth:`send_settled` would: no hook and every payload at most
-        :meth:`settled_run_room`; and that the link's credit and the session's outgoing window
-        (§2.5.6, §2.6.7) take them all.
+        The caller checks what :meth:`send_settled` would: no hook and every payload (with its
+        lead and number) at most :meth:`settled_run_room`; and that the link's credit and the
+        session's outgoing window (§2.5.6, §2.6.7) take them all.
         """
         count = len(payloads)
         if not count:
             return
         session = link.session
         delivery_id = session.next_delivery_id
-        data = settled_transfer_frames(session.channel, link.handle, delivery_id, tag, payloads)
+        data = settled_transfer_frames(session.channel, link.handle, delivery_id, tag, payloads, lead, number)
         self._out.append(data)
         self.output_size += len(data)
         session.next_delivery_id = (delivery_id + count) % SERIAL_MOD

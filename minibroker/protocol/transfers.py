@@ -274,11 +274,15 @@ def transfer_frame(channel: int, handle: int, delivery_id: int, tag: bytes, sett
 
 #: A pre-settled transfer of a run after the frame header and descriptor: the list's size and
 #: count, the handle (uint0 or smalluint, else uint), the delivery-id (uint), the tag (vbin8 of a
-#: 4-byte counter) and the settled tail, by the handle's encoded length.
+#: 4-byte counter) and the settled tail, by the handle's encoded length; with a lead, then the
+#: lead's bytes and a long (see :func:`settled_transfer_frames`), by both lengths.
 _SETTLED_RUN = {n: struct.Struct(f">IBBHIBB{n}sBIBBI8s") for n in (1, 2, 5)}
+_LEAD_RUN: dict[tuple[int, int], struct.Struct] = {}
 
 
-def settled_transfer_frames(channel: int, handle: int, delivery_id: int, tag: int, payloads: list[bytes]) -> bytes:
+def settled_transfer_frames(
+    channel: int, handle: int, delivery_id: int, tag: int, payloads: list[bytes], lead: bytes = b"", number: int = 0
+) -> bytes:
     """The frames of pre-settled single-frame deliveries of ``payloads``, in order, as one string.
 
     The deliveries get consecutive delivery-ids from ``delivery_id`` and delivery-tags that are
@@ -287,14 +291,33 @@ def settled_transfer_frames(channel: int, handle: int, delivery_id: int, tag: in
     settled, more false).  Each frame is one ``pack`` and its payload, and the run is one
     join: what a stream reader costs the broker per message.  The caller checks each payload
     fits a frame.
+
+    With a ``lead``, each delivery's payload is ``lead``, then ``number`` as a signed 64-bit
+    big-endian number (counting up by one per delivery), then the payload given, the first two
+    packed with the frame's header: a stream's offset annotation (``streamlog.OFFSET_LEAD``) in
+    front of each stored message, without a string made per message to hold the three.
     """
     head = _HANDLES[handle] if handle < 256 else b"\x70" + handle.to_bytes(4)
     size = 1 + len(head) + 7 + 4 + 8  # the list's size: count, handle, id, tag, tail
-    pack = _SETTLED_RUN[len(head)].pack
-    overhead = 8 + 5 + size
+    overhead = 8 + 5 + size + (len(lead) + 8 if lead else 0)
     tail = _TAILS[1]
     parts: list[bytes] = []
     append = parts.append
+    if lead:
+        key = (len(head), len(lead))
+        layout = _LEAD_RUN.get(key)
+        if layout is None:
+            layout = _LEAD_RUN[key] = struct.Struct(f">IBBHIBB{key[0]}sBIBBI8s{key[1]}sq")
+        pack = layout.pack
+        for payload in payloads:
+            append(pack(overhead + len(payload), 2, FRAME_AMQP, channel, _DESCRIBED_LIST8, size, 11, head,
+                        0x70, delivery_id, 0xA0, 4, tag, tail, lead, number))  # fmt: skip
+            append(payload)
+            delivery_id = (delivery_id + 1) & 0xFFFFFFFF
+            tag = (tag + 1) & 0xFFFFFFFF
+            number += 1
+        return b"".join(parts)
+    pack = _SETTLED_RUN[len(head)].pack
     for payload in payloads:
         append(pack(overhead + len(payload), 2, FRAME_AMQP, channel, _DESCRIBED_LIST8, size, 11, head,
                     0x70, delivery_id, 0xA0, 4, tag, tail))  # fmt: skip

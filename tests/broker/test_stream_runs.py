@@ -26,21 +26,29 @@ OFFSET_SPEC = symbol("rabbitmq:stream-offset-spec")
 OFFSET = symbol("x-stream-offset")
 
 
+#: Messages as published: the bare message alone (a run sends it as stored, the offset annotation
+#: packed in front), with a header, or with annotations of its own (a run splices those).
+KINDS: dict[str, dict[str, Any]] = {"bare": {}, "header": {"durable": True}, "annotated": {"annotations": {"x-opt-k": 1}}}
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     sizes=st.lists(st.sampled_from([0, 10, 300, 700, 3000]), min_size=1, max_size=40),
+    kinds=st.lists(st.sampled_from(sorted(KINDS)), min_size=1, max_size=40),
     grants=st.lists(st.tuples(st.integers(1, 12), st.integers(1, 6)), min_size=1, max_size=8),
     max_message_size=st.none() | st.sampled_from([200, 1000]),
 )
-@example(sizes=[10, 700, 10], grants=[(3, 3)], max_message_size=None)  # a message of two frames fills the window
+@example(sizes=[10, 700, 10], kinds=["bare"], grants=[(3, 3)], max_message_size=None)  # a message of two frames fills the window
+@example(sizes=[10] * 6, kinds=["bare", "bare", "header", "bare", "annotated", "bare"], grants=[(6, 6)], max_message_size=None)
 def test_a_presettled_reader_gets_what_it_may_take_in_order_within_its_window(
-    sizes: list[int], grants: list[tuple[int, int]], max_message_size: int | None
+    sizes: list[int], kinds: list[str], grants: list[tuple[int, int]], max_message_size: int | None
 ) -> None:
     broker = Broker(BrokerConfig(), ManualClock(1_700_000_000.0))
     broker.declare_stream("s")
-    encoded = [build_message("x" * size).encode() for size in sizes]
+    fields = [KINDS[kinds[n % len(kinds)]] for n in range(len(sizes))]
+    encoded = [build_message("x" * size, **f).encode() for size, f in zip(sizes, fields, strict=True)]
     for payload in encoded:
-        broker.publish("s", build_message(decode_message(payload).body))
+        broker.publish("s", payload)
     peer = Peer("reader", max_frame_size=512)  # messages of 700 and 3000 bytes take several frames
     pump = connect(broker, peer)
     pump.send(peer.start())
@@ -62,12 +70,12 @@ def test_a_presettled_reader_gets_what_it_may_take_in_order_within_its_window(
         messages[-1] += f.payload
         assert f.performative.settled in (True, None) and f.performative.more in (False, True)
     decoded = [decode_message(m) for m in messages]
-    taken = [
-        offset for offset, payload in enumerate(encoded)
-        if max_message_size is None or len(payload) + 32 <= max_message_size  # 32: the offset annotation
-    ]  # fmt: skip
+    sent = [delivery_payload(StoredMessage(payload, 0.0), offset) for offset, payload in enumerate(encoded)]
+    taken = [offset for offset, payload in enumerate(sent) if max_message_size is None or len(payload) <= max_message_size]
+    assert messages == [sent[offset] for offset in taken]  # byte for byte, whichever way a run wrote them
     assert [(m.message_annotations or {})[OFFSET] for m in decoded] == taken
     assert [m.body for m in decoded] == ["x" * sizes[offset] for offset in taken]
+    assert [m.header is not None for m in decoded] == [bool(fields[offset].get("durable")) for offset in taken]
     assert ids == list(range(len(taken)))
     assert broker.stream_snapshot("s").statistics.delivered == len(taken)
 

@@ -16,6 +16,7 @@ from minibroker import Broker
 from minibroker.amqp import codec
 from minibroker.amqp.messaging import Accepted, Rejected
 from minibroker.amqp.performatives import Disposition, End, Transfer
+from minibroker.broker.streamlog import OFFSET_LEAD
 from minibroker.protocol.framing import frame
 from minibroker.protocol.peer import FrameReader, parse_frames
 from minibroker.protocol.peer import Peer as ClientPeer
@@ -305,14 +306,19 @@ def test_what_the_broker_writes_is_taken_with_the_values_the_codec_reads(
     delivery_id=st.sampled_from([0, 255, 256, 2**32 - 2]),
     tag=st.sampled_from([0, 2**32 - 1]),
     payloads=st.lists(st.binary(max_size=40), max_size=4),
+    lead=st.sampled_from([b"", b"L", OFFSET_LEAD]),
+    number=st.sampled_from([0, -1, 2**63 - 4]),
 )
 def test_a_settled_run_is_the_frames_the_codec_reads(
-    channel: int, handle: int, delivery_id: int, tag: int, payloads: list[bytes]
+    channel: int, handle: int, delivery_id: int, tag: int, payloads: list[bytes], lead: bytes, number: int
 ) -> None:
     """``settled_transfer_frames``: one pre-settled transfer per payload, ids and tags counting
-    on and wrapping at 2**32 (§2.8.9), read back by the general decoder and taken whole."""
-    data = settled_transfer_frames(channel, handle, delivery_id, tag, payloads)
+    on and wrapping at 2**32 (§2.8.9), read back by the general decoder and taken whole; with a
+    lead, each payload after the lead and a long counting up from ``number``."""
+    data = settled_transfer_frames(channel, handle, delivery_id, tag, payloads, lead, number)
     frames = parse_frames(data)
+    if lead:
+        payloads = [lead + (number + n).to_bytes(8, "big", signed=True) + p for n, p in enumerate(payloads)]
     assert [(f.channel, f.payload) for f in frames] == [(channel, p) for p in payloads]
     assert [f.performative for f in frames] == [
         Transfer(handle=handle, delivery_id=(delivery_id + n) % 2**32, delivery_tag=((tag + n) % 2**32).to_bytes(4),
