@@ -83,7 +83,9 @@ What is measured (``--only`` takes these group names):
     ``body binary`` (the one column the files hold) and of a Python data source making the
     same rows without a broker (what Spark's Python data sources cost by themselves), and the
     ``amqp`` reads against that source (target at 200,000: <= 2x, the issue's budget of "about
-    as much time again" for the broker and the wire); 3 rounds (1 quick), each ratio the median
+    as much time again" for the broker and the wire); for a queue at the same sizes, a batch write
+    vs a parquet write, a batch scan (browse) vs parquet and an ``availableNow`` read vs the JSON
+    source; 3 rounds (1 quick), each ratio the median
     of the ratios within a round; skipped with a line saying why when pyspark is not installed.
 ``depth``
     The engine in-process, no sockets: cost of one publish plus one dispatch-and-accept
@@ -877,7 +879,7 @@ def bench_spark(report: Report, s: Settings) -> None:
         report.row("spark", label + ("" if r["complete"] else " (partial)"), mb=fmt(r["rate"], "rows/s"),
                    note=f"{r['rows']:,} rows in {r['elapsed_s']:.2f} s, local[2]")  # fmt: skip
     sizes = list(s.spark_stream_sizes)
-    progress(f"spark: a stream read by availableNow vs a JSON-lines file source, batch scan vs parquet, at {sizes}")
+    progress(f"spark: streams and queues read by availableNow vs a JSON-lines file source, scans vs parquet, at {sizes}")
     for line in spark_bench.measure_streams(sizes, s.job_limit_s * 20, s.rounds):
         n, done = line["rows"], "" if line["complete"] else " (partial)"
         for name, mine, theirs, target, label, base in (
@@ -896,6 +898,11 @@ def bench_spark(report: Report, s: Settings) -> None:
              "the Python source without a broker"),
             ("scan_vs_no_broker", "scan_s", "python_scan_s", 2.0, "batch scan of a stream",
              "the Python source without a broker"),
+            ("write_vs_parquet", "write_s", "parquet_write_s", None, "batch write to a queue (waits for acceptance)",
+             "parquet write"),
+            ("queue_scan_vs_parquet", "queue_scan_s", "parquet_s", None, "batch scan of a queue (browse)", "parquet"),
+            ("queue_stream_vs_json", "queue_stream_s", "json_s", None, "availableNow read of a queue",
+             "JSON-lines file source"),
         ):  # fmt: skip
             ratio = line["ratios"][f"{mine}/{theirs}"]  # the median of the ratios taken within each round
             judged = target is not None and n >= 200_000  # the issue's target is set at 200,000 rows

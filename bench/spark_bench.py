@@ -5,7 +5,7 @@ A local Spark session (``local[2]``) and a :class:`minibroker.ThreadedBroker` in
 - batch write: a DataFrame of N string rows (256 bytes) saved with ``format("amqp")``; the
   writer waits for every acceptance, so the time covers delivery to the broker;
 - streaming read: N messages queued, then a ``trigger(availableNow=True)`` query from the
-  ``amqp`` source into Spark's ``noop`` sink, ``maxBatch`` 1000; time from start to termination,
+  ``amqp`` source into Spark's ``noop`` sink (default ``maxBatch``); time from start to termination,
   every message settled.
 
 - streams, for each size: a stream of N 256-byte messages read by an ``availableNow`` query
@@ -13,6 +13,11 @@ A local Spark session (``local[2]``) and a :class:`minibroker.ThreadedBroker` in
   and a batch full scan (count and sum of body lengths) beside parquet: same session, same
   run, so the ratios cancel the machine's noise.
 
+- queues, for each size: a batch write of the rows to a queue (waiting for every acceptance)
+  beside writing them as parquet, a batch scan of the queue (browse) beside the parquet scan,
+  and an ``availableNow`` read of the queue (driver-side reader, default ``maxBatch`` and
+  ``maxBatchBytes``) beside the JSON source; the read empties the queue, the next round's
+  write fills it again;
 - the same two reads with ``.schema("body binary")``: the one column the files hold;
 - beside both, for each size: the same two reads of a Python data source that makes the same
   rows in ``read()`` without a broker (:class:`NoBrokerSource`: the bytes of a stream delivery
@@ -25,6 +30,7 @@ with a line saying so, when pyspark is not installed (``pip install -e '.[spark]
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import statistics
 import tempfile
@@ -67,8 +73,7 @@ def measure(rows: int, limit_s: float) -> dict[str, Any]:
             frame.unpersist()
 
             with tempfile.TemporaryDirectory() as checkpoint:
-                source = (spark.readStream.format("amqp").option("url", url).option("address", "bench.write")
-                          .option("maxBatch", "1000").load())  # fmt: skip
+                source = spark.readStream.format("amqp").option("url", url).option("address", "bench.write").load()
                 started = time.perf_counter()
                 query = (source.writeStream.format("noop").option("checkpointLocation", checkpoint)
                          .trigger(availableNow=True).start())  # fmt: skip
@@ -97,6 +102,13 @@ def _available_now(spark: Any, source: Any, limit_s: float) -> tuple[float, bool
         finally:
             query.stop()
         return time.perf_counter() - started, bool(finished)
+
+
+def _timed(job: Any) -> float:
+    """Seconds ``job()`` took."""
+    started = time.perf_counter()
+    job()
+    return time.perf_counter() - started
 
 
 def _scan(frame: Any) -> tuple[float, int]:
@@ -198,12 +210,15 @@ STREAM_RATIOS = (
     ("stream_s", "json_s"), ("scan_s", "parquet_s"), ("stream_body_s", "json_s"), ("scan_body_s", "parquet_s"),
     ("python_stream_s", "json_s"), ("python_scan_s", "parquet_s"),
     ("stream_s", "python_stream_s"), ("scan_s", "python_scan_s"),
+    ("write_s", "parquet_write_s"), ("queue_scan_s", "parquet_s"), ("queue_stream_s", "json_s"),
 )  # fmt: skip
 
 
 def measure_streams(sizes: list[int], limit_s: float, rounds: int = 1) -> list[dict[str, Any]]:
     """For each size: availableNow read of a stream vs a JSON-lines file source, batch scan vs parquet,
-    the same with the body column only, and both reads of :func:`no_broker_source`.
+    the same with the body column only, and both reads of :func:`no_broker_source`; for a queue,
+    a batch write of the rows vs writing them as parquet, a batch scan (browse) vs parquet, and an
+    availableNow read (which takes them off the queue; the next round writes them again) vs JSON.
 
     Every measurement is taken ``rounds`` times in turn; each line holds the median seconds of
     each and, under ``"ratios"`` (keyed ``"measurement/baseline"``, see :data:`STREAM_RATIOS`), the
@@ -222,14 +237,18 @@ def measure_streams(sizes: list[int], limit_s: float, rounds: int = 1) -> list[d
             broker.declare_stream("bench.stream.warm-up")
             broker.publish_many("bench.stream.warm-up", [body] * 100)
             warm = spark.readStream.format("amqp").option("url", url).option("address", "bench.stream.warm-up").load()
+            # The first write of a session starts its Python writer workers: not part of any round.
+            spark.createDataFrame([(body,)] * 10, "body string").write.format("amqp").option("url", url) \
+                .option("address", "bench.write.warm-up").mode("append").save()
             for rows in sizes:
                 name = f"bench.stream.{rows}"
                 broker.declare_stream(name)
                 broker.publish_many(name, [body] * rows)
                 json_dir, parquet_dir = f"{files}/json-{rows}", f"{files}/parquet-{rows}"
-                frame = spark.range(rows).selectExpr(f"'{body}' as body").repartition(2)
+                frame = spark.range(rows).selectExpr(f"'{body}' as body").repartition(2).persist()
                 frame.write.json(json_dir)
                 frame.write.parquet(parquet_dir)
+                queue = f"bench.queue.{rows}"
 
                 def amqp(reader: Any, schema: str | None = None, address: str = name) -> Any:
                     reader = reader.format("amqp").option("url", url).option("address", address)
@@ -262,6 +281,15 @@ def measure_streams(sizes: list[int], limit_s: float, rounds: int = 1) -> list[d
                     done.append(ok)
                     times["python_scan_s"], n = _scan(bench_rows.load())
                     done.append(n == rows)
+                    times["write_s"] = _timed(frame.write.format("amqp").option("url", url).option("address", queue)
+                                              .mode("append").save)  # fmt: skip
+                    done.append(broker.queue(queue).depth == rows)
+                    times["parquet_write_s"] = _timed(functools.partial(frame.write.mode("overwrite").parquet,
+                                                                        f"{files}/out"))  # fmt: skip
+                    times["queue_scan_s"], n = _scan(amqp(spark.read, address=queue))
+                    done.append(n == rows)
+                    times["queue_stream_s"], ok = _available_now(spark, amqp(spark.readStream, address=queue), limit_s)
+                    done.append(ok and broker.queue(queue).depth == 0)
                     taken.append(times)
                     complete = complete and all(done)
                 line: dict[str, Any] = {key: statistics.median(t[key] for t in taken) for key in taken[0]}
@@ -269,6 +297,8 @@ def measure_streams(sizes: list[int], limit_s: float, rounds: int = 1) -> list[d
                                   for key, base in STREAM_RATIOS}  # fmt: skip
                 out.append({"rows": rows, "rounds": rounds, **line, "complete": complete})
                 broker.delete(name)
+                broker.delete(queue)
+                frame.unpersist()
     finally:
         spark.stop()
     return out

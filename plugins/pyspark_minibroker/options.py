@@ -22,7 +22,10 @@ class Options:
     url: str
     address: str
     mode: str = "browse"
-    max_batch: int = 1000
+    #: Queues: most messages per micro-batch (the streaming reader holds one batch on the driver)
+    #: and per fetch of a batch read; and the most bytes of messages per micro-batch.
+    max_batch: int = 10_000
+    max_batch_bytes: int = 16 * 2**20
     timeout: float = 10.0
     retries: int = 3
     user: str | None = None
@@ -85,7 +88,7 @@ def _number(options: Mapping[str, str], name: str, default: float, minimum: floa
 
 
 def parse_options(options: Mapping[str, str]) -> Options:
-    """Check the options Spark passes (``url``, ``address``, ``mode``, ``maxBatch``, ``timeout``,
+    """Check the options Spark passes (``url``, ``address``, ``mode``, ``maxBatch``, ``maxBatchBytes``, ``timeout``,
     ``retries``, ``user``, ``password``, ``kind``, ``startingOffsets``, ``maxOffsetsPerPartition``,
     ``minPartitions``, ``maxOffsetsPerTrigger``, ``onBadRecord``, ``deadLetterAddress``); each problem raises
     ``ValueError`` naming the option."""
@@ -124,7 +127,8 @@ def parse_options(options: Mapping[str, str]) -> Options:
         url=url,
         address=address,
         mode=mode,
-        max_batch=int(_number(options, "maxBatch", 1000, 1)),
+        max_batch=int(_number(options, "maxBatch", 10_000, 1)),
+        max_batch_bytes=int(_number(options, "maxBatchBytes", 16 * 2**20, 1)),
         timeout=_number(options, "timeout", 10.0, 0.001),
         retries=int(_number(options, "retries", 3, 0)),
         user=options.get("user") or url_user,

@@ -31,7 +31,9 @@ from minibroker.client import Client, LinkDetached
 from .columns import Rows
 from .options import Options
 
-__all__ = ["Bounds", "OffsetRange", "bounds", "is_stream", "plan", "read_range", "split", "starting_offsets"]
+__all__ = [
+    "Bounds", "OffsetRange", "bounds", "fetch_size", "is_stream", "plan", "read_range", "split", "starting_offsets",
+]  # fmt: skip
 
 #: Messages asked for per fetch while reading a range, at most (one Arrow batch each).
 WINDOW = 1000
@@ -40,6 +42,16 @@ WINDOW = 1000
 #: a task holds (a fetch's rows and the next fetch's messages) stays near this whatever their size.
 WINDOW_BYTES = 8 * 1024 * 1024
 FIRST_WINDOW = 64
+
+
+def fetch_size(wanted: int, room: int, count: int, size: int) -> int:
+    """How many messages to fetch next, at most ``wanted``: :data:`FIRST_WINDOW` before any came
+    (``count`` 0), then as many as make ``room`` bytes at the mean size of the ``count`` messages
+    of ``size`` bytes so far, at least one.  What bounds a reader's memory by bytes, whatever
+    the messages' size (a fetch's messages all arrive before the reader sees any)."""
+    if not count:
+        return min(wanted, FIRST_WINDOW)
+    return max(1, min(wanted, room * count // max(1, size)))
 
 
 @dataclass(frozen=True)
@@ -129,7 +141,7 @@ def read_range(options: Options, piece: OffsetRange) -> Iterator[Rows]:
     """The rows of one range's messages in offset order, a fetch at a time; offsets no longer
     retained are skipped.  The same :class:`Rows` comes back each time, with the next rows."""
     rows = Rows()
-    window = FIRST_WINDOW
+    window = fetch_size(WINDOW, WINDOW_BYTES, 0, 0)
     taken = 0  # messages fetched (rows.taken_bytes: their bytes)
     with options.connect() as client:
         receiver = client.receiver(piece.address, offset=piece.start, credit=window, timeout=options.timeout)
@@ -142,7 +154,7 @@ def read_range(options: Options, piece: OffsetRange) -> Iterator[Rows]:
             if not got:
                 return  # nothing more retained from here (the range's end was dropped, or filtered out)
             taken += got
-            window = max(1, min(WINDOW, WINDOW_BYTES * taken // max(1, rows.taken_bytes)))
+            window = fetch_size(WINDOW, WINDOW_BYTES, taken, rows.taken_bytes)
             if rows.next < piece.end:
                 # The next fetch's messages come while Spark takes these (at most what is left).
                 receiver.prefetch(min(window, piece.end - rows.next))

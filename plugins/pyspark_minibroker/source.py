@@ -45,16 +45,14 @@ from minibroker.client import Client, ClientTimeout, ConnectionClosed, Delivery,
 
 from .columns import Rows
 from .options import Options, parse_options
-from .ranges import OffsetRange, bounds, is_stream, plan, read_range, starting_offsets
+from .ranges import OffsetRange, bounds, fetch_size, is_stream, plan, read_range, starting_offsets
 from .rows import (
     READ_SCHEMA,
     WRITE_COLUMNS,
     bad_record_message,
     message_from_row,
-    project,
     projection,
     row_digest,
-    row_from_delivery,
 )
 from .stream import StreamState
 
@@ -70,8 +68,9 @@ class AmqpDataSource(DataSource):
     """``spark.read.format("amqp")`` / ``df.write.format("amqp")``, batch and streaming.
 
     Options: ``url`` (``amqp://[user:password@]host:port``) and ``address`` (required),
-    ``mode`` (``browse`` default, or ``consume``; batch reads), ``maxBatch`` (messages per
-    fetch and per micro-batch, default 1000), ``timeout`` (seconds, default 10), ``retries``
+    ``mode`` (``browse`` default, or ``consume``; batch reads), ``maxBatch`` and
+    ``maxBatchBytes`` (queues: most messages and bytes per fetch and per micro-batch, default
+    10,000 and 16 MiB), ``timeout`` (seconds, default 10), ``retries``
     (writes: resends after a lost link or connection, default 3), ``user``, ``password``.
     """
 
@@ -110,7 +109,7 @@ class AmqpDataSource(DataSource):
         return _BatchWriter(self.parsed, _columns(schema))
 
     def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
-        return _StreamReader(self.parsed, _shape(schema).columns)
+        return _StreamReader(self.parsed, _shape(schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         return _StreamWriter(self.parsed, _columns(schema), uuid.uuid4().hex[:12])
@@ -161,6 +160,16 @@ def _hand_over(rows: Rows, shape: _Shape) -> Iterator[Any]:
         yield rows.arrow(shape.arrow, shape.columns)
 
 
+def _batches(deliveries: list[Delivery], shape: _Shape) -> Iterator[Any]:
+    """A list iterator (Spark copies it) of the Arrow batch of ``deliveries``' rows (none for none):
+    what a stream reader on the driver returns, so Spark's runner sends it on as it is instead of
+    converting a tuple per message value by value."""
+    rows = Rows()
+    for delivery in deliveries:
+        rows.add(delivery.payload)
+    return iter(list(_hand_over(rows, shape)))
+
+
 class _BatchReader(DataSourceReader):
     def __init__(self, options: Options, shape: _Shape) -> None:
         self.options = options
@@ -176,13 +185,16 @@ class _BatchReader(DataSourceReader):
         options = self.options
         browse = options.mode == "browse"
         taken: list[Delivery] = []
+        count = size = 0  # fetched so far, and their bytes: a fetch brings about maxBatchBytes
         with options.connect() as client:
             receiver = client.receiver(options.address, credit=options.max_batch, browse=browse)
             rows = Rows()
             while True:
-                chunk = receiver.fetch(options.max_batch)
+                chunk = receiver.fetch(fetch_size(options.max_batch, options.max_batch_bytes, count, size))
                 if not chunk:
                     break
+                count += len(chunk)
+                size += sum(len(d.payload) for d in chunk)
                 rows.clear()
                 for delivery in chunk:
                     rows.add(delivery.payload)
@@ -442,13 +454,13 @@ class _StreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow): 
     Runs on the driver; its connection lives in ``state`` and is not pickled.
     """
 
-    def __init__(self, options: Options, columns: tuple[int, ...] | None = None) -> None:
+    def __init__(self, options: Options, shape: _Shape) -> None:
         self.options = options
-        self.columns = columns
+        self.shape = shape
         self.state: StreamState | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"options": self.options, "columns": self.columns, "state": None}
+        return {"options": self.options, "shape": self.shape, "state": None}
 
     def _state(self) -> StreamState:
         if self.state is None:
@@ -461,13 +473,12 @@ class _StreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow): 
     def prepareForTriggerAvailableNow(self) -> None:
         self._state().freeze()
 
-    def read(self, start: dict[str, Any]) -> tuple[Iterator[tuple[Any, ...]], dict[str, Any]]:
+    def read(self, start: dict[str, Any]) -> tuple[Iterator[Any], dict[str, Any]]:
         batch, end = self._state().next_batch(start)
-        return iter([project(row_from_delivery(d), self.columns) for d in batch]), end  # a list iterator: Spark copies it
+        return _batches(batch, self.shape), end
 
-    def readBetweenOffsets(self, start: dict[str, Any], end: dict[str, Any]) -> Iterator[tuple[Any, ...]]:
-        deliveries: list[Delivery] = StreamState.replay(self.options, end)
-        return iter([project(row_from_delivery(d), self.columns) for d in deliveries])
+    def readBetweenOffsets(self, start: dict[str, Any], end: dict[str, Any]) -> Iterator[Any]:
+        return _batches(StreamState.replay(self.options, end), self.shape)
 
     def commit(self, end: dict[str, Any]) -> None:
         self._state().settle_through(int(end["n"]))

@@ -31,6 +31,7 @@ from typing import Any
 from minibroker.client import Client, ClientError, Delivery, Receiver
 
 from .options import Options
+from .ranges import fetch_size
 from .rows import fingerprint, redelivered
 
 __all__ = ["StreamState"]
@@ -49,8 +50,9 @@ class StreamState:
         self.client: Client | None = None
         self.receiver: Receiver | None = None
         self.buffer: deque[Delivery] = deque()
-        #: Acquired deliveries handed to Spark, by their position ``n`` (1-based), until committed.
-        self.held: dict[int, Delivery] = {}
+        #: Acquired deliveries handed to Spark and their fingerprints, by their position ``n``
+        #: (1-based), until committed.
+        self.held: dict[int, tuple[Delivery, str]] = {}
         #: Accepted on the current connection, not yet known to have reached the broker: (position, fingerprint).
         self.settling: list[tuple[int, str]] = []
         #: Positions handed to Spark whose delivery was lost with a connection, by fingerprint
@@ -62,6 +64,8 @@ class StreamState:
         #: ``availableNow``: how many more of the messages the queue held at the trigger to take
         #: (None: not frozen, or the broker did not say).
         self.remaining: int | None = None
+        #: Deliveries fetched so far and their bytes: what sizes the next fetch (:meth:`_window`).
+        self.fetched = self.fetched_bytes = 0
 
     @property
     def _pending_limit(self) -> int:
@@ -87,8 +91,8 @@ class StreamState:
     def _reconnect(self) -> int:
         """The connection died: everything acquired on it comes back redelivered, including what
         was accepted on it but not known to have reached the broker.  Returns how many that is."""
-        for n, delivery in self.held.items():
-            self._lose(fingerprint(delivery), n)
+        for n, (_, fp) in self.held.items():
+            self._lose(fp, n)
         for n, fp in self.settling:
             self._lose(fp, n)
         returning = len(self.held) + len(self.settling)
@@ -113,15 +117,21 @@ class StreamState:
             # The broker answered the drain sent after every acceptance so far on this connection,
             # so it has applied them (a fetch always sends a flow: the receiver buffers nothing between fetches).
             self.settling.clear()
+            self.fetched += len(got)
+            self.fetched_bytes += sum(len(d.payload) for d in got)
             return got
         raise AssertionError("unreachable")
 
     # ------------------------------------------------------------------ batches
 
+    def _window(self, wanted: int, room: int) -> int:
+        """How many messages to fetch next: at most ``wanted``, about ``room`` bytes (:func:`.ranges.fetch_size`)."""
+        return fetch_size(wanted, room, self.fetched, self.fetched_bytes)
+
     def freeze(self) -> None:
         """``availableNow``: take as many messages as the queue holds now (later arrivals wait for
         the next query), learned from the first fetch's drain answer; nothing more is fetched ahead."""
-        got = self._fetch(self.options.max_batch)
+        got = self._fetch(self._window(self.options.max_batch, self.options.max_batch_bytes))
         self.buffer.extend(got)
         available = self._receiver().available
         self.remaining = None if available is None else len(got) + available
@@ -138,13 +148,14 @@ class StreamState:
         if not positions:
             del self.lost[fp]
         if n <= self.committed:
-            self._settle([(n, delivery)])
+            self._settle([(n, delivery, fp)])
         else:
-            self.held[n] = delivery
+            self.held[n] = (delivery, fp)
         return n
 
     def next_batch(self, start: dict[str, Any]) -> tuple[list[Delivery], dict[str, Any]]:
-        """The deliveries after ``start`` (at most ``maxBatch``) and the end offset."""
+        """The deliveries after ``start`` and the end offset: at most ``maxBatch``, and no more once
+        they make ``maxBatchBytes`` (fetched a window at a time, sized by the mean message so far)."""
         first = int(start["n"])
         if self.base is None:
             # A new query (or a restarted one): the previous run's unsettled messages may come back.
@@ -155,11 +166,12 @@ class StreamState:
             for fp in start.get("pending", []):
                 self._lose(fp, 0)
         self.settle_through(first)
-        want = self.options.max_batch
+        want, budget = self.options.max_batch, self.options.max_batch_bytes
         batch: list[Delivery] = []
-        while len(batch) < want and (self.remaining is None or self.remaining > 0):
+        size = 0
+        while len(batch) < want and size < budget and (self.remaining is None or self.remaining > 0):
             if not self.buffer:
-                limit = want - len(batch) + sum(len(p) for p in self.lost.values())
+                limit = self._window(want - len(batch), budget - size) + sum(len(p) for p in self.lost.values())
                 got = self._fetch(limit if self.remaining is None else min(limit, self.remaining))
                 if not got:
                     break
@@ -172,11 +184,13 @@ class StreamState:
                 self.remaining -= 1  # in the queue at the trigger (an earlier run's redelivery too)
             if n is None:
                 batch.append(delivery)
+                size += len(delivery.payload)
         if not batch:
             return [], start
+        ids = [fingerprint(d) for d in batch]
         for i, delivery in enumerate(batch):
-            self.held[first + 1 + i] = delivery
-        end: dict[str, Any] = {"n": first + len(batch), "ids": [fingerprint(d) for d in batch]}
+            self.held[first + 1 + i] = (delivery, ids[i])
+        end: dict[str, Any] = {"n": first + len(batch), "ids": ids}
         pending = [fp for _, fp in self.settling] + [fp for fp, ns in self.lost.items() for _ in ns]
         if pending:
             end["pending"] = pending[-self._pending_limit :]
@@ -185,22 +199,22 @@ class StreamState:
     def settle_through(self, n: int) -> None:
         """Accept every held delivery at position ``n`` or before (Spark committed those batches)."""
         self.committed = max(self.committed, n)
-        done = [(k, d) for k, d in self.held.items() if k <= n]
+        done = [(k, d, fp) for k, (d, fp) in self.held.items() if k <= n]
         if not done:
             return
-        self.held = {k: d for k, d in self.held.items() if k > n}
+        self.held = {k: held for k, held in self.held.items() if k > n}
         self._settle(done)
 
-    def _settle(self, deliveries: list[tuple[int, Delivery]]) -> None:
+    def _settle(self, deliveries: list[tuple[int, Delivery, str]]) -> None:
         try:
-            self._receiver().settle([d for _, d in deliveries])
+            self._receiver().settle([d for _, d, _ in deliveries])
         except ClientError:
             # Lost with the connection: they come back redelivered and are recognised then.
             self._reconnect()
-            for n, delivery in deliveries:
-                self._lose(fingerprint(delivery), n)
+            for n, _, fp in deliveries:
+                self._lose(fp, n)
             return
-        self.settling += [(n, fingerprint(d)) for n, d in deliveries]
+        self.settling += [(n, fp) for n, _, fp in deliveries]
 
     # ------------------------------------------------------------------ replay
 
@@ -212,11 +226,14 @@ class StreamState:
         for fp in end.get("ids", []):
             wanted[fp] = wanted.get(fp, 0) + 1
         found: list[Delivery] = []
+        count = size = 0  # browsed so far, and their bytes
         with options.connect() as client, client.receiver(options.address, browse=True) as browser:
             while wanted:
-                chunk = browser.fetch(options.max_batch)
+                chunk = browser.fetch(fetch_size(options.max_batch, options.max_batch_bytes, count, size))
                 if not chunk:
                     break
+                count += len(chunk)
+                size += sum(len(d.payload) for d in chunk)
                 for delivery in chunk:
                     fp = fingerprint(delivery)
                     if wanted.get(fp):

@@ -28,7 +28,7 @@ from pyspark.sql.types import (  # noqa: E402
 from pyspark.sql.worker.plan_data_source_read import records_to_arrow_batches  # noqa: E402
 from pyspark_minibroker.columns import Rows  # noqa: E402
 from pyspark_minibroker.rows import project, read_struct_type, row_from_delivery  # noqa: E402
-from pyspark_minibroker.source import _shape  # noqa: E402
+from pyspark_minibroker.source import _batches, _shape  # noqa: E402
 
 from minibroker.amqp.message import Message  # noqa: E402
 from minibroker.amqp.messaging import Header, Properties  # noqa: E402
@@ -157,6 +157,21 @@ def test_a_schema_of_some_columns_gets_batches_of_those_columns() -> None:
     got = rows.arrow(shape.arrow, shape.columns)
     assert got.schema.names == ["application_properties", "body", "creation_time", "priority"]
     assert got.equals(spark_batch(deliveries, SOME))
+
+
+@pytest.mark.parametrize("schema", [SCHEMA, SOME], ids=["all", "some"])
+def test_the_queue_stream_reader_hands_spark_the_batch_it_would_build_from_the_rows(schema: StructType) -> None:
+    """A queue's micro-batch (read on the driver) is one Arrow batch that Spark's runner sends on as
+    it is: the one Spark builds from the tuple rows; copyable, as Spark's cache of it copies it."""
+    import copy
+
+    deliveries = [delivery(m) for m in MESSAGES * 2]
+    batches = _batches(deliveries, _shape(schema))
+    again = copy.copy(batches)
+    got = list(batches)
+    assert len(got) == 1 and got[0].equals(spark_batch(deliveries, schema))
+    assert list(again) == got
+    assert list(_batches([], _shape(schema))) == []
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import pytest
 from pyspark_minibroker.options import Options, parse_options
 from pyspark_minibroker.stream import StreamState
 
-from minibroker import Client, ThreadedBroker
+from minibroker import Client, Message, ThreadedBroker
 
 TIMEOUT = 5.0
 START = {"n": 0, "ids": []}
@@ -169,6 +169,43 @@ def test_options_name_what_is_missing_or_wrong() -> None:
         parse_options({"url": "amqp://127.0.0.1:1", "address": "q", "maxBatch": "0"})
     with pytest.raises(ValueError, match="option 'url'"):
         parse_options({"url": "http://x", "address": "q"})
+    with pytest.raises(ValueError, match="'maxBatchBytes' must be at least 1"):
+        parse_options({"url": "amqp://127.0.0.1:1", "address": "q", "maxBatchBytes": "0"})
     parsed = parse_options({"url": "amqp://u:p@127.0.0.1:1", "address": "q", "mode": "CONSUME", "timeout": "2.5"})
-    assert (parsed.mode, parsed.timeout, parsed.user, parsed.max_batch) == ("consume", 2.5, "u", 1000)
+    assert (parsed.mode, parsed.timeout, parsed.user) == ("consume", 2.5, "u")
+    assert (parsed.max_batch, parsed.max_batch_bytes) == (10_000, 16 * 2**20)
     assert "p@" not in parsed.safe_url
+
+
+def test_a_micro_batch_stops_at_max_batch_bytes_and_the_rest_follow_in_order() -> None:
+    """``maxBatchBytes`` bounds what the driver holds per micro-batch, whatever ``maxBatch``: a batch
+    takes messages until their bytes reach it; later batches go on in queue order."""
+    with ThreadedBroker() as broker:
+        bodies = [f"{i:03d}".ljust(1000, "x") for i in range(150)]
+        broker.publish_many("big", bodies)
+        size = len(Message(body=bodies[0]).encode())  # each message's bytes as sent and delivered
+        state = StreamState(Options(url=broker.url, address="big", max_batch=100, max_batch_bytes=10 * size, timeout=TIMEOUT))
+        got: list[str] = []
+        start: dict = START
+        counts = []
+        while True:
+            batch, start = state.next_batch(start)
+            if not batch:
+                break
+            counts.append(len(batch))
+            assert sum(len(d.payload) for d in batch) < 10 * size + size  # the batch stops once it reached the bound
+            got += texts(batch)
+            state.settle_through(start["n"])
+        assert counts == [10] * 15
+        assert got == bodies
+        broker.wait_for(lambda b: b.queue("big").depth == 0, timeout=TIMEOUT)
+
+
+def test_fetches_are_sized_by_the_mean_message_so_far() -> None:
+    from pyspark_minibroker.ranges import FIRST_WINDOW, fetch_size
+
+    assert fetch_size(10_000, 16 * 2**20, 0, 0) == FIRST_WINDOW  # nothing seen: a small first fetch
+    assert fetch_size(10, 2**20, 0, 0) == 10
+    assert fetch_size(10_000, 16 * 2**20, 64, 64 * 2**20) == 16  # 1 MiB messages: 16 make the room
+    assert fetch_size(10_000, 16 * 2**20, 64, 64 * 300) == 10_000  # small ones: what is wanted
+    assert fetch_size(10_000, 100, 1, 2**20) == 1  # at least one, however large
