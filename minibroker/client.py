@@ -71,6 +71,8 @@ DEFAULT_TLS_PORT = 5671
 #: that carries each delivery's offset (see docs/streams.md).
 STREAM_OFFSET_SPEC = symbol("rabbitmq:stream-offset-spec")
 STREAM_OFFSET = symbol("x-stream-offset")
+#: About how many bytes of frames :meth:`Sender.send_many` writes at a time.
+SEND_BYTES = 64 * 1024
 
 
 class ClientError(Exception):
@@ -273,17 +275,25 @@ class Sender(_Link):
         deadline = client._deadline(timeout)
         outcomes = client._outcomes
         order: list[int] = []
+        # Frames go out in writes of about SEND_BYTES (not one per message: a write and a read
+        # each cost more than making the frame), and what the broker sent meanwhile (outcomes,
+        # credit) is read after each write, so its answers never pile up unread.
+        out = bytearray()
         for value in messages:
             self._check()
-            client._wait(lambda: link.credit > 0 or link.remote_detach is not None, _left(deadline),
-                         f"credit to send to {self.address!r}")
-            self._check()
+            if link.credit <= 0 or len(out) >= SEND_BYTES:
+                if out:
+                    client._send(bytes(out))
+                    out.clear()
+                    client._drain_input()
+                client._wait(lambda: link.credit > 0 or link.remote_detach is not None, _left(deadline),
+                             f"credit to send to {self.address!r}")
+                self._check()
             payload = as_message(value).encode()
-            session = client._peer.session()
-            delivery_id = session.next_delivery_id
-            client._send(client._peer.transfer(link.handle, None, None, payload))
-            order.append(delivery_id)
-            client._drain_input()
+            order.append(client._peer.session().next_delivery_id)
+            out += client._peer.transfer(link.handle, None, None, payload)
+        if out:
+            client._send(bytes(out))
         client._wait(lambda: all(d in outcomes for d in order) or link.remote_detach is not None, _left(deadline),
                      f"the broker's outcome for {len(order)} message(s) sent to {self.address!r}")
         results = [outcomes.pop(d, None) for d in order]

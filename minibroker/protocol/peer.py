@@ -46,7 +46,7 @@ from .framing import (
     FrameHeaderError,
     frame_header,
 )
-from .transfers import TRANSFER_LIST8, TransferTaker, read_transfer, take_transfers
+from .transfers import TRANSFER_LIST8, TransferTaker, read_transfer, take_transfers, transfer_frame
 
 __all__ = [
     "Frame", "FrameReader", "Frames", "Peer", "PeerLink", "PeerSession", "ProtocolHeader", "parse_frames",
@@ -566,6 +566,22 @@ class Peer:
         session = self.session(channel)
         link = session.links.get(handle)
         continuing = link is not None and link.sending_more
+        if not (continuing or fields or more or aborted or frame_payload is not None or state is not None) and (
+            message_format == 0
+        ):
+            # The usual delivery (every message a sender sends): one frame written by the
+            # broker's own writer when it fits, without a Transfer made and encoded twice.
+            number = session.next_delivery_id if delivery_id is None else delivery_id
+            label = number.to_bytes(4, "big") if tag is None else tag
+            if len(label) <= 32:
+                data = transfer_frame(channel, handle, number, label, settled, payload)
+                if len(data) <= self.remote_max_frame_size:
+                    session.next_outgoing_id = (session.next_outgoing_id + 1) % SERIAL_MOD
+                    session.next_delivery_id = (number + 1) % SERIAL_MOD
+                    if link is not None:
+                        link.delivery_count = (link.delivery_count + 1) % SERIAL_MOD
+                        link.credit = max(0, link.credit - 1)
+                    return data
         first = Transfer(handle=handle, **fields)
         if not continuing or delivery_id is not None:
             if delivery_id is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from proton import Message as ProtonMessage
@@ -13,6 +14,7 @@ from proton.utils import BlockingConnection
 from minibroker import BrokerConfig, Client, ThreadedBroker, build_message
 from minibroker.amqp.message import decode_message
 from minibroker.client import (
+    SEND_BYTES,
     ClientError,
     ClientTimeout,
     ConnectionClosed,
@@ -60,6 +62,35 @@ def test_send_many_and_fetch_with_drain(broker: ThreadedBroker) -> None:
             assert receiver.fetch(10) == []  # drained: returns at once with nothing
             receiver.settle(first + rest)
         broker.wait_for(lambda b: b.queue("q").depth == 0, timeout=TIMEOUT)
+
+
+def test_send_many_writes_many_messages_at_a_time_within_the_broker_s_credit() -> None:
+    """``send_many`` writes frames in batches of about ``SEND_BYTES``, not one write per message,
+    and still sends no more than the broker's credit allows (Part 2 §2.6.7): here 50 at a time."""
+    with ThreadedBroker(config=BrokerConfig(link_credit=50)) as broker, Client(broker.url, timeout=TIMEOUT) as client:
+        writes: list[int] = []
+        real = client._sock.sendall
+
+        def counted(data: bytes) -> None:
+            writes.append(len(data))
+            real(data)
+
+        client._sock = _Wrapped(client._sock, counted)
+        with client.sender("q") as sender:
+            assert sender.send_many([f"m{i}".ljust(300, ".") for i in range(1000)]) == 1000
+        assert broker.queue("q").bodies == [f"m{i}".ljust(300, ".") for i in range(1000)]
+        assert len(writes) < 100  # at most credit (50) messages per write: 20 and some for the rest
+        assert max(writes) <= SEND_BYTES + 1024  # a message's frame over the threshold, at most
+
+
+class _Wrapped:
+    """A socket whose ``sendall`` is replaced (the rest passes through)."""
+
+    def __init__(self, sock: socket.socket, sendall: Any) -> None:
+        self._sock, self.sendall = sock, sendall
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
 
 
 def test_a_drain_reply_says_how_many_messages_no_one_has_acquired(broker: ThreadedBroker) -> None:

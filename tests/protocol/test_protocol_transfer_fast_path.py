@@ -450,3 +450,44 @@ def test_counting_taken_transfers_at_once_counts_as_observing_each(count: int, c
     counted.count_transfers(3, 5, count)
     assert (session_b.next_incoming_id, link_b.delivery_count, link_b.credit, link_b.receiving_more) == (
         session_a.next_incoming_id, link_a.delivery_count, link_a.credit, link_a.receiving_more)  # fmt: skip
+
+
+def _sending_peer(credit: int, max_frame_size: int) -> tuple[ClientPeer, Any]:
+    peer = ClientPeer()
+    peer.remote_max_frame_size = max_frame_size
+    peer.begin()
+    peer.attach_sender("s", "q", 0)
+    link = peer.link(0)
+    link.credit = credit
+    return peer, link
+
+
+@given(
+    delivery_id=st.none() | uints,
+    tag=st.none() | st.binary(max_size=40),
+    settled=st.booleans(),
+    size=st.sampled_from([0, 10, 470, 600, 2000]),
+    credit=st.integers(0, 3),
+)
+def test_a_sender_s_single_frame_transfer_is_the_general_one(
+    delivery_id: int | None, tag: bytes | None, settled: bool, size: int, credit: int
+) -> None:
+    """``Peer.transfer`` of the usual delivery (one frame, message-format 0, no other field) is
+    written by ``transfer_frame``; the codec reads the same transfer and payload as from the general
+    writer's frames, and the session's and link's counters move the same (§2.5.6, §2.6.7)."""
+    payload = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    fast, fast_link = _sending_peer(credit, 512)  # 600 and 2000 bytes take several frames
+    general, general_link = _sending_peer(credit, 512)
+    got = parse_frames(fast.transfer(0, delivery_id, tag, payload, settled))
+    # A frame_payload makes the general writer write it: the whole payload in one frame when it
+    # fits, as the usual delivery is written; else split as the default would.
+    one_frame = len(got) == 1
+    expected = parse_frames(general.transfer(0, delivery_id, tag, payload, settled, frame_payload=size if one_frame else None))
+    assert len(expected) == len(got)
+    assert [f.performative for f in got] == [f.performative for f in expected]
+    assert b"".join(f.payload for f in got) == payload == b"".join(f.payload for f in expected)
+    for peer, link in ((fast, fast_link), (general, general_link)):
+        assert (peer.session().next_outgoing_id, peer.session().next_delivery_id) == (
+            len(expected), ((delivery_id or 0) + 1) % 2**32
+        )
+        assert (link.delivery_count, link.credit, link.sending_more) == (1, max(0, credit - 1), False)
