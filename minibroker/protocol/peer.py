@@ -576,11 +576,7 @@ class Peer:
             if len(label) <= 32:
                 data = transfer_frame(channel, handle, number, label, settled, payload)
                 if len(data) <= self.remote_max_frame_size:
-                    session.next_outgoing_id = (session.next_outgoing_id + 1) % SERIAL_MOD
-                    session.next_delivery_id = (number + 1) % SERIAL_MOD
-                    if link is not None:
-                        link.delivery_count = (link.delivery_count + 1) % SERIAL_MOD
-                        link.credit = max(0, link.credit - 1)
+                    self._sent_transfer(session, link, number, False)
                     return data
         first = Transfer(handle=handle, **fields)
         if not continuing or delivery_id is not None:
@@ -663,20 +659,26 @@ class Peer:
                     link.credit = performative.link_credit
                 link.drain = performative.drain
         elif isinstance(performative, Transfer):
-            session.next_outgoing_id = (session.next_outgoing_id + 1) % SERIAL_MOD
-            link = session.links.get(performative.handle)
-            starting = link is None or not link.sending_more
-            if performative.delivery_id is not None and starting:
-                session.next_delivery_id = (performative.delivery_id + 1) % SERIAL_MOD
-            if link is not None:
-                if starting:
-                    link.delivery_count = (link.delivery_count + 1) % SERIAL_MOD
-                    link.credit = max(0, link.credit - 1)
-                link.sending_more = performative.more and not performative.aborted
+            more = bool(performative.more and not performative.aborted)
+            self._sent_transfer(session, session.links.get(performative.handle), performative.delivery_id, more)
         elif isinstance(performative, Detach):
             session.links.pop(performative.handle, None)
         elif isinstance(performative, End):
             del self.sessions[channel]
+
+    @staticmethod
+    def _sent_transfer(session: PeerSession, link: PeerLink | None, delivery_id: int | None, more: bool) -> None:
+        """Count a transfer frame the peer sends (§2.5.6, §2.6.7): the session's next outgoing id;
+        the first frame of a delivery also takes its delivery-id and a unit of the link's credit."""
+        session.next_outgoing_id = (session.next_outgoing_id + 1) % SERIAL_MOD
+        starting = link is None or not link.sending_more
+        if delivery_id is not None and starting:
+            session.next_delivery_id = (delivery_id + 1) % SERIAL_MOD
+        if link is not None:
+            if starting:
+                link.delivery_count = (link.delivery_count + 1) % SERIAL_MOD
+                link.credit = max(0, link.credit - 1)
+            link.sending_more = more
 
     def observe(self, frames: Iterable[Frame]) -> None:
         """Update the counters from frames the server sent (a :class:`Pump` calls this)."""
