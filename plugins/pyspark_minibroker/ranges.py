@@ -26,13 +26,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from minibroker.client import Client, LinkDetached
+from minibroker.client import Client, Delivery, LinkDetached
 
 from .columns import Rows
 from .options import Options
 
 __all__ = [
-    "Bounds", "OffsetRange", "bounds", "fetch_size", "is_stream", "plan", "read_range", "split", "starting_offsets",
+    "Bounds", "FetchWindow", "OffsetRange", "bounds", "fetch_size", "is_stream", "plan", "read_range", "split", "starting_offsets",
 ]  # fmt: skip
 
 #: Messages asked for per fetch while reading a range, at most (one Arrow batch each).
@@ -52,6 +52,21 @@ def fetch_size(wanted: int, room: int, count: int, size: int) -> int:
     if not count:
         return min(wanted, FIRST_WINDOW)
     return max(1, min(wanted, room * count // max(1, size)))
+
+
+class FetchWindow:
+    """The deliveries a reader fetched so far and their bytes, which size its next fetch."""
+
+    def __init__(self) -> None:
+        self.count = self.bytes = 0
+
+    def size(self, wanted: int, room: int) -> int:
+        """How many to fetch next: at most ``wanted``, about ``room`` bytes (:func:`fetch_size`)."""
+        return fetch_size(wanted, room, self.count, self.bytes)
+
+    def took(self, deliveries: list[Delivery]) -> None:
+        self.count += len(deliveries)
+        self.bytes += sum(len(d.payload) for d in deliveries)
 
 
 @dataclass(frozen=True)

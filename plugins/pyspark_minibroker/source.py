@@ -45,7 +45,7 @@ from minibroker.client import Client, ClientTimeout, ConnectionClosed, Delivery,
 
 from .columns import Rows
 from .options import Options, parse_options
-from .ranges import OffsetRange, bounds, fetch_size, is_stream, plan, read_range, starting_offsets
+from .ranges import FetchWindow, OffsetRange, bounds, is_stream, plan, read_range, starting_offsets
 from .rows import (
     READ_SCHEMA,
     WRITE_COLUMNS,
@@ -185,16 +185,15 @@ class _BatchReader(DataSourceReader):
         options = self.options
         browse = options.mode == "browse"
         taken: list[Delivery] = []
-        count = size = 0  # fetched so far, and their bytes: a fetch brings about maxBatchBytes
+        window = FetchWindow()  # a fetch brings about maxBatchBytes
         with options.connect() as client:
             receiver = client.receiver(options.address, credit=options.max_batch, browse=browse)
             rows = Rows()
             while True:
-                chunk = receiver.fetch(fetch_size(options.max_batch, options.max_batch_bytes, count, size))
+                chunk = receiver.fetch(window.size(options.max_batch, options.max_batch_bytes))
                 if not chunk:
                     break
-                count += len(chunk)
-                size += sum(len(d.payload) for d in chunk)
+                window.took(chunk)
                 rows.clear()
                 for delivery in chunk:
                     rows.add(delivery.payload)

@@ -31,7 +31,7 @@ from typing import Any
 from minibroker.client import Client, ClientError, Delivery, Receiver
 
 from .options import Options
-from .ranges import fetch_size
+from .ranges import FetchWindow
 from .rows import fingerprint, redelivered
 
 __all__ = ["StreamState"]
@@ -64,8 +64,8 @@ class StreamState:
         #: ``availableNow``: how many more of the messages the queue held at the trigger to take
         #: (None: not frozen, or the broker did not say).
         self.remaining: int | None = None
-        #: Deliveries fetched so far and their bytes: what sizes the next fetch (:meth:`_window`).
-        self.fetched = self.fetched_bytes = 0
+        #: What sizes the next fetch: the deliveries fetched so far and their bytes.
+        self.window = FetchWindow()
 
     @property
     def _pending_limit(self) -> int:
@@ -117,21 +117,16 @@ class StreamState:
             # The broker answered the drain sent after every acceptance so far on this connection,
             # so it has applied them (a fetch always sends a flow: the receiver buffers nothing between fetches).
             self.settling.clear()
-            self.fetched += len(got)
-            self.fetched_bytes += sum(len(d.payload) for d in got)
+            self.window.took(got)
             return got
         raise AssertionError("unreachable")
 
     # ------------------------------------------------------------------ batches
 
-    def _window(self, wanted: int, room: int) -> int:
-        """How many messages to fetch next: at most ``wanted``, about ``room`` bytes (:func:`.ranges.fetch_size`)."""
-        return fetch_size(wanted, room, self.fetched, self.fetched_bytes)
-
     def freeze(self) -> None:
         """``availableNow``: take as many messages as the queue holds now (later arrivals wait for
         the next query), learned from the first fetch's drain answer; nothing more is fetched ahead."""
-        got = self._fetch(self._window(self.options.max_batch, self.options.max_batch_bytes))
+        got = self._fetch(self.window.size(self.options.max_batch, self.options.max_batch_bytes))
         self.buffer.extend(got)
         available = self._receiver().available
         self.remaining = None if available is None else len(got) + available
@@ -171,7 +166,7 @@ class StreamState:
         size = 0
         while len(batch) < want and size < budget and (self.remaining is None or self.remaining > 0):
             if not self.buffer:
-                limit = self._window(want - len(batch), budget - size) + sum(len(p) for p in self.lost.values())
+                limit = self.window.size(want - len(batch), budget - size) + sum(len(p) for p in self.lost.values())
                 got = self._fetch(limit if self.remaining is None else min(limit, self.remaining))
                 if not got:
                     break
@@ -226,14 +221,13 @@ class StreamState:
         for fp in end.get("ids", []):
             wanted[fp] = wanted.get(fp, 0) + 1
         found: list[Delivery] = []
-        count = size = 0  # browsed so far, and their bytes
+        window = FetchWindow()
         with options.connect() as client, client.receiver(options.address, browse=True) as browser:
             while wanted:
-                chunk = browser.fetch(fetch_size(options.max_batch, options.max_batch_bytes, count, size))
+                chunk = browser.fetch(window.size(options.max_batch, options.max_batch_bytes))
                 if not chunk:
                     break
-                count += len(chunk)
-                size += sum(len(d.payload) for d in chunk)
+                window.took(chunk)
                 for delivery in chunk:
                     fp = fingerprint(delivery)
                     if wanted.get(fp):
