@@ -47,7 +47,7 @@ from ..protocol import LinkState
 from ..protocol.endpoints import Link
 from .addresses import CBS, SUBSCRIPTIONS, Entity, node_name, parse_address
 from .consumer import ServiceBusConsumer
-from .duplicates import DuplicateDetection
+from .duplicates import MAX_ID_LENGTH, DuplicateDetection, id_too_long
 from .host import ServiceBusHost
 from .management import Management, put_token
 from .requests import Handler, ReplyLink, RequestLink
@@ -286,32 +286,47 @@ class ServiceBusLayer:
     # ------------------------------------------------------------ sending
 
     def publish(self, address: str, messages: list[StoredMessage], now: float) -> Any:
-        """What a Service Bus entity does with messages sent to it (see :mod:`.sending`)."""
+        """What a Service Bus entity does with messages sent to it (see :mod:`.sending`).
+
+        A message-id or session id over 128 characters refuses the whole delivery (a batch too, as
+        the service does) with ``com.microsoft:argument-out-of-range``, before anything is stored.
+        A duplicate-detecting entity remembers an id only once its message is stored or scheduled.
+        """
         node = self.broker.resolve(address)
         if not isinstance(node, (Queue, Topic)):
-            return Rejected(error=amqp_error(conditions.NOT_FOUND, f"no queue or topic {address!r}"))
-        entity = self.options.entities.get(address) or EntityProperties()
+            return _rejected(amqp_error(conditions.NOT_FOUND, f"no queue or topic {address!r}"))
+        refused = _overlong_id(messages)
+        if refused is not None:
+            return _rejected(refused)
+        entity = self.options.entities.get(address) or _NO_ENTITY
+        detecting = entity.requires_duplicate_detection
         publisher = self.broker.router.publisher
         outcomes: list[Any] = []
         for message in messages:
             properties = message.properties
             message_id = properties.message_id if properties is not None else None
+            key = None
             if message_id is None:
                 # The service gives every message an id; the JS SDK relies on it to settle.
                 stamped = dataclasses.replace(properties or _NO_PROPERTIES, message_id=uuid.uuid4().hex)
                 message = with_properties(message, stamped)
-            elif entity.requires_duplicate_detection and self.duplicates.is_duplicate(
-                address, str(message_id), now, entity.duplicate_detection_history_time_window
-            ):
-                outcomes.append(Accepted())  # as the service: the sender is told it arrived; it is not kept
-                continue
+            elif detecting:
+                key = str(message_id)
+                if self.duplicates.is_duplicate(address, key, now, entity.duplicate_detection_history_time_window):
+                    outcomes.append(Accepted())  # as the service: the sender is told it arrived; it is not kept
+                    continue
             at = (message.message_annotations or {}).get(SCHEDULED_ENQUEUE_TIME)
             if at is not None and int(at) / 1000 > now:
                 self.scheduler.schedule(node, message, int(at) / 1000)
+                refusal = None
+            else:
+                refusal = publisher.publish(self._forward_target(node), message, now, Source.CLIENT)
+            if refusal is None:
+                if key is not None:  # stored or scheduled: only now is a message with this id kept
+                    self.duplicates.remember(address, key, now)
                 outcomes.append(Accepted())
-                continue
-            refused = publisher.publish(self._forward_target(node), message, now, Source.CLIENT)
-            outcomes.append(Accepted() if refused is None else Rejected(error=refused))
+            else:
+                outcomes.append(_rejected(refusal))
         if self._waiting:
             self._serve_waiting(now)
         rejected = [o for o in outcomes if isinstance(o, Rejected)]
@@ -409,3 +424,30 @@ class ServiceBusLayer:
 
 
 _NO_PROPERTIES = Properties()
+_NO_ENTITY = EntityProperties()
+#: The condition Service Bus answers an argument out of its range with (the SDKs map it to an
+#: ArgumentOutOfRangeException / ServiceBusError, and do not retry it).
+ARGUMENT_OUT_OF_RANGE = "com.microsoft:argument-out-of-range"
+
+
+def _rejected(error: Error) -> Rejected:
+    """A refused send as the service words it: the error carries an ``info`` map (azure-servicebus reads
+    condition, description and info by position, and a shorter error leaves its send waiting forever)."""
+    return Rejected(error=Error(condition=error.condition, description=error.description, info=error.info or {}))
+
+
+def _overlong_id(messages: list[StoredMessage]) -> Error | None:
+    """The error for a message-id or session id (group-id) over 128 characters, as Service Bus refuses them."""
+    for message in messages:
+        properties = message.properties
+        if properties is None:
+            continue
+        for field, value in (("MessageId", properties.message_id), ("SessionId", properties.group_id)):
+            if id_too_long(value):
+                assert isinstance(value, (str, bytes))
+                return amqp_error(
+                    ARGUMENT_OUT_OF_RANGE,
+                    f"the {field} is {len(value)} long; Service Bus takes at most {MAX_ID_LENGTH} characters: "
+                    "use a shorter id (a hash of a long key, for instance). Nothing of this delivery was stored",
+                )
+    return None
