@@ -87,7 +87,7 @@ class ServiceBusLayer:
         self.broker = broker
         self.options = options or ServiceBusOptions()
         self.settlement = Settlement(self.options, self._timers_changed)
-        self.sessions = Sessions(self._session_unlocked)
+        self.sessions = Sessions(self._session_unlocked, self.options.max_session_state_size)
         self.scheduler = Scheduler(self._enqueue_scheduled, self._timers_changed)
         self.rules = Rules(self.options.rules)
         self.duplicates = DuplicateDetection()

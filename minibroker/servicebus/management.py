@@ -33,12 +33,13 @@ from ..broker.stored import StoredMessage
 from ..broker.topic import Topic
 from .addresses import Entity
 from .consumer import LOCK_LOST
+from .duplicates import MAX_ID_LENGTH, id_too_long
 from .locks import DEFERRED
 from .requests import Response
 from .rules import RuleError, Rules, RuleSet, describe_rule, rule_from_description
 from .scheduler import Scheduler
 from .sections import SCHEDULED_ENQUEUE_TIME, delivery_payload, millis
-from .sessions import SESSION_LOCK_LOST, Sessions
+from .sessions import SESSION_LOCK_LOST, Sessions, StateRefused
 from .settlement import Settlement
 
 __all__ = ["Management", "ManagementContext", "put_token"]
@@ -225,12 +226,23 @@ class Management:
         return Response(200, "OK", {"expiration": millis(until)})
 
     def get_session_state(self, node: Queue | Topic, body: dict[str, Any]) -> Response:
-        state = self.context.sessions.state(self._queue(node), str(body["session-id"]))
+        state = self.context.sessions.state(self._queue(node), _session_id(body))
         return Response(200, "OK", {"session-state": state})
 
     def set_session_state(self, node: Queue | Topic, body: dict[str, Any]) -> Response:
+        """Keep a session's state: binary, at most one message's worth (see :mod:`.sessions`)."""
         queue = self._queue(node)
-        self.context.sessions.set_state(queue, str(body["session-id"]), body.get("session-state"), self.context.now())
+        state = body.get("session-state")
+        if state is not None and not isinstance(state, (bytes, bytearray, memoryview)):
+            raise TypeError(f"session-state must be binary, got {type(state).__name__}")
+        try:
+            self.context.sessions.set_state(
+                queue, _session_id(body), None if state is None else bytes(state), self.context.now()
+            )
+        except StateRefused as refused:
+            if refused.too_large:  # as the service's link would refuse a request of that size
+                return _error(413, conditions.MESSAGE_SIZE_EXCEEDED, str(refused))
+            return _error(403, conditions.RESOURCE_LIMIT_EXCEEDED, str(refused))
         return Response(200, "OK", {})
 
     def get_message_sessions(self, node: Queue | Topic, body: dict[str, Any]) -> Response:
@@ -298,6 +310,13 @@ class Management:
         if not rules:
             return Response(204, "No rules")
         return Response(200, "OK", {"rules": [{"rule-description": describe_rule(r, at)} for r, at in rules]})
+
+
+def _session_id(body: dict[str, Any]) -> str:
+    session = str(body["session-id"])
+    if id_too_long(session):
+        raise ValueError(f"a session-id is at most {MAX_ID_LENGTH} characters, got {len(session)}")
+    return session
 
 
 def _token(value: Any) -> uuid.UUID:
