@@ -38,6 +38,7 @@ from ..amqp.performatives import RCV_FIRST, Error, amqp_error
 from ..amqp.types import symbol
 from ..broker.client_connection import BrokerConnection
 from ..broker.config import EntityProperties, ServiceBusOptions
+from ..broker.permissions import ANONYMOUS_USER
 from ..broker.publish import Source
 from ..broker.queue import Queue
 from ..broker.router import NodeError
@@ -126,7 +127,7 @@ class ServiceBusLayer:
             return False
         entity = parse_address(address)
         if entity.management:
-            handler = Management(self, entity).handle
+            handler = Management(self, entity, connection.engine.user).handle
             self._attach_pair(connection, link, node_name(address), handler, "statusCode", "statusDescription")
             return True
         if link.is_sender:
@@ -249,6 +250,13 @@ class ServiceBusLayer:
             if node is not None:
                 return node
         return self.queue_for(entity)
+
+    def refusal(self, user: str | None, right: str, address: str) -> str | None:
+        """Why ``user`` may not use ``right`` on ``address`` (``BrokerConfig.permissions``), or None."""
+        permissions = self.broker.permissions
+        if permissions is None or permissions.allows(user, right, address):
+            return None
+        return f"user {user or ANONYMOUS_USER!r} has no {right!r} permission on {address!r}"
 
     def subscription_queue(self, topic_name: str, name: str, create: bool) -> Queue | None:
         """A topic's named subscription (durable: it keeps messages while no receiver is attached)."""

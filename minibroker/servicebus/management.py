@@ -16,6 +16,13 @@ on failure), with 200 and a map body on success.  Operations:
 * a subscription's rules: ``add-rule``, ``remove-rule``, ``enumerate-rules``
   (:mod:`~minibroker.servicebus.rules`);
 * anything else: 501 ``amqp:not-implemented``.
+
+Each operation is authorised against the entity the node belongs to, with
+the right its Service Bus claim maps to (:data:`OPERATION_RIGHTS`: Listen is
+``receive``, Send is ``send``, Manage is ``manage``); a user without it is
+answered 401 with ``amqp:unauthorized-access``, as the service answers an
+operation its token's claims do not cover ("Service Bus authentication and
+authorization": a request without the right claim is unauthorized).
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ from .sections import SCHEDULED_ENQUEUE_TIME, delivery_payload, millis
 from .sessions import SESSION_LOCK_LOST, Sessions, StateRefused
 from .settlement import Settlement
 
-__all__ = ["Management", "ManagementContext", "put_token"]
+__all__ = ["Management", "ManagementContext", "OPERATION_RIGHTS", "put_token"]
 
 MESSAGE_NOT_FOUND = "com.microsoft:message-not-found"
 SESSION_NOT_FOUND = "com.microsoft:session-not-found"
@@ -51,6 +58,24 @@ MESSAGING_ENTITY_NOT_FOUND = "com.microsoft:messaging-entity-not-found"
 _RECEIVE_AND_DELETE = 0  # receiver-settle-mode first
 #: get-message-sessions' last-updated-time when the caller gives none: year 10000 (the SDKs' sentinel).
 _NO_TIME_FILTER_MS = 253_402_300_800_000
+
+
+#: The right each operation needs on the entity (the Service Bus claim it maps to: Listen, Send, Manage).
+OPERATION_RIGHTS: dict[str, str] = {
+    "com.microsoft:peek-message": "receive",
+    "com.microsoft:renew-lock": "receive",
+    "com.microsoft:update-disposition": "receive",
+    "com.microsoft:receive-by-sequence-number": "receive",
+    "com.microsoft:renew-session-lock": "receive",
+    "com.microsoft:get-session-state": "receive",
+    "com.microsoft:set-session-state": "receive",
+    "com.microsoft:get-message-sessions": "receive",
+    "com.microsoft:schedule-message": "send",
+    "com.microsoft:cancel-scheduled-message": "send",
+    "com.microsoft:add-rule": "manage",
+    "com.microsoft:remove-rule": "manage",
+    "com.microsoft:enumerate-rules": "manage",
+}
 
 
 class ManagementContext(Protocol):
@@ -72,6 +97,9 @@ class ManagementContext(Protocol):
 
     def node_for(self, entity: Entity) -> Queue | Topic | str:
         """The node an entity's operations act on, or why there is none."""
+
+    def refusal(self, user: str | None, right: str, address: str) -> str | None:
+        """Why ``user`` may not use ``right`` on ``address``, or None if it may."""
 
 
 def put_token(request: Message) -> Response:
@@ -97,9 +125,10 @@ def _elements(value: Any) -> list[Any]:
 class Management:
     """The ``$management`` node of one entity."""
 
-    def __init__(self, context: ManagementContext, entity: Entity) -> None:
+    def __init__(self, context: ManagementContext, entity: Entity, user: str | None = None) -> None:
         self.context = context
         self.entity = entity
+        self.user = user  # whom the connection authenticated: each request is authorised for them
         self._operations: dict[str, Callable[[Queue | Topic, dict[str, Any]], Response]] = {
             "com.microsoft:peek-message": self.peek,
             "com.microsoft:renew-lock": self.renew_lock,
@@ -121,6 +150,9 @@ class Management:
         method = self._operations.get(operation)
         if method is None:
             return _error(501, conditions.NOT_IMPLEMENTED, f"operation {operation!r} is not emulated by minibroker")
+        denied = self.context.refusal(self.user, OPERATION_RIGHTS[operation], self.entity.node)
+        if denied is not None:
+            return _error(401, conditions.UNAUTHORIZED_ACCESS, f"{operation}: {denied}")
         node = self.context.node_for(self.entity)
         if isinstance(node, str):
             return _error(404, conditions.NOT_FOUND, node)
