@@ -325,8 +325,9 @@ class ServiceBusLayer:
                     continue
             at = (message.message_annotations or {}).get(SCHEDULED_ENQUEUE_TIME)
             if at is not None and int(at) / 1000 > now:
-                self.scheduler.schedule(node, message, int(at) / 1000)
-                refusal = None
+                refusal = self.scheduler.refusal(node, message)  # it counts against the entity's bounds now
+                if refusal is None:
+                    self.scheduler.schedule(node, message, int(at) / 1000)
             else:
                 refusal = publisher.publish(self._forward_target(node), message, now, Source.CLIENT)
             if refusal is None:

@@ -292,12 +292,22 @@ class Management:
     # ----------------------------------------------------------- scheduling
 
     def schedule(self, node: Queue | Topic, body: dict[str, Any]) -> Response:
+        """Schedule each message, or none: one that would not fit the entity's bounds refuses the request."""
         now = self.context.now()
-        numbers = []
+        scheduler = self.context.scheduler
+        numbers: list[int] = []
         for item in body["messages"]:
-            message = StoredMessage(bytes(item["message"]), now)
+            encoded = item["message"]
+            if not isinstance(encoded, (bytes, bytearray, memoryview)):
+                raise TypeError(f"each scheduled message must be an encoded (binary) message, got {type(encoded).__name__}")
+            message = StoredMessage(bytes(encoded), now)
             at = (message.message_annotations or {}).get(SCHEDULED_ENQUEUE_TIME)
-            numbers.append(self.context.scheduler.schedule(node, message, int(at) / 1000 if at is not None else now))
+            refused = scheduler.refusal(node, message)
+            if refused is not None:
+                for number in numbers:  # all or nothing: the client is told none was scheduled
+                    scheduler.cancel(node, number)
+                return _error(403, conditions.RESOURCE_LIMIT_EXCEEDED, f"not scheduled: {refused.description}")
+            numbers.append(scheduler.schedule(node, message, int(at) / 1000 if at is not None else now))
         return Response(200, "OK", {"sequence-numbers": Array("long", numbers)})
 
     def cancel(self, node: Queue | Topic, body: dict[str, Any]) -> Response:
