@@ -30,6 +30,7 @@ import dataclasses
 import itertools
 import uuid
 import weakref
+from collections import deque
 from typing import Any, NamedTuple
 
 from ..amqp import errors as conditions
@@ -337,7 +338,7 @@ class ServiceBusLayer:
             else:
                 outcomes.append(_rejected(refusal))
         if self._waiting:
-            self._serve_waiting(now)
+            self._serve_after_publish(node, messages, now)
         rejected = [o for o in outcomes if isinstance(o, Rejected)]
         return rejected[0] if rejected else Accepted()
 
@@ -383,14 +384,39 @@ class ServiceBusLayer:
         if self._waiting:
             self._serve_waiting(self.now())
 
-    def _serve_waiting(self, now: float) -> None:
-        """Give free sessions to receivers waiting for one; refuse those whose wait is over."""
+    def _serve_after_publish(self, node: Queue | Topic, messages: list[StoredMessage], now: float) -> None:
+        """Wake the receivers waiting for a session that these messages may have given them.
+
+        Receivers wait because their queue had no free session; a send can free only the sessions
+        of its own messages, on the queues it reached.  When all those are held (a flood into one
+        locked session, say) nothing is scanned: the scan costs the queue's depth, and it ran once per
+        waiting receiver on every send (10,000 messages, 100 receivers waiting: 304 ms a send).
+        """
+        sessions = {
+            m.properties.group_id for m in messages if m.properties is not None and isinstance(m.properties.group_id, str)
+        }
+        if not sessions:
+            return
+        target = self._forward_target(node)
+        reached = {target.name} if isinstance(target, Queue) else {q.queue.name for q in target.subscriptions.values()}
+        if self.sessions.any_free(reached, sessions):
+            self._serve_waiting(now, reached)
+
+    def _serve_waiting(self, now: float, queues: set[str] | None = None) -> None:
+        """Give free sessions to receivers waiting for one (on ``queues``, or all); refuse those whose
+        wait is over.  Each queue is scanned once, however many receivers wait on it."""
         waiting, self._waiting = self._waiting, []
+        free: dict[str, deque[str]] = {}
         for item in waiting:
             connection, link, queue, deadline = item
             if link.state is not LinkState.ATTACH_RCVD:
                 continue  # the client gave up (detached, or its connection went)
-            session = self.sessions.free_session(queue)
+            session = None
+            if queues is None or queue.name in queues:
+                if queue.name not in free:
+                    free[queue.name] = deque(self.sessions.free_sessions(queue))
+                candidates = free[queue.name]
+                session = candidates.popleft() if candidates else None
             if session is not None:
                 self._lock_session(connection, link, queue, session)
             elif deadline <= now:

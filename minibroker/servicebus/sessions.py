@@ -120,6 +120,22 @@ class Sessions:
                 return session
         return None
 
+    def free_sessions(self, queue: Queue) -> list[str]:
+        """Every session with an available message that no receiver holds, in the order of their first
+        such message: one pass over the queue, however many receivers wait for a session."""
+        free: dict[str, None] = {}
+        owners = self._owners
+        for entry in queue.entries():
+            if entry.state == AVAILABLE:
+                session = session_of(entry)
+                if session is not None and (queue.name, session) not in owners:
+                    free.setdefault(session, None)
+        return list(free)
+
+    def any_free(self, queue_names: set[str], sessions: set[str]) -> bool:
+        """Whether any of ``sessions`` is held by no receiver on one of ``queue_names``."""
+        return any((name, session) not in self._owners for name in queue_names for session in sessions)
+
     def holder(self, queue: Queue, session: str) -> SessionConsumer | None:
         return self._owners.get((queue.name, session))
 

@@ -25,8 +25,21 @@ from hostile_peer import good_client_round_trip  # tests/hostile is on sys.path
 from test_duplicate_detection import CLIENT_OPTIONS, servicebus_layer
 
 import minibroker
+from minibroker.amqp.message import Message, encode_message
+from minibroker.amqp.messaging import Properties
+from minibroker.amqp.performatives import Attach
+from minibroker.broker.clock import ManualClock
+from minibroker.broker.config import BrokerConfig
+from minibroker.broker.engine import Broker
+from minibroker.broker.stored import Entry
 from minibroker.servicebus import ServiceBusOptions, connection_string
-from minibroker.servicebus.sessions import MAX_SESSION_STATE_BYTES, MAX_SESSION_STATES, StateRefused
+from minibroker.servicebus.sessions import (
+    MAX_SESSION_STATE_BYTES,
+    MAX_SESSION_STATES,
+    SESSION_FILTER,
+    StateRefused,
+)  # fmt: skip
+from minibroker.testing import Peer, connect
 
 pytestmark = pytest.mark.interop
 
@@ -124,3 +137,41 @@ def test_states_together_are_bounded_in_bytes_and_in_sessions(
     with client.get_queue_receiver("jobs", session_id="session-1", max_wait_time=1) as receiver:
         assert receiver.session.get_state() == b"s"  # kept, and served through the SDK
     good_client_round_trip(broker)
+
+
+def test_a_flood_into_a_locked_session_does_not_rescan_the_queue_per_waiting_receiver() -> None:
+    """Receivers waiting for the next available session were offered one by a scan of the whole
+    queue, repeated for each of them on every send: 10,000 messages in a locked session and 100
+    waiting receivers cost 304 ms a send, 1,000 receivers (the most that may wait) 4.3 s.  Now
+    a send whose sessions are all held scans nothing, and a wake-up scans each queue once."""
+    broker = Broker(BrokerConfig(servicebus=ServiceBusOptions(queues=("sq",))), ManualClock(1_700_000_000.0))
+    peer = Peer("sessions")
+    pump = connect(broker, peer)
+    pump.send(peer.start())
+    pump.send(peer.attach_sender("cbs", "$cbs", 0))
+    pump.send(peer.attach_sender("p", "sq", 1))
+    in_session = encode_message(Message(body="x", properties=Properties(group_id="held")))
+    for _ in range(500):
+        pump.send(peer.transfer(1, None, None, in_session))
+    pump.send(peer.attach_receiver("owner", "sq", 2, filter={SESSION_FILTER: "held"}))
+    for handle in range(3, 53):  # 50 receivers wait for the next available session
+        pump.send(peer.attach_receiver(f"waiting-{handle}", "sq", handle, filter={SESSION_FILTER: None}))
+    queue = broker.queues["sq"]
+    visited = 0
+    entries = queue.entries
+
+    def counted() -> Iterator[Entry]:
+        nonlocal visited
+        for entry in entries():
+            visited += 1
+            yield entry
+
+    queue.entries = counted  # type: ignore[method-assign]
+    for _ in range(20):
+        pump.send(peer.transfer(1, None, None, in_session))
+    assert visited == 0  # before: 20 sends x 50 receivers x 500+ entries
+    free = encode_message(Message(body="y", properties=Properties(group_id="free")))
+    frames = pump.send(peer.transfer(1, None, None, free))
+    assert visited <= queue.depth  # one scan serves every waiting receiver
+    (attached,) = frames.of(Attach)
+    assert attached.source is not None and attached.source.filter[SESSION_FILTER] == "free"
