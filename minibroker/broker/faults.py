@@ -493,14 +493,16 @@ class FaultSet:
         if fault.done:
             self._refresh_points()
 
-    def moved(self, firing: Firing, now: float, frame: str) -> None:
-        """A firing acted later than it fired, on another frame (``at="outcome"``: the broker
+    def moved(self, firing: Firing, now: float, frame: str) -> Firing | None:
+        """A firing acts later than it fired, on another frame (``at="outcome"``: the broker
         takes the client's disposition, Part 2 §2.7.6, as the fault's outcome): the history shows
-        it there, at ``now``.  Nothing when the history was cleared meanwhile."""
+        it there, at ``now``.  Returns the firing as now recorded; None when the history was
+        cleared meanwhile."""
         for index, recorded in enumerate(self._history):
             if recorded is firing:
-                self._history[index] = replace(firing, at=now, frame=frame)
-                return
+                self._history[index] = moved = replace(firing, at=now, frame=frame)
+                return moved
+        return None
 
     def _add(self, fault: Fault) -> Fault:
         fault._registry = self

@@ -387,7 +387,9 @@ class FaultInjector(Observer):
         if fault.params.get("at") == "outcome":
             if delivery is not None:
                 self._forget_ended()
-                self._replaced[delivery] = (outcome, self.faults.history[-1])  # the firing just recorded
+                firing = self.faults.history[-1]  # the one just recorded, until the client's outcome comes
+                waiting = self.faults.moved(firing, firing.at, f"{firing.frame} (waiting for the client's outcome)")
+                self._replaced[delivery] = (outcome, waiting or firing)
             return
         del consumer.unsettled[delivery_id]
         self.broker.apply_outcome(consumer.queue, entry, outcome, consumer.link_id)

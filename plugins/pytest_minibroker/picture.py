@@ -23,6 +23,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from minibroker.amqp.performatives import Attach, Disposition
+
 from .report import Frame, Routed, State, format_section, summarize
 
 __all__ = ["failure_excerpt", "page_path", "render", "write"]
@@ -132,7 +134,7 @@ def _lanes(events: tuple[Frame | Routed, ...]) -> dict[str, _Lane]:
         if container:
             lane.container = container
         performative = record.performative
-        if record.direction == "in" and type(performative).__name__ == "Attach":
+        if record.direction == "in" and isinstance(performative, Attach):
             if performative.role:  # the client receives: from the source
                 line = f"<- {_address(performative.source)} [{performative.name}]"
             else:
@@ -180,12 +182,12 @@ def _acted_on(firing: Any, event: Frame | Routed, lane: int | None, lanes: list[
     found = re.search(r"delivery-id=(\d+)", str(getattr(firing, "frame", "")))
     if words[0] == "transfer" and found:
         return getattr(performative, "delivery_id", None) == int(found.group(1))
-    if words[0] == "disposition" and found:
+    if isinstance(performative, Disposition) and found:
         first = int(performative.first)
         last = first if performative.last is None else int(performative.last)
         return event.record.direction == "in" and first <= int(found.group(1)) <= last
-    if words[0] == "attach" and len(words) > 1:
-        return repr(str(performative.name)) == words[1]
+    if isinstance(performative, Attach) and len(words) > 1:
+        return repr(str(performative.name)) == " ".join(words[1:])
     return True
 
 
