@@ -90,8 +90,9 @@ def failure_excerpt(failure: str) -> str:
     body = [line[2:] for line in lines[start : end + 1]]
     indent = min((len(line) - len(line.lstrip()) for line in body if line.strip()), default=0)
     excerpt = [line[indent:] for line in body]
-    if end + 1 < len(lines) and re.match(r"\S.*:\d+: \S", lines[end + 1]):
-        excerpt += ["", lines[end + 1]]
+    where = next((line for line in lines[end + 1 :] if line.strip()), "")
+    if re.match(r"\S.*:\d+: \S", where):  # where it was raised
+        excerpt += ["", where]
     return "\n".join(excerpt)
 
 
@@ -213,7 +214,11 @@ def _placed(firings: list[Any], events: tuple[Frame | Routed, ...], lanes: list[
 def _label(event: Frame) -> tuple[str, str]:
     """An arrow's label and its hover text."""
     record = event.record
-    label = f"[{record.channel}] {summarize(record.performative)}"
+    summary = summarize(record.performative)
+    if isinstance(record.performative, Attach):  # role and termini first: a long name may be cut
+        name = f" {str(record.performative.name)!r}"
+        summary = summary.replace(name, "", 1) + name
+    label = f"[{record.channel}] {summary}"
     hover = f"{label}\n{record.performative!r}"
     if event.payload is not None:
         body = repr(event.body())

@@ -96,6 +96,7 @@ def test_the_failure_comes_first_and_the_frames_once(pytester: pytest.Pytester, 
         "At index 0 diff: {'order': 7, 'total': 10.5} != {'order': 7, 'total': 12.5}"
     )
     assert "- [{'order': 7, 'total': 12.5}]" in failure and "\nE " not in failure
+    assert re.search(r"\ntest_the_failure_comes_first_and_the_frames_once\.py:\d+: QueueMismatch", failure)
     # No second copy of the frames as text; the diagram's section can be folded.
     page_text = "".join(body.itertext())
     assert "(-> into the broker, <- out of it)" not in page_text
