@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, overload
 
 from ..amqp.message import Message, decode_message
+from .addresses import parse_address
 from .capture import Capture, QueuedRow
 from .streamlog import delivery_payload
 
@@ -70,13 +71,32 @@ _COUNTER_NAMES = tuple(f.name for f in dataclasses.fields(NodeStatistics))
 
 
 @dataclass(frozen=True, slots=True)
-class BrokerStatistics:
-    """Counters of the whole broker: ``nodes`` maps each queue and topic name to its counters."""
+class BrokerStatistics(Mapping[str, "NodeStatistics"]):
+    """Counters of the whole broker: ``nodes`` maps each queue, topic and stream name to its
+    counters, and the snapshot itself reads as that mapping: ``statistics()["orders"].enqueued``,
+    ``"orders" in stats``, ``stats.get("audit")``, ``stats.items()``."""
 
     nodes: dict[str, NodeStatistics]
     connections: int
     links: int
     connections_total: int
+
+    def __getitem__(self, name: str) -> NodeStatistics:
+        """The counters of node ``name`` (or ``queue://name``, ``topic://name``, ``stream://name``)."""
+        key = parse_address(name)[0] if isinstance(name, str) else name
+        try:
+            return self.nodes[key]
+        except KeyError:
+            raise KeyError(
+                f"no node named {name!r} has counters (nodes: {sorted(self.nodes)}); a node gets them "
+                "when it is declared or first used"
+            ) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.nodes)
+
+    def __len__(self) -> int:
+        return len(self.nodes)
 
 
 @dataclass(frozen=True, slots=True)

@@ -520,3 +520,15 @@ def test_wait_for_a_queue_that_does_not_exist_yet_waits_for_it() -> None:
             publisher.cancel()
         with pytest.raises(TimeoutError, match="no queue named 'never'"):
             broker.wait_for(lambda b: b.queue("never").depth == 1, timeout=0.05)
+
+
+def test_statistics_read_as_a_mapping_of_node_counters(broker: ThreadedBroker) -> None:
+    broker.publish("orders", 1)
+    broker.declare_topic("news")
+    stats = broker.statistics()
+    assert stats["orders"].enqueued == 1 and stats["orders"] is stats.nodes["orders"]
+    assert stats["queue://orders"] is stats["orders"] and stats["topic://news"].enqueued == 0
+    assert "orders" in stats and "audit" not in stats and stats.get("audit") is None
+    assert sorted(stats) == ["news", "orders"] and len(stats) == 2
+    with pytest.raises(KeyError, match=r"no node named 'audit' has counters \(nodes: \['news', 'orders'\]\)"):
+        stats["audit"]
