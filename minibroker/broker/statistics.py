@@ -101,13 +101,31 @@ class BrokerStatistics(Mapping[str, "NodeStatistics"]):
 
 @dataclass(frozen=True, slots=True)
 class QueuedMessage:
-    """A message in a queue snapshot, decoded as a consumer would receive it now."""
+    """A message in a queue snapshot, decoded as a consumer would receive it at the snapshot's time.
+
+    So its ``header.ttl`` is the **remaining** time to live in milliseconds, as the broker would
+    send it: "the transmitted message's header SHOULD contain a ttl that is computed as the
+    difference between the current time and the formerly computed message expiration time, i.e.,
+    the reduced ttl" (AMQP 1.0 Part 3 §3.2.1).  The expiration time is the earliest of the
+    producer's ttl, its absolute-expiry-time and the queue's ``default_ttl``/``max_ttl``
+    (``expires_at``, a clock reading), so a queue's default ttl shows there too.  What the
+    producer sent is :attr:`arrived`.
+    """
 
     message: Message
     acquired: bool
     delivery_count: int
     priority: int
     expires_at: float | None
+    #: The bytes the node received (``arrived`` decodes them); the same object the broker holds.
+    arrived_payload: bytes = field(repr=False, compare=False)
+
+    @property
+    def arrived(self) -> Message:
+        """The message as it arrived at this node, decoded: its header as the producer sent it
+        (``arrived.header.ttl`` the ttl it was published with, in milliseconds; delivery-count as
+        sent).  A dead letter's is the copy the queue that dead-lettered it passed on."""
+        return decode_message(self.arrived_payload)
 
     @property
     def body(self) -> Any:
@@ -154,7 +172,9 @@ class QueuedMessages(Sequence[QueuedMessage]):
         if found is None:
             entry, acquired = rows[index]
             message = decode_message(entry.payload_for_delivery(self._now))
-            found = QueuedMessage(message, acquired, entry.delivery_count, entry.message.priority, entry.expires_at)
+            found = QueuedMessage(
+                message, acquired, entry.delivery_count, entry.message.priority, entry.expires_at, entry.message.payload
+            )
             self._decoded[index] = found
         return found
 

@@ -532,3 +532,22 @@ def test_statistics_read_as_a_mapping_of_node_counters(broker: ThreadedBroker) -
     assert sorted(stats) == ["news", "orders"] and len(stats) == 2
     with pytest.raises(KeyError, match=r"no node named 'audit' has counters \(nodes: \['news', 'orders'\]\)"):
         stats["audit"]
+
+
+def test_a_queued_header_shows_the_remaining_ttl_and_arrived_what_was_published(manual: ThreadedBroker) -> None:
+    manual.publish("jobs", "soon stale", ttl=30)
+    manual.declare_queue("slow", default_ttl=60)
+    manual.publish("slow", "no ttl of its own")
+    manual.clock.advance(10)
+    (queued,) = manual.queue("jobs").messages
+    # As a consumer receiving it now gets it (Part 3 §3.2.1: the reduced ttl) ...
+    assert queued.header.ttl == 20_000 and queued.expires_at == T0 + 30
+    with minibroker.Client(manual.url, timeout=5) as client, client.receiver("jobs") as receiver:
+        delivered = receiver.receive()
+        assert delivered.message.header.ttl == 20_000
+        delivered.release()
+    # ... and as the producer sent it.
+    assert queued.arrived.header.ttl == 30_000 and queued.arrived.body == "soon stale"
+    # The queue's default ttl counts as the expiry a consumer is told of; the producer sent none.
+    (defaulted,) = manual.queue("slow").messages
+    assert defaulted.header.ttl == 50_000 and defaulted.arrived.header is None
