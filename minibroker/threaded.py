@@ -17,10 +17,10 @@ import trio
 
 from .api import BrokerAPI, check, timed_out
 from .broker.clock import Clock, ManualClock
-from .broker.config import BrokerConfig
+from .broker.config import BrokerConfig, config_from_keywords
 from .broker.engine import Broker
 from .restartable import RestartableServer
-from .server import DEFAULT_HOST, stop
+from .server import DEFAULT_HOST, HANDLE_KEYWORDS, stop
 from .tls import resolve as resolve_tls
 
 if TYPE_CHECKING:
@@ -108,9 +108,7 @@ class ThreadedBroker(BrokerAPI):
         tls: bool = False,
         **config_fields: Any,
     ) -> None:
-        if config is not None and config_fields:
-            raise TypeError("pass either config=BrokerConfig(...) or its fields as keywords, not both")
-        self._config = config or BrokerConfig(**config_fields)
+        self._config = config_from_keywords(config, config_fields, "ThreadedBroker()", HANDLE_KEYWORDS)
         self._host = host
         self._requested_port = port
         self._ssl_context, tls_files = resolve_tls(ssl_context, tls)

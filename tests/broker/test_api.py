@@ -373,6 +373,19 @@ def test_config_and_fields_together_are_refused() -> None:
         ThreadedBroker(config=BrokerConfig(), auto_create=False)
 
 
+def test_a_misspelt_broker_keyword_lists_the_valid_ones() -> None:
+    valid = r"valid keywords are: host, port, config, clock, ssl_context, tls, and the BrokerConfig fields .*frame_log"
+    with pytest.raises(TypeError, match=rf"^ThreadedBroker\(\): unknown keyword\(s\) frame_logs; {valid}"):
+        ThreadedBroker(frame_logs=10)
+
+    async def main() -> None:
+        async with open_broker(frame_logs=10):
+            pass
+
+    with pytest.raises(TypeError, match=rf"^open_broker\(\): unknown keyword\(s\) frame_logs; {valid}"):
+        trio.run(main)
+
+
 def test_manual_clock_cannot_go_back(manual: ThreadedBroker) -> None:
     with pytest.raises(ValueError, match=r"cannot go back.*seconds >= 0"):
         manual.clock.advance(-1)
