@@ -67,21 +67,26 @@ class _ThreadedClock:
     def __init__(self, owner: ThreadedBroker, clock: Clock) -> None:
         self._owner = owner
         self._clock = clock
+        #: How to get a broker with a manual clock, as the error of ``advance()`` on any other
+        #: clock says it; whoever made the broker for the caller (the pytest plugin) names its own way.
+        self.manual_hint = "start the broker with ThreadedBroker(clock=minibroker.ManualClock())"
 
     def now(self) -> float:
         return self._clock.now()
 
-    def advance(self, seconds: float) -> float:
+    def _manual(self, what: str) -> ManualClock:
         if not isinstance(self._clock, ManualClock):
-            raise TypeError("advance() needs a manual clock: ThreadedBroker(clock=minibroker.ManualClock())")
-        clock = self._clock
-        return self._owner._call(clock.advance, seconds)
+            raise TypeError(
+                f"{what} needs a manual clock, and this broker reads {type(self._clock).__name__}: {self.manual_hint}"
+            )
+        return self._clock
+
+    def advance(self, seconds: float) -> float:
+        return self._owner._call(self._manual("advance()").advance, seconds)
 
     def rewind(self) -> None:
         """Back to the manual clock's start time (``reset()`` leaves no expiry times behind)."""
-        if not isinstance(self._clock, ManualClock):
-            raise TypeError("rewind() needs a manual clock: ThreadedBroker(clock=minibroker.ManualClock())")
-        self._clock.rewind()  # one float written; no timer runs, so no trip to the broker's thread
+        self._manual("rewind()").rewind()  # one float written; no timer runs, so no trip to the broker's thread
 
 
 class ThreadedBroker(BrokerAPI):

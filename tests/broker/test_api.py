@@ -386,6 +386,14 @@ def test_a_misspelt_broker_keyword_lists_the_valid_ones() -> None:
         trio.run(main)
 
 
+def test_advancing_the_system_clock_says_how_to_get_a_manual_one(broker: ThreadedBroker) -> None:
+    hint = r"needs a manual clock, and this broker reads SystemClock: start the broker with ThreadedBroker\(clock=minibroker.ManualClock\(\)\)"
+    with pytest.raises(TypeError, match=rf"^advance\(\) {hint}$"):
+        broker.clock.advance(1)
+    with pytest.raises(TypeError, match=rf"^rewind\(\) {hint}$"):
+        broker.clock.rewind()
+
+
 def test_manual_clock_cannot_go_back(manual: ThreadedBroker) -> None:
     with pytest.raises(ValueError, match=r"cannot go back.*seconds >= 0"):
         manual.clock.advance(-1)
