@@ -338,7 +338,8 @@ def amqp_broker_config() -> dict[str, Any]:
 @pytest.fixture
 def amqp_broker(request: pytest.FixtureRequest, amqp_broker_config: dict[str, Any]) -> Iterator[ThreadedBroker]:
     """A running broker for this test (``ThreadedBroker``): ``.url``, ``.queue()``, ``.publish()``,
-    ``.assert_queue()``, ``.wait_for()``/``await .wait_for_async()``, ``.restart()``, ``.faults`` ..."""
+    ``.assert_queue()``, ``.wait_for()``/``await .wait_for_async()``, ``.restart()``, ``.faults`` ...
+    in plain, asyncio and trio tests alike (only a blocking ``wait_for`` is refused in an event loop)."""
     session = request.config.stash[_SESSION]
     node = request.node
     settings = session.settings(node, amqp_broker_config, marker=True)
