@@ -34,9 +34,11 @@ from .broker.engine import Broker, BrokerConnection
 from .broker.stored import clear_header_cache
 from .tls import close_notify, handshake, wrap
 
-__all__ = ["serve", "stop", "DEFAULT_HOST", "ExposedBrokerWarning"]
+__all__ = ["serve", "stop", "DEFAULT_HOST", "ExposedBrokerWarning", "HANDLE_KEYWORDS"]
 
 DEFAULT_HOST = "127.0.0.1"
+#: The keywords ``ThreadedBroker(...)`` and ``open_broker(...)`` take besides the ``BrokerConfig`` fields.
+HANDLE_KEYWORDS = ("host", "port", "config", "clock", "ssl_context", "tls")
 READ_SIZE = 256 * 1024
 #: Output queued for a peer that does not read, beyond which its reader stops reading (and the
 #: broker routes nothing more to it: ``BrokerConnection.output_full``).

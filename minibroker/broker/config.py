@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = [
     "BrokerConfig", "EventHubOptions", "EventHubsOptions", "QueueOptions", "RabbitMQOptions", "ServiceBusOptions",
-    "StreamOptions", "DEFAULT_CONSUMER_GROUP", "DEFAULT_DEAD_LETTER_SUFFIX",
+    "StreamOptions", "DEFAULT_CONSUMER_GROUP", "DEFAULT_DEAD_LETTER_SUFFIX", "config_from_keywords",
 ]  # fmt: skip
 
 #: A queue's dead-letter address is ``<queue>/$DeadLetterQueue`` unless configured.
@@ -366,3 +368,23 @@ class BrokerConfig:
     rabbitmq: RabbitMQOptions | None = None
     #: The Azure Event Hubs layer's options (it includes the Service Bus layer and turns on the same way).
     event_hubs: EventHubsOptions | None = None
+
+
+def config_from_keywords(
+    config: BrokerConfig | None, fields: Mapping[str, Any], caller: str, own: Sequence[str]
+) -> BrokerConfig:
+    """``config``, or a :class:`BrokerConfig` of the ``fields`` a broker handle (``caller``) was
+    given as keywords; a keyword that is neither one of its ``own`` nor a field names them all
+    (``BrokerConfig(**fields)`` alone would say only ``__init__() got an unexpected keyword``)."""
+    if config is not None:
+        if fields:
+            raise TypeError("pass either config=BrokerConfig(...) or its fields as keywords, not both")
+        return config
+    known = [f.name for f in dataclasses.fields(BrokerConfig)]
+    unknown = sorted(set(fields) - set(known))
+    if unknown:
+        raise TypeError(
+            f"{caller}: unknown keyword(s) {', '.join(unknown)}; valid keywords are: {', '.join(own)}, "
+            f"and the BrokerConfig fields {', '.join(known)}"
+        )
+    return BrokerConfig(**fields)
