@@ -27,21 +27,30 @@ name; it takes no explicit bindings.  An ``auto_delete`` exchange is deleted
 when its last binding is removed; an ``internal`` one takes no publishers
 (only exchange-to-exchange bindings reach it).  Exchange-to-exchange bindings are
 followed breadth first, each exchange visited once, so a cycle ends.
+
+Routing and binding keys are at most 255 bytes of UTF-8 (AMQP 0-9-1 §4.2.5.3:
+they are ``shortstr``, which RabbitMQ keeps for every protocol), so one
+topic match is bounded: see :class:`TopicTrie`.  Each exchange indexes its
+bindings for its type: a direct exchange by key (one lookup per message), a
+topic exchange in a trie over binding words, so a message costs the words and
+bindings it can reach, not every binding; headers bindings are compiled once.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 __all__ = [
     "EXCHANGE_TYPES",
+    "MAX_KEY_BYTES",
     "Binding",
     "Exchange",
     "ExchangeError",
     "Exchanges",
+    "TopicTrie",
+    "key_too_long",
     "topic_matches",
     "headers_match",
     "DEFAULT_EXCHANGES",
@@ -58,6 +67,14 @@ DEFAULT_EXCHANGES = {
     "amq.headers": "headers",
     "amq.match": "headers",
 }
+
+#: The most UTF-8 bytes a routing or binding key has (an AMQP 0-9-1 ``shortstr``, §4.2.5.3).
+MAX_KEY_BYTES = 255
+
+
+def key_too_long(key: str) -> bool:
+    """Whether ``key`` is over :data:`MAX_KEY_BYTES` bytes of UTF-8 (a short key is never encoded)."""
+    return len(key) * 4 > MAX_KEY_BYTES and len(key.encode("utf-8", "surrogatepass")) > MAX_KEY_BYTES
 
 
 class ExchangeError(Exception):
@@ -89,6 +106,239 @@ class Binding:
         )
 
 
+def _topic_words(key: str) -> list[str]:
+    """A topic key's '.'-separated words; the empty key has none (RabbitMQ: ``split_topic_key``)."""
+    return key.split(".") if key else []
+
+
+class _TopicNode:
+    """A trie node: the binding words that follow, and the bindings (by serial) whose key ends here."""
+
+    __slots__ = ("words", "star", "hash", "serials")
+
+    def __init__(self) -> None:
+        self.words: dict[str, _TopicNode] = {}
+        self.star: _TopicNode | None = None
+        self.hash: _TopicNode | None = None
+        self.serials: dict[int, None] = {}
+
+    def child(self, word: str) -> _TopicNode | None:
+        return self.star if word == "*" else self.hash if word == "#" else self.words.get(word)
+
+    def empty(self) -> bool:
+        return not (self.words or self.star or self.hash or self.serials)
+
+
+class TopicTrie:
+    """A topic exchange's binding keys in a trie over their words, matched with position sets.
+
+    A node stands for a binding-key prefix; a match walks the trie once,
+    carrying for each node the set of routing-key positions that prefix can
+    reach (a bit mask of ``len(words) + 1`` bits): a word moves the positions
+    where the routing key has that word on by one, ``*`` moves every position
+    on by one, ``#`` reaches every position from the first onwards.  A node is
+    visited at most once (it has one parent) and only while some position
+    reaches it, and at a node the literal children are found by looking up the
+    routing key's distinct words (or the other way round, whichever is fewer),
+    so a message costs at most the trie nodes it reaches times at most 128
+    words (a 255-byte key has at most 128 non-empty or 256 empty words), with
+    no backtracking whatever the ``#``s; a trie shared by keys with common
+    prefixes (``app1.*``, ``app2.*``) reaches only the prefixes the key names.
+    """
+
+    __slots__ = ("root",)
+
+    def __init__(self) -> None:
+        self.root = _TopicNode()
+
+    def add(self, key: str, serial: int) -> None:
+        node = self.root
+        for word in _topic_words(key):
+            child = node.child(word)
+            if child is None:
+                child = _TopicNode()
+                if word == "*":
+                    node.star = child
+                elif word == "#":
+                    node.hash = child
+                else:
+                    node.words[word] = child
+            node = child
+        node.serials[serial] = None
+
+    def remove(self, key: str, serial: int) -> None:
+        """Forget one binding; the nodes left with nothing below them go too."""
+        path: list[tuple[_TopicNode, str]] = []
+        node: _TopicNode | None = self.root
+        for word in _topic_words(key):
+            assert node is not None
+            path.append((node, word))
+            node = node.child(word)
+            if node is None:
+                return
+        assert node is not None
+        node.serials.pop(serial, None)
+        for parent, word in reversed(path):
+            if not node.empty():
+                break
+            if word == "*":
+                parent.star = None
+            elif word == "#":
+                parent.hash = None
+            else:
+                del parent.words[word]
+            node = parent
+
+    def match(self, key: str) -> list[int]:
+        """The serials of the bindings whose key matches the routing key ``key``, in no order."""
+        words = _topic_words(key)
+        end = 1 << len(words)  # the position after the last word: a key that gets there matched
+        full = (end << 1) - 1
+        where: dict[str, int] = {}  # each distinct word: the positions it is at
+        for position, word in enumerate(words):
+            where[word] = where.get(word, 0) | (1 << position)
+        found: list[int] = []
+        pending: list[tuple[_TopicNode, int]] = [(self.root, 1)]
+        while pending:
+            node, reach = pending.pop()
+            if reach & end and node.serials:
+                found.extend(node.serials)
+            if node.hash is not None:  # '#': zero or more words, so from the first reached position on
+                pending.append((node.hash, full & ~((reach & -reach) - 1)))
+            live = reach & ~end  # the positions that still have a word to take
+            if not live:
+                continue
+            if node.star is not None:
+                pending.append((node.star, live << 1))
+            if node.words:
+                if len(node.words) < len(where):
+                    pairs = ((child, where.get(word, 0)) for word, child in node.words.items())
+                else:
+                    pairs = ((node.words.get(word), at) for word, at in where.items())  # type: ignore[misc]
+                for child, at in pairs:
+                    if child is not None and at & live:
+                        pending.append((child, (at & live) << 1))
+        return found
+
+
+def topic_matches(pattern: str, key: str) -> bool:
+    """Whether a topic binding key (``*`` one word, ``#`` zero or more) matches the routing key ``key``."""
+    trie = TopicTrie()
+    trie.add(pattern, 0)
+    return bool(trie.match(key))
+
+
+@dataclass(frozen=True, slots=True)
+class _HeadersRule:
+    """A headers binding's arguments, read once: any or all, and the (name, value) pairs it compares."""
+
+    any: bool
+    wanted: tuple[tuple[str, Any], ...]
+
+    @classmethod
+    def of(cls, arguments: Mapping[str, Any]) -> _HeadersRule:
+        mode = str(arguments.get("x-match", "all"))
+        with_x = mode.endswith("-with-x")
+        wanted = tuple(
+            (str(k), v) for k, v in arguments.items() if k != "x-match" and (with_x or not str(k).startswith("x-"))
+        )
+        return cls(mode.startswith("any"), wanted)
+
+    def matches(self, headers: Mapping[str, Any]) -> bool:
+        if not self.wanted:
+            return not self.any  # RabbitMQ: no pairs to compare matches 'all' and never 'any'
+        for name, value in self.wanted:
+            hit = name in headers and (value is None or headers[name] == value)
+            if hit is self.any:  # the first hit decides 'any', the first miss 'all'
+                return hit
+        return not self.any
+
+
+def headers_match(arguments: Mapping[str, Any], headers: Mapping[str, Any]) -> bool:
+    """RabbitMQ's headers-exchange rule for one binding (``x-match`` all, any, all-with-x, any-with-x)."""
+    return _HeadersRule.of(arguments).matches(headers)
+
+
+class _Bindings:
+    """One exchange's bindings in the order they were made, indexed for its type's matching.
+
+    Each binding has a serial (the order it was made); ``_to`` finds the
+    bindings to one destination (an identical binding, an unbind, a deleted
+    queue) without a scan; direct and topic exchanges index keys, headers
+    exchanges keep each binding's compiled rule.
+    """
+
+    __slots__ = ("kind", "_by_serial", "_next", "_to", "_direct", "_topic", "_headers")
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._by_serial: dict[int, Binding] = {}
+        self._next = 0
+        self._to: dict[tuple[str, str], dict[int, None]] = {}
+        self._direct: dict[str, dict[int, None]] = {}
+        self._topic = TopicTrie() if kind == "topic" else None
+        self._headers: dict[int, _HeadersRule] = {}
+
+    def __len__(self) -> int:
+        return len(self._by_serial)
+
+    def __iter__(self) -> Iterator[Binding]:
+        return iter(self._by_serial.values())
+
+    def to(self, kind: str, destination: str) -> list[Binding]:
+        """The bindings to one destination, in the order made."""
+        return [self._by_serial[s] for s in self._to.get((kind, destination), ())]
+
+    def add(self, binding: Binding) -> bool:
+        """Add ``binding`` unless an identical one is here; whether it was added."""
+        if any(binding.same(b) for b in self.to(binding.destination_kind, binding.destination)):
+            return False
+        serial = self._next
+        self._next += 1
+        self._by_serial[serial] = binding
+        self._to.setdefault((binding.destination_kind, binding.destination), {})[serial] = None
+        if self.kind == "direct":
+            self._direct.setdefault(binding.key, {})[serial] = None
+        elif self._topic is not None:
+            self._topic.add(binding.key, serial)
+        elif self.kind == "headers":
+            self._headers[serial] = _HeadersRule.of(binding.arguments)
+        return True
+
+    def remove(self, kind: str, destination: str, keep: Any) -> int:
+        """Remove the bindings to ``destination`` that ``keep(binding)`` does not keep; how many."""
+        serials = self._to.get((kind, destination))
+        if not serials:
+            return 0
+        gone = [s for s in serials if not keep(self._by_serial[s])]
+        for serial in gone:
+            binding = self._by_serial.pop(serial)
+            del serials[serial]
+            if self.kind == "direct":
+                same_key = self._direct[binding.key]
+                del same_key[serial]
+                if not same_key:
+                    del self._direct[binding.key]
+            elif self._topic is not None:
+                self._topic.remove(binding.key, serial)
+            else:
+                self._headers.pop(serial, None)
+        if not serials:
+            del self._to[(kind, destination)]
+        return len(gone)
+
+    def matching(self, routing_key: str, headers: Mapping[str, Any] | None) -> list[Binding]:
+        """The bindings a message with ``routing_key`` and ``headers`` matches, in the order made."""
+        if self.kind == "direct":
+            return [self._by_serial[s] for s in self._direct.get(routing_key, ())]
+        if self._topic is not None:
+            return [self._by_serial[s] for s in sorted(self._topic.match(routing_key))]
+        if self.kind == "headers":
+            present = headers or {}
+            return [self._by_serial[s] for s, rule in self._headers.items() if rule.matches(present)]
+        return list(self._by_serial.values())  # fanout, x-local-random: every binding
+
+
 @dataclass(slots=True)
 class Exchange:
     """An exchange: its type, flags, arguments and bindings (in the order they were made)."""
@@ -99,69 +349,27 @@ class Exchange:
     auto_delete: bool = False
     internal: bool = False
     arguments: dict[str, Any] = field(default_factory=dict)
-    bindings: list[Binding] = field(default_factory=list)
     #: Messages published to it, and of those the ones no queue received (RabbitMQ's "unroutable").
     published: int = 0
     unroutable: int = 0
     _turn: int = 0
+    table: _Bindings = field(init=False, repr=False)
 
-    def matches(
-        self, binding: Binding, routing_key: str, headers: Mapping[str, Any] | None, words: Sequence[str] | None = None
-    ) -> bool:
-        kind = self.type
-        if kind == "fanout" or kind == "x-local-random":
-            return True
-        if kind == "topic":
-            return topic_matches(binding.key, routing_key, words)
-        if kind == "headers":
-            return headers_match(binding.arguments, headers or {})
-        return binding.key == routing_key  # direct
+    def __post_init__(self) -> None:
+        self.table = _Bindings(self.type)
 
+    @property
+    def bindings(self) -> list[Binding]:
+        """Its bindings, in the order they were made."""
+        return list(self.table)
 
-@functools.lru_cache(maxsize=4096)  # binding keys are few and reused for every message
-def _words(pattern: str) -> tuple[str, ...] | None:
-    """A topic binding key's words, or None when it has no wildcard (it then matches itself only)."""
-    if "*" not in pattern and "#" not in pattern:
-        return None
-    return tuple(pattern.split(".")) if pattern else ()
-
-
-def topic_matches(pattern: str, key: str, words: Sequence[str] | None = None) -> bool:
-    """Whether a topic binding key (``*`` one word, ``#`` zero or more) matches ``key`` (split: ``words``)."""
-    parts = _words(pattern)
-    if parts is None:
-        return pattern == key
-    if words is None:
-        words = key.split(".") if key else []
-    # The key positions each pattern prefix can reach: work bounded by len(parts) * len(words).
-    reachable = {0}
-    for part in parts:
-        following: set[int] = set()
-        if part == "#":  # from the first reachable position, any number of words
-            following.update(range(min(reachable), len(words) + 1))
-        else:
-            for position in reachable:
-                if position < len(words) and (part == "*" or part == words[position]):
-                    following.add(position + 1)
-        reachable = following
-        if not reachable:
-            return False
-    return len(words) in reachable
-
-
-def headers_match(arguments: Mapping[str, Any], headers: Mapping[str, Any]) -> bool:
-    """RabbitMQ's headers-exchange rule for one binding (``x-match`` all, any, all-with-x, any-with-x)."""
-    mode = str(arguments.get("x-match", "all"))
-    with_x = mode.endswith("-with-x")
-    wanted = {k: v for k, v in arguments.items() if k != "x-match" and (with_x or not str(k).startswith("x-"))}
-    if not wanted:
-        return mode.startswith("all")
-
-    def hit(name: str, value: Any) -> bool:
-        return name in headers and (value is None or headers[name] == value)
-
-    results = (hit(str(name), value) for name, value in wanted.items())
-    return any(results) if mode.startswith("any") else all(results)
+    def matching(self, routing_key: str, headers: Mapping[str, Any] | None) -> Sequence[Binding]:
+        """The bindings a message matches (``x-local-random``: the one whose turn it is)."""
+        matched = self.table.matching(routing_key, headers)
+        if self.type == "x-local-random" and matched:
+            self._turn += 1
+            return [matched[self._turn % len(matched)]]
+        return matched
 
 
 class Exchanges:
@@ -169,15 +377,26 @@ class Exchanges:
 
     ``queue_exists`` tells whether a queue of a name exists (the broker's own
     queues, so plain addresses and ``/queues/`` name the same queue).
+    ``max_exchanges`` and ``max_bindings`` bound how many a client can declare
+    (``RabbitMQOptions``; None: no bound).
     """
 
-    def __init__(self, queue_exists: Callable[[str], bool]) -> None:
+    def __init__(
+        self, queue_exists: Callable[[str], bool], max_exchanges: int | None = None, max_bindings: int | None = None
+    ) -> None:
         self._queue_exists = queue_exists
+        self.max_exchanges = max_exchanges
+        self.max_bindings = max_bindings
         self.exchanges: dict[str, Exchange] = {}
+        #: For each destination (kind, name): the exchanges with bindings to it.
+        self._sources: dict[tuple[str, str], dict[str, None]] = {}
+        self.binding_count = 0
         self.reset()
 
     def reset(self) -> None:
         self.exchanges = {name: Exchange(name, kind) for name, kind in DEFAULT_EXCHANGES.items()}
+        self._sources = {}
+        self.binding_count = 0
 
     # ---------------------------------------------------------- management
 
@@ -193,8 +412,8 @@ class Exchanges:
     ) -> bool:
         """Create an exchange; True if created, False if an equivalent one exists.
 
-        Raises :class:`ExchangeError` 403 for the default and ``amq.`` exchanges, 400 for an
-        unknown type, 409 for an existing exchange declared differently.
+        Raises :class:`ExchangeError` 403 for the default and ``amq.`` exchanges or past
+        ``max_exchanges``, 400 for an unknown type, 409 for an existing exchange declared differently.
         """
         if name == "" or name.startswith("amq."):
             raise ExchangeError(403, f"ACCESS_REFUSED - exchange name '{name}' contains reserved prefix 'amq.*'")
@@ -213,6 +432,13 @@ class Exchanges:
                     f"received '{kind}' but current is '{existing.type}'",
                 )
             return False
+        declared = len(self.exchanges) - len(DEFAULT_EXCHANGES)
+        if self.max_exchanges is not None and declared >= self.max_exchanges:
+            raise ExchangeError(
+                403,
+                f"cannot declare exchange '{name}' in vhost '/': exchange limit of {self.max_exchanges} is reached "
+                "(RabbitMQOptions.max_exchanges); delete exchanges or raise the limit",
+            )
         self.exchanges[name] = Exchange(name, kind, durable, auto_delete, internal, dict(arguments or {}))
         return True
 
@@ -220,27 +446,54 @@ class Exchanges:
         """Delete an exchange and every binding to or from it (a missing one is no error, as RabbitMQ)."""
         if name == "" or name in DEFAULT_EXCHANGES:
             raise ExchangeError(403, f"ACCESS_REFUSED - operation not permitted on the default exchange '{name}'")
-        if self.exchanges.pop(name, None) is None:
+        exchange = self.exchanges.pop(name, None)
+        if exchange is None:
             return
+        for binding in exchange.bindings:  # its own bindings: it is no longer their destinations' source
+            sources = self._sources.get((binding.destination_kind, binding.destination))
+            if sources is not None:
+                sources.pop(name, None)
+                if not sources:
+                    del self._sources[(binding.destination_kind, binding.destination)]
+        self.binding_count -= len(exchange.table)
         self.drop_destination(name, "exchange")
 
     def drop_destination(self, name: str, kind: Literal["queue", "exchange"]) -> None:
-        """A queue or exchange went: the bindings to it go too."""
-        for exchange in list(self.exchanges.values()):
-            kept = [b for b in exchange.bindings if not (b.destination == name and b.destination_kind == kind)]
-            if len(kept) != len(exchange.bindings):
-                exchange.bindings = kept
+        """A queue or exchange went: the bindings to it go too (only the exchanges that have some are visited)."""
+        for source in list(self._sources.pop((kind, name), ())):
+            exchange = self.exchanges.get(source)
+            if exchange is not None:
+                self.binding_count -= exchange.table.remove(kind, name, lambda b: False)
                 self._auto_delete(exchange)
+
+    def _unbound(self, exchange: Exchange, kind: str, destination: str) -> None:
+        """``exchange`` may have no binding to ``destination`` left: keep the reverse index right."""
+        if exchange.table.to(kind, destination):
+            return
+        sources = self._sources.get((kind, destination))
+        if sources is not None:
+            sources.pop(exchange.name, None)
+            if not sources:
+                del self._sources[(kind, destination)]
 
     def _auto_delete(self, exchange: Exchange) -> None:
         """An auto-delete exchange goes when its last binding does (RabbitMQ: once it has had one)."""
-        if exchange.auto_delete and not exchange.bindings and exchange.name in self.exchanges:
+        if exchange.auto_delete and not len(exchange.table) and exchange.name in self.exchanges:
             self.delete(exchange.name)
 
     def bind(self, binding: Binding) -> None:
-        """Add a binding (an identical one is not added twice); 404 if either end is missing."""
+        """Add a binding (an identical one is not added twice).
+
+        404 if either end is missing, 400 for a key over 255 bytes, 403 past ``max_bindings``.
+        """
         if binding.source == "":
             raise ExchangeError(403, "ACCESS_REFUSED - operation not permitted on the default exchange")
+        if key_too_long(binding.key):
+            raise ExchangeError(
+                400,
+                f"binding key of {len(binding.key.encode('utf-8', 'surrogatepass'))} bytes: a binding key is at most "
+                f"{MAX_KEY_BYTES} bytes of UTF-8 (an AMQP 0-9-1 shortstr, as RabbitMQ keeps it); use a shorter key",
+            )
         source = self.exchanges.get(binding.source)
         if source is None:
             raise ExchangeError(404, f"NOT_FOUND - no exchange '{binding.source}' in vhost '/'")
@@ -249,27 +502,32 @@ class Exchanges:
                 raise ExchangeError(404, f"NOT_FOUND - no queue '{binding.destination}' in vhost '/'")
         elif binding.destination not in self.exchanges:
             raise ExchangeError(404, f"NOT_FOUND - no exchange '{binding.destination}' in vhost '/'")
-        if not any(binding.same(b) for b in source.bindings):
-            source.bindings.append(binding)
+        if self.max_bindings is not None and self.binding_count >= self.max_bindings:
+            if any(binding.same(b) for b in source.table.to(binding.destination_kind, binding.destination)):
+                return  # an identical binding is no new one
+            raise ExchangeError(
+                403,
+                f"cannot bind '{binding.source}' to {binding.destination_kind} '{binding.destination}': binding limit "
+                f"of {self.max_bindings} is reached (RabbitMQOptions.max_bindings); unbind or raise the limit",
+            )
+        if source.table.add(binding):
+            self.binding_count += 1
+            self._sources.setdefault((binding.destination_kind, binding.destination), {})[source.name] = None
 
     def unbind(self, binding: Binding, any_arguments: bool = False) -> int:
         """Remove a binding (``any_arguments``: whatever its arguments); how many were removed."""
         source = self.exchanges.get(binding.source)
         if source is None:
             return 0
-        kept = [
-            b
-            for b in source.bindings
-            if not (
-                b.destination == binding.destination
-                and b.destination_kind == binding.destination_kind
-                and b.key == binding.key
-                and (any_arguments or dict(b.arguments) == dict(binding.arguments))
-            )
-        ]
-        removed = len(source.bindings) - len(kept)
-        source.bindings = kept
+        wanted = dict(binding.arguments)
+        removed = source.table.remove(
+            binding.destination_kind,
+            binding.destination,
+            lambda b: not (b.key == binding.key and (any_arguments or dict(b.arguments) == wanted)),
+        )
         if removed:
+            self.binding_count -= removed
+            self._unbound(source, binding.destination_kind, binding.destination)
             self._auto_delete(source)
         return removed
 
@@ -290,9 +548,8 @@ class Exchanges:
         else:
             seen = {exchange}
             pending = [first]
-            while pending:
-                current = pending.pop(0)
-                for binding in self._matching(current, routing_key, headers):
+            for current in pending:  # breadth first: the list grows while it is walked
+                for binding in current.matching(routing_key, headers):
                     if binding.destination_kind == "queue":
                         if self._queue_exists(binding.destination):
                             queues[binding.destination] = None
@@ -302,11 +559,3 @@ class Exchanges:
         if not queues:
             first.unroutable += 1
         return list(queues)
-
-    def _matching(self, exchange: Exchange, routing_key: str, headers: Mapping[str, Any] | None) -> Iterable[Binding]:
-        words = routing_key.split(".") if exchange.type == "topic" and routing_key else []  # split once per exchange
-        matched = [b for b in exchange.bindings if exchange.matches(b, routing_key, headers, words)]
-        if exchange.type == "x-local-random" and matched:
-            exchange._turn += 1
-            return [matched[exchange._turn % len(matched)]]
-        return matched
