@@ -259,22 +259,40 @@ def headers_match(arguments: Mapping[str, Any], headers: Mapping[str, Any]) -> b
     return _HeadersRule.of(arguments).matches(headers)
 
 
+def _discard(index: dict[Any, dict[int, None]], key: Any, serial: int) -> None:
+    """Take ``serial`` out of ``index[key]``, and the key out once it has none."""
+    serials = index[key]
+    del serials[serial]
+    if not serials:
+        del index[key]
+
+
+def _fingerprint(arguments: Mapping[str, Any]) -> int:
+    """Equal for equal arguments (so identical bindings share a bucket); their names alone if a value is unhashable."""
+    try:
+        return hash(frozenset(arguments.items()))
+    except TypeError:
+        return hash(frozenset(arguments))
+
+
 class _Bindings:
     """One exchange's bindings in the order they were made, indexed for its type's matching.
 
     Each binding has a serial (the order it was made); ``_to`` finds the
-    bindings to one destination (an identical binding, an unbind, a deleted
-    queue) without a scan; direct and topic exchanges index keys, headers
-    exchanges keep each binding's compiled rule.
+    bindings to one destination (a deleted queue) and ``_same`` the ones with
+    the same destination, key and arguments (an identical binding, an unbind),
+    without a scan; direct and topic exchanges index keys, headers exchanges
+    keep each binding's compiled rule.
     """
 
-    __slots__ = ("kind", "_by_serial", "_next", "_to", "_direct", "_topic", "_headers")
+    __slots__ = ("kind", "_by_serial", "_next", "_to", "_same", "_direct", "_topic", "_headers")
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self._by_serial: dict[int, Binding] = {}
         self._next = 0
         self._to: dict[tuple[str, str], dict[int, None]] = {}
+        self._same: dict[tuple[str, str, str, int], dict[int, None]] = {}
         self._direct: dict[str, dict[int, None]] = {}
         self._topic = TopicTrie() if kind == "topic" else None
         self._headers: dict[int, _HeadersRule] = {}
@@ -285,18 +303,26 @@ class _Bindings:
     def __iter__(self) -> Iterator[Binding]:
         return iter(self._by_serial.values())
 
-    def to(self, kind: str, destination: str) -> list[Binding]:
-        """The bindings to one destination, in the order made."""
-        return [self._by_serial[s] for s in self._to.get((kind, destination), ())]
+    def has_destination(self, kind: str, destination: str) -> bool:
+        return (kind, destination) in self._to
+
+    @staticmethod
+    def _bucket(binding: Binding) -> tuple[str, str, str, int]:
+        return binding.destination_kind, binding.destination, binding.key, _fingerprint(binding.arguments)
+
+    def has(self, binding: Binding) -> bool:
+        """Whether an identical binding (same destination, key and arguments) is here."""
+        return any(binding.same(self._by_serial[s]) for s in self._same.get(self._bucket(binding), ()))
 
     def add(self, binding: Binding) -> bool:
         """Add ``binding`` unless an identical one is here; whether it was added."""
-        if any(binding.same(b) for b in self.to(binding.destination_kind, binding.destination)):
+        if self.has(binding):
             return False
         serial = self._next
         self._next += 1
         self._by_serial[serial] = binding
         self._to.setdefault((binding.destination_kind, binding.destination), {})[serial] = None
+        self._same.setdefault(self._bucket(binding), {})[serial] = None
         if self.kind == "direct":
             self._direct.setdefault(binding.key, {})[serial] = None
         elif self._topic is not None:
@@ -305,27 +331,34 @@ class _Bindings:
             self._headers[serial] = _HeadersRule.of(binding.arguments)
         return True
 
-    def remove(self, kind: str, destination: str, keep: Any) -> int:
-        """Remove the bindings to ``destination`` that ``keep(binding)`` does not keep; how many."""
-        serials = self._to.get((kind, destination))
-        if not serials:
-            return 0
-        gone = [s for s in serials if not keep(self._by_serial[s])]
+    def unbind(self, binding: Binding, any_arguments: bool) -> int:
+        """Remove the bindings like ``binding`` (same key and arguments, or any arguments); how many."""
+        if any_arguments:
+            candidates = self._to.get((binding.destination_kind, binding.destination), {})
+            gone = [s for s in candidates if self._by_serial[s].key == binding.key]
+        else:
+            gone = [s for s in self._same.get(self._bucket(binding), ()) if binding.same(self._by_serial[s])]
         for serial in gone:
-            binding = self._by_serial.pop(serial)
-            del serials[serial]
-            if self.kind == "direct":
-                same_key = self._direct[binding.key]
-                del same_key[serial]
-                if not same_key:
-                    del self._direct[binding.key]
-            elif self._topic is not None:
-                self._topic.remove(binding.key, serial)
-            else:
-                self._headers.pop(serial, None)
-        if not serials:
-            del self._to[(kind, destination)]
+            self._remove(serial)
         return len(gone)
+
+    def drop(self, kind: str, destination: str) -> int:
+        """Remove every binding to ``destination``; how many."""
+        gone = list(self._to.get((kind, destination), ()))
+        for serial in gone:
+            self._remove(serial)
+        return len(gone)
+
+    def _remove(self, serial: int) -> None:
+        binding = self._by_serial.pop(serial)
+        _discard(self._to, (binding.destination_kind, binding.destination), serial)
+        _discard(self._same, self._bucket(binding), serial)
+        if self.kind == "direct":
+            _discard(self._direct, binding.key, serial)
+        elif self._topic is not None:
+            self._topic.remove(binding.key, serial)
+        else:
+            self._headers.pop(serial, None)
 
     def matching(self, routing_key: str, headers: Mapping[str, Any] | None) -> list[Binding]:
         """The bindings a message with ``routing_key`` and ``headers`` matches, in the order made."""
@@ -463,12 +496,12 @@ class Exchanges:
         for source in list(self._sources.pop((kind, name), ())):
             exchange = self.exchanges.get(source)
             if exchange is not None:
-                self.binding_count -= exchange.table.remove(kind, name, lambda b: False)
+                self.binding_count -= exchange.table.drop(kind, name)
                 self._auto_delete(exchange)
 
     def _unbound(self, exchange: Exchange, kind: str, destination: str) -> None:
         """``exchange`` may have no binding to ``destination`` left: keep the reverse index right."""
-        if exchange.table.to(kind, destination):
+        if exchange.table.has_destination(kind, destination):
             return
         sources = self._sources.get((kind, destination))
         if sources is not None:
@@ -503,7 +536,7 @@ class Exchanges:
         elif binding.destination not in self.exchanges:
             raise ExchangeError(404, f"NOT_FOUND - no exchange '{binding.destination}' in vhost '/'")
         if self.max_bindings is not None and self.binding_count >= self.max_bindings:
-            if any(binding.same(b) for b in source.table.to(binding.destination_kind, binding.destination)):
+            if source.table.has(binding):
                 return  # an identical binding is no new one
             raise ExchangeError(
                 403,
@@ -519,12 +552,7 @@ class Exchanges:
         source = self.exchanges.get(binding.source)
         if source is None:
             return 0
-        wanted = dict(binding.arguments)
-        removed = source.table.remove(
-            binding.destination_kind,
-            binding.destination,
-            lambda b: not (b.key == binding.key and (any_arguments or dict(b.arguments) == wanted)),
-        )
+        removed = source.table.unbind(binding, any_arguments)
         if removed:
             self.binding_count -= removed
             self._unbound(source, binding.destination_kind, binding.destination)
