@@ -49,6 +49,7 @@ __all__ = [
     "Exchange",
     "ExchangeError",
     "Exchanges",
+    "RoutingRefused",
     "TopicTrie",
     "key_too_long",
     "topic_matches",
@@ -83,6 +84,10 @@ class ExchangeError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+class RoutingRefused(Exception):
+    """A message whose routing would take more work than ``RabbitMQOptions`` allows (see :class:`TopicTrie`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +149,12 @@ class TopicTrie:
     words (a 255-byte key has at most 128 non-empty or 256 empty words), with
     no backtracking whatever the ``#``s; a trie shared by keys with common
     prefixes (``app1.*``, ``app2.*``) reaches only the prefixes the key names.
+
+    Binding keys crafted to keep many long paths alive (``#.a.#.b.#...``
+    variants) can still make one message reach every node: 10,000 such
+    bindings cost 0.6 s a message.  ``budget`` bounds the nodes one match may
+    reach (:class:`RoutingRefused` past it); what real bindings reach is a few
+    nodes per word of the routing key.
     """
 
     __slots__ = ("root",)
@@ -189,7 +200,7 @@ class TopicTrie:
                 del parent.words[word]
             node = parent
 
-    def match(self, key: str) -> list[int]:
+    def match(self, key: str, budget: int | None = None) -> list[int]:
         """The serials of the bindings whose key matches the routing key ``key``, in no order."""
         words = _topic_words(key)
         end = 1 << len(words)  # the position after the last word: a key that gets there matched
@@ -199,8 +210,12 @@ class TopicTrie:
             where[word] = where.get(word, 0) | (1 << position)
         found: list[int] = []
         pending: list[tuple[_TopicNode, int]] = [(self.root, 1)]
+        visits = 0
         while pending:
             node, reach = pending.pop()
+            visits += 1
+            if budget is not None and visits > budget:
+                raise RoutingRefused(f"the routing key reaches more than {budget} binding-key prefixes")
             if reach & end and node.serials:
                 found.extend(node.serials)
             if node.hash is not None:  # '#': zero or more words, so from the first reached position on
@@ -360,12 +375,14 @@ class _Bindings:
         else:
             self._headers.pop(serial, None)
 
-    def matching(self, routing_key: str, headers: Mapping[str, Any] | None) -> list[Binding]:
+    def matching(
+        self, routing_key: str, headers: Mapping[str, Any] | None, budget: int | None = None
+    ) -> list[Binding]:
         """The bindings a message with ``routing_key`` and ``headers`` matches, in the order made."""
         if self.kind == "direct":
             return [self._by_serial[s] for s in self._direct.get(routing_key, ())]
         if self._topic is not None:
-            return [self._by_serial[s] for s in sorted(self._topic.match(routing_key))]
+            return [self._by_serial[s] for s in sorted(self._topic.match(routing_key, budget))]
         if self.kind == "headers":
             present = headers or {}
             return [self._by_serial[s] for s, rule in self._headers.items() if rule.matches(present)]
@@ -396,9 +413,11 @@ class Exchange:
         """Its bindings, in the order they were made."""
         return list(self.table)
 
-    def matching(self, routing_key: str, headers: Mapping[str, Any] | None) -> Sequence[Binding]:
+    def matching(
+        self, routing_key: str, headers: Mapping[str, Any] | None, budget: int | None = None
+    ) -> Sequence[Binding]:
         """The bindings a message matches (``x-local-random``: the one whose turn it is)."""
-        matched = self.table.matching(routing_key, headers)
+        matched = self.table.matching(routing_key, headers, budget)
         if self.type == "x-local-random" and matched:
             self._turn += 1
             return [matched[self._turn % len(matched)]]
@@ -410,16 +429,22 @@ class Exchanges:
 
     ``queue_exists`` tells whether a queue of a name exists (the broker's own
     queues, so plain addresses and ``/queues/`` name the same queue).
-    ``max_exchanges`` and ``max_bindings`` bound how many a client can declare
-    (``RabbitMQOptions``; None: no bound).
+    ``max_exchanges`` and ``max_bindings`` bound how many a client can declare,
+    ``max_topic_visits`` the trie nodes one message may reach in a topic
+    exchange (``RabbitMQOptions``; None: no bound).
     """
 
     def __init__(
-        self, queue_exists: Callable[[str], bool], max_exchanges: int | None = None, max_bindings: int | None = None
+        self,
+        queue_exists: Callable[[str], bool],
+        max_exchanges: int | None = None,
+        max_bindings: int | None = None,
+        max_topic_visits: int | None = None,
     ) -> None:
         self._queue_exists = queue_exists
         self.max_exchanges = max_exchanges
         self.max_bindings = max_bindings
+        self.max_topic_visits = max_topic_visits
         self.exchanges: dict[str, Exchange] = {}
         #: For each destination (kind, name): the exchanges with bindings to it.
         self._sources: dict[tuple[str, str], dict[str, None]] = {}
@@ -565,7 +590,8 @@ class Exchanges:
         """The queues a message published to ``exchange`` with ``routing_key`` goes to, each once.
 
         Counts the message on the exchange it was published to (and as
-        unroutable there when it reaches no queue).
+        unroutable there when it reaches no queue).  Raises :class:`RoutingRefused`
+        when a topic exchange's match would pass ``max_topic_visits``.
         """
         first = self.exchanges[exchange]
         first.published += 1
@@ -577,7 +603,14 @@ class Exchanges:
             seen = {exchange}
             pending = [first]
             for current in pending:  # breadth first: the list grows while it is walked
-                for binding in current.matching(routing_key, headers):
+                try:
+                    matched = current.matching(routing_key, headers, self.max_topic_visits)
+                except RoutingRefused as exc:
+                    raise RoutingRefused(
+                        f"{exc} in topic exchange '{current.name}' (RabbitMQOptions.max_topic_visits); "
+                        "bind keys with fewer '#' and '*', or raise the limit"
+                    ) from None
+                for binding in matched:
                     if binding.destination_kind == "queue":
                         if self._queue_exists(binding.destination):
                             queues[binding.destination] = None

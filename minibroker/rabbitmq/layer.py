@@ -44,7 +44,7 @@ from .addresses import (
     queue_address,
 )
 from .arguments import QueueSpec
-from .exchanges import MAX_KEY_BYTES, Binding, ExchangeError, Exchanges, key_too_long
+from .exchanges import MAX_KEY_BYTES, Binding, ExchangeError, Exchanges, RoutingRefused, key_too_long
 from .links import X_EXCHANGE, X_ROUTING_KEY, ManagementRequests, Publisher, RabbitConsumer
 from .snapshots import BindingSnapshot, ExchangeSnapshot
 
@@ -75,7 +75,8 @@ class RabbitMQLayer:
     def __init__(self, broker: Broker, options: RabbitMQOptions | None = None) -> None:
         self.broker = broker
         self.options = options or RabbitMQOptions()
-        self.exchanges = Exchanges(self.is_queue, self.options.max_exchanges, self.options.max_bindings)
+        options = self.options
+        self.exchanges = Exchanges(self.is_queue, options.max_exchanges, options.max_bindings, options.max_topic_visits)
         #: Queues declared through /management, with their type and arguments.
         self.specs: dict[str, QueueSpec] = {}
         #: Messages no queue received (settled ``released``), over all exchanges.
@@ -216,11 +217,15 @@ class RabbitMQLayer:
         (x-max-length, x-max-length-bytes) apply to what clients send and the
         plugin's recorder sees every message.  A routing key over 255 bytes is
         rejected with ``amqp:invalid-field``, the condition RabbitMQ 4 rejects a
-        message's bad routing keys with (``bad_x_cc`` in ``rabbit_amqp_session``).
+        message's bad routing keys with (``bad_x_cc`` in ``rabbit_amqp_session``);
+        one whose topic match passes ``max_topic_visits`` with ``amqp:resource-limit-exceeded``.
         """
         if exchange and key_too_long(key):
             return Rejected(error=amqp_error(conditions.INVALID_FIELD, _long_key(key)))
-        queues = self.exchanges.route(exchange, key, message.application_properties)
+        try:
+            queues = self.exchanges.route(exchange, key, message.application_properties)
+        except RoutingRefused as exc:  # crafted topic bindings: the work one message may cost is bounded
+            return Rejected(error=amqp_error(conditions.RESOURCE_LIMIT_EXCEEDED, str(exc)))
         if not queues:
             self.unroutable += 1
             return Released()

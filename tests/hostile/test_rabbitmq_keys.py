@@ -5,7 +5,9 @@ routing key froze every client for seconds, and the publish was answered ``relea
 be repeated at will.  Now both keys are at most 255 bytes of UTF-8 (an AMQP 0-9-1 ``shortstr``, as
 RabbitMQ keeps them): the binding is refused with 400, the message is rejected with
 ``amqp:invalid-field``, an attach naming such a key in its address is refused with the same
-condition, and a fresh proton client is served meanwhile.
+condition, and a fresh proton client is served meanwhile.  Keys within the limit but crafted so
+that one message reaches every node of the topic trie (many ``#`` paths kept alive) cost at most
+``max_topic_visits`` nodes: past it the message is rejected with ``amqp:resource-limit-exceeded``.
 """
 
 from __future__ import annotations
@@ -87,4 +89,32 @@ def test_a_routing_key_over_255_bytes_is_rejected_with_invalid_field(broker: min
     attacker.send(peer.attach_sender("by-address", exchange_address("logs", LONG_ROUTING_KEY), 1))
     detach = attacker.read_until(lambda frames: frames.of(Detach)).one(Detach)
     assert detach.error is not None and detach.error.condition == "amqp:invalid-field"
+    attacker.close()
+
+
+def crafted_key(i: int) -> str:
+    """A binding key of 14 '#'-separated choices (distinct per ``i``) and a long '#' tail, ending in ``z``."""
+    choices = ".".join("#.a" if (i >> bit) & 1 else "#.b" for bit in range(14))
+    return (choices + ".#.a" * 60)[:250] + ".z"
+
+
+def test_bindings_crafted_to_reach_every_trie_node_cost_a_bounded_walk(broker: minibroker.ThreadedBroker) -> None:
+    for i in range(2_000):  # each path reachable by the key below, none matching it (no 'z')
+        broker.bind("logs", queue="all", key=crafted_key(i))
+    attacker = Attacker(broker)
+    attacker.start()
+    peer = attacker.peer
+    attacker.send(peer.attach_sender("crafted", exchange_address("logs", ".".join(["a", "b"] * 64)[:255]), 0))
+    attacker.read_until(lambda frames: frames.of(Attach))
+    for delivery_id in range(50):
+        attacker.send(peer.transfer(0, delivery_id, str(delivery_id).encode(), Message(body="x").encode()))
+    frames = attacker.read_until(lambda frames: _settled(frames.of(Disposition)) >= 50)
+    good_client_round_trip(broker)
+    outcomes = [d.state for d in frames.of(Disposition)]
+    assert {o.error.condition for o in outcomes if isinstance(o, Rejected) and o.error} == {
+        "amqp:resource-limit-exceeded"
+    }
+    assert all(isinstance(o, Rejected) for o in outcomes)
+    assert "RabbitMQOptions.max_topic_visits" in str(outcomes[0].error.description)  # type: ignore[union-attr]
+    assert broker.queue("all").depth == 0
     attacker.close()

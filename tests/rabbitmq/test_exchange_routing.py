@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from minibroker.rabbitmq.exchanges import Binding, ExchangeError, Exchanges, headers_match, topic_matches
+from minibroker.rabbitmq.exchanges import (
+    Binding,
+    ExchangeError,
+    Exchanges,
+    RoutingRefused,
+    headers_match,
+    topic_matches,
+)
 
 
 @pytest.mark.parametrize(
@@ -178,3 +185,16 @@ def test_keys_over_255_bytes_and_counts_past_the_limits_are_refused() -> None:
     exchanges.delete("t")  # its bindings go with it: room again
     exchanges.declare("v", "fanout")
     assert exchanges.binding_count == 0
+
+
+def test_a_topic_match_past_max_topic_visits_is_refused_not_walked() -> None:
+    queues = {"q1"}
+    exchanges = Exchanges(lambda name: name in queues, max_topic_visits=10)
+    exchanges.declare("t", "topic")
+    exchanges.bind(Binding("t", "q1", "queue", "a.b.c"))
+    assert exchanges.route("t", "a.b.c", None) == ["q1"]  # four nodes: within the bound
+    for i in range(10):
+        exchanges.bind(Binding("t", "q1", "queue", f"#.x{i}.#"))
+    with pytest.raises(RoutingRefused) as refused:
+        exchanges.route("t", ".".join(f"x{i}" for i in range(10)), None)  # reaches every '#' path
+    assert "max_topic_visits" in str(refused.value) and "topic exchange 't'" in str(refused.value)
