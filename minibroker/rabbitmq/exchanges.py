@@ -32,8 +32,9 @@ Routing and binding keys are at most 255 bytes of UTF-8 (AMQP 0-9-1 §4.2.5.3:
 they are ``shortstr``, which RabbitMQ keeps for every protocol), so one
 topic match is bounded: see :class:`TopicTrie`.  Each exchange indexes its
 bindings for its type: a direct exchange by key (one lookup per message), a
-topic exchange in a trie over binding words, so a message costs the words and
-bindings it can reach, not every binding; headers bindings are compiled once.
+topic exchange in a trie over binding words, a headers exchange by the
+(name, value) pairs its bindings compare, so a message costs the words,
+headers and bindings it can reach, not every binding.
 """
 
 from __future__ import annotations
@@ -274,6 +275,75 @@ def headers_match(arguments: Mapping[str, Any], headers: Mapping[str, Any]) -> b
     return _HeadersRule.of(arguments).matches(headers)
 
 
+#: A headers index entry's value for "the header is present, whatever its value".
+_PRESENT = object()
+
+
+def _entry(name: str, value: Any) -> tuple[str, Any]:
+    """The index entry a message hits when it has header ``name`` equal to ``value`` (None: present)."""
+    if value is None:
+        return name, _PRESENT
+    try:
+        hash(value)
+    except TypeError:
+        return name, _PRESENT  # a list or map: found by the name, then compared
+    return name, value
+
+
+class _HeadersIndex:
+    """A headers exchange's compiled rules, found through the headers a message has.
+
+    A rule is filed under entries one of which every message it matches must
+    hit: an ``all`` rule under one of its (name, value) pairs, an ``any`` rule
+    under each.  A message looks up its own (name, value) pairs and names, so
+    it costs its headers and the rules they name, not every binding; only
+    ``all`` rules with nothing to compare (they match every message) are
+    always taken.  Each candidate is then checked with the whole rule.
+    """
+
+    __slots__ = ("rules", "_filed", "_always")
+
+    def __init__(self) -> None:
+        self.rules: dict[int, _HeadersRule] = {}
+        self._filed: dict[tuple[str, Any], dict[int, None]] = {}
+        self._always: dict[int, None] = {}
+
+    @staticmethod
+    def _entries(rule: _HeadersRule) -> list[tuple[str, Any]] | None:
+        """Where ``rule`` is filed; None: it matches every message."""
+        if not rule.wanted:
+            return [] if rule.any else None  # nothing to compare: 'any' matches nothing, 'all' everything
+        if rule.any:
+            return list(dict.fromkeys(_entry(name, value) for name, value in rule.wanted))
+        valued = [pair for pair in rule.wanted if _entry(*pair)[1] is not _PRESENT]
+        return [_entry(*(valued or rule.wanted)[0])]  # a value narrows more than a name
+
+    def add(self, serial: int, rule: _HeadersRule) -> None:
+        self.rules[serial] = rule
+        entries = self._entries(rule)
+        if entries is None:
+            self._always[serial] = None
+        for entry in entries or ():
+            self._filed.setdefault(entry, {})[serial] = None
+
+    def remove(self, serial: int) -> None:
+        rule = self.rules.pop(serial)
+        entries = self._entries(rule)
+        if entries is None:
+            del self._always[serial]
+        for entry in entries or ():
+            _discard(self._filed, entry, serial)
+
+    def matching(self, headers: Mapping[str, Any]) -> list[int]:
+        """The serials of the rules ``headers`` matches, in the order made."""
+        candidates = dict(self._always)
+        for name, value in headers.items():
+            for entry in {(name, _PRESENT), _entry(name, value)}:
+                candidates.update(self._filed.get(entry, {}))
+        rules = self.rules
+        return [s for s in sorted(candidates) if rules[s].matches(headers)]
+
+
 def _discard(index: dict[Any, dict[int, None]], key: Any, serial: int) -> None:
     """Take ``serial`` out of ``index[key]``, and the key out once it has none."""
     serials = index[key]
@@ -297,7 +367,7 @@ class _Bindings:
     bindings to one destination (a deleted queue) and ``_same`` the ones with
     the same destination, key and arguments (an identical binding, an unbind),
     without a scan; direct and topic exchanges index keys, headers exchanges
-    keep each binding's compiled rule.
+    their compiled rules by the headers they name.
     """
 
     __slots__ = ("kind", "_by_serial", "_next", "_to", "_same", "_direct", "_topic", "_headers")
@@ -310,7 +380,7 @@ class _Bindings:
         self._same: dict[tuple[str, str, str, int], dict[int, None]] = {}
         self._direct: dict[str, dict[int, None]] = {}
         self._topic = TopicTrie() if kind == "topic" else None
-        self._headers: dict[int, _HeadersRule] = {}
+        self._headers = _HeadersIndex()
 
     def __len__(self) -> int:
         return len(self._by_serial)
@@ -343,7 +413,7 @@ class _Bindings:
         elif self._topic is not None:
             self._topic.add(binding.key, serial)
         elif self.kind == "headers":
-            self._headers[serial] = _HeadersRule.of(binding.arguments)
+            self._headers.add(serial, _HeadersRule.of(binding.arguments))
         return True
 
     def unbind(self, binding: Binding, any_arguments: bool) -> int:
@@ -372,8 +442,8 @@ class _Bindings:
             _discard(self._direct, binding.key, serial)
         elif self._topic is not None:
             self._topic.remove(binding.key, serial)
-        else:
-            self._headers.pop(serial, None)
+        elif self.kind == "headers":
+            self._headers.remove(serial)
 
     def matching(
         self, routing_key: str, headers: Mapping[str, Any] | None, budget: int | None = None
@@ -384,8 +454,7 @@ class _Bindings:
         if self._topic is not None:
             return [self._by_serial[s] for s in sorted(self._topic.match(routing_key, budget))]
         if self.kind == "headers":
-            present = headers or {}
-            return [self._by_serial[s] for s, rule in self._headers.items() if rule.matches(present)]
+            return [self._by_serial[s] for s in self._headers.matching(headers or {})]
         return list(self._by_serial.values())  # fanout, x-local-random: every binding
 
 

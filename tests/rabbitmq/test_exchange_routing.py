@@ -198,3 +198,22 @@ def test_a_topic_match_past_max_topic_visits_is_refused_not_walked() -> None:
     with pytest.raises(RoutingRefused) as refused:
         exchanges.route("t", ".".join(f"x{i}" for i in range(10)), None)  # reaches every '#' path
     assert "max_topic_visits" in str(refused.value) and "topic exchange 't'" in str(refused.value)
+
+
+def test_headers_bindings_are_found_through_the_message_headers_in_the_order_made(exchanges: Exchanges) -> None:
+    exchanges.declare("h", "headers")
+    rules = [
+        ("q1", {"x-match": "all", "region": "eu", "tier": None}),  # filed under region=eu
+        ("q2", {"x-match": "any", "tier": "gold", "vip": None}),  # under tier=gold and vip present
+        ("q3", {"x-match": "all"}),  # nothing to compare: every message
+        ("q1", {"x-match": "any"}),  # nothing to compare: no message
+        ("q2", {"x-match": "all", "tags": ["a"]}),  # an unhashable value: under tags present
+    ]
+    for queue, arguments in rules:
+        exchanges.bind(Binding("h", queue, "queue", "", arguments))
+    assert exchanges.route("h", "", {"region": "eu", "tier": "silver"}) == ["q1", "q3"]
+    assert exchanges.route("h", "", {"vip": 1}) == ["q2", "q3"]
+    assert exchanges.route("h", "", {"tags": ["a"], "tier": "gold"}) == ["q2", "q3"]
+    assert exchanges.route("h", "", {"region": "eu"}) == ["q3"]  # all: tier must be present too
+    exchanges.unbind(Binding("h", "q3", "queue", "", {"x-match": "all"}))
+    assert exchanges.route("h", "", {}) == []
