@@ -33,7 +33,11 @@ source exchange to bind or unbind; a queue declared with
 exchange (RabbitMQ, "Access Control", "How Permissions Work").  ``GET``
 needs no right, as in RabbitMQ.  A refused request is answered 403 with
 RabbitMQ's text (``configure access to queue 'q' in vhost '/' refused for
-user 'u'``).
+user 'u'``).  RabbitMQ 4 itself ends the session with
+``amqp:unauthorized-access`` (``check_resource_access`` in
+``rabbit_amqp_session``), which leaves a blocking client waiting for the
+settlement of its request; the 403 makes the same decision and lets the
+client's call fail at once.
 """
 
 from __future__ import annotations
