@@ -246,11 +246,27 @@ class RabbitMQOptions:
     the virtual hosts a client may name in ``open``'s hostname
     (``vhost:NAME``); another is refused with ``amqp:not-found``.  ``users``
     log in with SASL PLAIN, as RabbitMQ's default ``guest``/``guest``.
+
+    ``max_queues``, ``max_exchanges`` and ``max_bindings`` bound what clients
+    declare through ``/management`` (queues declared there, exchanges besides
+    the default ones, bindings in all): past one, a declaration is answered
+    403 naming the option, as RabbitMQ answers past its ``cluster_queue_limit``.
+    None: no bound.  They bound the broker's memory (about 2.4 KiB a queue,
+    0.9 KiB an exchange, 2.2 KiB a topic binding) and what one message costs
+    through fanout, headers and chained exchanges (docs/limits-and-security.md).
+    ``max_topic_visits`` bounds the binding-key prefixes (trie nodes) one
+    message may reach in one topic exchange: real bindings reach a few per
+    routing-key word; bindings crafted to keep many ``#`` paths alive are
+    refused past it, the message rejected with ``amqp:resource-limit-exceeded``.
     """
 
     version: str = "4.2.0"
     vhosts: tuple[str, ...] = ("/",)
     users: Mapping[str, str] = field(default_factory=lambda: {"guest": "guest"}, repr=False)
+    max_queues: int | None = 10_000
+    max_exchanges: int | None = 10_000
+    max_bindings: int | None = 10_000
+    max_topic_visits: int | None = 20_000
 
     def __post_init__(self) -> None:
         parts = self.version.split(".")
@@ -258,6 +274,10 @@ class RabbitMQOptions:
             raise ValueError(f"version must be a RabbitMQ version MAJOR.MINOR.PATCH, 4.0.0 or later, got {self.version!r}")
         if isinstance(self.vhosts, str):
             raise TypeError(f"vhosts must be a tuple of names, got the string {self.vhosts!r}; write ({self.vhosts!r},)")
+        for option in ("max_queues", "max_exchanges", "max_bindings", "max_topic_visits"):
+            value = getattr(self, option)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"{option} must be a positive int or None (no bound), got {value!r}")
 
 
 #: The consumer group every event hub has (Azure Event Hubs' ``$Default``).

@@ -37,7 +37,7 @@ from ..broker.publish import format_refusal
 from ..broker.replies import ReplyLink
 from ..broker.stored import Entry, StoredMessage
 from ..protocol.endpoints import Delivery, Link
-from .management import handle_request
+from .management import Requester, handle_request
 
 if TYPE_CHECKING:
     from ..broker.client_connection import BrokerConnection
@@ -70,7 +70,8 @@ class ManagementRequests(ExtensionLink):
             return
         if not delivery.remote_settled:
             engine.settle(delivery, Accepted())
-        response = handle_request(self.layer, request)
+        requester = Requester(self.layer.broker.permissions, engine.user)  # each request is authorised itself
+        response = handle_request(self.layer, request, requester)
         self.layer.broker.flush()  # queues purged or deleted: their consumers and waiters see it
         reply = self._replies()
         if reply is None:

@@ -17,22 +17,80 @@ What RabbitMQ answers, and what this node answers:
 ``POST /bindings``                          204; 404 if either end is missing
 ``DELETE /bindings/src=..;dstq=..;key=..``  204 (a missing binding too)
 ==========================================  ==========================================
+
+A binding key over 255 bytes is refused with 400; past ``RabbitMQOptions``'
+``max_queues``, ``max_exchanges`` or ``max_bindings`` a declaration is
+refused with 403 (as RabbitMQ answers its ``cluster_queue_limit``).
+
+With ``BrokerConfig.permissions`` each request is authorised against the
+queue or exchange it names (the attach to ``/management`` alone grants
+nothing), as RabbitMQ's ``rabbit_amqp_management`` does, RabbitMQ's
+configure/write/read taken as this broker's manage/send/receive
+(:data:`RIGHT_FOR`): configure to declare or delete a queue or exchange;
+read on a queue to purge it; write on the destination and read on the
+source exchange to bind or unbind; a queue declared with
+``x-dead-letter-exchange`` also needs read on itself and write on that
+exchange (RabbitMQ, "Access Control", "How Permissions Work").  ``GET``
+needs no right, as in RabbitMQ.  A refused request is answered 403 with
+RabbitMQ's text (``configure access to queue 'q' in vhost '/' refused for
+user 'u'``).  RabbitMQ 4 itself ends the session with
+``amqp:unauthorized-access`` (``check_resource_access`` in
+``rabbit_amqp_session``), which leaves a blocking client waiting for the
+settlement of its request; the 403 makes the same decision and lets the
+client's call fail at once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ..amqp.message import Message
-from .addresses import AddressError, parse_binding_path, parse_destination
+from ..broker.permissions import ANONYMOUS_USER, Permissions
+from .addresses import AddressError, exchange_address, parse_binding_path, parse_destination, queue_address
 from .arguments import queue_spec
 from .exchanges import Binding, ExchangeError
 
 if TYPE_CHECKING:
     from .host import RabbitMQHost
 
-__all__ = ["Response", "handle_request"]
+__all__ = ["RIGHT_FOR", "Requester", "Response", "handle_request"]
+
+#: RabbitMQ's permission (``configure``, ``write``, ``read``) as this broker's right (permissions.py).
+RIGHT_FOR = {"configure": "manage", "write": "send", "read": "receive"}
+Kind = Literal["queue", "exchange"]
+
+
+@dataclass(frozen=True, slots=True)
+class Requester:
+    """Who sent a request: ``user`` under ``permissions`` (None: the broker checks nothing)."""
+
+    permissions: Permissions | None
+    user: str | None
+
+    def require(self, permission: Literal["configure", "write", "read"], kind: Kind, name: str) -> None:
+        """403 unless the user holds RabbitMQ's ``permission`` on the queue or exchange ``name``.
+
+        A grant's pattern is matched against the name and against its v2
+        address (``/queues/{name}``, ``/exchanges/{name}``), as links are.
+        """
+        if self.permissions is None:
+            return
+        right = RIGHT_FOR[permission]
+        address = queue_address(name) if kind == "queue" else exchange_address(name)
+        if self.permissions.allows(self.user, right, name) or self.permissions.allows(self.user, right, address):
+            return
+        user = self.user or ANONYMOUS_USER
+        raise ExchangeError(
+            403,
+            f"{permission} access to {kind} '{name}' in vhost '/' refused for user '{user}' "
+            f"(BrokerConfig.permissions: no {right!r} grant matches {name!r} or {address!r})",
+        )
+
+
+#: The requester of the broker's own callers (the Python API, tests): everything allowed.
+TRUSTED = Requester(None, None)
 
 
 class Response(NamedTuple):
@@ -50,24 +108,25 @@ def _map(body: Any) -> Mapping[str, Any]:
     return {str(k): v for k, v in body.items()}
 
 
-def handle_request(layer: RabbitMQHost, request: Message) -> Response:
-    """Answer one management request; errors become RabbitMQ's status codes with its messages."""
+def handle_request(layer: RabbitMQHost, request: Message, requester: Requester = TRUSTED) -> Response:
+    """Answer one management request from ``requester``; errors become RabbitMQ's status codes and messages."""
     properties = request.properties
     method = str(properties.subject) if properties is not None and properties.subject is not None else ""
     path = str(properties.to) if properties is not None and properties.to is not None else ""
     try:
-        return _dispatch(layer, method.upper(), path, request.body)
+        return _dispatch(layer, requester, method.upper(), path, request.body)
     except ExchangeError as exc:
         return Response(exc.status, str(exc))
     except AddressError as exc:
         return Response(400, str(exc))
 
 
-def _dispatch(layer: RabbitMQHost, method: str, path: str, body: Any) -> Response:
+def _dispatch(layer: RabbitMQHost, requester: Requester, method: str, path: str, body: Any) -> Response:
     if path == "/bindings" and method == "POST":
-        return _bind(layer, _map(body))
+        return _bind(layer, requester, _map(body))
     if path.startswith("/bindings/") and method == "DELETE":
         binding = parse_binding_path(path)
+        _binding_rights(requester, binding.source, binding.destination_kind, binding.destination)
         layer.exchanges.unbind(
             Binding(binding.source, binding.destination, binding.destination_kind, binding.key),
             any_arguments=bool(binding.arguments),
@@ -75,6 +134,7 @@ def _dispatch(layer: RabbitMQHost, method: str, path: str, body: Any) -> Respons
         return Response(204)
     if path.startswith("/queues/") and path.endswith("/messages") and method == "DELETE":
         name = parse_destination(path[: -len("/messages")]).name
+        requester.require("read", "queue", name)
         if name in layer.broker.router.streams:
             raise ExchangeError(400, f"PRECONDITION_FAILED - queue '{name}' is a stream: streams cannot be purged")
         if name not in layer.broker.queues:
@@ -84,12 +144,14 @@ def _dispatch(layer: RabbitMQHost, method: str, path: str, body: Any) -> Respons
     if destination.kind == "exchange":
         if destination.key is not None:
             raise ExchangeError(400, f"{path!r}: an exchange's path is /exchanges/{{name}}")
-        return _exchange(layer, method, destination.name, body)
-    return _queue(layer, method, destination.name, body)
+        return _exchange(layer, requester, method, destination.name, body)
+    return _queue(layer, requester, method, destination.name, body)
 
 
-def _exchange(layer: RabbitMQHost, method: str, name: str, body: Any) -> Response:
+def _exchange(layer: RabbitMQHost, requester: Requester, method: str, name: str, body: Any) -> Response:
     exchanges = layer.exchanges
+    if method in ("PUT", "DELETE"):
+        requester.require("configure", "exchange", name)
     if method == "PUT":
         fields = _map(body)
         exchanges.declare(
@@ -122,10 +184,16 @@ def _exchange(layer: RabbitMQHost, method: str, name: str, body: Any) -> Respons
     raise ExchangeError(405, f"method {method!r} is not allowed on an exchange: PUT, GET or DELETE")
 
 
-def _queue(layer: RabbitMQHost, method: str, name: str, body: Any) -> Response:
+def _queue(layer: RabbitMQHost, requester: Requester, method: str, name: str, body: Any) -> Response:
     broker = layer.broker
+    if method in ("PUT", "DELETE"):
+        requester.require("configure", "queue", name)
     if method == "PUT":
         spec = queue_spec(name, _map(body), broker.config.queue_defaults)
+        if spec.dead_letter_exchange is not None and not layer.is_queue(name):
+            # RabbitMQ (check_dead_letter_exchange): a new queue that dead-letters reads itself, writes the DLX
+            requester.require("read", "queue", name)
+            requester.require("write", "exchange", spec.dead_letter_exchange)
         layer.declare_queue(spec)
         return Response(200, layer.queue_info(name))
     if method == "DELETE":
@@ -139,7 +207,13 @@ def _queue(layer: RabbitMQHost, method: str, name: str, body: Any) -> Response:
     raise ExchangeError(405, f"method {method!r} is not allowed on a queue: PUT, GET or DELETE")
 
 
-def _bind(layer: RabbitMQHost, body: Mapping[str, Any]) -> Response:
+def _binding_rights(requester: Requester, source: str, kind: Kind, destination: str) -> None:
+    """RabbitMQ's ``binding_checks``: write on the destination, read on the source exchange."""
+    requester.require("write", kind, destination)
+    requester.require("read", "exchange", source)
+
+
+def _bind(layer: RabbitMQHost, requester: Requester, body: Mapping[str, Any]) -> Response:
     source = body.get("source")
     queue = body.get("destination_queue")
     exchange = body.get("destination_exchange")
@@ -150,5 +224,6 @@ def _bind(layer: RabbitMQHost, body: Mapping[str, Any]) -> Response:
     destination = str(queue if queue is not None else exchange)
     kind: Any = "queue" if queue is not None else "exchange"
     arguments = _map(body.get("arguments"))
+    _binding_rights(requester, source, kind, destination)
     layer.exchanges.bind(Binding(source, destination, kind, str(body.get("binding_key") or ""), arguments))
     return Response(204)
