@@ -22,7 +22,7 @@ one message per unit, and a reader without credit costs nothing per append.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ..amqp.messaging import Accepted, Modified, Rejected, Released
@@ -122,7 +122,7 @@ class Stream:
 
     # ------------------------------------------------------- Node protocol
 
-    def admit(self, message: StoredMessage, staged: Sequence[StoredMessage] | None = None) -> Error | None:
+    def admit(self, message: StoredMessage, staged: Collection[StoredMessage] | None = None) -> Error | None:
         """A stream takes every message: retention (``max_bytes``, ``max_age``) drops the oldest instead."""
         return None
 
