@@ -333,6 +333,11 @@ class BrokerConfig:
     link_credit: int = 1000
     #: SASL PLAIN users (name -> password); anonymous access may stay allowed.  Never shown in repr.
     users: dict[str, str] = field(default_factory=dict, repr=False)
+    #: Failed SASL logins from one peer address within a minute before its new connections are
+    #: slowed to one per ``login_delay`` (see ``minibroker.broker.logins``); None: never.
+    max_login_failures: int | None = 20
+    #: Seconds between the connections of an address past ``max_login_failures``.
+    login_delay: float = 1.0
     #: Per-user rights by address pattern, ``{user: {pattern: "send receive manage"}}``
     #: (see :mod:`minibroker.broker.permissions`); None: everyone may do everything.
     permissions: dict[str, dict[str, str]] | None = None
