@@ -355,6 +355,11 @@ class BrokerConfig:
     link_credit: int = 1000
     #: SASL PLAIN users (name -> password); anonymous access may stay allowed.  Never shown in repr.
     users: dict[str, str] = field(default_factory=dict, repr=False)
+    #: Failed SASL logins from one peer address within a minute before its new connections are
+    #: slowed to one per ``login_delay`` (see ``minibroker.broker.logins``); None: never.
+    max_login_failures: int | None = 20
+    #: Seconds between the connections of an address past ``max_login_failures``.
+    login_delay: float = 1.0
     #: Per-user rights by address pattern, ``{user: {pattern: "send receive manage"}}``
     #: (see :mod:`minibroker.broker.permissions`); None: everyone may do everything.
     permissions: dict[str, dict[str, str]] | None = None
@@ -378,8 +383,16 @@ class BrokerConfig:
     #: One more makes the server close the oldest of them, so a client that logs in at once
     #: always gets through, however many sockets dawdle.
     max_handshakes: int = 256
-    #: Seconds a transaction may stay open before it is rolled back; None: forever.
-    transaction_timeout: float | None = None
+    #: Seconds a transaction may stay open before it is rolled back (later use of its id answers
+    #: ``amqp:transaction:timeout``); None: forever.  300 s is ActiveMQ Artemis' default
+    #: (``transaction-timeout``): staged messages are memory, and a forgotten transaction holds them.
+    transaction_timeout: float | None = 300.0
+    #: Transactions one connection may have open at once; one more ``declare`` is rejected with
+    #: ``amqp:resource-limit-exceeded`` (Part 4 §4.3).
+    max_transactions_per_connection: int = 16
+    #: Encoded message bytes one transaction may hold staged until its discharge; a transfer that
+    #: would pass it is rejected (transactional-state, ``amqp:resource-limit-exceeded``).
+    max_transaction_bytes: int = 8 * 1024 * 1024
     #: Keep the last N frames of every connection for ``broker.frames()``; 0 keeps none and costs nothing.
     frame_log: int = 0
     #: The Azure Service Bus layer's options; it also turns on (with defaults) when a client attaches ``$cbs``.
