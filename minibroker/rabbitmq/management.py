@@ -18,9 +18,15 @@ What RabbitMQ answers, and what this node answers:
 ``DELETE /bindings/src=..;dstq=..;key=..``  204 (a missing binding too)
 ==========================================  ==========================================
 
-A binding key over 255 bytes is refused with 400; past ``RabbitMQOptions``'
-``max_queues``, ``max_exchanges`` or ``max_bindings`` a declaration is
-refused with 403 (as RabbitMQ answers its ``cluster_queue_limit``).
+A binding key over 255 bytes is refused with 400.  Past ``RabbitMQOptions``'
+``max_queues`` a declaration is answered 403, as RabbitMQ 4 answers past its
+``cluster_queue_limit`` or a vhost's ``max-queues`` (``rabbit_amqp_management``
+turns ``queue_limit_exceeded`` into 403 with the text ``cannot declare queue
+'q': queue limit ... is reached``); past ``max_exchanges`` or ``max_bindings``
+it is answered 403 too: RabbitMQ has no binding limit, and its
+``cluster_exchange_limit`` exit is not caught on ``/management`` (the session
+ends with ``amqp:internal-error`` and an Erlang stack trace), which this node
+does not copy.
 
 With ``BrokerConfig.permissions`` each request is authorised against the
 queue or exchange it names (the attach to ``/management`` alone grants
@@ -31,13 +37,15 @@ read on a queue to purge it; write on the destination and read on the
 source exchange to bind or unbind; a queue declared with
 ``x-dead-letter-exchange`` also needs read on itself and write on that
 exchange (RabbitMQ, "Access Control", "How Permissions Work").  ``GET``
-needs no right, as in RabbitMQ.  A refused request is answered 403 with
-RabbitMQ's text (``configure access to queue 'q' in vhost '/' refused for
-user 'u'``).  RabbitMQ 4 itself ends the session with
-``amqp:unauthorized-access`` (``check_resource_access`` in
-``rabbit_amqp_session``), which leaves a blocking client waiting for the
-settlement of its request; the 403 makes the same decision and lets the
-client's call fail at once.
+needs no right, as in RabbitMQ.  A refused request raises
+:class:`AccessRefused`, and the management link ends its session with
+``amqp:unauthorized-access`` and RabbitMQ's text (``configure access to
+queue 'q' in vhost '/' refused for user 'u'``), as RabbitMQ 4 does: its
+``check_resource_access`` (``rabbit_amqp_session``) exits with that
+protocol error, which ``handle_request`` does not catch and the session
+answers with an ``end`` (Part 2 §2.5.7; RabbitMQ's ``amqp_auth_SUITE``
+expects ``session_ended``).  No answer is sent; the connection and its
+other sessions stay.
 """
 
 from __future__ import annotations
@@ -55,11 +63,20 @@ from .exchanges import Binding, ExchangeError
 if TYPE_CHECKING:
     from .host import RabbitMQHost
 
-__all__ = ["RIGHT_FOR", "Requester", "Response", "handle_request"]
+__all__ = ["RIGHT_FOR", "AccessRefused", "Requester", "Response", "handle_request"]
 
 #: RabbitMQ's permission (``configure``, ``write``, ``read``) as this broker's right (permissions.py).
 RIGHT_FOR = {"configure": "manage", "write": "send", "read": "receive"}
 Kind = Literal["queue", "exchange"]
+
+
+class AccessRefused(Exception):
+    """A request the requester has no right to make: its session ends with ``amqp:unauthorized-access``.
+
+    ``str()`` is RabbitMQ's description, word for word (``rabbit_access_control``'s
+    ``"~s access to ~ts refused for user '~ts'"`` with ``rabbit_misc:rs``), so a
+    client that matches RabbitMQ's text matches this one.
+    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +87,7 @@ class Requester:
     user: str | None
 
     def require(self, permission: Literal["configure", "write", "read"], kind: Kind, name: str) -> None:
-        """403 unless the user holds RabbitMQ's ``permission`` on the queue or exchange ``name``.
+        """:class:`AccessRefused` unless the user holds RabbitMQ's ``permission`` on the queue or exchange ``name``.
 
         A grant's pattern is matched against the name and against its v2
         address (``/queues/{name}``, ``/exchanges/{name}``), as links are.
@@ -82,11 +99,7 @@ class Requester:
         if self.permissions.allows(self.user, right, name) or self.permissions.allows(self.user, right, address):
             return
         user = self.user or ANONYMOUS_USER
-        raise ExchangeError(
-            403,
-            f"{permission} access to {kind} '{name}' in vhost '/' refused for user '{user}' "
-            f"(BrokerConfig.permissions: no {right!r} grant matches {name!r} or {address!r})",
-        )
+        raise AccessRefused(f"{permission} access to {kind} '{name}' in vhost '/' refused for user '{user}'")
 
 
 #: The requester of the broker's own callers (the Python API, tests): everything allowed.
@@ -109,7 +122,10 @@ def _map(body: Any) -> Mapping[str, Any]:
 
 
 def handle_request(layer: RabbitMQHost, request: Message, requester: Requester = TRUSTED) -> Response:
-    """Answer one management request from ``requester``; errors become RabbitMQ's status codes and messages."""
+    """Answer one management request from ``requester``; errors become RabbitMQ's status codes and messages.
+
+    Raises :class:`AccessRefused` (before changing anything) for a request ``requester`` may not make.
+    """
     properties = request.properties
     method = str(properties.subject) if properties is not None and properties.subject is not None else ""
     path = str(properties.to) if properties is not None and properties.to is not None else ""
