@@ -75,6 +75,7 @@ def broker() -> Iterator[minibroker.ThreadedBroker]:
     with minibroker.ThreadedBroker() as running:
         running.declare_queue("q")
         running.declare_stream("s")
+        running.declare_topic("t")
         yield running
 
 
@@ -171,7 +172,9 @@ REFUSED = {
 
 @pytest.mark.parametrize("text", list(REFUSED.values()), ids=list(REFUSED))
 @pytest.mark.parametrize(
-    ("address", "descriptor"), [("q", str(SELECTOR)), ("s", str(SQL_FILTER))], ids=["queue selector", "stream SQL"]
+    ("address", "descriptor"),
+    [("q", str(SELECTOR)), ("t", str(SELECTOR)), ("s", str(SQL_FILTER))],
+    ids=["queue selector", "topic subscription selector", "stream SQL"],
 )
 def test_a_selector_past_the_limits_is_refused_on_its_link_and_the_connection_kept(
     broker: minibroker.ThreadedBroker, address: str, descriptor: str, text: str
