@@ -699,7 +699,7 @@ class _Parser:
     def __init__(self, text: str, qualified: bool = False, max_length: int = MAX_LENGTH) -> None:
         if len(text) > max_length:
             raise SelectorError(
-                text[:80] + "...", 80, f"too long: a selector has at most {max_length} characters, got {len(text)}"
+                text[:80] + "...", max_length, f"too long: a selector has at most {max_length} characters, got {len(text)}"
             )
         self.text = text
         self.tokens = _tokenize(text, qualified)
