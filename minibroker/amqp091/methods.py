@@ -183,7 +183,13 @@ def decode_method(payload: bytes | memoryview) -> Method:
     return cls(**args)
 
 
-_declared = dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+C = TypeVar("C", bound=type)
+
+
+@typing.dataclass_transform(frozen_default=True, kw_only_default=True, field_specifiers=(dataclasses.field,))
+def _declared(cls: C) -> C:
+    """Make a method declaration a frozen, slotted, keyword-only dataclass."""
+    return dataclasses.dataclass(frozen=True, slots=True, kw_only=True)(cls)  # type: ignore[return-value]
 
 
 # --- connection (class 10) -----------------------------------------------------------------
