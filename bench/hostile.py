@@ -24,8 +24,13 @@ from proton import Message
 from proton.utils import BlockingConnection
 
 import minibroker
-from minibroker.amqp import codec
-from minibroker.amqp.performatives import RCV_SECOND, SND_SETTLED, Transfer
+from minibroker.amqp import Declare, Declared, TransactionalState, codec
+from minibroker.amqp.message import Message as AmqpMessage
+from minibroker.amqp.messaging import Source
+from minibroker.amqp.performatives import RCV_SECOND, ROLE_SENDER, SND_SETTLED, Disposition, Transfer
+from minibroker.amqp.transactions import Coordinator
+from minibroker.amqp.types import Described, symbol
+from minibroker.api import build_message
 from minibroker.testing import Peer
 from minibroker.testing.peer import FrameReader
 
@@ -144,6 +149,65 @@ def attack_handshakes(broker: minibroker.ThreadedBroker) -> Callable[[], None]:
     return lambda: [sock.close() for sock in sockets]
 
 
+def _coordinator(raw: Raw, address: str | None) -> None:
+    """A coordinator link (handle 0) and a sending link to ``address`` (handle 1; None: the relay)."""
+    caps = Coordinator(capabilities=[symbol("amqp:local-transactions")])
+    raw.send(raw.peer.attach("ctl", 0, ROLE_SENDER, source=Source(address="ctl"), target=caps)
+             + raw.peer.attach_sender("tx", address, 1))  # fmt: skip
+
+
+def _declare(raw: Raw) -> bytes:
+    """Declare a transaction on handle 0; its id."""
+    raw.send(raw.peer.transfer(0, None, None, AmqpMessage(body=Declare()).encode()))
+    frames: list[object] = []
+    while True:
+        data = raw.sock.recv(65536)
+        frames += [f.performative for f in raw.reader.feed(data)]
+        for frame in frames:
+            if isinstance(frame, Disposition) and isinstance(frame.state, Declared):
+                return bytes(frame.state.txn_id)
+
+
+def _staged(raw: Raw, txn: bytes, count: int, **properties: object) -> bytes:
+    payload = build_message(b"t" * 65536, **properties).encode()
+    state = TransactionalState(txn_id=txn)
+    return b"".join(raw.peer.transfer(1, None, None, payload, state=state) for _ in range(count))
+
+
+def attack_tx_relay(broker: minibroker.ThreadedBroker) -> Callable[[], None]:
+    raw = Raw(broker)
+    raw.start()
+    _coordinator(raw, None)
+    txn = _declare(raw)
+    batch = _staged(raw, txn, 100, to="not-yet-a-queue")
+    thread = _in_background(lambda: [raw.send(batch) for _ in range(20)])  # 125 MiB offered
+    return lambda: (thread.join(WAIT), raw.sock.close())
+
+
+def attack_tx_many(broker: minibroker.ThreadedBroker) -> Callable[[], None]:
+    broker.declare_queue("bounded", max_bytes=1024 * 1024)
+    raws = []
+    for _ in range(20):  # 20 connections x 16 transactions x 15 x 64 KiB: 300 MiB offered
+        raw = Raw(broker)
+        raw.start()
+        _coordinator(raw, "bounded")
+        for _ in range(16):
+            raw.send(_staged(raw, _declare(raw), 15))
+        raws.append(raw)
+    return lambda: [raw.sock.close() for raw in raws]
+
+
+def attack_stream_filter(broker: minibroker.ThreadedBroker) -> Callable[[], None]:
+    broker.declare_stream("log")
+    broker.publish_many("log", range(500_000))
+    raw = Raw(broker)
+    raw.start()
+    spec, never = symbol("rabbitmq:stream-offset-spec"), symbol("rabbitmq:stream-filter")
+    filters = {spec: Described(spec, "first"), never: Described(never, "a value no message has")}
+    raw.send(raw.peer.attach_receiver("nothing", "log", 0, filter=filters) + raw.peer.flow(0, 100))
+    return lambda: raw.sock.close()
+
+
 ATTACKS: dict[str, tuple[Callable[[minibroker.ThreadedBroker], Callable[[], None]], dict[str, object]]] = {
     "reassembly": (attack_reassembly, {}),
     "dispositions": (attack_dispositions, {}),
@@ -151,6 +215,9 @@ ATTACKS: dict[str, tuple[Callable[[minibroker.ThreadedBroker], Callable[[], None
     "unsettled": (attack_unsettled, {}),
     "header": (attack_header, {}),
     "handshakes": (attack_handshakes, {"allow_anonymous": False, "users": {"good": "pw"}}),
+    "tx-relay": (attack_tx_relay, {}),
+    "tx-many": (attack_tx_many, {}),
+    "stream-filter": (attack_stream_filter, {}),
 }
 
 

@@ -31,12 +31,15 @@ import trio
 from .broker.client_connection import OUTPUT_BOUND
 from .broker.clock import ManualClock
 from .broker.engine import Broker, BrokerConnection
+from .broker.logins import LoginGuard
 from .broker.stored import clear_header_cache
 from .tls import close_notify, handshake, wrap
 
-__all__ = ["serve", "stop", "DEFAULT_HOST", "ExposedBrokerWarning"]
+__all__ = ["serve", "stop", "DEFAULT_HOST", "ExposedBrokerWarning", "HANDLE_KEYWORDS"]
 
 DEFAULT_HOST = "127.0.0.1"
+#: The keywords ``ThreadedBroker(...)`` and ``open_broker(...)`` take besides the ``BrokerConfig`` fields.
+HANDLE_KEYWORDS = ("host", "port", "config", "clock", "ssl_context", "tls")
 READ_SIZE = 256 * 1024
 #: Output queued for a peer that does not read, beyond which its reader stops reading (and the
 #: broker routes nothing more to it: ``BrokerConnection.output_full``).
@@ -365,13 +368,18 @@ async def _serve_connection(
     with trio.CancelScope() as evicted:  # cancelled when newer handshakes push this one out
         handshakes.admit(evicted, connection)
         try:
-            await _run_connection(connection, sock, sender, waker, outbox)
+            await _run_connection(connection, sock, sender, waker, outbox, broker.logins)
         finally:
             handshakes.discard(evicted)
 
 
 async def _run_connection(
-    connection: BrokerConnection, sock: socket.socket, sender: _Sender, waker: _Waker, outbox: _Outbox
+    connection: BrokerConnection,
+    sock: socket.socket,
+    sender: _Sender,
+    waker: _Waker,
+    outbox: _Outbox,
+    logins: LoginGuard,
 ) -> None:
     broker = connection.broker
     peer_closed = False
@@ -379,7 +387,7 @@ async def _run_connection(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_write, connection, sender, waker, nursery.cancel_scope)
             try:
-                peer_closed = await _read(connection, sock, sender, waker, outbox)
+                peer_closed = await _read(connection, sock, sender, waker, outbox, logins)
             except OSError:
                 peer_closed = True  # reset by the peer: handled as a lost connection below
             # The peer is gone (or we closed): end its links now, so what it held goes back at
@@ -418,7 +426,12 @@ async def _linger(sock: socket.socket) -> None:
 
 
 async def _read(
-    connection: BrokerConnection, sock: socket.socket, sender: _Sender, waker: _Waker, outbox: _Outbox
+    connection: BrokerConnection,
+    sock: socket.socket,
+    sender: _Sender,
+    waker: _Waker,
+    outbox: _Outbox,
+    logins: LoginGuard,
 ) -> bool:
     """Feed the connection until it is finished (False) or the peer closes its side (True).
 
@@ -429,6 +442,9 @@ async def _read(
     drained = False
     # A short plain read took all the kernel had; TLS may still hold decrypted bytes, so it always reads on.
     plain = not isinstance(sock, ssl.SSLSocket)
+    protocol = connection.protocol
+    # Once per connection: an address that guessed passwords has its PLAIN logins judged in turn.
+    protocol.hold_logins = logins.penalised(_address(connection.peer), trio.current_time())
     while not connection.finished:
         if drained:  # the last read took all there was: wait rather than try a read that fails
             handled = 0
@@ -450,6 +466,14 @@ async def _read(
                 connection.receive_data(data, FRAMES_PER_PASS)
             finally:
                 outbox.reading = False
+            if protocol.login_held:
+                output = connection.data_to_send()  # sasl-mechanisms go out before the wait
+                if output:
+                    await sender.send(output)
+                if not await _wait_turn(logins, connection):
+                    return True  # cut off unanswered: closed at once, as if the peer had gone (no lingering)
+                data = b""
+                continue  # its login is judged now
             if outbox.ready:
                 outbox.flush(connection)
             output = connection.data_to_send()
@@ -459,6 +483,8 @@ async def _read(
                 break
             data = b""
             await trio.lowlevel.checkpoint()  # others run between batches of this peer's frames
+        if protocol.login_failed:
+            logins.failed(_address(connection.peer), trio.current_time())
         waker.clear()  # everything queued for this connection has been handed to the sender
         if sender.backlog > HIGH_WATER:
             await sender.wait_drained()
@@ -467,6 +493,23 @@ async def _read(
             handled = 0
             await trio.lowlevel.checkpoint()
     return False
+
+
+def _address(peer: str) -> str:
+    """The host of a ``host:port`` peer name (IPv6 hosts have colons of their own)."""
+    return peer.rpartition(":")[0] or peer
+
+
+async def _wait_turn(logins: LoginGuard, connection: BrokerConnection) -> bool:
+    """A held PLAIN login (its address guessed passwords, broker/logins.py): wait its turn, then let
+    the protocol judge it; False when the turn is too far away and it is to be closed unanswered."""
+    wait = logins.turn(_address(connection.peer), trio.current_time())
+    if wait is None:
+        return False
+    if wait > 0:
+        await trio.sleep(wait)
+    connection.protocol.hold_logins = connection.protocol.login_held = False
+    return True
 
 
 async def _write(connection: BrokerConnection, sender: _Sender, waker: _Waker, scope: trio.CancelScope) -> None:

@@ -3,28 +3,62 @@
 from __future__ import annotations
 
 import errno
+import queue
 import socket
 import ssl
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, TypeVarTuple, Unpack
 
 import trio
 
 from .api import BrokerAPI, check, timed_out
 from .broker.clock import Clock, ManualClock
-from .broker.config import BrokerConfig
+from .broker.config import BrokerConfig, config_from_keywords
 from .broker.engine import Broker
 from .restartable import RestartableServer
-from .server import DEFAULT_HOST, stop
+from .server import DEFAULT_HOST, HANDLE_KEYWORDS, stop
 from .tls import resolve as resolve_tls
+
+if TYPE_CHECKING:
+    import outcome
 
 __all__ = ["ThreadedBroker"]
 
 T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
+
+
+def _run_sync(token: trio.lowlevel.TrioToken, fn: Callable[[Unpack[Ts]], T], *args: *Ts) -> T:
+    """``fn(*args)`` in the broker's trio run, from any other thread: the test's, a worker's, or
+    one running a trio run of its own (a trio test)."""
+    if trio.lowlevel.in_trio_run():
+        return _relayed(lambda: trio.from_thread.run_sync(fn, *args, trio_token=token))
+    return trio.from_thread.run_sync(fn, *args, trio_token=token)
+
+
+def _run(token: trio.lowlevel.TrioToken, afn: Callable[[Unpack[Ts]], Awaitable[T]], *args: *Ts) -> T:
+    """``await afn(*args)`` in the broker's trio run, from any other thread (as :func:`_run_sync`)."""
+    if trio.lowlevel.in_trio_run():
+        return _relayed(lambda: trio.from_thread.run(afn, *args, trio_token=token))
+    return trio.from_thread.run(afn, *args, trio_token=token)
+
+
+def _relayed(call: Callable[[], T]) -> T:
+    """``call()`` in one of trio's cached worker threads, waited for here.
+
+    ``trio.from_thread`` refuses to be called from inside any trio run, to spare that run a
+    deadlock with itself; but a trio test runs in its own run, not in the broker's, and waits
+    only for the broker's thread (which never waits for the test's run).  A worker thread is in
+    no run, so the call goes through it; the test's run is blocked meanwhile, as an asyncio
+    test's loop is by a direct call.
+    """
+    done: queue.SimpleQueue[outcome.Outcome[T]] = queue.SimpleQueue()
+    trio.lowlevel.start_thread_soon(call, done.put)
+    return done.get().unwrap()
 
 
 class _ThreadedClock:
@@ -33,21 +67,26 @@ class _ThreadedClock:
     def __init__(self, owner: ThreadedBroker, clock: Clock) -> None:
         self._owner = owner
         self._clock = clock
+        #: How to get a broker with a manual clock, as the error of ``advance()`` on any other
+        #: clock says it; whoever made the broker for the caller (the pytest plugin) names its own way.
+        self.manual_hint = "start the broker with ThreadedBroker(clock=minibroker.ManualClock())"
 
     def now(self) -> float:
         return self._clock.now()
 
-    def advance(self, seconds: float) -> float:
+    def _manual(self, what: str) -> ManualClock:
         if not isinstance(self._clock, ManualClock):
-            raise TypeError("advance() needs a manual clock: ThreadedBroker(clock=minibroker.ManualClock())")
-        clock = self._clock
-        return self._owner._call(clock.advance, seconds)
+            raise TypeError(
+                f"{what} needs a manual clock, and this broker reads {type(self._clock).__name__}: {self.manual_hint}"
+            )
+        return self._clock
+
+    def advance(self, seconds: float) -> float:
+        return self._owner._call(self._manual("advance()").advance, seconds)
 
     def rewind(self) -> None:
         """Back to the manual clock's start time (``reset()`` leaves no expiry times behind)."""
-        if not isinstance(self._clock, ManualClock):
-            raise TypeError("rewind() needs a manual clock: ThreadedBroker(clock=minibroker.ManualClock())")
-        self._clock.rewind()  # one float written; no timer runs, so no trip to the broker's thread
+        self._manual("rewind()").rewind()  # one float written; no timer runs, so no trip to the broker's thread
 
 
 class ThreadedBroker(BrokerAPI):
@@ -74,9 +113,7 @@ class ThreadedBroker(BrokerAPI):
         tls: bool = False,
         **config_fields: Any,
     ) -> None:
-        if config is not None and config_fields:
-            raise TypeError("pass either config=BrokerConfig(...) or its fields as keywords, not both")
-        self._config = config or BrokerConfig(**config_fields)
+        self._config = config_from_keywords(config, config_fields, "ThreadedBroker()", HANDLE_KEYWORDS)
         self._host = host
         self._requested_port = port
         self._ssl_context, tls_files = resolve_tls(ssl_context, tls)
@@ -149,7 +186,7 @@ class ThreadedBroker(BrokerAPI):
         if thread.is_alive() and self._token is not None and self._cancel is not None:
             cancel = self._cancel
             try:
-                trio.from_thread.run_sync(self._shutdown, cancel, trio_token=self._token)
+                _run_sync(self._token, self._shutdown, cancel)
             except trio.RunFinishedError:
                 pass
         thread.join()
@@ -168,7 +205,7 @@ class ThreadedBroker(BrokerAPI):
         queues first (see :mod:`minibroker.restartable`).
         """
         server, nursery, token = self._serving("restart()")
-        trio.from_thread.run(server.restart, nursery, graceful, trio_token=token)
+        _run(token, server.restart, nursery, graceful)
 
     def _serving(self, what: str) -> tuple[RestartableServer, trio.Nursery, trio.lowlevel.TrioToken]:
         if self._thread is None or self._token is None or self._server is None or self._nursery is None:
@@ -189,7 +226,7 @@ class ThreadedBroker(BrokerAPI):
         if self._broker.pristine:  # a test that changed nothing: no trip to the broker's thread
             return
         if not self._broker.connections:  # the usual case: one synchronous call, no task to spawn
-            trio.from_thread.run_sync(self._locked, self._broker.reset, (), trio_token=token)
+            _run_sync(token, self._locked, self._broker.reset, ())
             return
 
         async def renew() -> None:
@@ -197,7 +234,7 @@ class ThreadedBroker(BrokerAPI):
             await server.start(nursery)
             self._locked(self._broker.reset, ())
 
-        trio.from_thread.run(renew, trio_token=token)
+        _run(token, renew)
 
     def __enter__(self) -> ThreadedBroker:
         return self.start()
@@ -247,7 +284,7 @@ class ThreadedBroker(BrokerAPI):
             raise self._stopped()
         if threading.current_thread() is self._thread:
             return fn(*args)
-        return trio.from_thread.run_sync(self._locked, fn, args, trio_token=self._token)
+        return _run_sync(self._token, self._locked, fn, args)
 
     def _marshal(self, fn: Callable[..., T], *args: Any) -> T:
         """Like ``_call``, and before ``start()`` (no broker thread yet) directly."""
@@ -260,7 +297,7 @@ class ThreadedBroker(BrokerAPI):
         if thread is None or token is None or threading.current_thread() is thread:
             self._broker.run_timers(now)
         else:
-            trio.from_thread.run_sync(self._broker.run_timers, now, trio_token=token)
+            _run_sync(token, self._broker.run_timers, now)
 
     def _read(self, fn: Callable[..., T], *args: Any) -> T:
         if self._thread is None or self._token is None:
@@ -269,7 +306,7 @@ class ThreadedBroker(BrokerAPI):
             raise self._stopped()
         if threading.current_thread() is self._thread:
             return fn(*args)
-        return trio.from_thread.run_sync(fn, *args, trio_token=self._token)
+        return _run_sync(self._token, fn, *args)
 
     def _inspect(self, fn: Callable[[], None]) -> None:
         if self._thread is None or self._token is None:

@@ -12,10 +12,10 @@ import trio
 
 from .api import BrokerAPI, check, timed_out
 from .broker.clock import Clock
-from .broker.config import BrokerConfig
+from .broker.config import BrokerConfig, config_from_keywords
 from .broker.engine import Broker
 from .restartable import RestartableServer
-from .server import DEFAULT_HOST, stop
+from .server import DEFAULT_HOST, HANDLE_KEYWORDS, stop
 from .tls import resolve as resolve_tls
 
 if TYPE_CHECKING:
@@ -116,10 +116,9 @@ async def open_broker(
 ) -> AsyncIterator[TrioBroker]:
     """Serve a broker in the current trio run for the duration of the block (``ssl_context=`` or
     ``tls=True`` as for ``ThreadedBroker``)."""
-    if config is not None and config_fields:
-        raise TypeError("pass either config=BrokerConfig(...) or its fields as keywords, not both")
+    config = config_from_keywords(config, config_fields, "open_broker()", HANDLE_KEYWORDS)
     context, tls_files = resolve_tls(ssl_context, tls)
-    broker = Broker(config or BrokerConfig(**config_fields), clock)
+    broker = Broker(config, clock)
     async with trio.open_nursery() as nursery:
         server = RestartableServer(broker, host, port, context)
         await server.start(nursery)

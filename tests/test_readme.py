@@ -60,6 +60,18 @@ def test_readme_example_runs(page: Any, index: int, block: str) -> None:
                 value()
 
 
+#: Characters of a code line the docs site shows without scrolling sideways on a 1,400 px window,
+#: with a margin (docs/stylesheets/extra.css widens a code block there to 944 px, about 110).
+CODE_COLUMNS = 100
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_python_examples_fit_the_content_column(page: Any) -> None:
+    """A pasted example is read on the site first: no line of it hides past the column's edge."""
+    long = [line for block in python_blocks(page.read_text()) for line in block.splitlines() if len(line) > CODE_COLUMNS]
+    assert not long, f"{page_id(page)}: lines over {CODE_COLUMNS} characters scroll sideways on the site: {long}"
+
+
 @pytest.mark.parametrize("page", PAGES, ids=page_id)
 def test_relative_links_name_existing_files(page: Any) -> None:
     """The README's links into docs/ (which the site build does not see) and every page's links to

@@ -9,7 +9,7 @@ the :class:`Bounded` protocol, so that it sits below both.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Iterator
 from typing import Protocol
 
 from ..amqp import errors as conditions
@@ -17,7 +17,7 @@ from ..amqp.performatives import Error, amqp_error
 from .config import QueueOptions
 from .stored import StoredMessage
 
-__all__ = ["Bounded", "refusal", "room"]
+__all__ = ["Bounded", "StagedMessages", "refusal", "room"]
 
 
 class Bounded(Protocol):
@@ -35,6 +35,40 @@ class Bounded(Protocol):
     def drop_head(self, reason: str, description: str) -> bool: ...
 
 
+class StagedMessages(Collection[StoredMessage]):
+    """Messages open transactions hold for one node, in arrival order, their encoded bytes summed
+    as they come.
+
+    :func:`refusal` reads ``bytes`` instead of summing the payloads, and a discharge takes its
+    messages out by identity: each costs what it touches, however many are staged.
+    """
+
+    __slots__ = ("_messages", "bytes")
+
+    def __init__(self, messages: Iterable[StoredMessage] = ()) -> None:
+        self._messages: dict[int, StoredMessage] = {}  # by id(): a staged message is alive, its id unique
+        self.bytes = 0
+        for message in messages:
+            self.add(message)
+
+    def add(self, message: StoredMessage) -> None:
+        self._messages[id(message)] = message
+        self.bytes += len(message.payload)
+
+    def discard(self, message: StoredMessage) -> None:
+        if self._messages.pop(id(message), None) is not None:
+            self.bytes -= len(message.payload)
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def __iter__(self) -> Iterator[StoredMessage]:
+        return iter(self._messages.values())
+
+    def __contains__(self, message: object) -> bool:
+        return id(message) in self._messages
+
+
 def _full(queue: Bounded, count: int, size: int) -> bool:
     """Whether ``count`` more messages of ``size`` bytes in all would pass a bound."""
     options = queue.options
@@ -43,12 +77,12 @@ def _full(queue: Bounded, count: int, size: int) -> bool:
     )
 
 
-def refusal(queue: Bounded, message: StoredMessage, staged: Sequence[StoredMessage] | None) -> Error | None:
+def refusal(queue: Bounded, message: StoredMessage, staged: Collection[StoredMessage] | None) -> Error | None:
     """The error to refuse ``message`` with on a bounded queue, or None (see ``Node.admit``).
 
     ``staged=None``: the message goes in now, and ``drop-head`` makes room.
-    Otherwise nothing changes: would it fit after ``staged`` (a transaction's
-    messages for this queue, published together at commit)?  A ``drop-head``
+    Otherwise nothing changes: would it fit after ``staged`` (what open transactions hold
+    for this queue, each published at its commit)?  A ``drop-head``
     queue can make room at commit, so it refuses only what could never fit.
     """
     size = len(message.payload)
@@ -61,7 +95,8 @@ def refusal(queue: Bounded, message: StoredMessage, staged: Sequence[StoredMessa
                 pass
         full = _full(queue, count, total)
     else:
-        count, total = len(staged) + 1, size + sum(len(m.payload) for m in staged)
+        staged_bytes = staged.bytes if isinstance(staged, StagedMessages) else sum(len(m.payload) for m in staged)
+        count, total = len(staged) + 1, size + staged_bytes
         if options.overflow == "drop-head":
             full = (options.max_depth is not None and count > options.max_depth) or (
                 options.max_bytes is not None and total > options.max_bytes
@@ -72,7 +107,7 @@ def refusal(queue: Bounded, message: StoredMessage, staged: Sequence[StoredMessa
         return None
     held = f"holding {queue.depth} messages / {queue.bytes} bytes"
     if staged:
-        held += f", and {len(staged)} more in this transaction"
+        held += f", and {len(staged)} more staged in open transactions"
     return amqp_error(
         conditions.RESOURCE_LIMIT_EXCEEDED,
         f"queue {queue.name!r} is full (max_depth={options.max_depth}, max_bytes={options.max_bytes}, "

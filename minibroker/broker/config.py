@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 __all__ = [
     "BrokerConfig", "EventHubOptions", "EventHubsOptions", "QueueOptions", "RabbitMQOptions", "ServiceBusOptions",
-    "StreamOptions", "DEFAULT_CONSUMER_GROUP", "DEFAULT_DEAD_LETTER_SUFFIX",
+    "StreamOptions", "DEFAULT_CONSUMER_GROUP", "DEFAULT_DEAD_LETTER_SUFFIX", "config_from_keywords",
 ]  # fmt: skip
 
 #: A queue's dead-letter address is ``<queue>/$DeadLetterQueue`` unless configured.
@@ -249,11 +251,27 @@ class RabbitMQOptions:
     the virtual hosts a client may name in ``open``'s hostname
     (``vhost:NAME``); another is refused with ``amqp:not-found``.  ``users``
     log in with SASL PLAIN, as RabbitMQ's default ``guest``/``guest``.
+
+    ``max_queues``, ``max_exchanges`` and ``max_bindings`` bound what clients
+    declare through ``/management`` (queues declared there, exchanges besides
+    the default ones, bindings in all): past one, a declaration is answered
+    403 naming the option, as RabbitMQ answers past its ``cluster_queue_limit``.
+    None: no bound.  They bound the broker's memory (about 2.4 KiB a queue,
+    0.9 KiB an exchange, 2.2 KiB a topic binding) and what one message costs
+    through fanout, headers and chained exchanges (docs/limits-and-security.md).
+    ``max_topic_visits`` bounds the binding-key prefixes (trie nodes) one
+    message may reach in one topic exchange: real bindings reach a few per
+    routing-key word; bindings crafted to keep many ``#`` paths alive are
+    refused past it, the message rejected with ``amqp:resource-limit-exceeded``.
     """
 
     version: str = "4.2.0"
     vhosts: tuple[str, ...] = ("/",)
     users: Mapping[str, str] = field(default_factory=lambda: {"guest": "guest"}, repr=False)
+    max_queues: int | None = 10_000
+    max_exchanges: int | None = 10_000
+    max_bindings: int | None = 10_000
+    max_topic_visits: int | None = 20_000
 
     def __post_init__(self) -> None:
         parts = self.version.split(".")
@@ -261,6 +279,10 @@ class RabbitMQOptions:
             raise ValueError(f"version must be a RabbitMQ version MAJOR.MINOR.PATCH, 4.0.0 or later, got {self.version!r}")
         if isinstance(self.vhosts, str):
             raise TypeError(f"vhosts must be a tuple of names, got the string {self.vhosts!r}; write ({self.vhosts!r},)")
+        for option in ("max_queues", "max_exchanges", "max_bindings", "max_topic_visits"):
+            value = getattr(self, option)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"{option} must be a positive int or None (no bound), got {value!r}")
 
 
 #: The consumer group every event hub has (Azure Event Hubs' ``$Default``).
@@ -338,6 +360,13 @@ class BrokerConfig:
     link_credit: int = 1000
     #: SASL PLAIN users (name -> password); anonymous access may stay allowed.  Never shown in repr.
     users: dict[str, str] = field(default_factory=dict, repr=False)
+    #: Failed SASL logins from one peer address within a minute before its new connections are
+    #: slowed to one per ``login_delay`` (see ``minibroker.broker.logins``); None: never.  100: a
+    #: test suite's deliberate wrong logins (a parametrised or property test of them) stay far below it,
+    #: while a guesser is cut from about 80,000 guesses a minute to 100 and then one a second.
+    max_login_failures: int | None = 100
+    #: Seconds between the connections of an address past ``max_login_failures``.
+    login_delay: float = 1.0
     #: Per-user rights by address pattern, ``{user: {pattern: "send receive manage"}}``
     #: (see :mod:`minibroker.broker.permissions`); None: everyone may do everything.
     permissions: dict[str, dict[str, str]] | None = None
@@ -361,8 +390,16 @@ class BrokerConfig:
     #: One more makes the server close the oldest of them, so a client that logs in at once
     #: always gets through, however many sockets dawdle.
     max_handshakes: int = 256
-    #: Seconds a transaction may stay open before it is rolled back; None: forever.
-    transaction_timeout: float | None = None
+    #: Seconds a transaction may stay open before it is rolled back (later use of its id answers
+    #: ``amqp:transaction:timeout``); None: forever.  300 s is ActiveMQ Artemis' default
+    #: (``transaction-timeout``): staged messages are memory, and a forgotten transaction holds them.
+    transaction_timeout: float | None = 300.0
+    #: Transactions one connection may have open at once; one more ``declare`` is rejected with
+    #: ``amqp:resource-limit-exceeded`` (Part 4 §4.3).
+    max_transactions_per_connection: int = 16
+    #: Encoded message bytes one transaction may hold staged until its discharge; a transfer that
+    #: would pass it is rejected (transactional-state, ``amqp:resource-limit-exceeded``).
+    max_transaction_bytes: int = 8 * 1024 * 1024
     #: Keep the last N frames of every connection for ``broker.frames()``; 0 keeps none and costs nothing.
     frame_log: int = 0
     #: The Azure Service Bus layer's options; it also turns on (with defaults) when a client attaches ``$cbs``.
@@ -371,3 +408,23 @@ class BrokerConfig:
     rabbitmq: RabbitMQOptions | None = None
     #: The Azure Event Hubs layer's options (it includes the Service Bus layer and turns on the same way).
     event_hubs: EventHubsOptions | None = None
+
+
+def config_from_keywords(
+    config: BrokerConfig | None, fields: Mapping[str, Any], caller: str, own: Sequence[str]
+) -> BrokerConfig:
+    """``config``, or a :class:`BrokerConfig` of the ``fields`` a broker handle (``caller``) was
+    given as keywords; a keyword that is neither one of its ``own`` nor a field names them all
+    (``BrokerConfig(**fields)`` alone would say only ``__init__() got an unexpected keyword``)."""
+    if config is not None:
+        if fields:
+            raise TypeError("pass either config=BrokerConfig(...) or its fields as keywords, not both")
+        return config
+    known = [f.name for f in dataclasses.fields(BrokerConfig)]
+    unknown = sorted(set(fields) - set(known))
+    if unknown:
+        raise TypeError(
+            f"{caller}: unknown keyword(s) {', '.join(unknown)}; valid keywords are: {', '.join(own)}, "
+            f"and the BrokerConfig fields {', '.join(known)}"
+        )
+    return BrokerConfig(**fields)

@@ -30,6 +30,7 @@ from .faults import FaultSet
 from .injection import FaultInjector
 from .limits import CreditGate
 from .links import ConsumerLink, apply_outcome
+from .logins import LoginGuard
 from .node import Node
 from .permissions import Permissions
 from .policy import EventPolicy
@@ -109,6 +110,8 @@ class Broker:
             timers_changed=self._timers_changed,
         )
         self.consumers.transactions = self.transactions
+        #: Failed SASL logins per peer address; the server slows an address past the bound (logins.py).
+        self.logins = LoginGuard(self.config.max_login_failures, self.config.login_delay)
         self.timers.add(self.router)
         self.timers.add(self.transactions)
         self.attacher = Attacher(
@@ -324,6 +327,7 @@ class Broker:
         clear_header_cache()
         self.consumers.clear()
         self.transactions.reset()
+        self.logins.clear()
         self.errors.clear()
         self.connections_total = 0
         if self.frame_log is not None:

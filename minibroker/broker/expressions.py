@@ -31,7 +31,7 @@ from typing import Any
 
 from ..amqp.types import Described, symbol
 from .filters import FilterError
-from .selector import Selector, SelectorError, parse_selector
+from .selector import MAX_LENGTH, Selector, SelectorError, parse_selector
 from .stored import StoredMessage
 
 __all__ = ["EXPRESSION_FILTERS", "Expression", "parse_expression_filters"]
@@ -40,9 +40,10 @@ PROPERTIES_FILTER = symbol("amqp:properties-filter")
 APPLICATION_PROPERTIES_FILTER = symbol("amqp:application-properties-filter")
 SQL_FILTER = symbol("amqp:sql-filter")
 EXPRESSION_FILTERS = frozenset({PROPERTIES_FILTER, APPLICATION_PROPERTIES_FILTER, SQL_FILTER})
-#: Most entries one map filter may hold, and the longest SQL text: they bound the work per message.
+#: Most entries one map filter may hold, and the longest SQL text (the selector's, RabbitMQ's
+#: 4,096 characters): they bound the work per message, with the selector's token and depth limits.
 MAX_ENTRIES = 256
-MAX_SQL = 4096
+MAX_SQL = MAX_LENGTH
 
 #: A predicate on a message.
 Expression = Callable[[StoredMessage], bool]
@@ -105,7 +106,8 @@ def _sql(text: Any) -> Expression:
         raise FilterError(f"{SQL_FILTER} takes an expression of at most {MAX_SQL} characters, got {text!r:.80}")
     rewritten = _qualify(text)
     try:
-        selector = parse_selector(rewritten)
+        # The length that counts is the client's: rewriting 'p.x' as '$p$x' may add a character.
+        selector = parse_selector(rewritten, max_length=len(rewritten))
     except SelectorError as exc:
         raise FilterError(f"invalid SQL filter expression {text!r}: {exc}") from None
     return lambda message: _evaluate(selector, message)

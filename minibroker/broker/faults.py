@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypedDict, Unpack
 
 from ..amqp import errors as conditions
@@ -492,6 +492,17 @@ class FaultSet:
         self._history.append(Firing(repr(fault), fault.kind, now, site.connection, site.link, site.address, site.frame))
         if fault.done:
             self._refresh_points()
+
+    def moved(self, firing: Firing, now: float, frame: str) -> Firing | None:
+        """A firing acts later than it fired, on another frame (``at="outcome"``: the broker
+        takes the client's disposition, Part 2 §2.7.6, as the fault's outcome): the history shows
+        it there, at ``now``.  Returns the firing as now recorded; None when the history was
+        cleared meanwhile."""
+        for index, recorded in enumerate(self._history):
+            if recorded is firing:
+                self._history[index] = moved = replace(firing, at=now, frame=frame)
+                return moved
+        return None
 
     def _add(self, fault: Fault) -> Fault:
         fault._registry = self

@@ -40,7 +40,7 @@ from .client_connection import BrokerConnection
 from .clock import Clock
 from .config import BrokerConfig
 from .extension import ExtensionLink
-from .faults import Fault, FaultSet, Site, fault_kind
+from .faults import Fault, FaultSet, Firing, Site, fault_kind
 from .links import ConsumerLink, CoordinatorLink, ProducerLink
 from .queue import Queue
 from .stored import Entry
@@ -107,8 +107,9 @@ class FaultInjector(Observer):
         self._holds: dict[BrokerConnection, _Hold] = {}
         self._stalled: dict[Fault, dict[Link, BrokerConnection]] = {}
         #: Deliveries whose client outcome a ``release``/``modify`` fault with ``at="outcome"`` replaces.
-        #: One entry per firing; it goes when the outcome arrives or its link is gone.
-        self._replaced: dict[Delivery, Released | Modified] = {}
+        #: One entry per firing (kept to move it to the disposition it acts on); it goes when the
+        #: outcome arrives or its link is gone.
+        self._replaced: dict[Delivery, tuple[Released | Modified, Firing]] = {}
         faults.on_change = self._update
         faults.on_cancel = self._cancelled
 
@@ -183,9 +184,14 @@ class FaultInjector(Observer):
         if event.state is None or isinstance(event.state, Received):
             if not event.settled:
                 return event  # progress, not an outcome (§3.4.1): the outcome is still to come
-        outcome = self._replaced.pop(event.delivery, None)
-        if outcome is None:
+        replaced = self._replaced.pop(event.delivery, None)
+        if replaced is None:
             return event
+        outcome, firing = replaced
+        # The firing is shown where it acted: on the client's disposition, not the transfer before it.
+        client = type(event.state).__name__.lower() if event.state is not None else "settlement"
+        frame = f"disposition delivery-id={int(event.delivery.delivery_id)} (the client's {client}, taken as {type(outcome).__name__.lower()})"
+        self.faults.moved(firing, self.broker.clock.now(), frame)
         self._update(self.faults.has_live())
         return event._replace(state=outcome)
 
@@ -381,7 +387,9 @@ class FaultInjector(Observer):
         if fault.params.get("at") == "outcome":
             if delivery is not None:
                 self._forget_ended()
-                self._replaced[delivery] = outcome
+                firing = self.faults.history[-1]  # the one just recorded, until the client's outcome comes
+                waiting = self.faults.moved(firing, firing.at, f"{firing.frame} (waiting for the client's outcome)")
+                self._replaced[delivery] = (outcome, waiting or firing)
             return
         del consumer.unsettled[delivery_id]
         self.broker.apply_outcome(consumer.queue, entry, outcome, consumer.link_id)

@@ -29,7 +29,7 @@ room in each).  Limits apply to what clients send, directly or in a
 transaction (publish.py names the sources and decides this once); the
 Python API's ``publish``, dead-lettering and scheduled messages are not
 limited.  A transactional transfer is refused on arrival when it would not
-fit with what its transaction already holds for that node, and the commit
+fit with what every open transaction already holds for that node, and the commit
 fails with ``amqp:transaction:rollback`` if the room has gone meanwhile
 (transactions.py).  The sums are in bounds.py.
 """

@@ -20,9 +20,9 @@ The contract a node kind fulfils
 ``admit(message, staged)``
     limits (``max_depth``, ``max_bytes``, ``overflow``; limits.py): the error to
     refuse ``message`` with, or None.  With ``staged=None`` the message is about
-    to be put, and the node may make room (``drop-head``).  With a sequence,
+    to be put, and the node may make room (``drop-head``).  With a collection,
     nothing changes: the question is whether ``message`` would still fit after
-    the ``staged`` messages (a transaction's, not yet published) went in.
+    the ``staged`` messages (what open transactions hold for it) went in.
 ``put(message, now, seq)``
     store a message and hand it to readers that have credit.  Called only by
     :mod:`minibroker.broker.publish` (the one way into a node).  ``seq`` is a
@@ -62,7 +62,7 @@ where each reader holds a position) was added that way.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -97,7 +97,7 @@ class Node(Protocol):
     name: str
     counters: NodeCounters
 
-    def admit(self, message: StoredMessage, staged: Sequence[StoredMessage] | None = None) -> Error | None: ...
+    def admit(self, message: StoredMessage, staged: Collection[StoredMessage] | None = None) -> Error | None: ...
 
     def put(self, message: StoredMessage, now: float, seq: int | None = None) -> None: ...
 

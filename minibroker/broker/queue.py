@@ -37,7 +37,7 @@ import heapq
 import math
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from sortedcontainers import SortedKeyList, SortedList
@@ -144,7 +144,7 @@ class Queue:
 
     # ------------------------------------------------------- Node protocol
 
-    def admit(self, message: StoredMessage, staged: Sequence[StoredMessage] | None = None) -> Error | None:
+    def admit(self, message: StoredMessage, staged: Collection[StoredMessage] | None = None) -> Error | None:
         """The error to refuse ``message`` with when the queue is bounded and full (bounds.py), or None."""
         options = self.options
         if options.max_depth is None and options.max_bytes is None:

@@ -49,8 +49,29 @@ number it spells, since Event Hubs quotes its positions::
     amqp.annotation.x-opt-enqueued-time > '1700000000000'
     amqp.annotation.x-opt-sequence-number >= '42'
 
-Deliberately left out: Java ``long``/``double`` overflow (Python integers do
-not wrap), float literal suffixes (``1.5f``), and quoted identifiers.
+Deliberately left out: Java ``long``/``double`` overflow in arithmetic (Python
+integers do not wrap), float literal suffixes (``1.5f``), and quoted identifiers.
+
+Limits.  A selector comes from a client and runs against every message its
+queue gets, on the broker's one event loop, so its cost is bounded when it is
+parsed (at attach, or when a Service Bus rule is added): at most
+:data:`MAX_LENGTH` (4,096) characters and :data:`MAX_TOKENS` (200) tokens, as
+RabbitMQ's SQL filters (``rabbit_amqp_filter_sql``), and :data:`MAX_DEPTH` (32)
+levels of parentheses, NOT and unary signs; an exact literal is below 2**64 in
+magnitude (a Java ``long`` or an AMQP ``ulong``) and is counted before it is
+converted, an approximate one is a finite double.  A selector past a limit is a
+:class:`SelectorError`, which refuses the link with ``amqp:invalid-field``.
+Every node of the compiled tree takes a token, so evaluating one nests at most
+200 calls, and parsing one at most 32 levels of the grammar: both stay far
+inside Python's stack (``test_selector.py`` runs the worst cases under a tight
+recursion limit).  LIKE is matched without backtracking (:class:`_LikePattern`:
+each ``%``-separated piece is looked for once, leftmost), so one evaluation
+costs at most (value length) x (pattern length) character comparisons, and the
+usual ``'abc%'``, ``'%abc'`` and ``'%abc%'`` are one string method.  Should an
+evaluation raise all the same (a lookup, a broker bug), :meth:`Selector.matches`
+answers no match for that filter alone: the message is still stored and offered
+to every other consumer, and neither its producer nor any connection sees the
+error.
 
 Azure Service Bus SQL filters use the same SQL-92 subset with qualified
 names (``sys.Label``, ``user.color``): ``qualified_names=True`` lets an
@@ -66,9 +87,23 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Final, TypeGuard
+from typing import Any, Final, NamedTuple, TypeGuard
 
-__all__ = ["ANNOTATION_PREFIX", "Selector", "SelectorError", "parse_selector", "parse_value"]
+__all__ = [
+    "ANNOTATION_PREFIX", "MAX_DEPTH", "MAX_LENGTH", "MAX_TOKENS", "Selector", "SelectorError", "parse_selector",
+    "parse_value",
+]  # fmt: skip
+
+#: Most characters in a selector: RabbitMQ's SQL filter limit (``MAX_EXPRESSION_LENGTH``).
+MAX_LENGTH: Final = 4096
+#: Most tokens in a selector (a string literal, LIKE pattern included, is one): RabbitMQ's ``MAX_TOKENS``.
+MAX_TOKENS: Final = 200
+#: Deepest nesting of parentheses and prefix operators (NOT, unary + and -): bounds the parser's recursion.
+MAX_DEPTH: Final = 32
+#: An exact numeric literal is below 2**64: a Java ``long`` (JMS 2.0 §3.8.1.1), its negation's
+#: magnitude 2**63, and AMQP's ``ulong`` properties (Part 1 §1.6.8); 22 octal digits spell 2**64.
+_EXACT_LIMIT: Final = 2**64
+_EXACT_DIGITS: Final = 22
 
 Lookup = Callable[[str], object]
 """Return an identifier's value: ``str``, ``int``, ``float``, ``bool``, or ``None`` when absent."""
@@ -101,30 +136,57 @@ class SelectorError(ValueError):
 class Selector:
     """A parsed selector; :meth:`matches` is cheap enough to run per message."""
 
-    __slots__ = ("text", "_evaluate")
+    __slots__ = ("text", "_evaluate", "failures")
 
     text: str
+    failures: int
+    """How many evaluations raised (each counted as no match); 0 unless a lookup or the broker failed."""
 
     def __init__(self, text: str, evaluate: _Eval) -> None:
         self.text = text
         self._evaluate = evaluate
+        self.failures = 0
 
     def matches(self, lookup: Lookup) -> bool:
-        """True only when the selector is TRUE for these values (FALSE and UNKNOWN are no match)."""
-        return self._evaluate(lookup) is True
+        """True only when the selector is TRUE for these values (FALSE and UNKNOWN are no match).
+
+        An evaluation that raises is no match, as an evaluation error is in RabbitMQ's SQL filters
+        (stream-filtering docs, "Evaluation Errors"): the error stays with this consumer's filter and
+        never reaches the producer whose message was being routed (see the module's "Limits").
+        """
+        try:
+            return self._evaluate(lookup) is True
+        except Exception:  # a lookup or a broker bug: this filter's message is not selected, nothing else fails
+            self.failures += 1
+            return False
 
     def __repr__(self) -> str:
         return f"Selector({self.text!r})"
 
 
-def parse_selector(text: str, *, qualified_names: bool = False) -> Selector:
-    """Parse and compile ``text``; raise :class:`SelectorError` when it is not a valid selector."""
-    return Selector(text, _Parser(text, qualified_names).parse())
+def parse_selector(text: str, *, qualified_names: bool = False, max_length: int = MAX_LENGTH) -> Selector:
+    """Parse and compile ``text``; raise :class:`SelectorError` when it is not a valid selector.
+
+    ``max_length`` is for a caller that checked the length of the text its user gave before
+    rewriting it (:mod:`.expressions`); the token and depth limits always apply.
+    """
+    return Selector(text, _Parser(text, qualified_names, max_length).parse())
 
 
 def parse_value(text: str, *, qualified_names: bool = False) -> Callable[[Lookup], object]:
-    """Compile an expression of any type (``'a' + ...`` is still refused); evaluate it with a lookup."""
-    return _Parser(text, qualified_names).parse_any()
+    """Compile an expression of any type (``'a' + ...`` is still refused); evaluate it with a lookup.
+
+    The evaluator answers NULL (None) where it would raise, as :meth:`Selector.matches` answers no match.
+    """
+    evaluate = _Parser(text, qualified_names).parse_any()
+
+    def guarded(lookup: Lookup) -> object:
+        try:
+            return evaluate(lookup)
+        except Exception:  # as in Selector.matches: one rule's action, never the message's producer
+            return None
+
+    return guarded
 
 
 # --------------------------------------------------------------------------- tokens
@@ -199,6 +261,10 @@ def _tokenize(text: str, qualified: bool = False) -> list[_Token]:
         if pos >= end:
             tokens.append(_Token(_T.END, None, end, ""))
             return tokens
+        if len(tokens) == MAX_TOKENS:  # checked as it reads: a long selector costs no more than this
+            raise SelectorError(
+                text, pos, f"too many tokens: a selector has at most {MAX_TOKENS} (split it, or use IN for a list)"
+            )
         char = text[pos]
         if char == "'":
             tokens.append(_string_token(text, pos))
@@ -255,17 +321,33 @@ def _number_token(text: str, start: int) -> _Token:
             bad += 1
         raise SelectorError(text, start, f"malformed number {text[start:bad]!r}")
     if match.group("approx") is not None:
-        return _Token(_T.APPROX, float(source), start, source)
-    digits = source.rstrip("lL")
+        approximate = float(source)  # any length converts in linear time; too large is inf
+        if approximate == float("inf"):
+            raise SelectorError(text, start, f"number {source[:40]!r} is out of the range of a double")
+        return _Token(_T.APPROX, approximate, start, source)
+    body = source.rstrip("lL")
+    base = 10
     if match.group("hex") is not None:
-        value = int(digits[2:], 16)
-    elif len(digits) > 1 and digits.startswith("0"):
-        if not all(d in "01234567" for d in digits):
+        body, base = body[2:], 16
+    elif len(body) > 1 and body.startswith("0"):
+        if not all(d in "01234567" for d in body):
             raise SelectorError(text, start, f"malformed octal number {source!r} (a leading 0 means octal)")
-        value = int(digits, 8)
-    else:
-        value = int(digits)
+        base = 8
+    significant = body.lstrip("0")
+    # Counted before int(): a long literal would meet Python's int-digits limit or cost quadratic time.
+    if len(significant) > _EXACT_DIGITS:
+        raise _exact_out_of_range(text, start, source)
+    value = int(significant or "0", base)
+    if value >= _EXACT_LIMIT:
+        raise _exact_out_of_range(text, start, source)
     return _Token(_T.EXACT, value, start, source)
+
+
+def _exact_out_of_range(text: str, start: int, source: str) -> SelectorError:
+    shown = source if len(source) <= 40 else f"{source[:20]}...({len(source)} characters)"
+    return SelectorError(
+        text, start, f"exact number {shown} is out of range: selectors take 64-bit integers (below 2**64)"
+    )
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -443,12 +525,14 @@ def _in(operand: _Eval, values: frozenset[str], negated: bool) -> _Eval:
     return evaluate
 
 
-def _like(operand: _Eval, pattern: re.Pattern[str], negated: bool) -> _Eval:
+def _like(operand: _Eval, pattern: _LikePattern, negated: bool) -> _Eval:
+    fullmatch = pattern.matcher()
+
     def evaluate(lookup: Lookup) -> object:
         value = operand(lookup)
         if value is None:
             return None
-        found = isinstance(value, str) and pattern.fullmatch(value) is not None
+        found = isinstance(value, str) and fullmatch(value)
         return found != negated
 
     return evaluate
@@ -461,23 +545,115 @@ def _is_null(operand: _Eval, negated: bool) -> _Eval:
     return evaluate
 
 
-def _like_regex(pattern: str, escape: str | None) -> re.Pattern[str] | str:
-    """Translate a LIKE pattern into a regex, or return an error message."""
-    parts: list[str] = []
-    chars = iter(pattern)
-    for char in chars:
-        if char == escape:
-            escaped = next(chars, None)
-            if escaped is None:
-                return "LIKE pattern ends with the escape character"
-            parts.append(re.escape(escaped))
-        elif char == "%":
-            parts.append(".*")
-        elif char == "_":
-            parts.append(".")
-        else:
-            parts.append(re.escape(char))
-    return re.compile("".join(parts), re.DOTALL)
+class _Segment(NamedTuple):
+    """What lies between two ``%`` of a LIKE pattern: characters and ``_``, so of a fixed width.
+
+    Without ``_`` it is a plain string (``str.find``/``startswith``); with one it is a regex of
+    literals and ``.`` and nothing else, so a match attempt has no choice to go back to: it
+    compares at most ``width`` characters and fails or succeeds.
+    """
+
+    width: int
+    literal: str | None
+    regex: re.Pattern[str] | None
+
+    @classmethod
+    def of(cls, chars: list[str | None]) -> _Segment:  # None stands for '_'
+        if None in chars:
+            regex = re.compile("".join("." if c is None else re.escape(c) for c in chars), re.DOTALL)
+            return cls(len(chars), None, regex)
+        return cls(len(chars), "".join(c for c in chars if c is not None), None)
+
+    def at(self, value: str, pos: int) -> bool:
+        """Whether the segment matches ``value`` at ``pos`` (the caller knows it fits)."""
+        if self.literal is not None:
+            return value.startswith(self.literal, pos)
+        assert self.regex is not None
+        return self.regex.match(value, pos) is not None
+
+
+class _LikePattern:
+    """A LIKE pattern (JMS 2.0 §3.8.1.1): ``_`` is any one character, ``%`` any sequence, the rest literal.
+
+    Matched without backtracking: the pattern is its ``%``-separated segments; the first must
+    match at the start, the last at the end, and each one between at its leftmost place after
+    the one before (taking the leftmost place never loses a match: it leaves the most room for
+    the rest).  Each segment is looked for once, so a match costs at most (value length) x
+    (pattern length) character comparisons, usually one ``str.find`` per segment.
+    """
+
+    __slots__ = ("first", "middle", "last")
+
+    def __init__(self, segments: list[_Segment]) -> None:
+        self.first = segments[0]
+        self.middle = tuple(segment for segment in segments[1:-1] if segment.width)  # '%%' is '%'
+        self.last = segments[-1] if len(segments) > 1 else None
+
+    @classmethod
+    def compile(cls, pattern: str, escape: str | None) -> _LikePattern | str:
+        """The pattern's segments, or an error message."""
+        segments: list[_Segment] = []
+        chars: list[str | None] = []
+        iterator = iter(pattern)
+        for char in iterator:
+            if char == escape:
+                escaped = next(iterator, None)
+                if escaped is None:
+                    return "LIKE pattern ends with the escape character"
+                chars.append(escaped)
+            elif char == "%":
+                segments.append(_Segment.of(chars))
+                chars = []
+            else:
+                chars.append(None if char == "_" else char)
+        segments.append(_Segment.of(chars))
+        return cls(segments)
+
+    def matcher(self) -> Callable[[str], bool]:
+        """:meth:`fullmatch`, or for the usual patterns one string method or one search."""
+        first, middle, last = self.first, self.middle, self.last
+        if last is None:
+            if first.literal is not None:  # no wildcard at all
+                return first.literal.__eq__
+            return self.fullmatch
+        if first.width == 0 and last.width == 0 and len(middle) == 1:  # '%...%': contains
+            inner = middle[0]
+            if inner.literal is not None:
+                text = inner.literal
+                return lambda value: text in value
+            assert inner.regex is not None
+            search = inner.regex.search
+            return lambda value: search(value) is not None
+        if middle or first.literal is None or last.literal is None:
+            return self.fullmatch
+        prefix, suffix = first.literal, last.literal
+        if not suffix:
+            return lambda value: value.startswith(prefix)
+        if not prefix:
+            return lambda value: value.endswith(suffix)
+        least = len(prefix) + len(suffix)
+        return lambda value: len(value) >= least and value.startswith(prefix) and value.endswith(suffix)
+
+    def fullmatch(self, value: str) -> bool:
+        """Whether the whole of ``value`` matches (JMS LIKE; the caller has checked it is a string)."""
+        first, last = self.first, self.last
+        if last is None:  # no '%': the whole value is the one segment
+            return len(value) == first.width and first.at(value, 0)
+        end = len(value) - last.width  # where the last segment must start
+        if end < first.width or not first.at(value, 0) or not last.at(value, end):
+            return False
+        pos = first.width
+        for width, literal, regex in self.middle:
+            if literal is not None:
+                found = value.find(literal, pos, end)
+            else:
+                assert regex is not None
+                match = regex.search(value, pos, end)
+                found = -1 if match is None else match.start()
+            if found < 0:
+                return False
+            pos = found + width
+        return True
 
 
 # --------------------------------------------------------------------------- parser
@@ -520,11 +696,24 @@ class _Parser:
     primary    := literal | identifier | '(' or_expr ')'
     """
 
-    def __init__(self, text: str, qualified: bool = False) -> None:
+    def __init__(self, text: str, qualified: bool = False, max_length: int = MAX_LENGTH) -> None:
+        if len(text) > max_length:
+            raise SelectorError(
+                text[:80] + "...", max_length, f"too long: a selector has at most {max_length} characters, got {len(text)}"
+            )
         self.text = text
         self.tokens = _tokenize(text, qualified)
         self.index = 0
         self.qualified = qualified
+        self.depth = 0  # parentheses and prefix operators open around the current token
+
+    def enter(self, token: _Token) -> None:
+        """One level deeper (a '(' or a prefix operator): refused past :data:`MAX_DEPTH`."""
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise self.error(
+                token.pos, f"nested too deeply: at most {MAX_DEPTH} levels of parentheses, NOT and unary signs"
+            )
 
     # -- token helpers
 
@@ -639,9 +828,11 @@ class _Parser:
 
     def not_expr(self) -> _Expr:
         if self.at_keyword("NOT"):
-            pos = self.advance().pos
+            token = self.advance()
+            self.enter(token)
             operand = self.not_expr()
-            return _Expr(_not(self.boolean(operand)), _Kind.BOOLEAN, pos, "a NOT expression")
+            self.depth -= 1
+            return _Expr(_not(self.boolean(operand)), _Kind.BOOLEAN, token.pos, "a NOT expression")
         return self.predicate()
 
     def predicate(self) -> _Expr:
@@ -708,10 +899,10 @@ class _Parser:
                     )
                 escape = escape_token.value
             assert isinstance(pattern.value, str)
-            regex = _like_regex(pattern.value, escape)
-            if isinstance(regex, str):
-                raise self.error(pattern.pos, regex)
-            return _Expr(_like(operand, regex, negated), _Kind.BOOLEAN, left.pos, "a LIKE expression")
+            compiled = _LikePattern.compile(pattern.value, escape)
+            if isinstance(compiled, str):
+                raise self.error(pattern.pos, compiled)
+            return _Expr(_like(operand, compiled, negated), _Kind.BOOLEAN, left.pos, "a LIKE expression")
         if self.at_keyword("IS"):
             self.advance()
             is_not = self.at_keyword("NOT")
@@ -740,7 +931,9 @@ class _Parser:
     def unary(self) -> _Expr:
         if self.at_op("+", "-"):
             token = self.advance()
+            self.enter(token)
             operand = self.numeric(self.unary(), f"after unary '{token.source}'")
+            self.depth -= 1
             make = _negate if token.source == "-" else _unary_plus
             return _Expr(make(operand), _Kind.NUMERIC, token.pos, "an arithmetic expression")
         return self.primary()
@@ -749,10 +942,12 @@ class _Parser:
         token = self.tok
         if token.kind is _T.OP and token.source == "(":
             self.advance()
+            self.enter(token)
             inner = self.or_expr()
             if not self.at_op(")"):
                 raise self.expected(f"')' to close the '(' at column {token.pos + 1}")
             self.advance()
+            self.depth -= 1
             return _Expr(inner.evaluate, inner.kind, token.pos, inner.what)
         if token.kind is _T.STRING:
             self.advance()

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, overload
 
 from ..amqp.message import Message, decode_message
+from .addresses import parse_address
 from .capture import Capture, QueuedRow
 from .streamlog import delivery_payload
 
@@ -70,24 +71,61 @@ _COUNTER_NAMES = tuple(f.name for f in dataclasses.fields(NodeStatistics))
 
 
 @dataclass(frozen=True, slots=True)
-class BrokerStatistics:
-    """Counters of the whole broker: ``nodes`` maps each queue and topic name to its counters."""
+class BrokerStatistics(Mapping[str, "NodeStatistics"]):
+    """Counters of the whole broker: ``nodes`` maps each queue, topic and stream name to its
+    counters, and the snapshot itself reads as that mapping: ``statistics()["orders"].enqueued``,
+    ``"orders" in stats``, ``stats.get("audit")``, ``stats.items()``."""
 
     nodes: dict[str, NodeStatistics]
     connections: int
     links: int
     connections_total: int
 
+    def __getitem__(self, name: str) -> NodeStatistics:
+        """The counters of node ``name`` (or ``queue://name``, ``topic://name``, ``stream://name``)."""
+        key = parse_address(name)[0] if isinstance(name, str) else name
+        try:
+            return self.nodes[key]
+        except KeyError:
+            raise KeyError(
+                f"no node named {name!r} has counters (nodes: {sorted(self.nodes)}); a node gets them "
+                "when it is declared or first used"
+            ) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.nodes)
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
 
 @dataclass(frozen=True, slots=True)
 class QueuedMessage:
-    """A message in a queue snapshot, decoded as a consumer would receive it now."""
+    """A message in a queue snapshot, decoded as a consumer would receive it at the snapshot's time.
+
+    So its ``header.ttl`` is the **remaining** time to live in milliseconds, as the broker would
+    send it: "the transmitted message's header SHOULD contain a ttl that is computed as the
+    difference between the current time and the formerly computed message expiration time, i.e.,
+    the reduced ttl" (AMQP 1.0 Part 3 §3.2.1).  The expiration time is the earliest of the
+    producer's ttl, its absolute-expiry-time and the queue's ``default_ttl``/``max_ttl``
+    (``expires_at``, a clock reading), so a queue's default ttl shows there too.  What the
+    producer sent is :attr:`arrived`.
+    """
 
     message: Message
     acquired: bool
     delivery_count: int
     priority: int
     expires_at: float | None
+    #: The bytes the node received (``arrived`` decodes them); the same object the broker holds.
+    arrived_payload: bytes = field(repr=False, compare=False)
+
+    @property
+    def arrived(self) -> Message:
+        """The message as it arrived at this node, decoded: its header as the producer sent it
+        (``arrived.header.ttl`` the ttl it was published with, in milliseconds; delivery-count as
+        sent).  A dead letter's is the copy the queue that dead-lettered it passed on."""
+        return decode_message(self.arrived_payload)
 
     @property
     def body(self) -> Any:
@@ -134,7 +172,9 @@ class QueuedMessages(Sequence[QueuedMessage]):
         if found is None:
             entry, acquired = rows[index]
             message = decode_message(entry.payload_for_delivery(self._now))
-            found = QueuedMessage(message, acquired, entry.delivery_count, entry.message.priority, entry.expires_at)
+            found = QueuedMessage(
+                message, acquired, entry.delivery_count, entry.message.priority, entry.expires_at, entry.message.payload
+            )
             self._decoded[index] = found
         return found
 

@@ -17,12 +17,21 @@ delivery-annotations, meant for one hop only, are not passed on.
 
 Credit is honoured exactly: a reader is sent at most what its credit allows,
 one message per unit, and a reader without credit costs nothing per append.
+
+A reader with a filter visits at most :data:`SCAN` log entries per dispatch,
+whether they match or not: a filter that matches nothing over a long log
+would otherwise make one dispatch walk the whole log on the event loop while
+every other client waits.  A reader stopped by that budget, with credit left,
+is *pending*: the stream's :meth:`Stream.next_expiry` is then "now", so the
+server's timer task (which other tasks get to run before) dispatches the
+stream again for the next slice, and so on to the end of the log.
 """
 
 from __future__ import annotations
 
+import math
 import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ..amqp.messaging import Accepted, Modified, Rejected, Released
@@ -43,7 +52,13 @@ if TYPE_CHECKING:
     from .consuming import ConsumerRequest, NodeConsumer
     from .queue import Queue
 
-__all__ = ["OFFSET_ANNOTATION", "Reader", "Stream", "StreamConsumer", "delivery_payload"]
+__all__ = ["OFFSET_ANNOTATION", "SCAN", "Reader", "Stream", "StreamConsumer", "delivery_payload"]
+
+#: The most log entries a filtering reader visits in one dispatch (module docstring): a slice is
+#: about a millisecond of selector work, so other clients wait at most that long for it.
+SCAN = 1024
+#: What :meth:`Stream.next_expiry` says while a reader waits for its next slice: already due.
+NOW = -math.inf
 
 class Reader(Protocol):
     """What a stream needs of a reading link: its position, its filter, its credit, a way to send."""
@@ -81,6 +96,8 @@ class Stream:
         self.counters = counters
         self.log = StreamLog(options)
         self.readers: list[Reader] = []
+        #: Readers stopped by :data:`SCAN` with credit left: their next slice is due (insertion-ordered set).
+        self.pending: dict[Reader, None] = {}
         self.on_expiry = on_expiry  # told of a new retention deadline, so a timer can be rescheduled
 
     @property
@@ -122,7 +139,7 @@ class Stream:
 
     # ------------------------------------------------------- Node protocol
 
-    def admit(self, message: StoredMessage, staged: Sequence[StoredMessage] | None = None) -> Error | None:
+    def admit(self, message: StoredMessage, staged: Collection[StoredMessage] | None = None) -> Error | None:
         """A stream takes every message: retention (``max_bytes``, ``max_age``) drops the oldest instead."""
         return None
 
@@ -173,6 +190,7 @@ class Stream:
     def remove_reader(self, reader: Reader) -> None:
         if reader in self.readers:
             self.readers.remove(reader)
+        self.pending.pop(reader, None)
 
     def dispatch(self, now: float) -> None:
         """Send every reader what its credit allows, from its position on."""
@@ -181,6 +199,7 @@ class Stream:
             self.expire(now)
         if not self.readers:
             return
+        self.pending.clear()  # each gets its next slice now, and is pending again if it needs another
         for reader in list(self.readers):
             if reader.position < self.log.next_offset:
                 self.feed(reader)
@@ -201,7 +220,8 @@ class Stream:
             if stopped is not None:
                 reader.position = stopped
                 return
-        while credit > 0 and position < end:
+        stop = min(end, position + SCAN)  # a filtering reader's slice (module docstring)
+        while credit > 0 and position < stop:
             message = log.get(position)
             assert message is not None  # first_offset <= position < next_offset
             offset = position
@@ -214,11 +234,17 @@ class Stream:
                 counters.delivered += 1
                 credit = reader.credit()
         reader.position = position
+        if credit > 0 and position < end and reader not in self.pending:
+            self.pending[reader] = None
+            if self.on_expiry is not None:
+                self.on_expiry(NOW)  # wake the timer: the next slice is due
 
     # ----------------------------------------------------------- retention
 
     def next_expiry(self) -> float | None:
-        """When ``max_age`` next drops a message, or None."""
+        """When ``max_age`` next drops a message, or None; :data:`NOW` while a reader waits for its next slice."""
+        if self.pending:
+            return NOW
         return self.log.next_expiry()
 
     def expire(self, now: float) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator
 from typing import TYPE_CHECKING, ClassVar
 
 from .config import DEFAULT_DEAD_LETTER_SUFFIX
@@ -107,7 +107,7 @@ class Topic:
 
     # ------------------------------------------------------- Node protocol
 
-    def admit(self, message: StoredMessage, staged: Sequence[StoredMessage] | None = None) -> Error | None:
+    def admit(self, message: StoredMessage, staged: Collection[StoredMessage] | None = None) -> Error | None:
         """Full when any subscription queue is (``drop-head`` makes room in each); limits.py."""
         for subscription in self.subscriptions.values():
             queue = subscription.queue

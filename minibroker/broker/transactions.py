@@ -20,8 +20,11 @@ Transactions may span sessions and several may be open per session
 Transactions and limits
 -----------------------
 A transactional transfer to a bounded node (``max_depth``, ``max_bytes``,
-limits.py) is checked when it arrives, counting what the same transaction
-already holds for that node: one that would not fit is settled at once with
+limits.py) is checked when it arrives, counting what every open transaction
+already holds for that node (so that many transactions cannot together stage
+more than the node may hold); a node that does not exist yet, and that the
+commit would create, is checked against ``queue_defaults``.  One that would
+not fit is settled at once with
 ``transactional-state`` carrying ``rejected``
 (``amqp:resource-limit-exceeded``) and is not part of the transaction; the
 rest commit.  This is what the transactions document describes for a
@@ -36,6 +39,16 @@ as "the transaction coordinator can always also indicate a failing
 discharge if it is unable to honor the transaction controller's request"
 (transactions document, discharge).  Either way the node never passes its
 bounds because of a transaction, and a commit is all or nothing.
+
+What a transaction may hold is bounded whatever its nodes' bounds:
+``max_transaction_bytes`` of staged messages (a transfer past it is refused
+as above), ``max_transactions_per_connection`` open at once (one more
+``declare`` is rejected: "if the coordinator is unable to perform the
+declare ... the message MUST be rejected", Part 4 §4.3, here with
+``amqp:resource-limit-exceeded``, Part 2 §2.8.15), and ``transaction_timeout``
+(300 s by default, ActiveMQ Artemis' ``transaction-timeout``) after which it
+is rolled back.  Together they bound what one connection can make the broker
+hold in transactions (docs/limits-and-security.md).
 """
 
 from __future__ import annotations
@@ -65,19 +78,25 @@ from ..amqp.transactions import (
 from ..amqp.types import symbol
 from ..protocol import LinkState
 from ..protocol.endpoints import Delivery, Link
-from .config import BrokerConfig
+from .addresses import parse_address
+from .bounds import StagedMessages, refusal
+from .config import BrokerConfig, QueueOptions
 from .links import Client, ConsumerLink, CoordinatorLink, ProducerLink, apply_outcome
 from .publish import Source
 from .router import Router
 from .statistics import TransactionSnapshot
 from .stored import ACQUIRED, Entry, StoredMessage
 
-__all__ = ["Transaction", "TransactionManager", "SUPPORTED_CAPABILITIES"]
+__all__ = ["Transaction", "TransactionManager", "Unborn", "SUPPORTED_CAPABILITIES"]
 
 SUPPORTED_CAPABILITIES = (LOCAL_TRANSACTIONS, MULTI_TXNS_PER_SSN, MULTI_SSNS_PER_TXN)
 UNSUPPORTED_CAPABILITIES = frozenset({DISTRIBUTED_TRANSACTIONS, PROMOTABLE_TRANSACTIONS})
 #: How many timed-out ids are remembered to answer ``amqp:transaction:timeout``.
 TIMED_OUT_MEMORY = 1024
+#: What a staged message costs beside its payload (its delivery, the staging entries), counted
+#: against ``max_transaction_bytes`` so that tiny messages cannot hold far more than the bound:
+#: measured about 600 bytes each (100,000 staged 6-byte messages: +57 MiB of broker RSS).
+STAGED_OVERHEAD = 1024
 
 
 @dataclass(eq=False)
@@ -90,6 +109,8 @@ class Transaction:
     publishes: list[tuple[ProducerLink, Delivery, StoredMessage]] = field(default_factory=list)
     #: What the transaction holds for each node, by name, in publication order (checked against its limits).
     staged: dict[str, list[StoredMessage]] = field(default_factory=dict)
+    #: Encoded bytes of every message staged, plus ``STAGED_OVERHEAD`` each (``max_transaction_bytes``).
+    bytes: int = 0
     outcomes: list[tuple[ConsumerLink, Delivery, Entry, Any]] = field(default_factory=list)
     acquisitions: list[tuple[ConsumerLink, Entry, Delivery]] = field(default_factory=list)
     #: Consumers given credit by a flow naming this transaction (§4.4.3).
@@ -109,6 +130,25 @@ class Transaction:
         self.acquisitions = [item for item in self.acquisitions if item[1] is not entry]
         entry.transaction = None
 
+
+#: What open transactions hold for a node they stage nothing for (read only, never added to).
+NOTHING_STAGED = StagedMessages()
+
+
+@dataclass(eq=False)
+class Unborn:
+    """A node that does not exist yet and that a commit would create (auto-create): it holds
+    nothing and has ``queue_defaults``' bounds (the :class:`~.bounds.Bounded` a staged message is
+    checked against)."""
+
+    name: str
+    options: QueueOptions
+    bytes: int = 0
+    largest: int = 0
+    depth: int = 0
+
+    def drop_head(self, reason: str, description: str) -> bool:
+        return False  # nothing to drop: it holds nothing
 
 
 class TransactionManager:
@@ -135,6 +175,10 @@ class TransactionManager:
         self._detach_consumer = detach_consumer
         self._timers_changed = timers_changed
         self.open: dict[bytes, Transaction] = {}
+        #: What all open transactions hold for each node, by name (checked against its bounds).
+        self._staged: dict[str, StagedMessages] = {}
+        #: Open transactions of each connection (``max_transactions_per_connection``).
+        self._per_connection: dict[Client, int] = {}
         self._ids = itertools.count(1)
         self._timed_out: dict[bytes, None] = {}
 
@@ -184,9 +228,19 @@ class TransactionManager:
                 outcome: Any = Rejected(
                     error=amqp_error(conditions.NOT_IMPLEMENTED, "distributed transactions (global-id) are not supported")
                 )
+            elif self._per_connection.get(controller.connection, 0) >= self.config.max_transactions_per_connection:
+                outcome = Rejected(
+                    error=amqp_error(
+                        conditions.RESOURCE_LIMIT_EXCEEDED,
+                        f"this connection already has {self.config.max_transactions_per_connection} open "
+                        "transactions (max_transactions_per_connection); discharge one first",
+                    )
+                )
             else:
                 txn_id = b"txn:%d" % next(self._ids)
                 self.open[txn_id] = Transaction(txn_id, controller, now)
+                connection = controller.connection
+                self._per_connection[connection] = self._per_connection.get(connection, 0) + 1
                 outcome = Declared(txn_id=txn_id)
                 if self.config.transaction_timeout is not None:
                     # A new deadline (next_deadline): wake the server's timer so that the
@@ -262,25 +316,77 @@ class TransactionManager:
         if txn is None:
             protocol.settle(delivery, Rejected(error=self._unknown(txn_id)))
             return
+        size = sum(len(m.payload) for m in messages) + STAGED_OVERHEAD * len(messages)
+        limit = self.config.max_transaction_bytes
+        full: Error | None = None
+        if txn.bytes + size > limit:
+            full = amqp_error(
+                conditions.RESOURCE_LIMIT_EXCEEDED,
+                f"transaction {txn_id!r} holds {txn.bytes} bytes and this transfer brings {size} more (each "
+                f"message counted with {STAGED_OVERHEAD} bytes of bookkeeping), past "
+                f"max_transaction_bytes={limit}; commit it and go on in another transaction",
+            )
         placed: list[tuple[str, StoredMessage]] = []
-        for message in messages:
-            # Only a node that exists now: one auto-created for the message is made at commit (if any).
-            target = self.router.node_for_publish(producer.address, message, create=False)
-            if isinstance(target, Error):
-                continue  # no node yet: made at commit, or the discharge fails with transaction:rollback
-            ahead = txn.staged.get(target.name, []) + [m for name, m in placed if name == target.name]
-            full = target.admit(message, ahead)
+        for message in messages if full is None else ():
+            name, full = self._admit(producer.address, message)
             if full is not None:
-                if not delivery.remote_settled:
-                    protocol.settle(delivery, TransactionalState(txn_id=txn_id, outcome=Rejected(error=full)))
-                return
-            placed.append((target.name, message))
+                break
+            if name is not None:  # counted at once: the same delivery's next message comes after it
+                self._staged.setdefault(name, StagedMessages()).add(message)
+                placed.append((name, message))
+        if full is not None:
+            for name, message in placed:  # the whole delivery is refused: none of it stays counted
+                self._unstage(name, message)
+            if not delivery.remote_settled:
+                protocol.settle(delivery, TransactionalState(txn_id=txn_id, outcome=Rejected(error=full)))
+            return
         for name, message in placed:
             txn.staged.setdefault(name, []).append(message)
+        txn.bytes += size
         for message in messages:
             txn.publishes.append((producer, delivery, message))
         if not delivery.remote_settled:
             protocol.settle(delivery, TransactionalState(txn_id=txn_id, outcome=Accepted()), settled=False)
+
+    def _admit(self, address: str | None, message: StoredMessage) -> tuple[str | None, Error | None]:
+        """The node ``message`` is staged for (by name, None if none) and the error refusing it, or None.
+
+        Counted ahead of it: what every open transaction holds for that node.  A node that
+        does not exist yet is made at commit, if auto-create makes it: until then it is an
+        :class:`Unborn` with ``queue_defaults``' bounds.
+        """
+        target = self.router.node_for_publish(address, message, create=False)
+        if isinstance(target, Error):
+            to = message.properties.to if message.properties is not None else None
+            named = address if address is not None else to
+            if not isinstance(named, str) or not named or not self.config.auto_create:
+                return None, None  # no node will be made: the discharge fails with transaction:rollback
+            name = parse_address(named)[0]
+            defaults = self.config.queue_defaults
+            if defaults.max_depth is None and defaults.max_bytes is None:
+                return name, None
+            return name, refusal(Unborn(name, defaults), message, self._staged.get(name, NOTHING_STAGED))
+        return target.name, target.admit(message, self._staged.get(target.name, NOTHING_STAGED))
+
+    def _unstage(self, name: str, message: StoredMessage) -> None:
+        staged = self._staged.get(name)
+        if staged is not None:
+            staged.discard(message)
+            if not staged:
+                del self._staged[name]
+
+    def _close(self, txn: Transaction) -> None:
+        """``txn`` is discharged: it leaves the open transactions, and its staged messages their nodes' counts."""
+        self.open.pop(txn.txn_id, None)
+        connection = txn.controller.connection
+        left = self._per_connection.get(connection, 1) - 1
+        if left > 0:
+            self._per_connection[connection] = left
+        else:
+            self._per_connection.pop(connection, None)
+        for name, messages in txn.staged.items():
+            for message in messages:
+                self._unstage(name, message)
 
     def stage_outcome(
         self, consumer: ConsumerLink, delivery: Delivery, entry: Entry, state: TransactionalState, settled: bool
@@ -315,7 +421,7 @@ class TransactionManager:
 
     def _commit(self, txn: Transaction) -> None:
         """Make the transaction's work visible at once, publishes in publication order."""
-        del self.open[txn.txn_id]
+        self._close(txn)
         router = self.router
         now = self.now()
         for producer, delivery, message in txn.publishes:
@@ -336,7 +442,7 @@ class TransactionManager:
 
     def _rollback(self, txn: Transaction) -> None:
         """Discard the transaction's work (§4.4; acknowledgements undone, consumption kept)."""
-        self.open.pop(txn.txn_id, None)
+        self._close(txn)
         now = self.now()
         for producer, delivery, _message in txn.publishes:
             self._settle(producer.connection, delivery, TransactionalState(txn_id=txn.txn_id, outcome=Released()))
@@ -407,6 +513,8 @@ class TransactionManager:
 
     def reset(self) -> None:
         self.open.clear()
+        self._staged.clear()
+        self._per_connection.clear()
         self._timed_out.clear()
 
     def snapshots(self, now: float) -> list[TransactionSnapshot]:

@@ -173,6 +173,12 @@ class Connection:
         self._sessions_local: dict[int, Session] = {}
         #: Protocol headers and SASL before the AMQP frames (``_state.PHASE_TRANSITIONS``).
         self.phase = Phase.AWAIT_HEADER
+        #: The SASL exchange ended with a failed login (Part 5 §5.3.3.6 ``auth``).
+        self.login_failed = False
+        #: Set by the server for a peer address that guessed passwords (broker/logins.py): a PLAIN
+        #: sasl-init is then left unread, with ``login_held`` set, until the server clears both.
+        self.hold_logins = False
+        self.login_held = False
         self._in = b""
         self._out: list[bytes] = []
         #: Bytes of frames queued in ``_out`` (protocol headers aside): the broker stops routing
@@ -354,6 +360,10 @@ class Connection:
                 if phase is Phase.SASL:
                     if frame_type != FRAME_SASL:
                         raise framing_error(f"expected a SASL frame, got frame type {frame_type}")
+                    if self.hold_logins and sasl.is_plain_init(buf[body:frame_end]):
+                        pos = frame_end - size  # judged when the server lets it go (its turn)
+                        self.login_held = True
+                        break
                     self._on_sasl_frame(buf[body:frame_end])
                     continue
                 if frame_type != FRAME_AMQP:
@@ -489,6 +499,7 @@ class Connection:
         if code == SASL_OK:
             self.phase = advance(self.phase, Input.SEND_SASL_OK, "endpoint")
         else:
+            self.login_failed = True  # counted per peer address by the server (broker/logins.py)
             self.finished = True
             self._events.append(
                 ev.ConnectionClosed(

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import hmac
 
+from ..amqp import codec
+from ..amqp.errors import AMQPDecodeError
 from ..amqp.sasl_frames import SaslInit
 from ..amqp.types import symbol
 
-__all__ = ["authenticate", "mechanisms", "redacted", "REDACTED"]
+__all__ = ["authenticate", "is_plain_init", "mechanisms", "redacted", "REDACTED"]
 
 #: What stands for a password in anything shown (frame log, traces, reports).
 REDACTED = b"<redacted>"
@@ -45,6 +47,15 @@ def authenticate(init: SaslInit, users: dict[str, str], allow_anonymous: bool) -
             if expected is not None and hmac.compare_digest(expected.encode("utf-8"), parts[2]):
                 return True, user
     return False, None
+
+
+def is_plain_init(body: bytes) -> bool:
+    """Whether a SASL frame body is a PLAIN ``sasl-init`` (a password to judge), decoding it only to look."""
+    try:
+        init = codec.decode(body)
+    except AMQPDecodeError:
+        return False  # judged (and refused) as it is, not held
+    return isinstance(init, SaslInit) and init.mechanism == PLAIN
 
 
 def redacted(frame: object) -> object:

@@ -27,21 +27,42 @@ name; it takes no explicit bindings.  An ``auto_delete`` exchange is deleted
 when its last binding is removed; an ``internal`` one takes no publishers
 (only exchange-to-exchange bindings reach it).  Exchange-to-exchange bindings are
 followed breadth first, each exchange visited once, so a cycle ends.
+
+Routing and binding keys are at most 255 bytes of UTF-8 (AMQP 0-9-1 §4.2.5.3:
+they are ``shortstr``, which RabbitMQ keeps for every protocol), so one
+topic match is bounded: see :class:`.matching.TopicTrie`.  Each exchange indexes its
+bindings for its type: a direct exchange by key (one lookup per message), a
+topic exchange in a trie over binding words, a headers exchange by the
+(name, value) pairs its bindings compare, so a message costs the words,
+headers and bindings it can reach, not every binding.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .matching import (
+    HeadersIndex,
+    HeadersRule,
+    RoutingRefused,
+    TopicTrie,
+    discard,
+    headers_match,
+    topic_matches,
+)
+
 __all__ = [
     "EXCHANGE_TYPES",
+    "MAX_KEY_BYTES",
     "Binding",
     "Exchange",
     "ExchangeError",
     "Exchanges",
+    "RoutingRefused",
+    "TopicTrie",
+    "key_too_long",
     "topic_matches",
     "headers_match",
     "DEFAULT_EXCHANGES",
@@ -58,6 +79,14 @@ DEFAULT_EXCHANGES = {
     "amq.headers": "headers",
     "amq.match": "headers",
 }
+
+#: The most UTF-8 bytes a routing or binding key has (an AMQP 0-9-1 ``shortstr``, §4.2.5.3).
+MAX_KEY_BYTES = 255
+
+
+def key_too_long(key: str) -> bool:
+    """Whether ``key`` is over :data:`MAX_KEY_BYTES` bytes of UTF-8 (a short key is never encoded)."""
+    return len(key) * 4 > MAX_KEY_BYTES and len(key.encode("utf-8", "surrogatepass")) > MAX_KEY_BYTES
 
 
 class ExchangeError(Exception):
@@ -89,6 +118,112 @@ class Binding:
         )
 
 
+def _fingerprint(arguments: Mapping[str, Any]) -> int:
+    """Equal for equal arguments (so identical bindings share a bucket); their names alone if a value is unhashable."""
+    try:
+        return hash(frozenset(arguments.items()))
+    except TypeError:
+        return hash(frozenset(arguments))
+
+
+class _Bindings:
+    """One exchange's bindings in the order they were made, indexed for its type's matching.
+
+    Each binding has a serial (the order it was made); ``_to`` finds the
+    bindings to one destination (a deleted queue) and ``_same`` the ones with
+    the same destination, key and arguments (an identical binding, an unbind),
+    without a scan; direct and topic exchanges index keys, headers exchanges
+    their compiled rules by the headers they name.
+    """
+
+    __slots__ = ("kind", "_by_serial", "_next", "_to", "_same", "_direct", "_topic", "_headers")
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._by_serial: dict[int, Binding] = {}
+        self._next = 0
+        self._to: dict[tuple[str, str], dict[int, None]] = {}
+        self._same: dict[tuple[str, str, str, int], dict[int, None]] = {}
+        self._direct: dict[str, dict[int, None]] = {}
+        self._topic = TopicTrie() if kind == "topic" else None
+        self._headers = HeadersIndex()
+
+    def __len__(self) -> int:
+        return len(self._by_serial)
+
+    def __iter__(self) -> Iterator[Binding]:
+        return iter(self._by_serial.values())
+
+    def has_destination(self, kind: str, destination: str) -> bool:
+        return (kind, destination) in self._to
+
+    @staticmethod
+    def _bucket(binding: Binding) -> tuple[str, str, str, int]:
+        return binding.destination_kind, binding.destination, binding.key, _fingerprint(binding.arguments)
+
+    def has(self, binding: Binding) -> bool:
+        """Whether an identical binding (same destination, key and arguments) is here."""
+        return any(binding.same(self._by_serial[s]) for s in self._same.get(self._bucket(binding), ()))
+
+    def add(self, binding: Binding) -> bool:
+        """Add ``binding`` unless an identical one is here; whether it was added."""
+        if self.has(binding):
+            return False
+        serial = self._next
+        self._next += 1
+        self._by_serial[serial] = binding
+        self._to.setdefault((binding.destination_kind, binding.destination), {})[serial] = None
+        self._same.setdefault(self._bucket(binding), {})[serial] = None
+        if self.kind == "direct":
+            self._direct.setdefault(binding.key, {})[serial] = None
+        elif self._topic is not None:
+            self._topic.add(binding.key, serial)
+        elif self.kind == "headers":
+            self._headers.add(serial, HeadersRule.of(binding.arguments))
+        return True
+
+    def unbind(self, binding: Binding, any_arguments: bool) -> int:
+        """Remove the bindings like ``binding`` (same key and arguments, or any arguments); how many."""
+        if any_arguments:
+            candidates = self._to.get((binding.destination_kind, binding.destination), {})
+            gone = [s for s in candidates if self._by_serial[s].key == binding.key]
+        else:
+            gone = [s for s in self._same.get(self._bucket(binding), ()) if binding.same(self._by_serial[s])]
+        for serial in gone:
+            self._remove(serial)
+        return len(gone)
+
+    def drop(self, kind: str, destination: str) -> int:
+        """Remove every binding to ``destination``; how many."""
+        gone = list(self._to.get((kind, destination), ()))
+        for serial in gone:
+            self._remove(serial)
+        return len(gone)
+
+    def _remove(self, serial: int) -> None:
+        binding = self._by_serial.pop(serial)
+        discard(self._to, (binding.destination_kind, binding.destination), serial)
+        discard(self._same, self._bucket(binding), serial)
+        if self.kind == "direct":
+            discard(self._direct, binding.key, serial)
+        elif self._topic is not None:
+            self._topic.remove(binding.key, serial)
+        elif self.kind == "headers":
+            self._headers.remove(serial)
+
+    def matching(
+        self, routing_key: str, headers: Mapping[str, Any] | None, budget: int | None = None
+    ) -> list[Binding]:
+        """The bindings a message with ``routing_key`` and ``headers`` matches, in the order made."""
+        if self.kind == "direct":
+            return [self._by_serial[s] for s in self._direct.get(routing_key, ())]
+        if self._topic is not None:
+            return [self._by_serial[s] for s in sorted(self._topic.match(routing_key, budget))]
+        if self.kind == "headers":
+            return [self._by_serial[s] for s in self._headers.matching(headers or {})]
+        return list(self._by_serial.values())  # fanout, x-local-random: every binding
+
+
 @dataclass(slots=True)
 class Exchange:
     """An exchange: its type, flags, arguments and bindings (in the order they were made)."""
@@ -99,69 +234,29 @@ class Exchange:
     auto_delete: bool = False
     internal: bool = False
     arguments: dict[str, Any] = field(default_factory=dict)
-    bindings: list[Binding] = field(default_factory=list)
     #: Messages published to it, and of those the ones no queue received (RabbitMQ's "unroutable").
     published: int = 0
     unroutable: int = 0
     _turn: int = 0
+    table: _Bindings = field(init=False, repr=False)
 
-    def matches(
-        self, binding: Binding, routing_key: str, headers: Mapping[str, Any] | None, words: Sequence[str] | None = None
-    ) -> bool:
-        kind = self.type
-        if kind == "fanout" or kind == "x-local-random":
-            return True
-        if kind == "topic":
-            return topic_matches(binding.key, routing_key, words)
-        if kind == "headers":
-            return headers_match(binding.arguments, headers or {})
-        return binding.key == routing_key  # direct
+    def __post_init__(self) -> None:
+        self.table = _Bindings(self.type)
 
+    @property
+    def bindings(self) -> list[Binding]:
+        """Its bindings, in the order they were made."""
+        return list(self.table)
 
-@functools.lru_cache(maxsize=4096)  # binding keys are few and reused for every message
-def _words(pattern: str) -> tuple[str, ...] | None:
-    """A topic binding key's words, or None when it has no wildcard (it then matches itself only)."""
-    if "*" not in pattern and "#" not in pattern:
-        return None
-    return tuple(pattern.split(".")) if pattern else ()
-
-
-def topic_matches(pattern: str, key: str, words: Sequence[str] | None = None) -> bool:
-    """Whether a topic binding key (``*`` one word, ``#`` zero or more) matches ``key`` (split: ``words``)."""
-    parts = _words(pattern)
-    if parts is None:
-        return pattern == key
-    if words is None:
-        words = key.split(".") if key else []
-    # The key positions each pattern prefix can reach: work bounded by len(parts) * len(words).
-    reachable = {0}
-    for part in parts:
-        following: set[int] = set()
-        if part == "#":  # from the first reachable position, any number of words
-            following.update(range(min(reachable), len(words) + 1))
-        else:
-            for position in reachable:
-                if position < len(words) and (part == "*" or part == words[position]):
-                    following.add(position + 1)
-        reachable = following
-        if not reachable:
-            return False
-    return len(words) in reachable
-
-
-def headers_match(arguments: Mapping[str, Any], headers: Mapping[str, Any]) -> bool:
-    """RabbitMQ's headers-exchange rule for one binding (``x-match`` all, any, all-with-x, any-with-x)."""
-    mode = str(arguments.get("x-match", "all"))
-    with_x = mode.endswith("-with-x")
-    wanted = {k: v for k, v in arguments.items() if k != "x-match" and (with_x or not str(k).startswith("x-"))}
-    if not wanted:
-        return mode.startswith("all")
-
-    def hit(name: str, value: Any) -> bool:
-        return name in headers and (value is None or headers[name] == value)
-
-    results = (hit(str(name), value) for name, value in wanted.items())
-    return any(results) if mode.startswith("any") else all(results)
+    def matching(
+        self, routing_key: str, headers: Mapping[str, Any] | None, budget: int | None = None
+    ) -> Sequence[Binding]:
+        """The bindings a message matches (``x-local-random``: the one whose turn it is)."""
+        matched = self.table.matching(routing_key, headers, budget)
+        if self.type == "x-local-random" and matched:
+            self._turn += 1
+            return [matched[self._turn % len(matched)]]
+        return matched
 
 
 class Exchanges:
@@ -169,15 +264,32 @@ class Exchanges:
 
     ``queue_exists`` tells whether a queue of a name exists (the broker's own
     queues, so plain addresses and ``/queues/`` name the same queue).
+    ``max_exchanges`` and ``max_bindings`` bound how many a client can declare,
+    ``max_topic_visits`` the trie nodes one message may reach in a topic
+    exchange (``RabbitMQOptions``; None: no bound).
     """
 
-    def __init__(self, queue_exists: Callable[[str], bool]) -> None:
+    def __init__(
+        self,
+        queue_exists: Callable[[str], bool],
+        max_exchanges: int | None = None,
+        max_bindings: int | None = None,
+        max_topic_visits: int | None = None,
+    ) -> None:
         self._queue_exists = queue_exists
+        self.max_exchanges = max_exchanges
+        self.max_bindings = max_bindings
+        self.max_topic_visits = max_topic_visits
         self.exchanges: dict[str, Exchange] = {}
+        #: For each destination (kind, name): the exchanges with bindings to it.
+        self._sources: dict[tuple[str, str], dict[str, None]] = {}
+        self.binding_count = 0
         self.reset()
 
     def reset(self) -> None:
         self.exchanges = {name: Exchange(name, kind) for name, kind in DEFAULT_EXCHANGES.items()}
+        self._sources = {}
+        self.binding_count = 0
 
     # ---------------------------------------------------------- management
 
@@ -193,8 +305,8 @@ class Exchanges:
     ) -> bool:
         """Create an exchange; True if created, False if an equivalent one exists.
 
-        Raises :class:`ExchangeError` 403 for the default and ``amq.`` exchanges, 400 for an
-        unknown type, 409 for an existing exchange declared differently.
+        Raises :class:`ExchangeError` 403 for the default and ``amq.`` exchanges or past
+        ``max_exchanges``, 400 for an unknown type, 409 for an existing exchange declared differently.
         """
         if name == "" or name.startswith("amq."):
             raise ExchangeError(403, f"ACCESS_REFUSED - exchange name '{name}' contains reserved prefix 'amq.*'")
@@ -213,6 +325,13 @@ class Exchanges:
                     f"received '{kind}' but current is '{existing.type}'",
                 )
             return False
+        declared = len(self.exchanges) - len(DEFAULT_EXCHANGES)
+        if self.max_exchanges is not None and declared >= self.max_exchanges:
+            raise ExchangeError(
+                403,
+                f"cannot declare exchange '{name}' in vhost '/': exchange limit of {self.max_exchanges} is reached "
+                "(RabbitMQOptions.max_exchanges); delete exchanges or raise the limit",
+            )
         self.exchanges[name] = Exchange(name, kind, durable, auto_delete, internal, dict(arguments or {}))
         return True
 
@@ -220,27 +339,54 @@ class Exchanges:
         """Delete an exchange and every binding to or from it (a missing one is no error, as RabbitMQ)."""
         if name == "" or name in DEFAULT_EXCHANGES:
             raise ExchangeError(403, f"ACCESS_REFUSED - operation not permitted on the default exchange '{name}'")
-        if self.exchanges.pop(name, None) is None:
+        exchange = self.exchanges.pop(name, None)
+        if exchange is None:
             return
+        for binding in exchange.bindings:  # its own bindings: it is no longer their destinations' source
+            sources = self._sources.get((binding.destination_kind, binding.destination))
+            if sources is not None:
+                sources.pop(name, None)
+                if not sources:
+                    del self._sources[(binding.destination_kind, binding.destination)]
+        self.binding_count -= len(exchange.table)
         self.drop_destination(name, "exchange")
 
     def drop_destination(self, name: str, kind: Literal["queue", "exchange"]) -> None:
-        """A queue or exchange went: the bindings to it go too."""
-        for exchange in list(self.exchanges.values()):
-            kept = [b for b in exchange.bindings if not (b.destination == name and b.destination_kind == kind)]
-            if len(kept) != len(exchange.bindings):
-                exchange.bindings = kept
+        """A queue or exchange went: the bindings to it go too (only the exchanges that have some are visited)."""
+        for source in list(self._sources.pop((kind, name), ())):
+            exchange = self.exchanges.get(source)
+            if exchange is not None:
+                self.binding_count -= exchange.table.drop(kind, name)
                 self._auto_delete(exchange)
+
+    def _unbound(self, exchange: Exchange, kind: str, destination: str) -> None:
+        """``exchange`` may have no binding to ``destination`` left: keep the reverse index right."""
+        if exchange.table.has_destination(kind, destination):
+            return
+        sources = self._sources.get((kind, destination))
+        if sources is not None:
+            sources.pop(exchange.name, None)
+            if not sources:
+                del self._sources[(kind, destination)]
 
     def _auto_delete(self, exchange: Exchange) -> None:
         """An auto-delete exchange goes when its last binding does (RabbitMQ: once it has had one)."""
-        if exchange.auto_delete and not exchange.bindings and exchange.name in self.exchanges:
+        if exchange.auto_delete and not len(exchange.table) and exchange.name in self.exchanges:
             self.delete(exchange.name)
 
     def bind(self, binding: Binding) -> None:
-        """Add a binding (an identical one is not added twice); 404 if either end is missing."""
+        """Add a binding (an identical one is not added twice).
+
+        404 if either end is missing, 400 for a key over 255 bytes, 403 past ``max_bindings``.
+        """
         if binding.source == "":
             raise ExchangeError(403, "ACCESS_REFUSED - operation not permitted on the default exchange")
+        if key_too_long(binding.key):
+            raise ExchangeError(
+                400,
+                f"binding key of {len(binding.key.encode('utf-8', 'surrogatepass'))} bytes: a binding key is at most "
+                f"{MAX_KEY_BYTES} bytes of UTF-8 (an AMQP 0-9-1 shortstr, as RabbitMQ keeps it); use a shorter key",
+            )
         source = self.exchanges.get(binding.source)
         if source is None:
             raise ExchangeError(404, f"NOT_FOUND - no exchange '{binding.source}' in vhost '/'")
@@ -249,27 +395,27 @@ class Exchanges:
                 raise ExchangeError(404, f"NOT_FOUND - no queue '{binding.destination}' in vhost '/'")
         elif binding.destination not in self.exchanges:
             raise ExchangeError(404, f"NOT_FOUND - no exchange '{binding.destination}' in vhost '/'")
-        if not any(binding.same(b) for b in source.bindings):
-            source.bindings.append(binding)
+        if self.max_bindings is not None and self.binding_count >= self.max_bindings:
+            if source.table.has(binding):
+                return  # an identical binding is no new one
+            raise ExchangeError(
+                403,
+                f"cannot bind '{binding.source}' to {binding.destination_kind} '{binding.destination}': binding limit "
+                f"of {self.max_bindings} is reached (RabbitMQOptions.max_bindings); unbind or raise the limit",
+            )
+        if source.table.add(binding):
+            self.binding_count += 1
+            self._sources.setdefault((binding.destination_kind, binding.destination), {})[source.name] = None
 
     def unbind(self, binding: Binding, any_arguments: bool = False) -> int:
         """Remove a binding (``any_arguments``: whatever its arguments); how many were removed."""
         source = self.exchanges.get(binding.source)
         if source is None:
             return 0
-        kept = [
-            b
-            for b in source.bindings
-            if not (
-                b.destination == binding.destination
-                and b.destination_kind == binding.destination_kind
-                and b.key == binding.key
-                and (any_arguments or dict(b.arguments) == dict(binding.arguments))
-            )
-        ]
-        removed = len(source.bindings) - len(kept)
-        source.bindings = kept
+        removed = source.table.unbind(binding, any_arguments)
         if removed:
+            self.binding_count -= removed
+            self._unbound(source, binding.destination_kind, binding.destination)
             self._auto_delete(source)
         return removed
 
@@ -279,7 +425,8 @@ class Exchanges:
         """The queues a message published to ``exchange`` with ``routing_key`` goes to, each once.
 
         Counts the message on the exchange it was published to (and as
-        unroutable there when it reaches no queue).
+        unroutable there when it reaches no queue).  Raises :class:`RoutingRefused`
+        when a topic exchange's match would pass ``max_topic_visits``.
         """
         first = self.exchanges[exchange]
         first.published += 1
@@ -290,9 +437,15 @@ class Exchanges:
         else:
             seen = {exchange}
             pending = [first]
-            while pending:
-                current = pending.pop(0)
-                for binding in self._matching(current, routing_key, headers):
+            for current in pending:  # breadth first: the list grows while it is walked
+                try:
+                    matched = current.matching(routing_key, headers, self.max_topic_visits)
+                except RoutingRefused as exc:
+                    raise RoutingRefused(
+                        f"{exc} in topic exchange '{current.name}' (RabbitMQOptions.max_topic_visits); "
+                        "bind keys with fewer '#' and '*', or raise the limit"
+                    ) from None
+                for binding in matched:
                     if binding.destination_kind == "queue":
                         if self._queue_exists(binding.destination):
                             queues[binding.destination] = None
@@ -302,11 +455,3 @@ class Exchanges:
         if not queues:
             first.unroutable += 1
         return list(queues)
-
-    def _matching(self, exchange: Exchange, routing_key: str, headers: Mapping[str, Any] | None) -> Iterable[Binding]:
-        words = routing_key.split(".") if exchange.type == "topic" and routing_key else []  # split once per exchange
-        matched = [b for b in exchange.bindings if exchange.matches(b, routing_key, headers, words)]
-        if exchange.type == "x-local-random" and matched:
-            exchange._turn += 1
-            return [matched[exchange._turn % len(matched)]]
-        return matched

@@ -44,7 +44,7 @@ from .addresses import (
     queue_address,
 )
 from .arguments import QueueSpec
-from .exchanges import Binding, ExchangeError, Exchanges
+from .exchanges import MAX_KEY_BYTES, Binding, ExchangeError, Exchanges, RoutingRefused, key_too_long
 from .links import X_EXCHANGE, X_ROUTING_KEY, ManagementRequests, Publisher, RabbitConsumer
 from .snapshots import BindingSnapshot, ExchangeSnapshot
 
@@ -75,7 +75,8 @@ class RabbitMQLayer:
     def __init__(self, broker: Broker, options: RabbitMQOptions | None = None) -> None:
         self.broker = broker
         self.options = options or RabbitMQOptions()
-        self.exchanges = Exchanges(self.is_queue)
+        options = self.options
+        self.exchanges = Exchanges(self.is_queue, options.max_exchanges, options.max_bindings, options.max_topic_visits)
         #: Queues declared through /management, with their type and arguments.
         self.specs: dict[str, QueueSpec] = {}
         #: Messages no queue received (settled ``released``), over all exchanges.
@@ -170,6 +171,8 @@ class RabbitMQLayer:
             raise Refusal(conditions.UNAUTHORIZED_ACCESS, f"forbidden to publish to internal exchange '{destination.name}'")
         if destination.kind == "queue" and not self.is_queue(destination.name):
             raise Refusal(conditions.NOT_FOUND, f"no queue '{destination.name}' in vhost '/'")
+        if destination.key is not None and key_too_long(destination.key):
+            raise Refusal(conditions.INVALID_FIELD, _long_key(destination.key))
         return destination
 
     # ----------------------------------------------------------------- routing
@@ -212,9 +215,17 @@ class RabbitMQLayer:
 
         Each copy enters its queue through the broker's publish path, so limits
         (x-max-length, x-max-length-bytes) apply to what clients send and the
-        plugin's recorder sees every message.
+        plugin's recorder sees every message.  A routing key over 255 bytes is
+        rejected with ``amqp:invalid-field``, the condition RabbitMQ 4 rejects a
+        message's bad routing keys with (``bad_x_cc`` in ``rabbit_amqp_session``);
+        one whose topic match passes ``max_topic_visits`` with ``amqp:resource-limit-exceeded``.
         """
-        queues = self.exchanges.route(exchange, key, message.application_properties)
+        if exchange and key_too_long(key):
+            return Rejected(error=amqp_error(conditions.INVALID_FIELD, _long_key(key)))
+        try:
+            queues = self.exchanges.route(exchange, key, message.application_properties)
+        except RoutingRefused as exc:  # crafted topic bindings: the work one message may cost is bounded
+            return Rejected(error=amqp_error(conditions.RESOURCE_LIMIT_EXCEEDED, str(exc)))
         if not queues:
             self.unroutable += 1
             return Released()
@@ -242,6 +253,13 @@ class RabbitMQLayer:
                 409 if other.KIND in QUEUE_KINDS else 400,
                 f"PRECONDITION_FAILED - inequivalent arg 'x-queue-type' for queue '{name}' in vhost '/': "
                 f"received '{spec.type}' but '{name}' is a {other.KIND} here",
+            )
+        limit = self.options.max_queues
+        if other is None and limit is not None and len(self.specs) >= limit:
+            raise ExchangeError(  # RabbitMQ's answer past its cluster_queue_limit: 403
+                403,
+                f"cannot declare queue '{name}': queue limit of {limit} queues declared through /management is "
+                "reached (RabbitMQOptions.max_queues); delete queues or raise the limit",
             )
         existing = self.specs.get(name) if other is not None else None
         if existing is not None:
@@ -415,6 +433,14 @@ class RabbitMQLayer:
         self.specs.clear()
         self.idle_since.clear()
         self.unroutable = 0
+
+
+def _long_key(key: str) -> str:
+    size = len(key.encode("utf-8", "surrogatepass"))
+    return (
+        f"routing key of {size} bytes: a routing key is at most {MAX_KEY_BYTES} bytes of UTF-8 "
+        "(an AMQP 0-9-1 shortstr, as RabbitMQ keeps it); use a shorter key"
+    )
 
 
 def _shown(spec: QueueSpec, argument: str) -> str:

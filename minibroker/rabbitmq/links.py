@@ -3,7 +3,7 @@
 * :class:`ManagementRequests` / ``broker.replies.ReplyLink``: the client's
   sending and receiving links on ``/management``; an answer goes back on the
   receiving link of the same connection (the same session first), as
-  RabbitMQ pairs them.
+  RabbitMQ pairs them; a request the user may not make ends the session.
 * :class:`Publisher`: a client's sending link to ``/exchanges/...``,
   ``/queues/...`` or the null address; each message is routed through the
   exchanges (:meth:`RabbitMQLayer.publish`) and settled ``accepted``,
@@ -37,7 +37,7 @@ from ..broker.publish import format_refusal
 from ..broker.replies import ReplyLink
 from ..broker.stored import Entry, StoredMessage
 from ..protocol.endpoints import Delivery, Link
-from .management import handle_request
+from .management import AccessRefused, Requester, handle_request
 
 if TYPE_CHECKING:
     from ..broker.client_connection import BrokerConnection
@@ -53,7 +53,11 @@ X_ROUTING_KEY = symbol("x-routing-key")
 
 
 class ManagementRequests(ExtensionLink):
-    """The broker's receiving half of the management pair: each message is a request."""
+    """The broker's receiving half of the management pair: each message is a request.
+
+    A request the user has no right to make ends this link's session with
+    ``amqp:unauthorized-access`` (:class:`~.management.AccessRefused`), as RabbitMQ 4 does.
+    """
 
     def __init__(self, layer: RabbitMQHost, connection: BrokerConnection, link: Link) -> None:
         self.layer = layer
@@ -70,7 +74,14 @@ class ManagementRequests(ExtensionLink):
             return
         if not delivery.remote_settled:
             engine.settle(delivery, Accepted())
-        response = handle_request(self.layer, request)
+        requester = Requester(self.layer.broker.permissions, engine.user)  # each request is authorised itself
+        try:
+            response = handle_request(self.layer, request, requester)
+        except AccessRefused as refused:
+            # RabbitMQ 4 answers no status here: check_resource_access exits with a protocol error and
+            # the session ends with it (Part 2 §2.5.7); the connection and its other sessions stay.
+            engine.end_session(self.link.session, amqp_error(conditions.UNAUTHORIZED_ACCESS, str(refused)))
+            return
         self.layer.broker.flush()  # queues purged or deleted: their consumers and waiters see it
         reply = self._replies()
         if reply is None:

@@ -77,17 +77,17 @@ def _value(value: object) -> object:
 
 
 def _lookup(message: StoredMessage) -> Callable[[str], object]:
-    properties = message.properties or _NO_PROPERTIES
-    application = message.application_properties or {}
+    """Names as a rule's SQL sees them; the message's sections are read as names are looked up, so
+    whatever fails there fails inside the selector's evaluation, which keeps it to that rule."""
 
     def lookup(name: str) -> object:
         scope, dot, rest = name.partition(".")
         if dot and scope.lower() == "sys":
             field = _SYSTEM.get(rest.lower())
-            return _value(getattr(properties, field)) if field is not None else None
+            return _value(getattr(message.properties or _NO_PROPERTIES, field)) if field is not None else None
         if dot and scope.lower() == "user":
             name = rest
-        return _value(application.get(name))
+        return _value((message.application_properties or {}).get(name))
 
     return lookup
 

@@ -48,6 +48,11 @@ __all__ = [
 MARKER = "amqp_broker"
 #: Idle brokers kept per process, one per distinct configuration (least recently used goes first).
 POOL_SIZE = 4
+#: What ``clock.advance()`` on a fixture's broker without a manual clock says to do.
+MARKER_CLOCK_HINT = (
+    f'mark the test @pytest.mark.{MARKER}(clock="manual") (or return {{"clock": "manual"}} from amqp_broker_config)'
+)
+FACTORY_CLOCK_HINT = 'start the broker with amqp_broker_factory(clock="manual")'
 
 
 # --------------------------------------------------------------------------- options
@@ -245,7 +250,7 @@ class _Session:
                 _observe(broker, None)
             _reset(broker, settings)
         else:
-            broker = settings.start()
+            broker = settings.start(MARKER_CLOCK_HINT)
         settings.declare(broker)
         return broker
 
@@ -333,7 +338,8 @@ def amqp_broker_config() -> dict[str, Any]:
 @pytest.fixture
 def amqp_broker(request: pytest.FixtureRequest, amqp_broker_config: dict[str, Any]) -> Iterator[ThreadedBroker]:
     """A running broker for this test (``ThreadedBroker``): ``.url``, ``.queue()``, ``.publish()``,
-    ``.assert_queue()``, ``.wait_for()``/``await .wait_for_async()``, ``.restart()``, ``.faults`` ..."""
+    ``.assert_queue()``, ``.wait_for()``/``await .wait_for_async()``, ``.restart()``, ``.faults`` ...
+    in plain, asyncio and trio tests alike (only a blocking ``wait_for`` is refused in an event loop)."""
     session = request.config.stash[_SESSION]
     node = request.node
     settings = session.settings(node, amqp_broker_config, marker=True)
@@ -364,7 +370,7 @@ def amqp_broker_factory(
         if queues:
             options["queues"] = [*queues, *_as_list(options.get("queues", []))]
         settings = session.settings(node, amqp_broker_config, marker=False, extra=options)
-        broker = settings.start()
+        broker = settings.start(FACTORY_CLOCK_HINT)
         started.append(broker)
         settings.declare(broker)
         _watch(node, f"amqp_broker_factory #{len(started)}", broker, session.recorder(node, broker))

@@ -268,8 +268,9 @@ def capture(broker: Any, recorder: Recorder | None, frames_shown: int) -> State:
     )
 
 
-def format_section(state: State, html_path: str | None = None) -> str:
-    """The text of the report section: queues, last frames, faults, errors, picture."""
+def format_section(state: State, html_path: str | None = None, *, frames: bool = True) -> str:
+    """The text of the report section: queues, last frames (unless ``frames`` is false: the
+    picture draws them), faults, errors, picture."""
     lines = [f"broker {state.url}"]
     if state.queues:
         lines.append("non-empty queues:")
@@ -297,7 +298,7 @@ def format_section(state: State, html_path: str | None = None) -> str:
             for binding in exchange.bindings:
                 arguments = f" {dict(binding.arguments)!r}" if binding.arguments else ""
                 lines.append(f"    -> {binding.destination_kind} {binding.destination!r} key {binding.key!r}{arguments}")
-    if state.frames:
+    if state.frames and frames:
         start = state.frames[0].time
         lines.append(f"last {len(state.frames)} of {state.frames_total} frame(s) (-> into the broker, <- out of it):")
         for record in state.frames:
@@ -305,7 +306,7 @@ def format_section(state: State, html_path: str | None = None) -> str:
             lines.append(
                 f"  {record.time - start:+9.3f}s {arrow} {record.connection} [{record.channel}] {summarize(record.performative)}"
             )
-    elif state.frames_total == 0:
+    elif state.frames_total == 0 and frames:
         lines.append("no frames exchanged")
     if state.firings:
         lines.append("faults fired:")

@@ -144,12 +144,15 @@ class BrokerSettings:
             self._key = f"{self.clock}:{tls}:{fields!r}"
         return self._key
 
-    def start(self) -> ThreadedBroker:
-        """A started broker with these settings (nodes not declared yet: see :meth:`declare`)."""
+    def start(self, manual_hint: str) -> ThreadedBroker:
+        """A started broker with these settings (nodes not declared yet: see :meth:`declare`);
+        ``manual_hint`` is what its ``clock.advance()`` says to do when the clock is not manual."""
         clock = ManualClock() if self.clock == "manual" else None
-        return ThreadedBroker(
+        broker = ThreadedBroker(
             config=dataclasses.replace(self.config), clock=clock, ssl_context=self.ssl_context, tls=self.tls
-        ).start()
+        )
+        broker.clock.manual_hint = manual_hint
+        return broker.start()
 
     def declare(self, broker: Any) -> None:
         """Create the queues, topics and streams on ``broker`` (a ``ThreadedBroker`` or ``TrioBroker``)."""

@@ -373,6 +373,27 @@ def test_config_and_fields_together_are_refused() -> None:
         ThreadedBroker(config=BrokerConfig(), auto_create=False)
 
 
+def test_a_misspelt_broker_keyword_lists_the_valid_ones() -> None:
+    valid = r"valid keywords are: host, port, config, clock, ssl_context, tls, and the BrokerConfig fields .*frame_log"
+    with pytest.raises(TypeError, match=rf"^ThreadedBroker\(\): unknown keyword\(s\) frame_logs; {valid}"):
+        ThreadedBroker(frame_logs=10)
+
+    async def main() -> None:
+        async with open_broker(frame_logs=10):
+            pass
+
+    with pytest.raises(TypeError, match=rf"^open_broker\(\): unknown keyword\(s\) frame_logs; {valid}"):
+        trio.run(main)
+
+
+def test_advancing_the_system_clock_says_how_to_get_a_manual_one(broker: ThreadedBroker) -> None:
+    hint = r"needs a manual clock, and this broker reads SystemClock: start the broker with ThreadedBroker\(clock=minibroker.ManualClock\(\)\)"
+    with pytest.raises(TypeError, match=rf"^advance\(\) {hint}$"):
+        broker.clock.advance(1)
+    with pytest.raises(TypeError, match=rf"^rewind\(\) {hint}$"):
+        broker.clock.rewind()
+
+
 def test_manual_clock_cannot_go_back(manual: ThreadedBroker) -> None:
     with pytest.raises(ValueError, match=r"cannot go back.*seconds >= 0"):
         manual.clock.advance(-1)
@@ -520,3 +541,34 @@ def test_wait_for_a_queue_that_does_not_exist_yet_waits_for_it() -> None:
             publisher.cancel()
         with pytest.raises(TimeoutError, match="no queue named 'never'"):
             broker.wait_for(lambda b: b.queue("never").depth == 1, timeout=0.05)
+
+
+def test_statistics_read_as_a_mapping_of_node_counters(broker: ThreadedBroker) -> None:
+    broker.publish("orders", 1)
+    broker.declare_topic("news")
+    stats = broker.statistics()
+    assert stats["orders"].enqueued == 1 and stats["orders"] is stats.nodes["orders"]
+    assert stats["queue://orders"] is stats["orders"] and stats["topic://news"].enqueued == 0
+    assert "orders" in stats and "audit" not in stats and stats.get("audit") is None
+    assert sorted(stats) == ["news", "orders"] and len(stats) == 2
+    with pytest.raises(KeyError, match=r"no node named 'audit' has counters \(nodes: \['news', 'orders'\]\)"):
+        stats["audit"]
+
+
+def test_a_queued_header_shows_the_remaining_ttl_and_arrived_what_was_published(manual: ThreadedBroker) -> None:
+    manual.publish("jobs", "soon stale", ttl=30)
+    manual.declare_queue("slow", default_ttl=60)
+    manual.publish("slow", "no ttl of its own")
+    manual.clock.advance(10)
+    (queued,) = manual.queue("jobs").messages
+    # As a consumer receiving it now gets it (Part 3 §3.2.1: the reduced ttl) ...
+    assert queued.header.ttl == 20_000 and queued.expires_at == T0 + 30
+    with minibroker.Client(manual.url, timeout=5) as client, client.receiver("jobs") as receiver:
+        delivered = receiver.receive()
+        assert delivered.message.header.ttl == 20_000
+        delivered.release()
+    # ... and as the producer sent it.
+    assert queued.arrived.header.ttl == 30_000 and queued.arrived.body == "soon stale"
+    # The queue's default ttl counts as the expiry a consumer is told of; the producer sent none.
+    (defaulted,) = manual.queue("slow").messages
+    assert defaulted.header.ttl == 50_000 and defaulted.arrived.header is None

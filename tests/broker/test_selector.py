@@ -806,8 +806,9 @@ COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {
 }
 
 
-@given(st.integers(), st.integers(), st.sampled_from(sorted(COMPARISONS)))
+@given(st.integers(), st.integers(-(2**64) + 1, 2**64 - 1), st.sampled_from(sorted(COMPARISONS)))
 def test_integer_comparison_matches_python(a: int, b: int, op: str) -> None:
+    """Any property value against any literal a selector takes (below 2**64 in magnitude)."""
     assert parse_selector(f"x {op} {b}").matches({"x": a}.get) is COMPARISONS[op](a, b)
 
 

@@ -21,11 +21,13 @@ from minibroker.api import build_message
 from minibroker.broker.clock import ManualClock
 from minibroker.broker.config import BrokerConfig, StreamOptions
 from minibroker.broker.engine import Broker
+from minibroker.broker.stream import NOW, SCAN, Stream
 from minibroker.testing import Frames, Peer, Pump, connect
 
 T0 = 1_700_000_000.0
 OFFSET_SPEC = symbol("rabbitmq:stream-offset-spec")
 OFFSET = symbol("x-stream-offset")
+STREAM_FILTER = symbol("rabbitmq:stream-filter")
 
 
 def make_broker(**config: Any) -> Broker:
@@ -360,3 +362,38 @@ def test_a_restart_keeps_a_stream_whole() -> None:
     broker.publish("events", build_message("durable", durable=True))
     assert broker.drop_transient() == 0
     assert broker.stream_snapshot("events").bodies == ["transient", "durable"]
+
+
+def test_a_filter_that_matches_nothing_reads_the_log_one_slice_per_dispatch() -> None:
+    """A filtering reader visits at most SCAN entries per dispatch; the timer brings the next slice."""
+    broker = make_broker()
+    broker.declare_stream("s")
+    for n in range(3 * SCAN + 10):
+        publish(broker, "s", n)
+    stream = broker.router.nodes["s"]
+    assert isinstance(stream, Stream)
+    peer, pump = open_client(broker)
+    never = {OFFSET_SPEC: Described(OFFSET_SPEC, "first"), STREAM_FILTER: Described(STREAM_FILTER, "never")}
+    assert read(pump.send(peer.attach_receiver("r", "s", 0, filter=never) + peer.flow(0, credit=10))) == []
+    assert stream.counters.filtered_out == SCAN
+    assert broker.next_deadline() == NOW  # the next slice is due at once
+    slices = 1
+    while broker.next_deadline() is not None:
+        broker.run_timers()
+        slices += 1
+        assert stream.counters.filtered_out == min(slices * SCAN, 3 * SCAN + 10)
+    assert slices == 4
+    # A matching message appended later is delivered at once.
+    broker.publish("s", build_message("wanted", annotations={"x-stream-filter-value": "never"}))
+    assert [body for _offset, body in read(pump.read())] == ["wanted"]
+
+
+def test_a_filtering_reader_without_credit_is_not_pending() -> None:
+    broker = make_broker()
+    broker.declare_stream("s")
+    for n in range(2 * SCAN):
+        publish(broker, "s", n)
+    peer, pump = open_client(broker)
+    never = {OFFSET_SPEC: Described(OFFSET_SPEC, "first"), STREAM_FILTER: Described(STREAM_FILTER, "never")}
+    pump.send(peer.attach_receiver("r", "s", 0, filter=never))
+    assert broker.next_deadline() is None  # no credit: nothing to look for, nothing scheduled

@@ -665,12 +665,25 @@ def test_transaction_timeout_undoes_retirement_and_spares_younger_transactions()
 
 def test_without_a_timeout_transactions_stay_open() -> None:
     clock = ManualClock(T0)
-    broker = Broker(BrokerConfig(), clock=clock)
+    broker = Broker(BrokerConfig(transaction_timeout=None), clock=clock)
     client = setup_controller(broker)
     txn = client.declare(0)
     clock.advance(10_000)
     broker.run_timers()
     assert open_transactions(broker) == {txn}
+
+
+def test_by_default_a_transaction_is_rolled_back_after_300_seconds() -> None:
+    clock = ManualClock(T0)
+    broker = Broker(BrokerConfig(), clock=clock)
+    client = setup_controller(broker)
+    txn = client.declare(0)
+    clock.advance(299)
+    broker.run_timers()
+    assert open_transactions(broker) == {txn}
+    clock.advance(1)
+    broker.run_timers()
+    assert open_transactions(broker) == set()
 
 
 @pytest.mark.parametrize("fail", [True, False])

@@ -14,6 +14,7 @@ from typing import Any
 
 from minibroker.amqp import Accepted, Rejected, TransactionalState
 from minibroker.amqp.performatives import Transfer
+from minibroker.amqp.transactions import Declare
 from minibroker.api import build_message
 from minibroker.broker.config import QueueOptions
 from minibroker.broker.engine import Broker
@@ -54,7 +55,7 @@ def test_a_transaction_cannot_push_a_queue_past_max_depth() -> None:
         assert isinstance(refused.state, TransactionalState) and refused.state.txn_id == txn
         assert isinstance(refused.state.outcome, Rejected)
         assert refused.state.outcome.error.condition == FULL
-        assert "1 more in this transaction" in refused.state.outcome.error.description
+        assert "1 more staged in open transactions" in refused.state.outcome.error.description
     assert isinstance(client.discharge(0, txn), Accepted)
     snapshot = broker.queue_snapshot("q")
     assert (snapshot.depth, snapshot.bodies) == (1, ["a"])
@@ -127,11 +128,27 @@ def test_two_transactions_cannot_together_pass_the_limit() -> None:
     client.send(client.peer.attach_sender("s", "q", 1))
     first, second = client.declare(0), client.declare(0)
     assert answer(client, 1, "from-first", first).state == txn_accepted(first)
-    assert answer(client, 1, "from-second", second).state == txn_accepted(second)
+    # What the first transaction holds counts: the second's transfer is refused when it arrives.
+    refused = answer(client, 1, "from-second", second).state
+    assert isinstance(refused, TransactionalState) and isinstance(refused.outcome, Rejected)
+    assert refused.outcome.error.condition == FULL
+    assert "1 more staged in open transactions" in refused.outcome.error.description
     assert isinstance(client.discharge(0, first), Accepted)
-    late = client.discharge(0, second)
-    assert isinstance(late, Rejected) and late.error.condition == "amqp:transaction:rollback"
+    assert isinstance(client.discharge(0, second), Accepted)  # it holds nothing
     assert broker.queue_snapshot("q").bodies == ["from-first"]
+
+
+def test_a_rolled_back_transaction_gives_its_room_back() -> None:
+    broker = make_broker()
+    bounded(broker, max_depth=1, overflow="reject-publish")
+    client = setup_controller(broker)
+    client.send(client.peer.attach_sender("s", "q", 1))
+    first, second = client.declare(0), client.declare(0)
+    assert answer(client, 1, "from-first", first).state == txn_accepted(first)
+    assert isinstance(client.discharge(0, first, fail=True), Accepted)
+    assert answer(client, 1, "from-second", second).state == txn_accepted(second)
+    assert isinstance(client.discharge(0, second), Accepted)
+    assert broker.queue_snapshot("q").bodies == ["from-second"]
 
 
 def test_drop_head_makes_room_at_commit_and_dead_letters_the_oldest() -> None:
@@ -213,3 +230,56 @@ def test_only_client_sends_and_commits_are_limited() -> None:
     for transfer in transfers:
         client.send(client.peer.disposition(transfer.delivery_id, state=Rejected()))
     assert broker.queue_snapshot("dlq").bodies == ["x", "y"]
+
+
+def test_a_node_the_commit_would_create_is_checked_against_queue_defaults() -> None:
+    """Staged for a queue that does not exist yet: counted against ``queue_defaults``' bounds."""
+    broker = make_broker(queue_defaults=QueueOptions(max_depth=2))
+    client = setup_controller(broker)
+    client.send(client.peer.attach_sender("relay", None, 1))  # the anonymous relay: nothing created yet
+    txn = client.declare(0)
+
+    def relayed(body: str) -> Any:
+        delivery_id, frames = client.publish(1, body, txn, to="not-yet")
+        (disposition,) = dispositions_for(frames, delivery_id)
+        return disposition.state
+
+    for body in ("a", "b"):
+        assert relayed(body) == txn_accepted(txn)
+    assert "not-yet" not in broker.router.nodes
+    third = relayed("c")
+    assert isinstance(third.outcome, Rejected) and third.outcome.error.condition == FULL
+    assert "'not-yet' is full" in third.outcome.error.description
+    assert isinstance(client.discharge(0, txn), Accepted)
+    assert broker.queue_snapshot("not-yet").bodies == ["a", "b"]
+
+
+def test_a_transaction_holds_at_most_max_transaction_bytes() -> None:
+    broker = make_broker(max_transaction_bytes=2500)
+    client = setup_controller(broker)
+    client.send(client.peer.attach_sender("s", "q", 1))
+    txn = client.declare(0)
+    body = "x" * 100  # about 110 encoded bytes, and 1 KiB of bookkeeping: two fit, not three
+    assert answer(client, 1, body, txn).state == txn_accepted(txn)
+    assert answer(client, 1, body, txn).state == txn_accepted(txn)
+    refused = answer(client, 1, body, txn).state
+    assert isinstance(refused, TransactionalState) and isinstance(refused.outcome, Rejected)
+    assert refused.outcome.error.condition == FULL
+    assert "max_transaction_bytes=2500" in refused.outcome.error.description
+    assert isinstance(client.discharge(0, txn), Accepted)
+    assert broker.queue_snapshot("q").depth == 2
+    again = client.declare(0)  # a new transaction starts from nothing
+    assert answer(client, 1, body, again).state == txn_accepted(again)
+
+
+def test_a_connection_may_have_at_most_max_transactions_per_connection_open() -> None:
+    broker = make_broker(max_transactions_per_connection=2)
+    client = setup_controller(broker)
+    first, _second = client.declare(0), client.declare(0)
+    refused = client.control(0, Declare()).state
+    assert isinstance(refused, Rejected) and refused.error.condition == FULL
+    assert "max_transactions_per_connection" in refused.error.description
+    other = setup_controller(broker, "other")  # another connection has its own count
+    other.declare(0)
+    assert isinstance(client.discharge(0, first), Accepted)
+    client.declare(0)  # a discharge frees a place

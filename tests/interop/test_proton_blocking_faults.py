@@ -73,6 +73,8 @@ def test_release_at_outcome_brings_the_message_back_to_plain_blocking_code(broke
     # (proton grants the next credit when a message arrives, so job 2 may come before job 1 again.)
     assert sorted(seen) == [("job 1", 0), ("job 1", 0), ("job 2", 0)]
     assert fault.fired == 1 and broker.faults.history[0].kind == "release"
+    # Listed where it acted: the client's first accept, which it replaced.
+    assert broker.faults.history[0].frame == "disposition delivery-id=0 (the client's accepted, taken as released)"
     assert broker.queue("jobs").depth == 0
     assert broker.statistics().nodes["jobs"].released == 1
 
@@ -132,6 +134,7 @@ def test_an_outcome_that_never_comes_is_forgotten_with_its_link(broker: minibrok
     broker.faults.release(address="jobs", at="outcome")
     conn = BlockingConnection(broker.url, timeout=5)
     conn.create_receiver("jobs", credit=1).receive(timeout=5)  # fired; the client never settles
+    assert broker.faults.history[0].frame == "transfer delivery-id=0 (waiting for the client's outcome)"
     broker.reset()  # the connection is closed, its link ended and its delivery went back
     conn.close()
     assert broker._broker.injector is None  # nothing left for the injector to do: it left the tap

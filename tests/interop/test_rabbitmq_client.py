@@ -34,7 +34,7 @@ from rabbitmq_amqp_python_client import (
     ValidationCodeException,
     symbol,
 )
-from rabbitmq_amqp_python_client.qpid.proton import ConnectionException
+from rabbitmq_amqp_python_client.qpid.proton import ConnectionException, Endpoint, Timeout
 from rabbitmq_amqp_python_client.qpid.proton._utils import SendException
 from rabbitmq_helpers import Collect, Done, consume, publish
 
@@ -194,6 +194,40 @@ def test_management_error_codes(connection: Connection) -> None:
     with pytest.raises(ValidationCodeException, match="ErrPreconditionFailed"):
         management.declare_exchange(ExchangeSpecification(name="x", exchange_type=ExchangeType.fanout))
     management.delete_queue("never-declared")  # 200, as RabbitMQ answers
+
+
+def test_a_refused_management_request_ends_the_session() -> None:
+    """RabbitMQ 4 answers a request the user may not make by ending the session with
+    ``amqp:unauthorized-access`` (``check_resource_access``), and so does minibroker: the client
+    (0.6.0) has no handler for that, its call waits for an answer that never comes and raises
+    proton's ``Timeout`` after its connection's timeout (60 s; 2 s here), while the connection stays."""
+    permissions = {"bob": {"/management": "all", "bob.*": "all"}}
+    with minibroker.ThreadedBroker(
+        rabbitmq=RabbitMQOptions(), users={"bob": "bob-pw"}, permissions=permissions, allow_anonymous=False
+    ) as broker:
+        environment = Environment(
+            uri=f"amqp://bob:bob-pw@127.0.0.1:{broker.port}/",
+            recovery_configuration=RecoveryConfiguration(active_recovery=False),
+        )
+        try:
+            connection = environment.connection()
+            connection.dial()
+            management = connection.management()
+            management.declare_queue(ClassicQueueSpecification(name="bob.q"))  # bob's own: answered
+            blocking = connection._conn
+            blocking.timeout = 2.0  # bounds the wait for the answer that does not come
+            with pytest.raises(Timeout, match="Receiving on receiver"):
+                management.declare_queue(ClassicQueueSpecification(name="evil-not-bob"))
+            session = management._receiver.link.session
+            blocking.wait(lambda: bool(session.state & Endpoint.REMOTE_CLOSED), timeout=30)
+            assert session.remote_condition.name == "amqp:unauthorized-access"
+            assert session.remote_condition.description == (
+                "configure access to queue 'evil-not-bob' in vhost '/' refused for user 'bob'"
+            )
+            assert blocking.conn.state & Endpoint.REMOTE_ACTIVE  # the connection is not closed
+            assert broker.queues() == ["bob.q"]
+        finally:
+            environment.close()
 
 
 def test_queue_arguments_are_kept_and_enforced(broker: minibroker.ThreadedBroker, connection: Connection) -> None:

@@ -35,16 +35,12 @@ def tls_broker(tls: ThrowawayTLS) -> Iterator[minibroker.ThreadedBroker]:
 
 
 def _connect(url: str, ca_file: str | None, **options: Any) -> BlockingConnection:
-    """A proton connection that trusts ``ca_file`` and checks the server's name.
-
-    Proton matches the peer name as a DNS name, so it is given as ``localhost``
-    (the throwaway certificate names 127.0.0.1, ::1 and localhost).
-    """
+    """A proton connection that trusts ``ca_file`` and checks the server's name (the URL's host)."""
     domain = SSLDomain(SSLDomain.MODE_CLIENT)
     if ca_file is not None:
         domain.set_trusted_ca_db(ca_file)
     domain.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME)
-    return BlockingConnection(url, timeout=10, ssl_domain=domain, virtual_host="localhost", **options)
+    return BlockingConnection(url, timeout=10, ssl_domain=domain, **options)
 
 
 def test_url_says_amqps(tls_broker: minibroker.ThreadedBroker) -> None:
@@ -104,6 +100,28 @@ def test_stdlib_client_context_from_the_helper(tls: ThrowawayTLS, tls_broker: mi
         sock.sendall(SASL_HEADER)
         assert sock.recv(8) == SASL_HEADER
         assert sock.version() in ("TLSv1.2", "TLSv1.3")
+
+
+def test_proton_default_peer_name_check_accepts_the_url_as_given(
+    tls: ThrowawayTLS, tls_broker: minibroker.ThreadedBroker
+) -> None:
+    """proton's client domain checks the peer name by default (VERIFY_PEER_NAME) and matches the
+    URL's host ``127.0.0.1`` as a DNS name: no ``virtual_host="localhost"`` is needed."""
+    domain = SSLDomain(SSLDomain.MODE_CLIENT)  # the default verify mode, not set here
+    domain.set_trusted_ca_db(tls.ca_file)
+    conn = BlockingConnection(tls_broker.url, timeout=10, ssl_domain=domain)
+    conn.create_sender("by-address").send(Message(body="named 127.0.0.1"))
+    conn.close()
+    assert tls_broker.queue("by-address").bodies == ["named 127.0.0.1"]
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+def test_stdlib_checks_the_address_and_the_name(tls: ThrowawayTLS, tls_broker: minibroker.ThreadedBroker, host: str) -> None:
+    """Python's ssl matches an address against the iPAddress entries only: the certificate has both."""
+    raw = socket.create_connection(("127.0.0.1", tls_broker.port), timeout=10)
+    with tls.client_context().wrap_socket(raw, server_hostname=host) as sock:
+        sock.sendall(SASL_HEADER)
+        assert sock.recv(8) == SASL_HEADER
 
 
 def test_plain_broker_is_unchanged() -> None:

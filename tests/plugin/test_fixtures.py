@@ -267,3 +267,75 @@ def test_trio_tests_get_a_broker_in_their_own_run_driven_by_the_mock_clock(pytes
         """
     )
     pytester.runpytest().assert_outcomes(passed=3)
+
+
+def test_the_threaded_handle_works_from_a_trio_test(pytester: pytest.Pytester) -> None:
+    # trio.from_thread refuses any caller inside a trio run; a trio test's run is not the broker's.
+    pytester.makepyfile(
+        """
+        import pytest
+        import trio
+        from minibroker import Client
+        from minibroker.testing import faults
+
+        @pytest.mark.trio
+        @pytest.mark.amqp_broker(queues=[("jobs", {"dead_letter_on_expiry": True})], clock="manual")
+        async def test_every_call(amqp_broker):
+            amqp_broker.publish("jobs", "soon stale", ttl=30)
+            amqp_broker.publish_many("orders", [1, 2])
+            assert amqp_broker.queue("orders").bodies == [1, 2]
+            amqp_broker.assert_queue("orders", bodies=[1, 2])
+            assert amqp_broker.statistics().nodes["orders"].enqueued == 2
+            amqp_broker.clock.advance(31)
+            amqp_broker.assert_queue("jobs/$DeadLetterQueue", bodies=["soon stale"])
+            amqp_broker.faults.add(faults.release(address="nowhere"))
+            assert amqp_broker.purge("orders") == 2
+
+            def send():  # a blocking client in a worker thread, the test's run waiting for it
+                with Client(amqp_broker.url, timeout=5) as client, client.sender("orders") as sender:
+                    sender.send("from a client")
+
+            await trio.to_thread.run_sync(send)
+            await amqp_broker.wait_for_async(lambda b: b.queue("orders").depth == 1)
+            amqp_broker.restart()
+            amqp_broker.assert_queue("orders", bodies=[])  # not durable: lost in the crash
+            amqp_broker.reset()
+            assert amqp_broker.queues() == []
+
+        @pytest.mark.trio
+        async def test_a_client_in_the_same_run_keeps_working(amqp_broker):
+            stream = await trio.open_tcp_stream("127.0.0.1", amqp_broker.port)
+            await stream.send_all(b"AMQP\\x00\\x01\\x00\\x00")
+            assert await stream.receive_some(8) == b"AMQP\\x00\\x01\\x00\\x00"
+            assert amqp_broker.statistics().connections == 1
+            amqp_broker.restart()
+            assert await stream.receive_some(1) == b""  # dropped by the restart
+        """
+    )
+    pytester.runpytest().assert_outcomes(passed=2)
+
+
+def test_the_threaded_handle_works_from_an_asyncio_test(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import asyncio
+        import pytest
+
+        @pytest.mark.amqp_broker(clock="manual")
+        def test_every_call(amqp_broker):
+            async def main():
+                amqp_broker.publish("jobs", "soon stale", ttl=30)
+                amqp_broker.assert_queue("jobs", bodies=["soon stale"])
+                assert amqp_broker.queue("jobs").messages[0].body == "soon stale"
+                amqp_broker.clock.advance(31)
+                amqp_broker.assert_queue("jobs", bodies=[])
+                reader, writer = await asyncio.open_connection("127.0.0.1", amqp_broker.port)
+                await amqp_broker.wait_for_async(lambda b: b.statistics().connections == 1)
+                amqp_broker.restart()
+                assert await reader.read(1) == b""  # dropped by the restart
+                writer.close()
+
+            asyncio.run(main())
+        """
+    )
+    pytester.runpytest().assert_outcomes(passed=1)

@@ -72,6 +72,35 @@ def test_an_unknown_marker_keyword_fails_listing_the_valid_ones(pytester: pytest
     )
 
 
+def test_advancing_a_system_clock_names_the_fixtures_way_to_a_manual_one(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        def test_fixture(amqp_broker):
+            with pytest.raises(TypeError) as raised:
+                amqp_broker.clock.advance(31)
+            print("FIXTURE:", raised.value)
+
+        def test_factory(amqp_broker_factory):
+            with pytest.raises(TypeError) as raised:
+                amqp_broker_factory().clock.advance(31)
+            print("FACTORY:", raised.value)
+        """
+    )
+    result = pytester.runpytest("-s")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*FIXTURE: advance() needs a manual clock, and this broker reads SystemClock: mark the test "
+            '@pytest.mark.amqp_broker(clock="manual") (or return {"clock": "manual"} from amqp_broker_config)',
+            '*FACTORY: advance() needs a manual clock, and this broker reads SystemClock: start the broker with '
+            'amqp_broker_factory(clock="manual")',
+        ]
+    )
+    assert "ManualClock()" not in result.stdout.str()
+
+
 def test_a_differing_configuration_gets_its_own_broker_and_the_default_one_is_kept(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         """

@@ -42,3 +42,50 @@ def test_plugin_examples_pass(pytester: pytest.Pytester, page: Path) -> None:
     expected = sum(len(re.findall(r"^(?:async )?def test_", block, flags=re.M)) for block in tests)
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=expected)
+
+
+def test_the_quoted_fault_search_failure_is_what_hypothesis_prints(pytester: pytest.Pytester) -> None:
+    """docs/faults.md quotes a shrunk plan as the installed Hypothesis prints it (the words changed
+    in Hypothesis 6.159.0: "Falsifying example:" became "Failing test case:")."""
+    text = (ROOT / "docs" / "faults.md").read_text()
+    quote = text.split("the failure shows the shrunk plan", 1)[1].split("```\n", 2)[1].split("```", 1)[0]
+    pytester.makepyfile(
+        """
+        from hypothesis import HealthCheck, given, settings
+        from minibroker.testing import fault_plans
+
+        @settings(max_examples=200, derandomize=True, database=None, deadline=None,
+                  suppress_health_check=[HealthCheck.function_scoped_fixture])
+        @given(plan=fault_plans(addresses="orders"))
+        def test_every_order_is_shipped(amqp_broker, plan):
+            assert "release" not in repr(plan)  # shrinks to the smallest plan with a release
+        """
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    patterns = [line.replace("0x...", "0x*").replace("[", "[[]") for line in quote.splitlines()]
+    result.stdout.fnmatch_lines(patterns)  # in order; the explain phase may add a comment line
+
+
+def test_the_recommended_timeout_ends_a_hung_client_call(pytester: pytest.Pytester) -> None:
+    """docs/pytest-plugin.md's pytest-timeout setting, as pasted (with a 2 s bound): a receive that
+    never returns fails its test, and the next test still runs."""
+    section = (ROOT / "docs" / "pytest-plugin.md").read_text().split("## Bounding test time", 1)[1]
+    setting = section.split("```toml\n", 1)[1].split("```", 1)[0]
+    assert re.search(r"^timeout = \d+$", setting, flags=re.M)
+    pytester.makefile(".toml", pyproject=re.sub(r"^timeout = \d+$", "timeout = 2", setting, flags=re.M))
+    pytester.makepyfile(
+        """
+        from proton.utils import BlockingConnection
+
+        def test_hangs(amqp_broker):
+            BlockingConnection(amqp_broker.url).create_receiver("orders").receive()  # no timeout: forever
+
+        def test_next(amqp_broker):
+            amqp_broker.publish("orders", 1)
+        """
+    )
+    # In a subprocess: pytest-timeout's alarm in this process would replace the outer run's own.
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1, passed=1)
+    result.stdout.fnmatch_lines(["*Failed: Timeout*", "*test_hangs*"])

@@ -94,7 +94,9 @@ def test_html_writes_one_well_formed_page_per_failing_test(pytester: pytest.Pyte
     assert svg is not None
     heads = [t.text or "" for t in svg.iter(f"{{{ns['s']}}}text") if t.get("class") == "head"]
     assert heads[0] == "broker" and len(heads) == 2  # the broker and the one connection
-    assert re.fullmatch(r"127\.0\.0\.1:\d+", heads[1])
+    assert re.fullmatch(r"[0-9a-f-]{36}", heads[1])  # proton's container-id, in full
+    peers = [t.text or "" for t in svg.iter(f"{{{ns['s']}}}text") if t.get("class") == "peer"]
+    assert len(peers) == 1 and re.fullmatch(r"127\.0\.0\.1:\d+", peers[0])
     arrows = [line for line in svg.iter(f"{{{ns['s']}}}line") if line.get("class") in ("in", "out")]
     labels = [g.find("s:text", ns).text for g in svg.iterfind("s:g", ns)]
     assert len(arrows) >= 15

@@ -21,8 +21,7 @@ def test_tls_true_serves_amqps_with_a_throwaway_ca_for_every_client(pytester: py
                 client.sender("secure").send("over TLS")
             domain = SSLDomain(SSLDomain.MODE_CLIENT)
             domain.set_trusted_ca_db(amqp_broker.tls.ca_file)
-            domain.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME)
-            conn = BlockingConnection(amqp_broker.url, ssl_domain=domain, virtual_host="localhost", timeout=5)
+            conn = BlockingConnection(amqp_broker.url, ssl_domain=domain, timeout=5)  # default: VERIFY_PEER_NAME
             conn.create_sender("secure").send(Message(body="from proton"))
             conn.close()
             amqp_broker.assert_queue("secure", bodies=["over TLS", "from proton"])

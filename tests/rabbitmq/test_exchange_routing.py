@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from minibroker.rabbitmq.exchanges import Binding, ExchangeError, Exchanges, headers_match, topic_matches
+from minibroker.rabbitmq.exchanges import (
+    Binding,
+    ExchangeError,
+    Exchanges,
+    RoutingRefused,
+    headers_match,
+    topic_matches,
+)
 
 
 @pytest.mark.parametrize(
@@ -129,3 +136,84 @@ def test_local_random_takes_bound_queues_in_turn(exchanges: Exchanges) -> None:
     picks = [exchanges.route("r", "", None) for _ in range(4)]
     assert all(len(p) == 1 for p in picks)
     assert {p[0] for p in picks} == {"q1", "q2"}
+
+
+def test_bindings_are_indexed_but_keep_their_order_and_identity(exchanges: Exchanges) -> None:
+    exchanges.declare("h", "headers")
+    listed = {"x-match": "any", "tags": ["a", "b"]}  # an unhashable argument value
+    for queue in ("q2", "q1", "q3"):
+        exchanges.bind(Binding("h", queue, "queue", "", listed))
+    exchanges.bind(Binding("h", "q1", "queue", "", dict(listed)))  # identical: not added twice
+    exchanges.bind(Binding("h", "q1", "queue", "", {"x-match": "any", "tags": ["a"]}))  # other arguments
+    assert [b.destination for b in exchanges.exchanges["h"].bindings] == ["q2", "q1", "q3", "q1"]
+    assert exchanges.route("h", "", {"tags": ["a", "b"]}) == ["q2", "q1", "q3"]
+    assert exchanges.unbind(Binding("h", "q1", "queue", "", {"x-match": "any", "tags": ["a"]})) == 1
+    assert exchanges.unbind(Binding("h", "q1", "queue", "", {}), any_arguments=True) == 1
+    exchanges.drop_destination("q2", "queue")
+    assert [b.destination for b in exchanges.exchanges["h"].bindings] == ["q3"]
+    assert exchanges.binding_count == 1
+
+
+def test_topic_bindings_match_in_the_order_made_after_unbinding(exchanges: Exchanges) -> None:
+    exchanges.declare("t", "topic")
+    for queue, key in (("q3", "a.#"), ("q1", "*.b"), ("q2", "a.b"), ("q1", "#")):
+        exchanges.bind(Binding("t", queue, "queue", key))
+    assert exchanges.route("t", "a.b", None) == ["q3", "q1", "q2"]
+    exchanges.unbind(Binding("t", "q3", "queue", "a.#"))
+    exchanges.unbind(Binding("t", "q1", "queue", "#"))
+    assert exchanges.route("t", "a.b", None) == ["q1", "q2"]
+    assert exchanges.route("t", "a.c", None) == []
+
+
+def test_keys_over_255_bytes_and_counts_past_the_limits_are_refused() -> None:
+    queues = {"q1"}
+    exchanges = Exchanges(lambda name: name in queues, max_exchanges=2, max_bindings=2)
+    exchanges.declare("t", "topic")
+    with pytest.raises(ExchangeError) as long_key:
+        exchanges.bind(Binding("t", "q1", "queue", "é" * 128))  # 256 bytes of UTF-8
+    assert long_key.value.status == 400 and "at most 255 bytes" in str(long_key.value)
+    exchanges.bind(Binding("t", "q1", "queue", "é" * 127 + "a"))  # exactly 255: taken
+    exchanges.bind(Binding("t", "q1", "queue", "k"))
+    exchanges.bind(Binding("t", "q1", "queue", "k"))  # identical: no new binding, no error at the limit
+    with pytest.raises(ExchangeError) as bindings:
+        exchanges.bind(Binding("t", "q1", "queue", "k2"))
+    assert bindings.value.status == 403 and "RabbitMQOptions.max_bindings" in str(bindings.value)
+    exchanges.declare("u", "fanout")
+    with pytest.raises(ExchangeError) as declared:
+        exchanges.declare("v", "fanout")
+    assert declared.value.status == 403 and "RabbitMQOptions.max_exchanges" in str(declared.value)
+    exchanges.delete("t")  # its bindings go with it: room again
+    exchanges.declare("v", "fanout")
+    assert exchanges.binding_count == 0
+
+
+def test_a_topic_match_past_max_topic_visits_is_refused_not_walked() -> None:
+    queues = {"q1"}
+    exchanges = Exchanges(lambda name: name in queues, max_topic_visits=10)
+    exchanges.declare("t", "topic")
+    exchanges.bind(Binding("t", "q1", "queue", "a.b.c"))
+    assert exchanges.route("t", "a.b.c", None) == ["q1"]  # four nodes: within the bound
+    for i in range(10):
+        exchanges.bind(Binding("t", "q1", "queue", f"#.x{i}.#"))
+    with pytest.raises(RoutingRefused) as refused:
+        exchanges.route("t", ".".join(f"x{i}" for i in range(10)), None)  # reaches every '#' path
+    assert "max_topic_visits" in str(refused.value) and "topic exchange 't'" in str(refused.value)
+
+
+def test_headers_bindings_are_found_through_the_message_headers_in_the_order_made(exchanges: Exchanges) -> None:
+    exchanges.declare("h", "headers")
+    rules = [
+        ("q1", {"x-match": "all", "region": "eu", "tier": None}),  # filed under region=eu
+        ("q2", {"x-match": "any", "tier": "gold", "vip": None}),  # under tier=gold and vip present
+        ("q3", {"x-match": "all"}),  # nothing to compare: every message
+        ("q1", {"x-match": "any"}),  # nothing to compare: no message
+        ("q2", {"x-match": "all", "tags": ["a"]}),  # an unhashable value: under tags present
+    ]
+    for queue, arguments in rules:
+        exchanges.bind(Binding("h", queue, "queue", "", arguments))
+    assert exchanges.route("h", "", {"region": "eu", "tier": "silver"}) == ["q1", "q3"]
+    assert exchanges.route("h", "", {"vip": 1}) == ["q2", "q3"]
+    assert exchanges.route("h", "", {"tags": ["a"], "tier": "gold"}) == ["q2", "q3"]
+    assert exchanges.route("h", "", {"region": "eu"}) == ["q3"]  # all: tier must be present too
+    exchanges.unbind(Binding("h", "q3", "queue", "", {"x-match": "all"}))
+    assert exchanges.route("h", "", {}) == []

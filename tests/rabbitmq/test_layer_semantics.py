@@ -220,3 +220,23 @@ def test_auto_delete_queue_goes_with_its_last_consumer(broker: Broker) -> None:
     assert "temp" in broker.queues  # one consumer left
     pump.send(peer.detach(1, closed=True))
     assert "temp" not in broker.queues
+
+
+def test_max_queues_bounds_queues_declared_through_management(clock: ManualClock) -> None:
+    broker = Broker(BrokerConfig(rabbitmq=RabbitMQOptions(max_queues=2)), clock)
+    assert [request(broker, "PUT", queue_address(f"q{i}"), {}).status for i in range(2)] == [200, 200]
+    assert request(broker, "PUT", queue_address("q0"), {}).status == 200  # declared again: no new queue
+    refused = request(broker, "PUT", queue_address("q2"), {})
+    assert refused.status == 403 and "RabbitMQOptions.max_queues" in refused.body
+    assert request(broker, "DELETE", queue_address("q0")).status == 200
+    assert request(broker, "PUT", queue_address("q2"), {}).status == 200
+
+
+def test_a_routing_key_over_255_bytes_is_rejected(broker: Broker) -> None:
+    assert request(broker, "PUT", "/exchanges/t", {"type": "topic"}).status == 204
+    now = broker.now()
+    message = StoredMessage(build_message("x").encode(), now)
+    outcome = layer_of(broker).publish(Destination("exchange", "t", "é" * 128), message, now)
+    assert isinstance(outcome, Rejected) and outcome.error is not None
+    assert outcome.error.condition == "amqp:invalid-field" and "256 bytes" in str(outcome.error.description)
+    assert isinstance(layer_of(broker).publish(Destination("exchange", "t", "é" * 127 + "a"), message, now), Released)

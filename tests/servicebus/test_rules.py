@@ -74,6 +74,11 @@ def test_an_action_changes_only_its_copy() -> None:
         (SubscriptionRule("r", SqlFilter("1=1"), "SET sys.SequenceNumber = 1"), "cannot be set"),
         (SubscriptionRule("", SqlFilter("1=1")), "1 to 50 characters"),
         (SubscriptionRule("r", SqlFilter("x = '" + "a" * 2000 + "'")), "at most 1024"),
+        # The selector's limits (hardening round two, finding 7): refused when the rule is added.
+        (SubscriptionRule("r", SqlFilter("(" * 40 + "1=1" + ")" * 40)), "nested too deeply"),
+        (SubscriptionRule("r", SqlFilter(" AND ".join(["a = 1"] * 60))), "too many tokens"),
+        (SubscriptionRule("r", SqlFilter("x = " + "9" * 1000)), "out of range"),
+        (SubscriptionRule("r", SqlFilter("1=1"), "SET x = " + "- " * 40 + "1"), "nested too deeply"),
     ],
 )
 def test_bad_rules_are_refused_saying_why(rule: SubscriptionRule, complaint: str) -> None:
@@ -105,3 +110,49 @@ def test_wire_descriptions_round_trip() -> None:
     assert action.descriptor == SQL_RULE_ACTION and action.value[0] == "SET a = 1"
     with pytest.raises(RuleError, match="sql-filter or a correlation-filter"):
         rule_from_description("x", {})
+
+
+def test_a_backtracking_like_in_a_rule_is_one_pass() -> None:
+    """Finding 1: the regex took minutes for 64 characters; the value here is 100,000."""
+    ruleset = RuleSet((SubscriptionRule("r", SqlFilter("x LIKE '%a%a%a%a%a%a%a%a%b'")),), 0.0)
+    assert ruleset(_message(x="a" * 100_000)) == []
+    message = _message(x="a" * 100_000 + "b")
+    assert ruleset(message) == [message]
+
+
+def test_a_rule_whose_evaluation_raises_does_not_match_and_raises_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An evaluation error stays with its rule: that filter does not match, an action's value is
+    NULL, the other rules still apply, and nothing reaches the producer that published the message."""
+    import minibroker.servicebus.rules as rules_module
+
+    def failing_value(value: object) -> object:
+        raise RuntimeError("reading a property failed")
+
+    rules = (
+        SubscriptionRule("broken", SqlFilter("amount = 1")),
+        SubscriptionRule("plain", SqlFilter("1=1")),
+        SubscriptionRule("copy", SqlFilter("1=1"), action="SET total = amount + 1"),
+    )
+    ruleset = RuleSet(rules, 0.0)
+    message = _message("order", amount=1)
+    monkeypatch.setattr(rules_module, "_value", failing_value)
+    plain, copy = ruleset(message)
+    assert plain is message
+    assert copy.application_properties == {"amount": 1, "total": None}
+
+
+def test_a_rule_whose_message_sections_fail_to_read_does_not_match(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading the message's sections happens inside the rule's evaluation (a lookup reads them),
+    so a section that fails to read is that rule's no match, not an exception for the producer."""
+
+    class Unreadable(StoredMessage):
+        __slots__ = ()
+
+        @property
+        def application_properties(self) -> dict[str, object] | None:
+            raise RuntimeError("application-properties failed to decode")
+
+    message = _message("order", amount=1)
+    unreadable = Unreadable(message.payload, 0.0)
+    ruleset = RuleSet((SubscriptionRule("r", SqlFilter("amount = 1")), SubscriptionRule("all", SqlFilter("1=1"))), 0.0)
+    assert ruleset(unreadable) == [unreadable]  # "r" could not read it; "all" takes it

@@ -1,0 +1,73 @@
+"""Events the 0-9-1 engine reports to its owner after reading bytes (cf. ``minibroker.protocol.events``).
+
+Each is an immutable named tuple.  The handshake (start, tune, open) and channel open/close are
+answered by the engine itself; what it reports is what a broker must act on.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from .errors import AMQP091Error
+from .methods import BasicPublish, Method
+from .properties import BasicProperties
+
+__all__ = [
+    "ChannelClosed",
+    "ChannelOpened",
+    "ConnectionClosed",
+    "ConnectionOpened",
+    "Event",
+    "MethodReceived",
+    "Published",
+]
+
+
+class ConnectionOpened(NamedTuple):
+    """``connection.open`` was accepted and ``open-ok`` sent: channels may be opened."""
+
+    user: str
+    vhost: str
+    client_properties: dict[str, Any]
+
+
+class ChannelOpened(NamedTuple):
+    channel: int
+
+
+class MethodReceived(NamedTuple):
+    """A method of the exchange, queue, basic, confirm or tx class (or channel.flow) on an open channel."""
+
+    channel: int
+    method: Method
+
+
+class Published(NamedTuple):
+    """A ``basic.publish`` with its whole content: properties and body (§2.3.5.2)."""
+
+    channel: int
+    method: BasicPublish
+    properties: BasicProperties
+    body: bytes
+
+
+class ChannelClosed(NamedTuple):
+    """A channel is gone: the peer closed it (we answered close-ok) or we did (``error`` says why).
+
+    Reported when the channel stops being usable, so what it held (consumers, unacknowledged
+    deliveries) can be given back at once, before a ``close-ok`` the peer may never send.
+    """
+
+    channel: int
+    error: AMQP091Error | None
+    by_peer: bool
+
+
+class ConnectionClosed(NamedTuple):
+    """The connection is over (every open channel was reported closed first)."""
+
+    error: AMQP091Error | None
+    by_peer: bool
+
+
+Event = ConnectionOpened | ChannelOpened | MethodReceived | Published | ChannelClosed | ConnectionClosed
