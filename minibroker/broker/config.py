@@ -210,8 +210,13 @@ class ServiceBusOptions:
     rules: Mapping[str, tuple[SubscriptionRule, ...]] = field(default_factory=dict)
     #: Settings of entities by queue name, topic name or ``"topic/subscription"``.
     entities: Mapping[str, EntityProperties] = field(default_factory=dict)
+    #: The most bytes one session's state may hold: one message's worth, 256 KiB on the Standard
+    #: tier (100 MB on Premium); a bigger ``set_state`` raises ``MessageSizeExceededError``.
+    max_session_state_size: int = 256 * 1024
 
     def __post_init__(self) -> None:
+        if self.max_session_state_size < 0:
+            raise ValueError(f"max_session_state_size must be >= 0 bytes, got {self.max_session_state_size}")
         if self.lock_duration <= 0:
             raise ValueError(f"lock_duration must be a positive number of seconds, got {self.lock_duration}")
         if self.max_delivery_count < 1:
