@@ -209,7 +209,9 @@ class Connection:
 
         With ``max_frames``, at most that many frames are handled; the rest stay buffered and
         :attr:`backlogged` says so: call again (with ``b""``) to go on.  A server does this to
-        let other connections run between batches of a peer's tiny frames.
+        let other connections run between batches of a peer's tiny frames.  With it, a receiving
+        peer's attach also ends the batch, so the caller writes the attach answer before the
+        link's first transfer (RabbitMQ's order; see ``_process``).
         """
         if data:
             self._received = True
@@ -428,6 +430,13 @@ class Connection:
                         conditions.DECODE_ERROR,
                         f"{type(performative).__name__.lower()} has a field of the wrong type: {exc}",
                     ) from None
+                if max_frames is not None and type(performative) is Attach and performative.role:
+                    # A receiving peer's attach ends the pass: the caller writes our answer before
+                    # the flow read with it turns into transfers, so the answer leaves in a write of
+                    # its own, as RabbitMQ's does (a blocking client, Proton's BlockingConnection, can
+                    # then return the link before a message handler runs).  Once per attach.
+                    self.backlogged = end - pos >= 8
+                    break
         finally:
             self._in = buf[pos:] if pos < end else b""
 
