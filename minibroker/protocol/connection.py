@@ -139,6 +139,10 @@ class ConnectionConfig:
     max_unsettled_incoming_total: int = 16384
     offered_capabilities: tuple[str, ...] = ()
     properties: dict[str, Any] = field(default_factory=dict)
+    #: Asked about the peer's ``open`` (its hostname) before we answer it: an error ends the
+    #: connection there, with no ``open`` and no ``close`` of ours (the transport just closes), as
+    #: RabbitMQ 4 refuses an ``open`` naming a virtual host it does not have.  None accepts any.
+    open_refusal: Callable[[str | None], Error | None] | None = field(default=None, repr=False)
 
 
 class Connection:
@@ -529,6 +533,13 @@ class Connection:
     def _on_open(self, channel: int, open_: Open, payload: bytes) -> None:
         self.state = advance(self.state, Input.RECV_OPEN, "endpoint")
         self.remote_container_id = open_.container_id
+        refusal = self.config.open_refusal(open_.hostname) if self.config.open_refusal is not None else None
+        if refusal is not None:
+            # Unanswered: the peer reads the end of the stream (what RabbitMQ does), and the
+            # broker's observers get the reason with the ConnectionClosed event.
+            self.finished = True
+            self._events.append(ev.ConnectionClosed(refusal, by_peer=False))
+            return
         self.remote_max_frame_size = max(MIN_MAX_FRAME_SIZE, min(open_.max_frame_size, self.config.max_frame_size))
         self.remote_channel_max = open_.channel_max
         self.remote_idle_timeout = open_.idle_time_out / 1000 if open_.idle_time_out else None
