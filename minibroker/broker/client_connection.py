@@ -81,6 +81,7 @@ class BrokerConnection:
                 offered_capabilities=(ANONYMOUS_RELAY,),
                 properties=properties,
                 open_refusal=self._open_refusal,
+                attach_answer_alone=config.rabbitmq is not None,  # RabbitMQ's order (ConnectionConfig)
             ),
             hook=self if broker.tap.active else None,
         )

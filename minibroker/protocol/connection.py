@@ -143,6 +143,12 @@ class ConnectionConfig:
     #: connection there, with no ``open`` and no ``close`` of ours (the transport just closes), as
     #: RabbitMQ 4 refuses an ``open`` naming a virtual host it does not have.  None accepts any.
     open_refusal: Callable[[str | None], Error | None] | None = field(default=None, repr=False)
+    #: With ``receive_data(..., max_frames)``, a receiving peer's attach ends the batch, so its
+    #: answer is written before the flow read with it turns into transfers: RabbitMQ 4's order,
+    #: which rabbitmq-amqp-python-client 0.6.0's consumer relies on.  It costs a write and a
+    #: scheduler pass per such attach (500 pipelined in one read: ~40 -> ~80 ms), so only the
+    #: RabbitMQ identity turns it on.
+    attach_answer_alone: bool = False
 
 
 class Connection:
@@ -213,9 +219,9 @@ class Connection:
 
         With ``max_frames``, at most that many frames are handled; the rest stay buffered and
         :attr:`backlogged` says so: call again (with ``b""``) to go on.  A server does this to
-        let other connections run between batches of a peer's tiny frames.  With it, a receiving
-        peer's attach also ends the batch, so the caller writes the attach answer before the
-        link's first transfer (RabbitMQ's order; see ``_process``).
+        let other connections run between batches of a peer's tiny frames.  With it and
+        ``attach_answer_alone``, a receiving peer's attach also ends the batch, so the caller
+        writes the attach answer before the link's first transfer (RabbitMQ's order).
         """
         if data:
             self._received = True
@@ -434,7 +440,12 @@ class Connection:
                         conditions.DECODE_ERROR,
                         f"{type(performative).__name__.lower()} has a field of the wrong type: {exc}",
                     ) from None
-                if max_frames is not None and type(performative) is Attach and performative.role:
+                if (
+                    max_frames is not None
+                    and type(performative) is Attach
+                    and performative.role
+                    and self.config.attach_answer_alone
+                ):
                     # A receiving peer's attach ends the pass: the caller writes our answer before
                     # the flow read with it turns into transfers, so the answer leaves in a write of
                     # its own, as RabbitMQ's does (a blocking client, Proton's BlockingConnection, can

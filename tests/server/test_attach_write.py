@@ -16,6 +16,7 @@ import pytest
 
 import minibroker
 from minibroker import server
+from minibroker.rabbitmq import RabbitMQOptions
 from minibroker.testing import FrameReader, Peer, parse_frames
 
 
@@ -39,7 +40,7 @@ def writes(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bytes]]:
 
 
 def test_the_attach_answer_is_written_before_the_first_transfer(writes: list[bytes]) -> None:
-    with minibroker.ThreadedBroker() as broker:
+    with minibroker.ThreadedBroker(rabbitmq=RabbitMQOptions()) as broker:  # the order is RabbitMQ's
         for i in range(3):
             broker.publish("jobs", f"job {i}")
         peer = Peer()
