@@ -249,7 +249,8 @@ class RabbitMQOptions:
     by version: 4.1 stream filters, 4.2 SQL filters and direct reply-to);
     ``minibroker`` in the properties says what it really is.  ``vhosts`` are
     the virtual hosts a client may name in ``open``'s hostname
-    (``vhost:NAME``); another is refused with ``amqp:not-found``.  ``users``
+    (``vhost:NAME``); an ``open`` naming another is not answered (the connection
+    closes, as RabbitMQ 4 refuses it).  ``users``
     log in with SASL PLAIN, as RabbitMQ's default ``guest``/``guest``.
 
     ``max_queues``, ``max_exchanges`` and ``max_bindings`` bound what clients

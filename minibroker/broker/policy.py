@@ -91,10 +91,9 @@ class EventPolicy:
         # hook: max_connections (limits.py), counting only connections past their handshake: one
         # still in it holds no slot (the server bounds those by max_handshakes).
         opened = sum(1 for c in self.broker.connections if c.container_id is not None and c is not connection)
+        # (A layer's refusal, e.g. RabbitMQ's virtual hosts, came before the open was answered:
+        # BrokerConnection._open_refusal.)
         connection.refusal = connection.refusal or connection_refusal(opened, self.config.max_connections)
-        extension = self.broker.extension
-        if connection.refusal is None and extension is not None:  # hook: e.g. RabbitMQ's virtual hosts
-            connection.refusal = extension.opened(connection, event.hostname)
         if connection.refusal is not None:
             connection.close(connection.refusal)
 
