@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 from ..amqp import errors as conditions
 from ..amqp.messaging import Accepted, Properties, Rejected
 from ..amqp.performatives import RCV_FIRST, Error, amqp_error
-from ..amqp.types import symbol
+from ..amqp.types import symbol, ulong
 from ..broker.client_connection import BrokerConnection
 from ..broker.config import SERVICE_BUS_MESSAGE_SIZE, EntityProperties, ServiceBusOptions
 from ..broker.publish import Source
@@ -71,6 +71,12 @@ OPERATION_TIMEOUT = symbol("com.microsoft:timeout")
 SESSION_WAIT = 60.0
 #: Receivers that may wait for a session at once: each holds an unanswered attach, so they are bounded.
 MAX_WAITING = 1000
+#: The link property in which Service Bus tells a sender the largest batch it takes; azure-servicebus
+#: sizes ``create_message_batch()`` from it (without it: 256 KB, or 1 MB once max-message-size is).
+MAX_BATCH_SIZE = symbol("com.microsoft:max-message-batch-size")
+#: Largest batch by tier: a Premium entity takes messages up to 100 MB, but batches of at most 1 MB
+#: (Azure Service Bus, "Large message support": batching is not supported above 1 MB).
+BATCH_SIZE = {"basic": 256 * 1024, "standard": 256 * 1024, "premium": 1024 * 1024}
 
 
 class _Waiting(NamedTuple):
@@ -156,7 +162,13 @@ class ServiceBusLayer:
         # max-message-size is the tier's quota (ServiceBusOptions.tier); the service, like AMQP
         # (Part 2 §2.7.3), ends the link of a larger message with amqp:link:message-size-exceeded.
         link.rcv_settle_mode = RCV_FIRST
-        engine.accept_link(link, source=link.source, target=link.target, max_message_size=self.max_message_size)
+        engine.accept_link(
+            link,
+            source=link.source,
+            target=link.target,
+            max_message_size=self.max_message_size,
+            properties={MAX_BATCH_SIZE: ulong(BATCH_SIZE[self.options.tier])},
+        )
         engine.grant_credit(link, self.broker.config.link_credit)
 
     def _attach_pair(
