@@ -715,6 +715,7 @@ class Connection:
         local = next(h for h in range(len(handles) + 1) if h not in handles)
         link = Link(session, attach, local)
         link.attach_size = size
+        link.receive_limit = None if link.is_sender else self.config.max_message_size  # accept_link may lower it
         self.attach_bytes += size
         session.links_by_remote[attach.handle] = link
         handles[local] = link
