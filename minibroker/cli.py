@@ -13,7 +13,15 @@ import warnings
 import trio
 
 from . import __version__
-from .broker.config import BrokerConfig, EventHubOptions, EventHubsOptions, RabbitMQOptions, ServiceBusOptions
+from .broker.config import (
+    EVENT_HUBS_MESSAGE_SIZE,
+    SERVICE_BUS_MESSAGE_SIZE,
+    BrokerConfig,
+    EventHubOptions,
+    EventHubsOptions,
+    RabbitMQOptions,
+    ServiceBusOptions,
+)
 from .broker.engine import Broker
 from .rabbitmq.exchanges import EXCHANGE_TYPES
 from .rabbitmq.layer import RabbitMQLayer
@@ -66,6 +74,18 @@ def _parser() -> argparse.ArgumentParser:
         help="declare Service Bus entities from a Service Bus emulator Config.json",
     )  # fmt: skip
     serve_cmd.add_argument(
+        "--servicebus-tier", choices=sorted(SERVICE_BUS_MESSAGE_SIZE), default="standard",
+        help="the Service Bus tier whose message size is emulated: standard 256 KB, premium 100 MB (default standard)",
+    )  # fmt: skip
+    serve_cmd.add_argument(
+        "--event-hubs-tier", choices=sorted(EVENT_HUBS_MESSAGE_SIZE), default="standard",
+        help="the Event Hubs tier whose publication size and consumer groups are emulated (default standard: 1 MB, 20)",
+    )  # fmt: skip
+    serve_cmd.add_argument(
+        "--max-auto-created", type=int, default=BrokerConfig().max_auto_created, metavar="N",
+        help="most entities made on demand (queues, hubs, subscriptions) at once (default 10000)",
+    )  # fmt: skip
+    serve_cmd.add_argument(
         "--rabbitmq", action="store_true",
         help="present the broker as RabbitMQ 4 (its official client, exchanges, /management; guest/guest)",
     )  # fmt: skip
@@ -107,16 +127,16 @@ def _exchange(text: str) -> tuple[str, str]:
     return name, kind
 
 
-def _servicebus_options(config_file: str | None, subscriptions: list[tuple[str, str]]) -> ServiceBusOptions:
+def _servicebus_options(config_file: str | None, subscriptions: list[tuple[str, str]], tier: str) -> ServiceBusOptions:
     """The emulator config file's entities, with the ``--subscription`` ones added."""
     from .servicebus.emulator import load_emulator_config  # only when asked for
 
-    options = load_emulator_config(config_file) if config_file else ServiceBusOptions()
+    options = load_emulator_config(config_file) if config_file else ServiceBusOptions(tier=tier)
     topics = {topic: list(names) for topic, names in options.topics.items()}
     for topic, name in subscriptions:
         if name not in topics.setdefault(topic, []):
             topics[topic].append(name)
-    return dataclasses.replace(options, topics={topic: tuple(names) for topic, names in topics.items()})
+    return dataclasses.replace(options, topics={topic: tuple(names) for topic, names in topics.items()}, tier=tier)
 
 
 def build_broker(args: argparse.Namespace, servicebus: ServiceBusOptions | None = None) -> Broker:
@@ -125,9 +145,15 @@ def build_broker(args: argparse.Namespace, servicebus: ServiceBusOptions | None 
         users=dict(args.user),
         allow_anonymous=not args.no_anonymous,
         auto_create=not args.no_auto_create,
-        servicebus=servicebus,
+        max_auto_created=args.max_auto_created,
+        # Only what was asked for turns a layer on up front (the Azure layers also turn on at $cbs).
+        servicebus=servicebus or (ServiceBusOptions(tier=args.servicebus_tier) if args.servicebus_tier != "standard" else None),
         rabbitmq=RabbitMQOptions() if args.rabbitmq or args.exchange else None,
-        event_hubs=EventHubsOptions(hubs=tuple(args.event_hub)) if args.event_hub else None,
+        event_hubs=(
+            EventHubsOptions(hubs=tuple(args.event_hub), tier=args.event_hubs_tier)
+            if args.event_hub or args.event_hubs_tier != "standard"
+            else None
+        ),
     )
     broker = Broker(config)
     layer = broker.extension
@@ -158,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     servicebus = None
     if args.servicebus_config or args.subscription:
         try:
-            servicebus = _servicebus_options(args.servicebus_config, args.subscription)
+            servicebus = _servicebus_options(args.servicebus_config, args.subscription, args.servicebus_tier)
         except (OSError, ValueError) as exc:
             parser.error(str(exc))
     broker = build_broker(args, servicebus)

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..amqp import errors as conditions
 from ..amqp.messaging import DeleteOnClose, Source, Target
-from ..amqp.performatives import RCV_SECOND, SND_SETTLED, amqp_error
+from ..amqp.performatives import RCV_SECOND, SND_SETTLED, Error, amqp_error
 from ..amqp.types import symbol
 from ..protocol.endpoints import Link
 from .consuming import ConsumerRequest, NodeConsumer
@@ -42,6 +42,11 @@ class Refusal(Exception):
     def __init__(self, condition: str, description: str) -> None:
         super().__init__(description)
         self.error = amqp_error(condition, description)
+
+    @classmethod
+    def of(cls, error: Error) -> Refusal:
+        """The refusal sending ``error`` (e.g. the router's, naming the bound that was reached)."""
+        return cls(str(error.condition), error.description or "")
 
 
 def capabilities(terminus: Any) -> frozenset[str]:
@@ -131,7 +136,7 @@ class Attacher:
             address = source.address
             node = self.router.resolve(address, capabilities(source))
             if node is None:
-                raise Refusal(conditions.NOT_FOUND, self.router.unresolved(address, capabilities(source)))
+                raise Refusal.of(self.router.refusal(address, capabilities(source)))
             owner = self._dynamic_owners.get(node)
             if owner is not None and owner is not connection:
                 raise Refusal(
@@ -245,7 +250,7 @@ class Attacher:
                 raise Refusal(conditions.INVALID_FIELD, f"target address must be a string, got {target.address!r}")
             address = target.address
             if self.router.resolve(address, capabilities(target)) is None:
-                raise Refusal(conditions.NOT_FOUND, self.router.unresolved(address, capabilities(target)))
+                raise Refusal.of(self.router.refusal(address, capabilities(target)))
         producer = ProducerLink(connection, link, address, dynamic)
         link.context = producer
         reply = Target(

@@ -10,7 +10,21 @@ from typing import Any
 __all__ = [
     "BrokerConfig", "EventHubOptions", "EventHubsOptions", "QueueOptions", "RabbitMQOptions", "ServiceBusOptions",
     "StreamOptions", "DEFAULT_CONSUMER_GROUP", "DEFAULT_DEAD_LETTER_SUFFIX", "config_from_keywords",
+    "EVENT_HUBS_MESSAGE_SIZE", "SERVICE_BUS_MESSAGE_SIZE", "CONSUMER_GROUPS_PER_HUB",
 ]  # fmt: skip
+
+#: The largest message a Service Bus entity takes, by tier (Azure Service Bus quotas, "Message size
+#: for a queue, topic, or subscription entity": 256 KB Basic and Standard, 100 MB Premium on AMQP).
+SERVICE_BUS_MESSAGE_SIZE: dict[str, int] = {"basic": 256 * 1024, "standard": 256 * 1024, "premium": 100 * 1024 * 1024}
+#: The largest publication (one event or a batch) an event hub takes, by tier (Azure Event Hubs
+#: quotas, "Maximum size of Event Hubs publication": 256 KB Basic, 1 MB Standard, Premium, Dedicated).
+EVENT_HUBS_MESSAGE_SIZE: dict[str, int] = {
+    "basic": 256 * 1024, "standard": 1024 * 1024, "premium": 1024 * 1024, "dedicated": 1024 * 1024,
+}  # fmt: skip
+
+#: Consumer groups an event hub may have, by tier (Azure Event Hubs quotas, "Number of consumer
+#: groups per event hub"); minibroker bounds the groups receivers create by naming them with it.
+CONSUMER_GROUPS_PER_HUB: dict[str, int] = {"basic": 1, "standard": 20, "premium": 100, "dedicated": 1000}
 
 #: A queue's dead-letter address is ``<queue>/$DeadLetterQueue`` unless configured.
 DEFAULT_DEAD_LETTER_SUFFIX = "/$DeadLetterQueue"
@@ -81,6 +95,11 @@ def _check_types(options: object, table: dict[str, tuple[str, tuple[type, ...], 
         wrong_bool = isinstance(value, bool) and bool not in types
         if wrong_bool or not isinstance(value, types):
             raise TypeError(f"{what} {name} must be {expected}, got {value!r} ({type(value).__name__})")
+
+
+def _check_tier(tier: object, sizes: dict[str, int], service: str) -> None:
+    if tier not in sizes:
+        raise ValueError(f"{service} tier must be one of {', '.join(map(repr, sizes))}, got {tier!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,10 +232,14 @@ class ServiceBusOptions:
     #: The most bytes one session's state may hold: one message's worth, 256 KiB on the Standard
     #: tier (100 MB on Premium); a bigger ``set_state`` raises ``MessageSizeExceededError``.
     max_session_state_size: int = 256 * 1024
+    #: The namespace's tier: ``standard`` (and ``basic``) take messages up to 256 KB, ``premium`` up
+    #: to 100 MB (:data:`SERVICE_BUS_MESSAGE_SIZE`), advertised as senders' max-message-size.
+    tier: str = "standard"
 
     def __post_init__(self) -> None:
         if self.max_session_state_size < 0:
             raise ValueError(f"max_session_state_size must be >= 0 bytes, got {self.max_session_state_size}")
+        _check_tier(self.tier, SERVICE_BUS_MESSAGE_SIZE, "Service Bus")
         if self.lock_duration <= 0:
             raise ValueError(f"lock_duration must be a positive number of seconds, got {self.lock_duration}")
         if self.max_delivery_count < 1:
@@ -337,8 +360,13 @@ class EventHubsOptions:
 
     hubs: tuple[EventHubOptions, ...] = ()
     default_partitions: int = 4
+    #: The namespace's tier: ``basic`` takes publications up to 256 KB, the others up to 1 MB
+    #: (:data:`EVENT_HUBS_MESSAGE_SIZE`), advertised as producers' max-message-size.  It also sets
+    #: the consumer groups a hub may have (:data:`CONSUMER_GROUPS_PER_HUB`).
+    tier: str = "standard"
 
     def __post_init__(self) -> None:
+        _check_tier(self.tier, EVENT_HUBS_MESSAGE_SIZE, "Event Hubs")
         if isinstance(self.hubs, EventHubOptions):
             raise TypeError(f"hubs is a tuple of EventHubOptions; write ({self.hubs!r},)")
         for hub in self.hubs:
@@ -355,6 +383,11 @@ class BrokerConfig:
     #: Create a queue (or a topic, for ``topic://`` and the ``topic`` capability)
     #: when a link names an unknown address; if False such links are refused.
     auto_create: bool = True
+    #: Most entities created on demand at once (queues, topics and streams an address names,
+    #: event hubs, Service Bus subscriptions); one more is refused with
+    #: amqp:resource-limit-exceeded naming this option.  None: no bound.  Declared entities
+    #: do not count.  10,000 is Service Bus Standard's queues and topics per namespace.
+    max_auto_created: int | None = 10_000
     #: Options of queues created on demand.
     queue_defaults: QueueOptions = field(default_factory=QueueOptions)
     #: Credit the broker keeps granted to each sending client (Part 2 §2.6.7).
@@ -410,6 +443,10 @@ class BrokerConfig:
     #: The Azure Event Hubs layer's options (it includes the Service Bus layer and turns on the same way).
     event_hubs: EventHubsOptions | None = None
 
+    def __post_init__(self) -> None:
+        limit = self.max_auto_created
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise ValueError(f"max_auto_created must be a count >= 0 or None (no bound), got {limit!r}")
 
 def config_from_keywords(
     config: BrokerConfig | None, fields: Mapping[str, Any], caller: str, own: Sequence[str]

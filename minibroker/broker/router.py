@@ -79,6 +79,10 @@ class Router:
         #: Sees what a queue dead-letters before it moves (the Service Bus layer adds its properties).
         self.dead_letter_hook: DeadLetterHook | None = None
         self.services = NodeServices(config, self.dead_letter, self._expiry_added)
+        #: Names of the entities made on demand that still exist: nodes made by :meth:`resolve`,
+        #: and what the layers make on first use (event hubs, Service Bus subscriptions), counted
+        #: against ``BrokerConfig.max_auto_created`` (see :meth:`auto_create_refusal`).
+        self.auto_created: set[str] = set()
 
     @property
     def on_route(self) -> Callable[[str, StoredMessage], None] | None:
@@ -153,6 +157,7 @@ class Router:
         self.generation += 1
         del self.by_kind[node.KIND][name]
         self.counters.pop(name, None)
+        self.auto_created.discard(name)
         self._on_deleted(name, node)
 
     def drop_temporary(self, name: str) -> None:
@@ -181,13 +186,39 @@ class Router:
         node = self.nodes.get(name)
         if node is not None:
             return node if not explicit or node.KIND == kind else None
-        if not name or not self.config.auto_create or not create:
+        if not name or not self.config.auto_create or not create or self.auto_create_refusal() is not None:
             return None
-        return self.declare_queue(name) if kind == Queue.KIND else self.declare(name, kind)
+        node = self.declare_queue(name) if kind == Queue.KIND else self.declare(name, kind)
+        self.auto_created.add(name)
+        return node
+
+    def auto_create_refusal(self) -> str | None:
+        """Why no more entities may be made on demand (``BrokerConfig.max_auto_created`` reached), or None.
+
+        A bound on what clients can make the broker hold by naming addresses: each entity
+        costs memory even when empty (figures in docs/limits-and-security.md).
+        """
+        limit = self.config.max_auto_created
+        if limit is None or len(self.auto_created) < limit:
+            return None
+        return (
+            f"{len(self.auto_created)} entities were created on demand, the most BrokerConfig.max_auto_created "
+            f"({limit}) allows: declare the entity up front, delete unused ones, or raise max_auto_created"
+        )
 
     def unresolved(self, address: str, capabilities: frozenset[str] = frozenset()) -> str:
-        """Why :meth:`resolve` found no node for ``address`` (a name clash, or auto-create off)."""
-        return unresolved_reason(address, {name: node.KIND for name, node in self.nodes.items()}, capabilities)
+        """Why :meth:`resolve` found no node for ``address`` (a name clash, the bound, or auto-create off)."""
+        return self.refusal(address, capabilities).description or ""
+
+    def refusal(self, address: str, capabilities: frozenset[str] = frozenset()) -> Error:
+        """The error refusing a link or message to ``address`` that :meth:`resolve` found no node for:
+        ``amqp:resource-limit-exceeded`` past ``max_auto_created``, otherwise ``amqp:not-found``."""
+        name, _, _ = parse_address(address, capabilities)
+        limit = self.auto_create_refusal() if self.config.auto_create and name and name not in self.nodes else None
+        if limit is not None:
+            return amqp_error(conditions.RESOURCE_LIMIT_EXCEEDED, limit)
+        kinds = {name: node.KIND for name, node in self.nodes.items()}
+        return amqp_error(conditions.NOT_FOUND, unresolved_reason(address, kinds, capabilities))
 
     def node_for_publish(self, address: str | None, message: StoredMessage, create: bool = True) -> Node | Error:
         """The node a message sent to ``address`` goes to (None: by its ``to``), or the error to reject it with.
@@ -202,7 +233,7 @@ class Router:
             address = to
         node = self.resolve(address, create=create)
         if node is None:
-            return amqp_error(conditions.NOT_FOUND, self.unresolved(address))
+            return self.refusal(address)
         return node
 
     def all_queues(self) -> Iterator[Queue]:
@@ -223,6 +254,7 @@ class Router:
         for table in self.by_kind.values():
             table.clear()
         self.counters.clear()
+        self.auto_created.clear()
 
     # ------------------------------------------------------------ timers (timers.py)
 

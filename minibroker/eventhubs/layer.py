@@ -6,19 +6,26 @@ It wraps the Service Bus layer (both kinds of client begin by attaching
 * ``$management`` (no entity in front): READ of a hub or a partition
   (:mod:`.management`);
 * producers to a hub or to ``hub/Partitions/id``; they are answered with
-  receiver-settle-mode first and every event is settled at once, as the
-  service does.  An address with no partition is an event hub when a hub of
-  that name exists, or, with ``auto_create``, when the client asks for the
-  ``com.microsoft:georeplication`` capability (azure-eventhub 5.15 does on
-  every link; a Service Bus client never does), otherwise it is left to the
-  Service Bus layer;
+  receiver-settle-mode first and the tier's max-message-size (1 MB but on
+  Basic, :data:`~minibroker.broker.config.EVENT_HUBS_MESSAGE_SIZE`), and
+  every event is settled at once, as the service does.  An address with no
+  partition is an event hub when a hub of that name exists, or, with
+  ``auto_create``, when the client is an Event Hubs client: its ``open``
+  names an Event Hubs SDK in ``product`` or ``user-agent`` (every Azure SDK
+  does: ``azsdk-python-eventhubs``, ``azsdk-js-azureeventhubs``, ...), or
+  the link asks for the ``com.microsoft:georeplication`` capability
+  (azure-eventhub's receivers do; its producers mean to, but pyamqp drops
+  it).  Otherwise it is left to the Service Bus layer;
 * receivers at ``hub/ConsumerGroups/group/Partitions/id``
   (:class:`~.reader.EventHubReader`), positioned by their selector filter,
   with owner levels (``com.microsoft:epoch`` link property) enforced by the
   hub (:mod:`.hub`).
 
 Everything else goes to the Service Bus layer.  Partitions are the
-broker's streams, so their retention runs on the broker's clock.
+broker's streams, so their retention runs on the broker's clock.  A hub
+made on first use counts as one entity against
+``BrokerConfig.max_auto_created``; consumer groups made on first use are
+bounded per hub by the tier (:data:`~minibroker.broker.config.CONSUMER_GROUPS_PER_HUB`).
 """
 
 from __future__ import annotations
@@ -32,7 +39,13 @@ from ..amqp.messaging import Accepted, Rejected
 from ..amqp.performatives import RCV_FIRST, SND_SETTLED, Error, amqp_error
 from ..amqp.transactions import TransactionalState
 from ..amqp.types import Described
-from ..broker.config import EventHubOptions, EventHubsOptions, StreamOptions
+from ..broker.config import (
+    CONSUMER_GROUPS_PER_HUB,
+    EVENT_HUBS_MESSAGE_SIZE,
+    EventHubOptions,
+    EventHubsOptions,
+    StreamOptions,
+)
 from ..broker.extension import ExtensionLink
 from ..broker.filters import SELECTOR_DESCRIPTORS
 from ..broker.permissions import ANONYMOUS_USER
@@ -69,6 +82,10 @@ class EventHubsLayer:
         self.servicebus = servicebus
         self.hubs: dict[str, EventHub] = {}
         self._clients: weakref.WeakSet[BrokerConnection] = weakref.WeakSet()
+        #: Clients whose ``open`` names an Event Hubs SDK: a hub name they send to is a hub.
+        self._hub_clients: weakref.WeakSet[BrokerConnection] = weakref.WeakSet()
+        #: What producers' attach answers advertise: the tier's quota (Azure Event Hubs quotas).
+        self.max_message_size = EVENT_HUBS_MESSAGE_SIZE[self.options.tier]
         self._declare()
 
     def _declare(self) -> None:
@@ -113,10 +130,21 @@ class EventHubsLayer:
             return f"no event hub {name!r} (auto-create is off; declare it with declare_event_hub or EventHubsOptions)"
         if name in self.broker.queues or name in self.broker.topics:
             return f"{name!r} is a queue or topic, not an event hub"
+        limit = self.broker.router.auto_create_refusal()
+        if limit is not None:
+            return limit
         try:
-            return self.declare(EventHubOptions(name, self.options.default_partitions))
+            hub = self.declare(EventHubOptions(name, self.options.default_partitions))
         except ValueError as exc:  # a partition's name is already a queue's
             return str(exc)
+        self.broker.router.auto_created.add(name)
+        return hub
+
+    def _refuse(self, connection: BrokerConnection, link: Link, reason: str) -> None:
+        """Refuse a link ``hub_named`` found no hub for: the bound on entities made on demand, or not found."""
+        limited = reason == self.broker.router.auto_create_refusal()
+        condition = conditions.RESOURCE_LIMIT_EXCEEDED if limited else conditions.NOT_FOUND
+        connection.engine.refuse_link(link, amqp_error(condition, reason))
 
     # -------------------------------------------------------------- attach
 
@@ -129,6 +157,8 @@ class EventHubsLayer:
             return False
         if address == CBS:
             self._clients.add(connection)
+            if _names_event_hubs(connection.engine.remote_properties):
+                self._hub_clients.add(connection)
             return self.servicebus.attach(connection, link)
         if connection not in self._clients:
             return False
@@ -136,7 +166,7 @@ class EventHubsLayer:
             self._attach_management(connection, link)
             return True
         parsed = parse_hub_address(address)
-        if parsed is not None and self._is_event_hub(parsed, link):
+        if parsed is not None and self._is_event_hub(parsed, connection, link):
             if parsed.consumer_group is not None:
                 self._attach_reader(connection, link, parsed)
             else:
@@ -144,11 +174,12 @@ class EventHubsLayer:
             return True
         return self.servicebus.attach(connection, link)
 
-    def _is_event_hub(self, parsed: HubAddress, link: Link) -> bool:
+    def _is_event_hub(self, parsed: HubAddress, connection: BrokerConnection, link: Link) -> bool:
         if parsed.partition is not None or parsed.hub in self.hubs:
             return True
-        desired = link.attach.desired_capabilities or ()
-        return GEOREPLICATION in desired and self.broker.config.auto_create
+        if not self.broker.config.auto_create:
+            return False
+        return connection in self._hub_clients or GEOREPLICATION in (link.attach.desired_capabilities or ())
 
     def _attach_management(self, connection: BrokerConnection, link: Link) -> None:
         engine = connection.engine
@@ -191,13 +222,17 @@ class EventHubsLayer:
             return
         hub = self.hub_named(parsed.hub)
         if isinstance(hub, str):
-            engine.refuse_link(link, amqp_error(conditions.NOT_FOUND, hub))
+            self._refuse(connection, link, hub)
             return
         if parsed.partition is not None and parsed.partition not in hub.partitions:
             engine.refuse_link(link, _no_partition(hub, parsed.partition))
             return
         link.context = EventHubProducer(self, connection, link, hub, parsed.partition)
-        engine.accept_link(link, source=link.source, target=link.target, rcv_settle_mode=RCV_FIRST)
+        # The service, like AMQP (Part 2 §2.7.3), ends the link of a larger message with
+        # amqp:link:message-size-exceeded; the SDKs fill a batch up to what is advertised here.
+        engine.accept_link(
+            link, source=link.source, target=link.target, rcv_settle_mode=RCV_FIRST, max_message_size=self.max_message_size
+        )
         engine.grant_credit(link, self.broker.config.link_credit)
 
     def _attach_reader(self, connection: BrokerConnection, link: Link, parsed: HubAddress) -> None:
@@ -211,7 +246,7 @@ class EventHubsLayer:
             return
         hub = self.hub_named(parsed.hub)
         if isinstance(hub, str):
-            engine.refuse_link(link, amqp_error(conditions.NOT_FOUND, hub))
+            self._refuse(connection, link, hub)
             return
         if group not in hub.consumer_groups:
             if not self.broker.config.auto_create:
@@ -221,6 +256,19 @@ class EventHubsLayer:
                         conditions.NOT_FOUND,
                         f"event hub {hub.name!r} has no consumer group {group!r} (auto-create is off; "
                         f"declare it in consumer_groups)",
+                    ),
+                )
+                return
+            most = CONSUMER_GROUPS_PER_HUB[self.options.tier]
+            if len(hub.consumer_groups) >= most:
+                # Each group is kept for the life of the hub: the tier's quota bounds them.
+                engine.refuse_link(
+                    link,
+                    amqp_error(
+                        conditions.RESOURCE_LIMIT_EXCEEDED,
+                        f"event hub {hub.name!r} has {len(hub.consumer_groups)} consumer groups, the most the "
+                        f"{self.options.tier} tier allows (EventHubsOptions.tier): use one of "
+                        f"{hub.consumer_groups[:5]}..., or declare the group in EventHubOptions.consumer_groups",
                     ),
                 )
                 return
@@ -285,6 +333,13 @@ class EventHubsLayer:
         self.hubs.clear()
         self._clients = weakref.WeakSet()
         self._declare()
+
+
+def _names_event_hubs(properties: dict[Any, Any] | None) -> bool:
+    """Whether a client's ``open`` properties name an Event Hubs SDK (``product`` or ``user-agent``)."""
+    if not properties:
+        return False
+    return any("eventhub" in str(properties.get(key, "")).lower() for key in ("product", "user-agent"))
 
 
 def _no_partition(hub: EventHub, partition: str) -> Any:

@@ -161,6 +161,8 @@ class Connection:
         self.state = ConnectionState.START
         self.user: str | None = None
         self.remote_container_id: str | None = None
+        #: The peer's ``open`` properties (§2.7.1), e.g. the product and user-agent an SDK names itself by.
+        self.remote_properties: dict[Any, Any] | None = None
         self.remote_max_frame_size = MIN_MAX_FRAME_SIZE
         self.remote_idle_timeout: float | None = None
         self.remote_channel_max = 65535  # §2.7.1 default: the whole ushort range
@@ -555,6 +557,7 @@ class Connection:
     def _on_open(self, channel: int, open_: Open, payload: bytes) -> None:
         self.state = advance(self.state, Input.RECV_OPEN, "endpoint")
         self.remote_container_id = open_.container_id
+        self.remote_properties = open_.properties
         refusal = self.config.open_refusal(open_.hostname) if self.config.open_refusal is not None else None
         if refusal is not None:
             # Unanswered: the peer reads the end of the stream (what RabbitMQ does), and the
@@ -754,6 +757,7 @@ class Connection:
         local = next(h for h in range(len(handles) + 1) if h not in handles)
         link = Link(session, attach, local)
         link.attach_size = size
+        link.receive_limit = None if link.is_sender else self.config.max_message_size  # accept_link may lower it
         self.attach_bytes += size
         session.links_by_remote[attach.handle] = link
         handles[local] = link
@@ -769,14 +773,20 @@ class Connection:
         rcv_settle_mode: int | None = None,
         offered_capabilities: list[str] | None = None,
         properties: dict[Any, Any] | None = None,
+        max_message_size: int | None = None,
     ) -> None:
         """Answer the peer's attach, establishing the link (§2.6.3).
 
-        A no-op when the link is already gone: the peer may end the session or
-        close the connection in the same bytes as the attach.
+        ``max_message_size`` lowers, for a link the peer sends on, the connection's
+        max-message-size (a service's own quota); larger messages end the link with
+        ``amqp:link:message-size-exceeded`` (§2.7.3).  A no-op when the link is already
+        gone: the peer may end the session or close the connection in the same bytes as the attach.
         """
         if link.state is not LinkState.ATTACH_RCVD:
             return
+        if not link.is_sender:
+            limit = self.config.max_message_size
+            link.receive_limit = min(limit, max_message_size) if limit and max_message_size else (limit or max_message_size)
         link.source = source
         link.target = target
         if snd_settle_mode is not None:
@@ -794,7 +804,7 @@ class Connection:
                 source=source,
                 target=target,
                 initial_delivery_count=link.delivery_count if link.is_sender else None,
-                max_message_size=None if link.is_sender else self.config.max_message_size,
+                max_message_size=link.receive_limit,
                 offered_capabilities=[symbol(c) for c in offered_capabilities] if offered_capabilities else None,
                 properties=properties,
             ),
@@ -1113,25 +1123,25 @@ class Connection:
                     channel,
                     handle,
                 )
-            limit = self.config.max_message_size
-            if limit:
+            if link.receive_limit:
                 self._check_size(link, len(delivery.frames), channel, handle)
-                if self.assembling > limit:
-                    # All deliveries in progress on this connection together: one message's worth.
-                    self._drop_incoming(link)
-                    raise LinkError(
-                        conditions.RESOURCE_LIMIT_EXCEEDED,
-                        f"deliveries in progress on this connection hold over {limit} bytes (max-message-size); "
-                        "finish one delivery before starting the next",
-                        channel,
-                        handle,
-                    )
+            limit = self.config.max_message_size
+            if limit and self.assembling > limit:
+                # All deliveries in progress on this connection together: one message's worth.
+                self._drop_incoming(link)
+                raise LinkError(
+                    conditions.RESOURCE_LIMIT_EXCEEDED,
+                    f"deliveries in progress on this connection hold over {limit} bytes (max-message-size); "
+                    "finish one delivery before starting the next",
+                    channel,
+                    handle,
+                )
             if more:
                 return
             delivery.payload = bytes(delivery.frames)
             self._drop_incoming(link)
         else:  # the common single-frame message: no list to build
-            if self.config.max_message_size:
+            if link.receive_limit:
                 self._check_size(link, len(payload), channel, handle)
             delivery.payload = payload
         link.incoming = None
@@ -1152,12 +1162,13 @@ class Connection:
 
     def _check_size(self, link: Link, size: int, channel: int, handle: int) -> None:
         """Enforce the max-message-size we advertised for links the peer sends on (§2.7.3)."""
-        limit = self.config.max_message_size
+        limit = link.receive_limit
         if limit and size > limit:
             self._drop_incoming(link)
             raise LinkError(
                 conditions.MESSAGE_SIZE_EXCEEDED,
-                f"message exceeds max-message-size {limit}",
+                f"a message of {size} bytes or more exceeds this link's max-message-size {limit}: "
+                "send messages of at most that size",
                 channel,
                 handle,
             )

@@ -50,7 +50,7 @@ class Link:
         "session", "name", "handle", "remote_handle", "is_sender", "state", "attach",
         "source", "target", "snd_settle_mode", "rcv_settle_mode", "delivery_count",
         "credit", "drain", "available", "unsettled", "incoming", "context", "max_message_size",
-        "flow_properties", "outgoing", "wanted_credit", "attach_size",
+        "flow_properties", "outgoing", "wanted_credit", "attach_size", "receive_limit",
     )  # fmt: skip
 
     def __init__(self, session: Session, attach: Attach, handle: int) -> None:
@@ -84,6 +84,9 @@ class Link:
         self.wanted_credit = 0
         #: Bytes of the attach frame that made this link (``Connection.attach_bytes``).
         self.attach_size = 0
+        #: Receiver side: our own limit, the max-message-size we advertise on this link (§2.7.3);
+        #: the connection's unless the attach answer names a smaller one (a service's quota).
+        self.receive_limit: int | None = None
 
     @property
     def address(self) -> Any:

@@ -36,9 +36,9 @@ from typing import Any, NamedTuple
 from ..amqp import errors as conditions
 from ..amqp.messaging import Accepted, Properties, Rejected
 from ..amqp.performatives import RCV_FIRST, Error, amqp_error
-from ..amqp.types import symbol
+from ..amqp.types import symbol, ulong
 from ..broker.client_connection import BrokerConnection
-from ..broker.config import EntityProperties, ServiceBusOptions
+from ..broker.config import SERVICE_BUS_MESSAGE_SIZE, EntityProperties, ServiceBusOptions
 from ..broker.permissions import ANONYMOUS_USER
 from ..broker.publish import Source
 from ..broker.queue import Queue
@@ -73,6 +73,12 @@ OPERATION_TIMEOUT = symbol("com.microsoft:timeout")
 SESSION_WAIT = 60.0
 #: Receivers that may wait for a session at once: each holds an unanswered attach, so they are bounded.
 MAX_WAITING = 1000
+#: The link property in which Service Bus tells a sender the largest batch it takes; azure-servicebus
+#: sizes ``create_message_batch()`` from it (without it: 256 KB, or 1 MB once max-message-size is).
+MAX_BATCH_SIZE = symbol("com.microsoft:max-message-batch-size")
+#: Largest batch by tier: a Premium entity takes messages up to 100 MB, but batches of at most 1 MB
+#: (Azure Service Bus, "Large message support": batching is not supported above 1 MB).
+BATCH_SIZE = {"basic": 256 * 1024, "standard": 256 * 1024, "premium": 1024 * 1024}
 
 
 class _Waiting(NamedTuple):
@@ -88,6 +94,8 @@ class ServiceBusLayer:
     def __init__(self, broker: ServiceBusHost, options: ServiceBusOptions | None = None) -> None:
         self.broker = broker
         self.options = options or ServiceBusOptions()
+        #: What senders' attach answers advertise: the tier's quota (Azure Service Bus quotas).
+        self.max_message_size = SERVICE_BUS_MESSAGE_SIZE[self.options.tier]
         self.settlement = Settlement(self.options, self._timers_changed)
         self.sessions = Sessions(self._session_unlocked, self.options.max_session_state_size)
         self.scheduler = Scheduler(self._enqueue_scheduled, self._timers_changed)
@@ -145,14 +153,24 @@ class ServiceBusLayer:
             )
             return
         if self.broker.resolve(entity.name) is None:
-            reason = f"no queue or topic {entity.name!r} (auto-create is off; declare it in ServiceBusOptions)"
-            engine.refuse_link(link, amqp_error(conditions.NOT_FOUND, reason))
+            refusal = self.broker.router.refusal(entity.name)
+            if refusal.condition == conditions.NOT_FOUND:
+                refusal.description = f"no queue or topic {entity.name!r} (auto-create is off; declare it in ServiceBusOptions)"
+            engine.refuse_link(link, refusal)
             return
         link.context = SenderLink(connection, link, entity.name, self, self.now)
         # Service Bus settles what it receives at once (the SDK asks for mode second but
         # waits for a settled disposition): answer the attach with rcv-settle-mode first.
+        # max-message-size is the tier's quota (ServiceBusOptions.tier); the service, like AMQP
+        # (Part 2 §2.7.3), ends the link of a larger message with amqp:link:message-size-exceeded.
         link.rcv_settle_mode = RCV_FIRST
-        engine.accept_link(link, source=link.source, target=link.target)
+        engine.accept_link(
+            link,
+            source=link.source,
+            target=link.target,
+            max_message_size=self.max_message_size,
+            properties={MAX_BATCH_SIZE: ulong(BATCH_SIZE[self.options.tier])},
+        )
         engine.grant_credit(link, self.broker.config.link_credit)
 
     def _attach_pair(
@@ -171,7 +189,8 @@ class ServiceBusLayer:
         engine = connection.engine
         queue = self.queue_for(entity)
         if isinstance(queue, str):
-            engine.refuse_link(link, amqp_error(conditions.NOT_FOUND, queue))
+            limited = queue == self.broker.router.auto_create_refusal()
+            engine.refuse_link(link, amqp_error(conditions.RESOURCE_LIMIT_EXCEEDED if limited else conditions.NOT_FOUND, queue))
             return
         filters = getattr(link.source, "filter", None) or {}
         if SESSION_FILTER in filters:
@@ -229,17 +248,19 @@ class ServiceBusLayer:
         auto_create = self.broker.config.auto_create
         if entity.subscription is not None and not entity.dead_letter:
             try:
-                queue = self.subscription_queue(entity.name, entity.subscription, create=auto_create)
+                queue = self.subscription_queue(entity.name, entity.subscription, create=auto_create, on_demand=True)
             except NodeError as exc:  # e.g. a queue of the topic's name, auto-created by an earlier sender
                 return f"{exc}; declare the topic in ServiceBusOptions.topics before anything is sent to it"
             if queue is None:
-                return f"no subscription {entity.node!r} (auto-create is off; declare it in ServiceBusOptions.topics)"
+                limit = self.broker.router.auto_create_refusal() if auto_create else None
+                return limit or f"no subscription {entity.node!r} (auto-create is off; declare it in ServiceBusOptions.topics)"
             return queue
         node = self.broker.resolve(entity.node)
         if isinstance(node, Topic):
             return f"{entity.name!r} is a topic: receive from one of its subscriptions, {entity.name}/{SUBSCRIPTIONS}/<name>"
         if node is None:
-            return f"no queue {entity.node!r} (auto-create is off; declare it in ServiceBusOptions.queues)"
+            limit = self.broker.router.auto_create_refusal() if auto_create else None
+            return limit or f"no queue {entity.node!r} (auto-create is off; declare it in ServiceBusOptions.queues)"
         if not isinstance(node, Queue):
             return f"{entity.name!r} is a {node.KIND}, not a queue"
         return self.settlement.entity_queue(node, self.options.entities.get(node.name))
@@ -259,19 +280,28 @@ class ServiceBusLayer:
             return None
         return f"user {user or ANONYMOUS_USER!r} has no {right!r} permission on {address!r}"
 
-    def subscription_queue(self, topic_name: str, name: str, create: bool) -> Queue | None:
-        """A topic's named subscription (durable: it keeps messages while no receiver is attached)."""
+    def subscription_queue(self, topic_name: str, name: str, create: bool, on_demand: bool = False) -> Queue | None:
+        """A topic's named subscription (durable: it keeps messages while no receiver is attached).
+
+        ``on_demand``: a client named it, so what is created counts against
+        ``BrokerConfig.max_auto_created`` (None once that is reached).
+        """
+        router = self.broker.router
         topic = self.broker.topics.get(topic_name)
         if topic is None:
-            if not create:
+            if not create or (on_demand and router.auto_create_refusal() is not None):
                 return None
             topic = self.broker.declare_topic(topic_name)
+            if on_demand:
+                router.auto_created.add(topic_name)
         key = f"{topic_name}/{SUBSCRIPTIONS}/{name}"
         subscription = topic.subscriptions.get(key)
         if subscription is None:
-            if not create:
+            if not create or (on_demand and router.auto_create_refusal() is not None):
                 return None
-            subscription = self.broker.router.subscribe(topic, key, True, None)
+            if on_demand:
+                router.auto_created.add(key)
+            subscription = router.subscribe(topic, key, True, None)
             subscription.links = 0  # it exists without receivers, as a configured subscription does
             ruleset = self.rules.for_subscription(topic_name, name, key, self.now())
             properties = self.options.entities.get(f"{topic_name}/{name}")

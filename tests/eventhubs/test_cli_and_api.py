@@ -20,6 +20,18 @@ def test_serve_declares_event_hubs() -> None:
     assert sorted(broker.streams) == [*(f"orders/Partitions/{i}" for i in range(4)), "telemetry/Partitions/0", "telemetry/Partitions/1"]
 
 
+def test_serve_takes_the_tiers_and_the_bound_on_entities_made_on_demand() -> None:
+    args = ["serve", "--servicebus-tier", "premium", "--event-hubs-tier", "basic", "--max-auto-created", "7"]
+    broker = build_broker(_parser().parse_args(args))
+    layer = broker.extension
+    assert isinstance(layer, EventHubsLayer)
+    assert (layer.max_message_size, layer.servicebus.max_message_size) == (256 * 1024, 100 * 1024 * 1024)
+    assert broker.config.max_auto_created == 7
+    plain = build_broker(_parser().parse_args(["serve"]))
+    assert plain.extension is None  # the defaults turn no layer on up front (it turns on at $cbs)
+    assert (plain.config.servicebus, plain.config.event_hubs, plain.config.max_auto_created) == (None, None, 10_000)
+
+
 @pytest.mark.parametrize("text", ["telemetry:0", "telemetry:many", ":2"])
 def test_serve_says_what_event_hub_takes(text: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
