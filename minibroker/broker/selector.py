@@ -65,13 +65,21 @@ Every node of the compiled tree takes a token, so evaluating one nests at most
 200 calls, and parsing one at most 32 levels of the grammar: both stay far
 inside Python's stack (``test_selector.py`` runs the worst cases under a tight
 recursion limit).  LIKE is matched without backtracking (:class:`_LikePattern`:
-each ``%``-separated piece is looked for once, leftmost), so one evaluation
-costs at most (value length) x (pattern length) character comparisons, and the
-usual ``'abc%'``, ``'%abc'`` and ``'%abc%'`` are one string method.  Should an
-evaluation raise all the same (a lookup, a broker bug), :meth:`Selector.matches`
-answers no match for that filter alone: the message is still stored and offered
-to every other consumer, and neither its producer nor any connection sees the
-error.
+each ``%``-separated piece is looked for once, leftmost), and the usual
+``'abc%'``, ``'%abc'`` and ``'%abc%'`` are one string method.  A piece holding
+``_`` is found through its longest run of literals (``str.find``), so
+``'%order-____-2024%'`` against a mebibyte is one C-level scan; what is left is
+(value length) x (piece width) character comparisons when that run is
+everywhere in the value (``'%a_a_..._b%'`` of 4,000 characters against 1 MiB of
+``a``: 4,000 million, 5 s of the event loop).  So LIKE's work is counted: an
+evaluation of a selector, all its LIKEs together, takes at most
+:data:`MAX_LIKE_STEPS` (10 million, about 10 ms; a step is about one character
+compared), and one that would take more is an evaluation error.  An evaluation
+that raises, for that or because of a lookup or a broker bug, is no match for
+that filter alone (``NOT LIKE`` included), as an evaluation error is in
+RabbitMQ's SQL filters, and is counted in :attr:`Selector.failures`: the message
+is still stored and offered to every other consumer, and neither its producer
+nor any connection sees the error.
 
 Azure Service Bus SQL filters use the same SQL-92 subset with qualified
 names (``sys.Label``, ``user.color``): ``qualified_names=True`` lets an
@@ -169,6 +177,7 @@ class Selector:
         An evaluation that raises is no match, as an evaluation error is in RabbitMQ's SQL filters
         (stream-filtering docs, "Evaluation Errors"): the error stays with this consumer's filter and
         never reaches the producer whose message was being routed (see the module's "Limits").
+        Each evaluation starts with :data:`MAX_LIKE_STEPS` of LIKE work.
         """
         self._meter.left = MAX_LIKE_STEPS
         try:
@@ -684,7 +693,8 @@ class _Segment(NamedTuple):
             stop = min(last, start + span - 1)
             meter.spend((stop - start + 1 + width) * (width + _START_STEPS) + _CALL_STEPS, value)
             match = regex.search(value, start, stop + width)
-            if match is not None:
+            if match is not None:  # the leftmost: no start after it was tried, and its steps are given back
+                meter.left += (stop - match.start() + width) * (width + _START_STEPS)
                 return match.start()
             pos = stop + 1
         return -1
