@@ -617,6 +617,9 @@ class _Segment(NamedTuple):
     anchor: str = ""  # '' when the segment is all '_': it matches wherever it fits
     offset: int = 0
     span: int = 1
+    #: A narrow segment in fewer than ``short`` characters has at most ``span`` starts: one regex
+    #: search, no anchor needed (``search`` would do the same, with more calls); 0 for a wide one.
+    short: int = 0
 
     @classmethod
     def of(cls, chars: list[str | None]) -> _Segment:  # None stands for '_'
@@ -632,7 +635,10 @@ class _Segment(NamedTuple):
             if run > len(anchor):
                 anchor, offset = "".join(c for c in chars[index - run : index] if c is not None), index - run
             run = 0
-        return cls(width, None, regex, anchor, offset, _CHUNK // width if width <= _NARROW else 1)
+        if width > _NARROW:
+            return cls(width, None, regex, anchor, offset)
+        span = _CHUNK // width
+        return cls(width, None, regex, anchor, offset, span, span + width)
 
     def at(self, value: str, pos: int) -> bool:
         """Whether the segment matches ``value`` at ``pos`` (the caller knows it fits)."""
@@ -642,19 +648,16 @@ class _Segment(NamedTuple):
         return self.regex.match(value, pos) is not None
 
     def contained(self, meter: _Meter) -> Callable[[str], bool]:
-        """Whether a value holds this ``_`` segment anywhere: :meth:`search`, and for a narrow
-        segment and a value of at most ``span`` starts, one regex search without the anchor."""
-        search, width = self.search, self.width
-        if self.span == 1:
-            return lambda value: search(value, 0, len(value), meter) >= 0
+        """Whether a value holds this ``_`` segment anywhere (:meth:`search`; a short value: one regex search)."""
+        search, short, spend = self.search, self.short, meter.spend
         assert self.regex is not None
-        regex_search, spend = self.regex.search, meter.spend
-        short = self.span + width  # a shorter value has at most span starts
-        steps = short * (width + _START_STEPS) + _CALL_STEPS
+        regex_search, steps = self.regex.search, self.width + _START_STEPS
 
         def contains(value: str) -> bool:
-            if len(value) < short:
-                spend(steps, value)
+            if len(value) < short:  # each place tried compares at most width characters
+                meter.left -= len(value) * steps + _CALL_STEPS  # spend(), without a call for most values
+                if meter.left < 0:
+                    spend(0, value)
                 return regex_search(value) is not None
             return search(value, 0, len(value), meter) >= 0
 
@@ -773,6 +776,15 @@ class _LikePattern:
         for segment in self.middle:
             if segment.literal is not None:
                 found = value.find(segment.literal, pos, end)
+            elif end - pos < segment.short:  # one regex search, charged as in _Segment.search
+                assert segment.regex is not None
+                steps = segment.width + _START_STEPS
+                meter.spend((end - pos) * steps + _CALL_STEPS, value)
+                match = segment.regex.search(value, pos, end)
+                if match is None:
+                    return False
+                found = match.start()
+                meter.left += (end - found - 1) * steps  # the places after the leftmost match were not tried
             else:
                 found = segment.search(value, pos, end, meter)
             if found < 0:
