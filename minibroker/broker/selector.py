@@ -98,8 +98,8 @@ from enum import Enum
 from typing import Any, Final, NamedTuple, TypeGuard
 
 __all__ = [
-    "ANNOTATION_PREFIX", "MAX_DEPTH", "MAX_LENGTH", "MAX_LIKE_STEPS", "MAX_TOKENS", "Selector", "SelectorError", "parse_selector",
-    "parse_value",
+    "ANNOTATION_PREFIX", "MAX_DEPTH", "MAX_LENGTH", "MAX_LIKE_STEPS", "MAX_TOKENS", "Selector", "SelectorError",
+    "parse_selector", "parse_value",
 ]  # fmt: skip
 
 #: Most characters in a selector: RabbitMQ's SQL filter limit (``MAX_EXPRESSION_LENGTH``).
@@ -608,7 +608,7 @@ class _Segment(NamedTuple):
     compares at most ``width`` characters and fails or succeeds.  Such a segment is looked for by
     its ``anchor``, its longest run of literals, at its fixed ``offset``: ``str.find`` skips to the
     next place the anchor is, and the regex tries the next ``span`` start positions from there
-    (see :meth:`search`).
+    (see :meth:`search`); a narrow one in a short stretch of the value is one regex search.
     """
 
     width: int
