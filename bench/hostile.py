@@ -208,6 +208,25 @@ def attack_stream_filter(broker: minibroker.ThreadedBroker) -> Callable[[], None
     return lambda: raw.sock.close()
 
 
+def attack_like(broker: minibroker.ThreadedBroker) -> Callable[[], None]:
+    """A selector with a LIKE piece of 3,997 characters of 'a_' then 'b', and 5 messages whose
+    property is 1 MiB of 'a': each evaluation stops at the selector's LIKE bound."""
+    broker.declare_queue("likes")
+    consumer = Raw(broker)
+    consumer.start()
+    selector = Described(symbol("apache.org:selector-filter:string"), "x LIKE '%" + "a_" * 1998 + "b%'")
+    consumer.send(consumer.peer.attach_receiver("wide", "likes", 0, filter={symbol("f"): selector}))
+    consumer.send(consumer.peer.flow(0, 100))
+    producer = Raw(broker)
+    producer.start()
+    producer.send(producer.peer.attach_sender("p", "likes", 0))
+    producer.read_some()
+    payload = build_message("hello", application_properties={"x": "a" * (1 << 20)}).encode()
+    transfers = b"".join(producer.peer.transfer(0, None, None, payload) for _ in range(5))
+    thread = _in_background(lambda: producer.send(transfers))
+    return lambda: (thread.join(WAIT), producer.sock.close(), consumer.sock.close())
+
+
 ATTACKS: dict[str, tuple[Callable[[minibroker.ThreadedBroker], Callable[[], None]], dict[str, object]]] = {
     "reassembly": (attack_reassembly, {}),
     "dispositions": (attack_dispositions, {}),
@@ -218,6 +237,7 @@ ATTACKS: dict[str, tuple[Callable[[minibroker.ThreadedBroker], Callable[[], None
     "tx-relay": (attack_tx_relay, {}),
     "tx-many": (attack_tx_many, {}),
     "stream-filter": (attack_stream_filter, {}),
+    "like": (attack_like, {}),
 }
 
 

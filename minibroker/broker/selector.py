@@ -65,13 +65,21 @@ Every node of the compiled tree takes a token, so evaluating one nests at most
 200 calls, and parsing one at most 32 levels of the grammar: both stay far
 inside Python's stack (``test_selector.py`` runs the worst cases under a tight
 recursion limit).  LIKE is matched without backtracking (:class:`_LikePattern`:
-each ``%``-separated piece is looked for once, leftmost), so one evaluation
-costs at most (value length) x (pattern length) character comparisons, and the
-usual ``'abc%'``, ``'%abc'`` and ``'%abc%'`` are one string method.  Should an
-evaluation raise all the same (a lookup, a broker bug), :meth:`Selector.matches`
-answers no match for that filter alone: the message is still stored and offered
-to every other consumer, and neither its producer nor any connection sees the
-error.
+each ``%``-separated piece is looked for once, leftmost), and the usual
+``'abc%'``, ``'%abc'`` and ``'%abc%'`` are one string method.  A piece holding
+``_`` is found through its longest run of literals (``str.find``), so
+``'%order-____-2024%'`` against a mebibyte is one C-level scan; what is left is
+(value length) x (piece width) character comparisons when that run is
+everywhere in the value (``'%a_a_..._b%'`` of 4,000 characters against 1 MiB of
+``a``: 4,000 million, 5 s of the event loop).  So LIKE's work is counted: an
+evaluation of a selector, all its LIKEs together, takes at most
+:data:`MAX_LIKE_STEPS` (10 million, about 10 ms; a step is about one character
+compared), and one that would take more is an evaluation error.  An evaluation
+that raises, for that or because of a lookup or a broker bug, is no match for
+that filter alone (``NOT LIKE`` included), as an evaluation error is in
+RabbitMQ's SQL filters, and is counted in :attr:`Selector.failures`: the message
+is still stored and offered to every other consumer, and neither its producer
+nor any connection sees the error.
 
 Azure Service Bus SQL filters use the same SQL-92 subset with qualified
 names (``sys.Label``, ``user.color``): ``qualified_names=True`` lets an
@@ -90,8 +98,8 @@ from enum import Enum
 from typing import Any, Final, NamedTuple, TypeGuard
 
 __all__ = [
-    "ANNOTATION_PREFIX", "MAX_DEPTH", "MAX_LENGTH", "MAX_TOKENS", "Selector", "SelectorError", "parse_selector",
-    "parse_value",
+    "ANNOTATION_PREFIX", "MAX_DEPTH", "MAX_LENGTH", "MAX_LIKE_STEPS", "MAX_TOKENS", "Selector", "SelectorError",
+    "parse_selector", "parse_value",
 ]  # fmt: skip
 
 #: Most characters in a selector: RabbitMQ's SQL filter limit (``MAX_EXPRESSION_LENGTH``).
@@ -104,6 +112,20 @@ MAX_DEPTH: Final = 32
 #: magnitude 2**63, and AMQP's ``ulong`` properties (Part 1 §1.6.8); 22 octal digits spell 2**64.
 _EXACT_LIMIT: Final = 2**64
 _EXACT_DIGITS: Final = 22
+#: Most steps LIKE's searches for ``_`` pieces take in one evaluation of a selector, all its LIKEs
+#: together; a step is about one character compared (about 1 ns here), so this is about 10 ms.
+#: Past it the evaluation is an error: no match for that filter (see the module's "Limits").
+MAX_LIKE_STEPS: Final = 10_000_000
+#: What a ``_`` piece's search is charged: per start position it tries, the piece's width and
+#: this (the regex engine's own work per position); per search call, this (the interpreter's).
+_START_STEPS: Final = 4
+_CALL_STEPS: Final = 512
+#: A piece at most this wide is searched with one regex search per 4,096 // width start positions;
+#: a wider one with one regex match per start (``re`` searching for a pattern that begins with a
+#: literal tries every place of that literal up to the end it is given, each up to that end: about
+#: width**2 / 2 more comparisons per call, 7 ms at 4,000).
+_NARROW: Final = 64
+_CHUNK: Final = 4096
 
 Lookup = Callable[[str], object]
 """Return an identifier's value: ``str``, ``int``, ``float``, ``bool``, or ``None`` when absent."""
@@ -136,15 +158,17 @@ class SelectorError(ValueError):
 class Selector:
     """A parsed selector; :meth:`matches` is cheap enough to run per message."""
 
-    __slots__ = ("text", "_evaluate", "failures")
+    __slots__ = ("text", "_evaluate", "_meter", "failures")
 
     text: str
     failures: int
-    """How many evaluations raised (each counted as no match); 0 unless a lookup or the broker failed."""
+    """How many evaluations raised (each counted as no match): a LIKE past :data:`MAX_LIKE_STEPS`,
+    or a lookup or broker bug."""
 
-    def __init__(self, text: str, evaluate: _Eval) -> None:
+    def __init__(self, text: str, evaluate: _Eval, meter: _Meter) -> None:
         self.text = text
         self._evaluate = evaluate
+        self._meter = meter
         self.failures = 0
 
     def matches(self, lookup: Lookup) -> bool:
@@ -153,10 +177,12 @@ class Selector:
         An evaluation that raises is no match, as an evaluation error is in RabbitMQ's SQL filters
         (stream-filtering docs, "Evaluation Errors"): the error stays with this consumer's filter and
         never reaches the producer whose message was being routed (see the module's "Limits").
+        Each evaluation starts with :data:`MAX_LIKE_STEPS` of LIKE work.
         """
+        self._meter.left = MAX_LIKE_STEPS
         try:
             return self._evaluate(lookup) is True
-        except Exception:  # a lookup or a broker bug: this filter's message is not selected, nothing else fails
+        except Exception:  # too costly, or a lookup or broker bug: this filter's message is not selected
             self.failures += 1
             return False
 
@@ -170,7 +196,8 @@ def parse_selector(text: str, *, qualified_names: bool = False, max_length: int 
     ``max_length`` is for a caller that checked the length of the text its user gave before
     rewriting it (:mod:`.expressions`); the token and depth limits always apply.
     """
-    return Selector(text, _Parser(text, qualified_names, max_length).parse())
+    parser = _Parser(text, qualified_names, max_length)
+    return Selector(text, parser.parse(), parser.meter)
 
 
 def parse_value(text: str, *, qualified_names: bool = False) -> Callable[[Lookup], object]:
@@ -178,9 +205,11 @@ def parse_value(text: str, *, qualified_names: bool = False) -> Callable[[Lookup
 
     The evaluator answers NULL (None) where it would raise, as :meth:`Selector.matches` answers no match.
     """
-    evaluate = _Parser(text, qualified_names).parse_any()
+    parser = _Parser(text, qualified_names)
+    evaluate, meter = parser.parse_any(), parser.meter
 
     def guarded(lookup: Lookup) -> object:
+        meter.left = MAX_LIKE_STEPS
         try:
             return evaluate(lookup)
         except Exception:  # as in Selector.matches: one rule's action, never the message's producer
@@ -525,8 +554,8 @@ def _in(operand: _Eval, values: frozenset[str], negated: bool) -> _Eval:
     return evaluate
 
 
-def _like(operand: _Eval, pattern: _LikePattern, negated: bool) -> _Eval:
-    fullmatch = pattern.matcher()
+def _like(operand: _Eval, pattern: _LikePattern, negated: bool, meter: _Meter) -> _Eval:
+    fullmatch = pattern.matcher(meter)
 
     def evaluate(lookup: Lookup) -> object:
         value = operand(lookup)
@@ -545,24 +574,71 @@ def _is_null(operand: _Eval, negated: bool) -> _Eval:
     return evaluate
 
 
+class _Meter:
+    """The LIKE work one evaluation of a selector has left, shared by all its LIKEs.
+
+    :class:`Selector` refills it before each evaluation; a search that would go past it raises
+    :class:`_TooCostly`, an evaluation error (no match for that filter, counted in
+    :attr:`Selector.failures`).
+    """
+
+    __slots__ = ("left",)
+
+    def __init__(self) -> None:
+        self.left = MAX_LIKE_STEPS
+
+    def spend(self, steps: int, value: str) -> None:
+        self.left -= steps
+        if self.left < 0:
+            raise _TooCostly(
+                f"LIKE needs more than {MAX_LIKE_STEPS:,} steps against a value of {len(value):,} characters:"
+                " an evaluation error, so no match (narrow the pattern's '_' pieces or use a shorter property)"
+            )
+
+
+class _TooCostly(RuntimeError):
+    """A LIKE evaluation past :data:`MAX_LIKE_STEPS`."""
+
+
 class _Segment(NamedTuple):
     """What lies between two ``%`` of a LIKE pattern: characters and ``_``, so of a fixed width.
 
-    Without ``_`` it is a plain string (``str.find``/``startswith``); with one it is a regex of
+    Without ``_`` it is a plain string (``str.find``/``startswith``).  With one it is a regex of
     literals and ``.`` and nothing else, so a match attempt has no choice to go back to: it
-    compares at most ``width`` characters and fails or succeeds.
+    compares at most ``width`` characters and fails or succeeds.  Such a segment is looked for by
+    its ``anchor``, its longest run of literals, at its fixed ``offset``: ``str.find`` skips to the
+    next place the anchor is, and the regex tries the next ``span`` start positions from there
+    (see :meth:`search`); a narrow one in a short stretch of the value is one regex search.
     """
 
     width: int
     literal: str | None
     regex: re.Pattern[str] | None
+    anchor: str = ""  # '' when the segment is all '_': it matches wherever it fits
+    offset: int = 0
+    span: int = 1
+    #: A narrow segment in fewer than ``short`` characters has at most ``span`` starts: one regex
+    #: search, no anchor needed (``search`` would do the same, with more calls); 0 for a wide one.
+    short: int = 0
 
     @classmethod
     def of(cls, chars: list[str | None]) -> _Segment:  # None stands for '_'
-        if None in chars:
-            regex = re.compile("".join("." if c is None else re.escape(c) for c in chars), re.DOTALL)
-            return cls(len(chars), None, regex)
-        return cls(len(chars), "".join(c for c in chars if c is not None), None)
+        width = len(chars)
+        if None not in chars:
+            return cls(width, "".join(c for c in chars if c is not None), None)
+        regex = re.compile("".join("." if c is None else re.escape(c) for c in chars), re.DOTALL)
+        anchor, offset, run = "", 0, 0
+        for index, char in enumerate(chars + [None]):
+            if char is not None:
+                run += 1
+                continue
+            if run > len(anchor):
+                anchor, offset = "".join(c for c in chars[index - run : index] if c is not None), index - run
+            run = 0
+        if width > _NARROW:
+            return cls(width, None, regex, anchor, offset)
+        span = _CHUNK // width
+        return cls(width, None, regex, anchor, offset, span, span + width)
 
     def at(self, value: str, pos: int) -> bool:
         """Whether the segment matches ``value`` at ``pos`` (the caller knows it fits)."""
@@ -571,6 +647,61 @@ class _Segment(NamedTuple):
         assert self.regex is not None
         return self.regex.match(value, pos) is not None
 
+    def contained(self, meter: _Meter) -> Callable[[str], bool]:
+        """Whether a value holds this ``_`` segment anywhere (:meth:`search`; a short value: one regex search)."""
+        search, short, spend = self.search, self.short, meter.spend
+        assert self.regex is not None
+        regex_search, steps = self.regex.search, self.width + _START_STEPS
+
+        def contains(value: str) -> bool:
+            if len(value) < short:  # each place tried compares at most width characters
+                meter.left -= len(value) * steps + _CALL_STEPS  # spend(), without a call for most values
+                if meter.left < 0:
+                    spend(0, value)
+                return regex_search(value) is not None
+            return search(value, 0, len(value), meter) >= 0
+
+        return contains
+
+    def search(self, value: str, pos: int, end: int, meter: _Meter) -> int:
+        """The leftmost start from ``pos`` where this ``_`` segment matches and ends by ``end``, or -1.
+
+        A match starting at ``s`` has the anchor at ``s + offset``, so no match starts before
+        the anchor's next place less the offset; from there a narrow segment's regex searches
+        ``span`` starts at once (each compares at most ``width`` characters, and the engine may try
+        ``width`` more places past the last), a wide one's matches at that one start, and the
+        anchor is looked for again after them.  Each call is charged to ``meter`` as the most it
+        can cost.
+        """
+        width, anchor, offset = self.width, self.anchor, self.offset
+        last = end - width  # the last start at which the segment fits
+        if not anchor:
+            return pos if pos <= last else -1
+        assert self.regex is not None
+        regex, find, size, span = self.regex, value.find, len(anchor), self.span
+        while pos <= last:
+            if last - pos < span:  # one call tries every start left: no need to find the anchor first
+                start = pos
+            else:
+                found = find(anchor, pos + offset, last + offset + size)
+                if found < 0:
+                    return -1
+                start = found - offset
+            if span == 1:
+                meter.spend(width + _START_STEPS + _CALL_STEPS, value)
+                if regex.match(value, start) is not None:
+                    return start
+                pos = start + 1
+                continue
+            stop = min(last, start + span - 1)
+            meter.spend((stop - start + 1 + width) * (width + _START_STEPS) + _CALL_STEPS, value)
+            match = regex.search(value, start, stop + width)
+            if match is not None:  # the leftmost: no start after it was tried, and its steps are given back
+                meter.left += (stop - match.start() + width) * (width + _START_STEPS)
+                return match.start()
+            pos = stop + 1
+        return -1
+
 
 class _LikePattern:
     """A LIKE pattern (JMS 2.0 §3.8.1.1): ``_`` is any one character, ``%`` any sequence, the rest literal.
@@ -578,8 +709,9 @@ class _LikePattern:
     Matched without backtracking: the pattern is its ``%``-separated segments; the first must
     match at the start, the last at the end, and each one between at its leftmost place after
     the one before (taking the leftmost place never loses a match: it leaves the most room for
-    the rest).  Each segment is looked for once, so a match costs at most (value length) x
-    (pattern length) character comparisons, usually one ``str.find`` per segment.
+    the rest).  A segment without ``_`` is one ``str.find``; one with ``_`` is found through
+    its longest literal run (:meth:`_Segment.search`), at most (value length) x (segment width)
+    character comparisons, which :class:`_Meter` bounds to :data:`MAX_LIKE_STEPS`.
     """
 
     __slots__ = ("first", "middle", "last")
@@ -609,23 +741,21 @@ class _LikePattern:
         segments.append(_Segment.of(chars))
         return cls(segments)
 
-    def matcher(self) -> Callable[[str], bool]:
-        """:meth:`fullmatch`, or for the usual patterns one string method or one search."""
+    def matcher(self, meter: _Meter) -> Callable[[str], bool]:
+        """:meth:`fullmatch` charging ``meter``, or for the usual patterns one string method or one search."""
         first, middle, last = self.first, self.middle, self.last
         if last is None:
             if first.literal is not None:  # no wildcard at all
                 return first.literal.__eq__
-            return self.fullmatch
+            return lambda value: len(value) == first.width and first.at(value, 0)
         if first.width == 0 and last.width == 0 and len(middle) == 1:  # '%...%': contains
             inner = middle[0]
             if inner.literal is not None:
                 text = inner.literal
                 return lambda value: text in value
-            assert inner.regex is not None
-            search = inner.regex.search
-            return lambda value: search(value) is not None
+            return inner.contained(meter)
         if middle or first.literal is None or last.literal is None:
-            return self.fullmatch
+            return lambda value: self.fullmatch(value, meter)
         prefix, suffix = first.literal, last.literal
         if not suffix:
             return lambda value: value.startswith(prefix)
@@ -634,7 +764,7 @@ class _LikePattern:
         least = len(prefix) + len(suffix)
         return lambda value: len(value) >= least and value.startswith(prefix) and value.endswith(suffix)
 
-    def fullmatch(self, value: str) -> bool:
+    def fullmatch(self, value: str, meter: _Meter) -> bool:
         """Whether the whole of ``value`` matches (JMS LIKE; the caller has checked it is a string)."""
         first, last = self.first, self.last
         if last is None:  # no '%': the whole value is the one segment
@@ -643,16 +773,23 @@ class _LikePattern:
         if end < first.width or not first.at(value, 0) or not last.at(value, end):
             return False
         pos = first.width
-        for width, literal, regex in self.middle:
-            if literal is not None:
-                found = value.find(literal, pos, end)
+        for segment in self.middle:
+            if segment.literal is not None:
+                found = value.find(segment.literal, pos, end)
+            elif end - pos < segment.short:  # one regex search, charged as in _Segment.search
+                assert segment.regex is not None
+                steps = segment.width + _START_STEPS
+                meter.spend((end - pos) * steps + _CALL_STEPS, value)
+                match = segment.regex.search(value, pos, end)
+                if match is None:
+                    return False
+                found = match.start()
+                meter.left += (end - found - 1) * steps  # the places after the leftmost match were not tried
             else:
-                assert regex is not None
-                match = regex.search(value, pos, end)
-                found = -1 if match is None else match.start()
+                found = segment.search(value, pos, end, meter)
             if found < 0:
                 return False
-            pos = found + width
+            pos = found + segment.width
         return True
 
 
@@ -706,6 +843,7 @@ class _Parser:
         self.index = 0
         self.qualified = qualified
         self.depth = 0  # parentheses and prefix operators open around the current token
+        self.meter = _Meter()  # the LIKE work an evaluation has left, refilled by its caller
 
     def enter(self, token: _Token) -> None:
         """One level deeper (a '(' or a prefix operator): refused past :data:`MAX_DEPTH`."""
@@ -902,7 +1040,7 @@ class _Parser:
             compiled = _LikePattern.compile(pattern.value, escape)
             if isinstance(compiled, str):
                 raise self.error(pattern.pos, compiled)
-            return _Expr(_like(operand, compiled, negated), _Kind.BOOLEAN, left.pos, "a LIKE expression")
+            return _Expr(_like(operand, compiled, negated, self.meter), _Kind.BOOLEAN, left.pos, "a LIKE expression")
         if self.at_keyword("IS"):
             self.advance()
             is_not = self.at_keyword("NOT")

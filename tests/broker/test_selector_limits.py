@@ -13,14 +13,17 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Callable
+from unittest import mock
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from minibroker.broker import selector as selector_module
 from minibroker.broker.selector import (
     MAX_DEPTH,
     MAX_LENGTH,
+    MAX_LIKE_STEPS,
     MAX_TOKENS,
     Selector,
     SelectorError,
@@ -79,6 +82,30 @@ def test_like_of_longer_patterns_answers_as_the_regex_did(pieces: list[str], val
     assert parse_selector(f"s LIKE {quoted(pattern)}").matches({"s": value}.get) is reference_like(pattern, None, value)
 
 
+#: How a '_' piece is searched (see ``_Segment.search``): (widest piece searched a chunk of starts
+#: at a time, characters' worth of starts per chunk).  The broker's own, then every piece matched
+#: at one start at a time, then chunks of 1, 2 or 3 starts, so that chunk edges fall everywhere.
+SEARCH_SHAPES = [(selector_module._NARROW, selector_module._CHUNK), (0, 1), (2, 2), (3, 6), (4, 12)]
+
+
+@given(
+    st.lists(st.sampled_from(["a", "b", "%", "_", "ab", "a_b", "_a_", "%_b", "b__a", "ab_ba"]), max_size=8),
+    st.text(alphabet="ab", max_size=24),
+    st.sampled_from(SEARCH_SHAPES),
+)
+def test_underscore_pieces_found_through_their_longest_literal_answer_as_the_regex_did(
+    pieces: list[str], value: str, shape: tuple[int, int]
+) -> None:
+    """The fragment path: the anchor found by ``str.find``, then one regex match per start (wide
+    pieces) or one search per chunk of starts (narrow ones), chunk edges anywhere."""
+    pattern = "".join(pieces)
+    narrow, chunk = shape
+    with mock.patch.object(selector_module, "_NARROW", narrow), mock.patch.object(selector_module, "_CHUNK", chunk):
+        selector = parse_selector(f"s LIKE {quoted(pattern)}")
+    assert selector.matches({"s": value}.get) is reference_like(pattern, None, value)
+    assert selector.failures == 0
+
+
 def test_the_backtracking_attack_of_the_issue_is_one_pass() -> None:
     """k '%' groups cost the regex about n**(k+1) steps (6.4 s at 44 characters, measured); the
     segments are looked for once each.  Answers only: the hostile test shows the broker stays
@@ -87,6 +114,85 @@ def test_the_backtracking_attack_of_the_issue_is_one_pass() -> None:
     assert not selector.matches({"x": "a" * 100_000}.get)
     assert selector.matches({"x": "a" * 100_000 + "b"}.get)
     assert parse_selector("x LIKE '%a_a_a_a_b%'").matches({"x": "a" * 50_000 + "azazazazb" + "a" * 50_000}.get)
+
+
+#: Issue 41 finding 1, what was left: a '_' piece of 3,997 characters, nothing to backtrack but up
+#: to 3,997 characters compared at each start, 0.23 s against 64 KiB and 5.0 s against 1 MiB.
+WIDE = "x LIKE '%" + "a_" * 1998 + "b%'"
+
+
+@pytest.mark.parametrize("negated", [False, True], ids=["LIKE", "NOT LIKE"])
+def test_a_like_past_its_steps_is_an_evaluation_error(negated: bool) -> None:
+    """It stops at :data:`MAX_LIKE_STEPS` (about 10 ms, measured 9 ms here) instead of comparing
+    65,536 x 3,997 characters, and it is no match, NOT LIKE included: an evaluation error, counted
+    in ``failures``, as RabbitMQ's SQL filters count theirs.  Before the bound it answered (False,
+    or True for NOT LIKE) with failures 0."""
+    selector = parse_selector(WIDE.replace(" LIKE ", " NOT LIKE ") if negated else WIDE)
+    assert selector.matches({"x": "a" * 65_536}.get) is False
+    assert selector.failures == 1
+    # The steps are counted per evaluation: the next message is evaluated afresh, and answered.
+    assert selector.matches({"x": "a" * 1_000 + "a_" * 1998 + "b"}.get) is not negated
+    assert selector.failures == 1
+
+
+def test_a_like_within_its_steps_answers_exactly() -> None:
+    """The same piece against a value where the search ends in time: the steps spent on the way
+    (2,000 starts tried, each charged its width) stay under the bound, and the match is found."""
+    selector = parse_selector(WIDE)
+    assert selector.matches({"x": "a" * 2_000 + "a_" * 1998 + "b"}.get)
+    assert selector.failures == 0
+
+
+def test_all_likes_of_a_selector_share_its_steps() -> None:
+    """Two LIKEs that each fit alone go past the bound together (one evaluation of a selector is
+    bounded, however many LIKEs it holds); the steps are refilled for the next message."""
+    piece = "a_" * 990 + "b"  # 1,981 characters, two of them fit in a selector
+    value = "a" * 3_000 + piece  # 3,000 starts tried before the match: 7.5 million steps
+    one = parse_selector(f"x LIKE '%{piece}%'")
+    assert one.matches({"x": value}.get) and one.failures == 0
+    both = parse_selector(f"x LIKE '%{piece}%' AND y LIKE '%{piece}%'")
+    assert both.matches({"x": value, "y": value}.get) is False
+    assert both.failures == 1
+    assert both.matches({"x": value, "y": piece}.get)
+    assert both.failures == 1
+
+
+NARROW = "a" + "_" * 62 + "b"  # 64 characters, its literal 'a' everywhere in a value of 'a's
+
+
+@pytest.mark.parametrize(
+    ("pattern", "value", "expected"),
+    [
+        (f"%{NARROW}%", "a" * 65_536, False),
+        (f"%{NARROW}%", "a" * 65_535 + "b", True),
+        (f"c%{NARROW}%c", "c" + "a" * 65_534 + "c", False),
+        ("%a_" * 1_360 + "%", "ab" * 32_768, True),  # 1,360 pieces, each found at once
+        ("%a_" * 1_360 + "%", "ab" * 32_768 + "a", True),
+        ("%a_" * 1_360 + "%", "ab" * 1_359 + "a", False),
+    ],
+)
+def test_narrow_pieces_against_64_kib_stay_inside_the_bound(pattern: str, value: str, expected: bool) -> None:
+    """What the limits table promises: one '_' piece of up to 64 characters never meets the bound
+    against 64 KiB, even with its literal everywhere; and a piece found at once is charged for
+    the starts it tried, not for the whole chunk its search was allowed."""
+    selector = parse_selector(f"x LIKE {quoted(pattern)}")
+    assert selector.matches({"x": value}.get) is expected  # (the old regex takes minutes on the 1,360 pieces)
+    assert selector.failures == 0
+
+
+@pytest.mark.parametrize(
+    "pattern", ["%order-____-2024%", "%order-____-2024_", "%_-____-2024%q%", "x%__-2024_%", "%_-_%_0_4_%"]
+)
+def test_usual_underscore_patterns_are_answered_against_a_mebibyte(pattern: str) -> None:
+    """Found through their longest literal (``str.find``), they stay far inside the bound where
+    (value length) x (piece width) would not: 1 MiB x 15 characters is 15,728,640."""
+    text = ("the quick brown fox jumps over the lazy dog; " * 30_000)[: 1 << 20]
+    value = "x" + text + "order-0042-2024q"
+    selector = parse_selector(f"s LIKE {quoted(pattern)}")
+    assert selector.matches({"s": value}.get) is reference_like(pattern, None, value) is True
+    assert selector.matches({"s": value[:-6]}.get) is reference_like(pattern, None, value[:-6]) is False
+    assert selector.failures == 0
+    assert len(value) * 15 > MAX_LIKE_STEPS
 
 
 # --------------------------------------------------------------------------- parse-time limits

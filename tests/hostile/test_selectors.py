@@ -7,8 +7,11 @@ the issue, n**(k+1) for k ``%`` groups), and a selector nested or chained past P
 taken at attach and raised RecursionError in whichever producer's connection published next,
 closing it with ``amqp:internal-error`` and losing its message.  Now a selector is bounded when
 it is parsed (4,096 characters, 200 tokens, 32 levels; exact literals below 2**64) and refused at
-attach with ``amqp:invalid-field`` on the link; LIKE is matched without backtracking; an
-evaluation that raises is no match for that consumer alone.
+attach with ``amqp:invalid-field`` on the link; LIKE is matched without backtracking, and the
+work of its ``_`` pieces is bounded per evaluation (10 million steps, about 10 ms: a 4,000-character
+piece against 1 MiB values held the event loop about 5 s per message before, and a fresh client
+waited past 30 s); an evaluation past that bound, or one that raises, is no match for that
+consumer alone.
 """
 
 from __future__ import annotations
@@ -153,6 +156,42 @@ def test_a_backtracking_like_does_not_freeze_the_broker(served: ServedBroker, ad
     assert not consumer.frames.of(Transfer)  # no message matches: '...b' is not there
     if address == "q":
         assert receive_all(broker, "q", 20) == ["hello"] * 20  # all stored, none lost
+    producer.close()
+    consumer.close()
+
+
+#: A piece of about 4,000 characters of literals and '_' (no '%' inside, so nothing to backtrack):
+#: searching a value for it compares up to (value length) x (piece width) characters, 4.3 s
+#: against one 1 MiB value before it was bounded (the limit: 128 MiB messages).
+UNDERSCORE_ATTACK = "x LIKE '%" + "a_" * 1998 + "b%'"
+UNDERSCORE_VALUE = "a" * (1024 * 1024)
+UNDERSCORE_MESSAGES = 5
+
+
+@pytest.mark.parametrize(
+    ("address", "descriptor"), [("q", str(SELECTOR)), ("s", str(SQL_FILTER))], ids=["queue selector", "stream SQL"]
+)
+def test_a_wide_underscore_like_against_large_values_does_not_stall_the_broker(
+    served: ServedBroker, address: str, descriptor: str
+) -> None:
+    """No backtracking left, but (value length) x (pattern width): before LIKE's work was bounded
+    5 messages of 1 MiB held the event loop about 5 s each (more on a queue, which evaluated them
+    again: 70 s until the last was settled), and the good client's open timed out at 30 s.  Now
+    an evaluation past the bound is an evaluation error: no match for this consumer, and nothing
+    else sees it (measured: the good client served in 0.15-0.55 s)."""
+    broker: Any = served
+    consumer = selective_consumer(broker, address, descriptor, UNDERSCORE_ATTACK)
+    producer = producer_on(broker, address)
+    payload = build_message("hello", application_properties={"x": UNDERSCORE_VALUE}).encode()
+    producer.send(b"".join(producer.peer.transfer(0, None, None, payload) for _ in range(UNDERSCORE_MESSAGES)))
+    good_client_round_trip(broker)  # while the broker takes the messages and runs the selector on them
+    frames = producer.read_until(lambda f: len(settled(f.of(Disposition))) >= UNDERSCORE_MESSAGES or f.of(Close))
+    assert not frames.of(Close), f"the producer's connection was closed: {frames.of(Close)[0].error}"
+    assert all(isinstance(state, Accepted) for state in settled(frames.of(Disposition)))
+    good_client_round_trip(broker)
+    assert not consumer.frames.of(Transfer) and not consumer.frames.of(Close)  # no match, nothing more
+    if address == "q":
+        assert receive_all(broker, "q", UNDERSCORE_MESSAGES) == ["hello"] * UNDERSCORE_MESSAGES
     producer.close()
     consumer.close()
 
