@@ -27,6 +27,7 @@ from .consumers import Consumers
 from .consuming import NodeConsumer
 from .extension import Extension, layer_for
 from .faults import FaultSet
+from .frontends import ServedConnection, front_end_for
 from .injection import FaultInjector
 from .limits import CreditGate
 from .links import ConsumerLink, apply_outcome
@@ -82,6 +83,8 @@ class Broker:
         self.config = config or BrokerConfig()
         self.clock: Clock = clock or SystemClock()
         self.connections: set[BrokerConnection] = set()
+        #: Connections served by another wire front end (frontends.py): AMQP 0-9-1, ...
+        self.other_connections: set[ServedConnection] = set()
         #: The one point every inbound event and every frame in or out passes (see :mod:`.tap`).
         self.tap = Tap(self._tap_changed)
         self.frame_log: FrameLog | None = None
@@ -118,7 +121,7 @@ class Broker:
             self.router, self.now, self.config.link_credit, self.credit_gate, on_outcome=self.consumers.queue_outcome
         )
         self.attacher.on_stolen = self._steal
-        self._dirty: set[BrokerConnection] = set()
+        self._dirty: set[BrokerConnection | ServedConnection] = set()
         #: Exceptions raised while handling a connection (each closed it with amqp:internal-error).
         self.errors: list[Exception] = []
         self.version = 0  # bumped after every change, for waiters
@@ -164,10 +167,36 @@ class Broker:
         self.flush()  # waiters on statistics().connections see it
         return connection
 
-    def forget_connection(self, connection: BrokerConnection) -> None:
+    def accept(self, connection: BrokerConnection, header: bytes) -> ServedConnection:
+        """A new transport's first 8 bytes were ``header``: the connection that serves it.
+
+        Every transport starts as an AMQP 1.0 :class:`BrokerConnection` (:meth:`connect`), which
+        serves AMQP 1.0 with or without SASL and answers unknown headers.  When a front end is
+        registered for ``header`` (frontends.py) its connection takes the transport's place
+        (counted once: ``connections_total`` already has it).
+        """
+        factory = front_end_for(header)
+        if factory is None:
+            return connection
+        self.connections.discard(connection)
+        connection.open = False
+        served = factory(self, connection.notify, connection.peer)
+        self.other_connections.add(served)
+        self.flush()
+        return served
+
+    @property
+    def connection_count(self) -> int:
+        """Open connections, whatever their protocol."""
+        return len(self.connections) + len(self.other_connections)
+
+    def forget_connection(self, connection: BrokerConnection | ServedConnection) -> None:
         """The connection is over: it gets no more wake-ups."""
         connection.open = False
-        self.connections.discard(connection)
+        if isinstance(connection, BrokerConnection):
+            self.connections.discard(connection)
+        else:
+            self.other_connections.discard(connection)
         self._dirty.discard(connection)
         self.flush()  # waiters on statistics().connections see it go
 
@@ -196,8 +225,10 @@ class Broker:
         """Close every connection with ``close`` (carrying ``error``), as when the broker stops."""
         for connection in list(self.connections):
             connection.close(error)
+        for other in list(self.other_connections):
+            other.close_forced()
 
-    def mark_dirty(self, connection: BrokerConnection) -> None:
+    def mark_dirty(self, connection: BrokerConnection | ServedConnection) -> None:
         self._dirty.add(connection)
 
     def flush(self) -> None:
@@ -349,6 +380,7 @@ class Broker:
         return (
             not self.connections_total
             and not self.connections
+            and not self.other_connections
             and not self.router.nodes
             and not self.router.counters
             and not self.transactions.open
@@ -381,7 +413,7 @@ class Broker:
         )
         return BrokerStatistics(
             nodes={name: counters.freeze() for name, counters in self.router.counters.items()},
-            connections=len(self.connections),
+            connections=self.connection_count,
             links=links,
             connections_total=self.connections_total,
         )
