@@ -124,6 +124,9 @@ class Broker:
         self._dirty: set[BrokerConnection | ServedConnection] = set()
         #: Exceptions raised while handling a connection (each closed it with amqp:internal-error).
         self.errors: list[Exception] = []
+        #: Called by :meth:`reset` after the nodes are gone: what a front end keeps beside them
+        #: (the AMQP 0-9-1 front end's exchanges and declarations) goes too.
+        self.reset_hooks: list[Callable[[], None]] = []
         self.version = 0  # bumped after every change, for waiters
         self.on_change: Callable[[], None] | None = None
         #: Called when a new expiry may come before the timer's deadline (the server's timer task).
@@ -366,6 +369,8 @@ class Broker:
         self.faults.clear()
         if self.extension is not None:
             self.extension.reset()
+        for hook in self.reset_hooks:
+            hook()
         self.flush()
 
     @property
