@@ -89,7 +89,13 @@ from .conversion import from_amqp10, to_amqp10
 if TYPE_CHECKING:
     from .connection import Connection091
 
-__all__ = ["Channel"]
+__all__ = ["Channel", "MAX_TX_BYTES"]
+
+#: The message bytes one 0-9-1 transaction may hold until ``tx.commit`` (each publish counted
+#: with 1 KiB of bookkeeping besides), as ``max_transaction_bytes`` bounds an AMQP 1.0 one: past
+#: it the channel is closed with 406, the transaction's publishes dropped.
+MAX_TX_BYTES = 8 * 1024 * 1024
+_TX_OVERHEAD = 1024
 
 
 class _Unacked:
@@ -139,6 +145,7 @@ class Channel:
         #: In a transaction (``tx.select``): held publishes and settlements, applied on commit.
         self.transactional = False
         self._tx_publishes: list[_Publish] = []
+        self._tx_bytes = 0
         self._tx_settles: list[tuple[int, Callable[[_Unacked], None]]] = []
         #: The queue this channel declared last: an empty queue name in a later method means it (§1.7.2.1).
         self._last_queue = ""
@@ -407,6 +414,13 @@ class Channel:
         now = connection.broker.now()
         message = StoredMessage(to_amqp10(method.exchange, method.routing_key, properties, body, ttl), now)
         if self.transactional:
+            self._tx_bytes += len(message.payload) + _TX_OVERHEAD
+            if self._tx_bytes > MAX_TX_BYTES:
+                raise AMQP091Error(
+                    codes.PRECONDITION_FAILED,
+                    f"the transaction holds more than {MAX_TX_BYTES} bytes of publishes; commit more often",
+                    60, 40,
+                )  # fmt: skip
             self._tx_publishes.append(_Publish(method, properties, body, queues, message))
             return
         self._deliver_publish(method, properties, body, queues, message)
@@ -451,6 +465,7 @@ class Channel:
             raise AMQP091Error(codes.PRECONDITION_FAILED, "channel is not transactional", 90, 20)
         publishes, self._tx_publishes = self._tx_publishes, []
         settles, self._tx_settles = self._tx_settles, []
+        self._tx_bytes = 0
         for publish in publishes:
             self._deliver_publish(publish.method, publish.properties, publish.body, publish.queues, publish.message)
         for tag, outcome in settles:
@@ -462,6 +477,7 @@ class Channel:
             raise AMQP091Error(codes.PRECONDITION_FAILED, "channel is not transactional", 90, 30)
         self._tx_publishes.clear()
         self._tx_settles.clear()
+        self._tx_bytes = 0
         self._reply(TxRollbackOk())
 
     def _channel_flow(self, method: ChannelFlow) -> None:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..amqp091 import errors as codes
 from ..amqp091.errors import AMQP091Error
-from ..broker.config import QueueOptions
+from ..broker.config import QueueOptions, RabbitMQOptions
 from ..broker.publish import Source
 from ..broker.queue import Queue
 from ..broker.stored import Entry, StoredMessage
@@ -73,7 +73,10 @@ class VirtualHost:
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self._own = Exchanges(self.is_queue)
+        # The RabbitMQ layer's declaration bounds apply to 0-9-1 clients too (docs/limits-and-security.md).
+        self.options = broker.config.rabbitmq or RabbitMQOptions()
+        options = self.options
+        self._own = Exchanges(self.is_queue, options.max_exchanges, options.max_bindings, options.max_topic_visits)
         #: Queues declared over 0-9-1: how, for redeclarations (RabbitMQ's equivalence check).
         self.specs: dict[str, QueueSpec] = {}
         #: Exclusive queues by the connection that declared them (deleted when it closes).
@@ -226,6 +229,14 @@ class VirtualHost:
                         50, 10,
                     )  # fmt: skip
                 return name, router.queues.get(name)
+        limit = self.options.max_queues
+        if limit is not None and len(self.specs) >= limit:
+            raise AMQP091Error(
+                codes.ACCESS_REFUSED,
+                f"cannot declare queue '{name}': queue limit of {limit} queues declared over AMQP 0-9-1 is reached "
+                "(RabbitMQOptions.max_queues); delete queues or raise the limit",
+                50, 10,
+            )  # fmt: skip
         self.specs[name] = spec
         if exclusive:
             self.owners[name] = owner
@@ -301,7 +312,9 @@ class VirtualHost:
 
 
 def _shown(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(int(value)) if isinstance(value, int) else str(value)  # int32(3) shown as 3
 
 
 def _argument(spec: QueueSpec, argument: str) -> str:

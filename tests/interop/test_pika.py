@@ -235,6 +235,14 @@ def test_wrong_password_and_unknown_vhost_are_refused(broker: minibroker.Threade
     assert "530" in str(refused.value) and "vhost other not found" in str(refused.value)
 
 
+def test_the_broker_url_works_as_it_is(broker: minibroker.ThreadedBroker) -> None:
+    opened = pika.BlockingConnection(pika.URLParameters(broker.url))  # guest/guest and "/" are pika's defaults
+    try:
+        assert opened.channel().queue_declare("plain").method.queue == "plain"
+    finally:
+        opened.close()
+
+
 def test_configured_users_log_in(broker: minibroker.ThreadedBroker) -> None:
     with minibroker.ThreadedBroker(users={"app": "secret"}) as configured:
         opened = pika.BlockingConnection(pika.URLParameters(_url(configured, "app", "secret")))
