@@ -188,6 +188,12 @@ class Broker:
         self.flush()
         return served
 
+    def opened_connections(self, besides: object = None) -> int:
+        """Connections past their handshake (what ``max_connections`` counts), ``besides`` left out."""
+        return sum(1 for c in self.connections if c.container_id is not None and c is not besides) + sum(
+            1 for other in self.other_connections if not other.handshaking and other is not besides
+        )
+
     @property
     def connection_count(self) -> int:
         """Open connections, whatever their protocol."""

@@ -3,7 +3,8 @@
 A connection that starts with the 0-9-1 protocol header (``AMQP 0 0 9 1``, §4.2.2) is served by
 :class:`~.connection.Connection091` over the same nodes as AMQP 1.0, as RabbitMQ serves both
 protocols on 5672: a queue declared with pika is the queue a python-qpid-proton client reads.
-Importing this package registers the front end (``minibroker.server`` does).
+Importing this package registers the front end (``minibroker.server`` does); its modules, and
+the RabbitMQ layer's exchanges they use, are imported on the first 0-9-1 connection only.
 
 Modules: :mod:`.connection` (the glue between the sans-I/O engine and the broker),
 :mod:`.channel` (per-channel state: delivery tags, acknowledgements, confirms, transactions),
@@ -14,10 +15,23 @@ Modules: :mod:`.connection` (the glue between the sans-I/O engine and the broker
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from ..amqp091.frames import PROTOCOL_HEADER
-from ..broker.frontends import register_front_end
-from .connection import Connection091
+from ..broker.frontends import ServedConnection, register_front_end
 
-__all__ = ["Connection091", "PROTOCOL_HEADER"]
+if TYPE_CHECKING:
+    from ..broker.engine import Broker
 
-register_front_end(PROTOCOL_HEADER, Connection091)
+__all__ = ["PROTOCOL_HEADER", "connect"]
+
+
+def connect(broker: Broker, notify: Callable[[], None], peer: str) -> ServedConnection:
+    """The front end's factory: a :class:`~.connection.Connection091` for a new 0-9-1 transport."""
+    from .connection import Connection091
+
+    return Connection091(broker, notify, peer)
+
+
+register_front_end(PROTOCOL_HEADER, connect)

@@ -96,7 +96,14 @@ class Connection091:
         return self._users.get(user) == password
 
     def open_vhost(self, user: str, vhost: str) -> str | None:
-        return None if vhost in self._vhosts else f"vhost {vhost} not found"
+        """530 for a virtual host the broker does not have, or past ``max_connections`` (counted
+        over both protocols from their ``open``, as RabbitMQ words its connection limit)."""
+        if vhost not in self._vhosts:
+            return f"vhost {vhost} not found"
+        limit = self.broker.config.max_connections
+        if self.broker.opened_connections() >= limit:
+            return f"access to vhost '{vhost}' refused for user '{user}': connection limit ({limit}) is reached"
+        return None
 
     # ------------------------------------------------------ ServedConnection
 

@@ -20,14 +20,15 @@ from minibroker.amqp091.properties import BasicProperties, decode_content_header
 from minibroker.broker.clock import ManualClock
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.engine import Broker
-from minibroker.front091 import Connection091
+from minibroker.front091 import PROTOCOL_HEADER as FRONT_END_HEADER
+from minibroker.front091.connection import Connection091
 
 
 class Client:
     """One 0-9-1 client of ``broker``, speaking through the broker's front-end seam."""
 
     def __init__(self, broker: Broker) -> None:
-        served = broker.accept(broker.connect(lambda: None, "memory"), PROTOCOL_HEADER)
+        served = broker.accept(broker.connect(lambda: None, "memory"), FRONT_END_HEADER)
         assert isinstance(served, Connection091)
         self.server = served
         self.reader = FrameReader(1 << 20)
@@ -300,3 +301,19 @@ def test_exchange_declarations_are_bounded(broker: Broker) -> None:
     closes = [(channel, method.reply_code) for channel, method, *_ in replies if isinstance(method, m.ChannelClose)]
     assert closes == [(1, 403), (2, 403)]
     assert "q2" not in bounded.queues
+
+
+def test_max_connections_counts_both_protocols() -> None:
+    limited = Broker(BrokerConfig(max_connections=1), clock=ManualClock())
+    first = Client(limited)
+    first.open()
+    second = Client(limited)
+    second.send(PROTOCOL_HEADER)
+    second.method(0, m.ConnectionStartOk(response=b"\x00guest\x00guest"))
+    second.method(0, m.ConnectionTuneOk(channel_max=0, frame_max=0, heartbeat=0))
+    second.method(0, m.ConnectionOpen(virtual_host="/"))
+    close = second.methods()[-1]
+    assert (close.reply_code, close.reply_text) == (
+        530, "NOT_ALLOWED - access to vhost '/' refused for user 'guest': connection limit (1) is reached"
+    )
+    assert limited.opened_connections() == 1
