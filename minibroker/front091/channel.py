@@ -146,7 +146,9 @@ class Channel:
         self.transactional = False
         self._tx_publishes: list[_Publish] = []
         self._tx_bytes = 0
-        self._tx_settles: list[tuple[int, Callable[[_Unacked], None]]] = []
+        #: Settlements held by the transaction: (tag, what it delivered, outcome); out of ``unacked``
+        #: meanwhile (acking a tag twice is an error, as in RabbitMQ), back in it on rollback.
+        self._tx_settles: list[tuple[int, _Unacked, Callable[[_Unacked], None]]] = []
         #: The queue this channel declared last: an empty queue name in a later method means it (§1.7.2.1).
         self._last_queue = ""
         self._consumer_serial = 0
@@ -355,17 +357,18 @@ class Channel:
         else:
             raise AMQP091Error(codes.PRECONDITION_FAILED, f"unknown delivery tag {tag}", class_id, method_id)
         if self.transactional:
-            # Held until commit; the tags stay unacknowledged meanwhile (RabbitMQ: acks are transactional).
-            self._tx_settles.extend((t, outcome) for t in tags)
+            # Held until commit (RabbitMQ >= 2.8: acks and rejects are transactional).
+            self._tx_settles.extend((t, self.unacked.pop(t), outcome) for t in tags)
             return
         self._apply(tags, outcome)
 
     def _apply(self, tags: list[int], outcome: Callable[[_Unacked], None]) -> None:
+        self._settled([(held, outcome) for held in (self.unacked.pop(tag, None) for tag in tags) if held is not None])
+
+    def _settled(self, settled: list[tuple[_Unacked, Callable[[_Unacked], None]]]) -> None:
+        """Apply each outcome to what it settles, then let the queues involved send again."""
         queues: dict[int, Queue] = {}
-        for tag in tags:
-            held = self.unacked.pop(tag, None)
-            if held is None:
-                continue
+        for held, outcome in settled:
             if held.consumer is not None:
                 held.consumer.unacked -= 1
             outcome(held)
@@ -468,17 +471,24 @@ class Channel:
         self._tx_bytes = 0
         for publish in publishes:
             self._deliver_publish(publish.method, publish.properties, publish.body, publish.queues, publish.message)
-        for tag, outcome in settles:
-            self._apply([tag], outcome)
+        self._settled([(held, outcome) for _tag, held, outcome in settles])
         self._reply(TxCommitOk())
 
     def _tx_rollback(self, method: TxRollback) -> None:
         if not self.transactional:
             raise AMQP091Error(codes.PRECONDITION_FAILED, "channel is not transactional", 90, 30)
         self._tx_publishes.clear()
-        self._tx_settles.clear()
         self._tx_bytes = 0
+        self._unsettle()
         self._reply(TxRollbackOk())
+
+    def _unsettle(self) -> None:
+        """Settlements the transaction held are dropped: their tags are unacknowledged again
+        ("the client can still ack/reject these messages in subsequent transactions", RabbitMQ)."""
+        settles, self._tx_settles = self._tx_settles, []
+        if settles:
+            self.unacked.update((tag, held) for tag, held, _outcome in settles)
+            self.unacked = dict(sorted(self.unacked.items()))
 
     def _channel_flow(self, method: ChannelFlow) -> None:
         self.active = method.active
@@ -505,7 +515,7 @@ class Channel:
         for consumer in list(self.consumers.values()):
             self.end_consumer(consumer)
         self._tx_publishes.clear()
-        self._tx_settles.clear()
+        self._unsettle()
         self._apply(list(self.unacked), self._requeue)
 
 
