@@ -127,6 +127,9 @@ class Broker:
         #: Called by :meth:`reset` after the nodes are gone: what a front end keeps beside them
         #: (the AMQP 0-9-1 front end's exchanges and declarations) goes too.
         self.reset_hooks: list[Callable[[], None]] = []
+        #: Called with (name, node) when a node is deleted, however (a client, the API): a front end
+        #: ends its own consumers of it (the AMQP 0-9-1 one sends them ``basic.cancel``).
+        self.node_deleted_hooks: list[Callable[[str, Node], None]] = []
         self.version = 0  # bumped after every change, for waiters
         self.on_change: Callable[[], None] | None = None
         #: Called when a new expiry may come before the timer's deadline (the server's timer task).
@@ -328,6 +331,8 @@ class Broker:
 
     def _node_deleted(self, name: str, node: Node) -> None:
         self.consumers.node_deleted(name, node)  # (the router is built before the registry)
+        for hook in self.node_deleted_hooks:
+            hook(name, node)
 
     def apply_outcome(self, queue: Queue, entry: Entry, state: Any, link_id: int | None) -> None:
         """Apply a terminal outcome to an acquired entry (Part 3 §3.4)."""

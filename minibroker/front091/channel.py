@@ -237,7 +237,6 @@ class Channel:
             if method.if_empty and queue.depth:
                 raise AMQP091Error(codes.PRECONDITION_FAILED, f"queue '{name}' in vhost '/' is not empty", 50, 40)
             count = queue.available_count
-            self.connection.queue_deleted(queue)
         self.vhost.delete_queue(name)
         self._reply(QueueDeleteOk(message_count=count), method.nowait)
 

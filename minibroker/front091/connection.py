@@ -30,7 +30,6 @@ from ..amqp091.events import (
     Published,
 )
 from ..broker.client_connection import OUTPUT_BOUND
-from ..broker.queue import Queue
 from .channel import Channel
 from .consumers import Consumer091
 from .vhost import vhost_of
@@ -236,9 +235,3 @@ class Connection091:
         if spec is not None and spec.auto_delete and not consumer.queue.consumers:
             # RabbitMQ: an auto-delete queue goes when its last consumer does.
             self.vhost.delete_queue(consumer.queue.name)
-
-    def queue_deleted(self, queue: Queue) -> None:
-        """``queue.delete``: every 0-9-1 consumer of it is cancelled, told with ``basic.cancel``."""
-        for consumer in list(self.vhost.readers.get(queue.name, {})):
-            consumer.channel.end_consumer(consumer, notify=True)
-            consumer.channel.connection.mark_dirty()

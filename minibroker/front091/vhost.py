@@ -84,6 +84,7 @@ class VirtualHost:
         #: The 0-9-1 consumers of each queue (told with ``basic.cancel`` when it is deleted).
         self.readers: dict[str, dict[Consumer091, None]] = {}
         broker.reset_hooks.append(self.reset)
+        broker.node_deleted_hooks.append(self.node_deleted)
 
     def reset(self) -> None:
         self._own.reset()
@@ -105,6 +106,13 @@ class VirtualHost:
         """The queue named ``name``, or 404 NOT_FOUND."""
         queue = self.broker.router.queues.get(name)
         if queue is None:
+            if name in self.broker.router.streams:
+                raise AMQP091Error(
+                    codes.PRECONDITION_FAILED,
+                    f"queue '{name}' in vhost '/' is a stream: reading it over AMQP 0-9-1 is not supported here "
+                    "yet; read it over AMQP 1.0",
+                    class_id, method_id,
+                )  # fmt: skip
             raise not_found("queue", name, class_id, method_id)
         return queue
 
@@ -253,17 +261,26 @@ class VirtualHost:
         return name, queue
 
     def delete_queue(self, name: str) -> int:
-        """Delete a queue, its bindings and declaration; how many ready messages it had."""
-        self.specs.pop(name, None)
-        self.owners.pop(name, None)
-        self.exchanges.drop_destination(name, "queue")
+        """Delete a queue (its bindings, declaration and consumers go in :meth:`node_deleted`);
+        how many ready messages it had."""
         node = self.broker.router.nodes.get(name)
         if node is None or node.KIND not in QUEUE_KINDS:
+            self.node_deleted(name, node)
             return 0
         queue = self.broker.router.queues.get(name)
         count = queue.available_count if queue is not None else 0
         self.broker.delete_node(name)
         return count
+
+    def node_deleted(self, name: str, node: object) -> None:
+        """A queue went (deleted over either protocol or the API): its declaration and bindings go,
+        and its 0-9-1 consumers are told with ``basic.cancel`` (RabbitMQ's consumer cancel notification)."""
+        self.specs.pop(name, None)
+        self.owners.pop(name, None)
+        self.exchanges.drop_destination(name, "queue")
+        for consumer in list(self.readers.pop(name, {})):
+            consumer.channel.end_consumer(consumer, notify=True)
+            consumer.channel.connection.mark_dirty()
 
     def connection_closed(self, owner: object) -> None:
         """RabbitMQ deletes a connection's exclusive queues when it closes (§1.7.2.1 ``exclusive``)."""

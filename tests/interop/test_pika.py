@@ -216,6 +216,21 @@ def test_deleting_a_queue_cancels_its_consumers(connection: pika.BlockingConnect
     assert cancelled == ["ctag"]
 
 
+def test_a_queue_deleted_through_the_api_cancels_its_0_9_1_consumers(
+    broker: minibroker.ThreadedBroker, connection: pika.BlockingConnection, channel: BlockingChannel
+) -> None:
+    cancelled: list[str] = []
+    channel.queue_declare("gone")
+    channel.add_on_cancel_callback(lambda frame: cancelled.append(frame.method.consumer_tag))
+    channel.basic_consume("gone", lambda *_args: None, consumer_tag="reader")
+    broker.delete("gone")
+    connection.process_data_events(time_limit=0.3)
+    assert cancelled == ["reader"]
+    with pytest.raises(ChannelClosedByBroker) as refused:
+        channel.queue_declare("gone", passive=True)
+    assert refused.value.reply_code == 404
+
+
 def test_transactions_publish_on_commit_only(channel: BlockingChannel) -> None:
     channel.queue_declare("txq")
     channel.tx_select()
