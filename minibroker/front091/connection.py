@@ -70,8 +70,8 @@ class Connection091:
         self.open = True
         self.throttled = False
         self.transport_backlog: int | None = None
-        # The server's per-read flags (frontends.ReadState): 0-9-1 logins are not held, and the
-        # engine handles a read whole.
+        # The server's per-read flags (frontends.ReadState): 0-9-1 logins are not held, a refused
+        # one is reported in ``login_failed``, and the engine handles a read whole.
         self.hold_logins = self.login_held = self.login_failed = self.backlogged = False
         config = broker.config
         rabbitmq = config.rabbitmq
@@ -92,7 +92,11 @@ class Connection091:
     # ------------------------------------------------------------ Gatekeeper
 
     def login(self, user: str, password: str) -> bool:
-        return self._users.get(user) == password
+        accepted = self._users.get(user) == password
+        # Counted by the server against the peer's address (broker/logins.py), as a failed SASL
+        # login is; 0-9-1 logins are not held back, the refused one is closed at once (403).
+        self.login_failed = not accepted
+        return accepted
 
     def open_vhost(self, user: str, vhost: str) -> str | None:
         """530 for a virtual host the broker does not have, or past ``max_connections`` (counted

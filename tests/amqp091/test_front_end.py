@@ -325,3 +325,13 @@ def test_reading_a_stream_says_it_is_not_supported_yet(client: Client, broker: B
     client.method(1, m.BasicConsume(queue="log"))
     _ok, close = client.methods()
     assert close.reply_code == 406 and "is a stream" in close.reply_text
+
+
+def test_a_refused_login_is_reported_to_the_servers_login_guard(broker: Broker) -> None:
+    refused = Client(broker)
+    refused.send(PROTOCOL_HEADER)
+    refused.method(0, m.ConnectionStartOk(response=b"\x00guest\x00wrong"))
+    assert refused.server.protocol.login_failed
+    accepted = Client(broker)
+    accepted.open()
+    assert not accepted.server.protocol.login_failed
