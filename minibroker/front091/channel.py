@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..amqp.errors import AMQPDecodeError
 from ..amqp091 import errors as codes
 from ..amqp091.errors import AMQP091Error
 from ..amqp091.methods import (
@@ -312,9 +313,16 @@ class Channel:
 
     def deliver(self, consumer: Consumer091, entry: Entry) -> None:
         """Send ``entry`` to ``consumer`` (called by its queue, which acquired it for the consumer)."""
-        tag = self._next_tag()
         queue = consumer.queue
-        delivered = from_amqp10(entry.message.decode(), entry.merged_annotations(), queue.name)
+        try:
+            delivered = from_amqp10(entry.message.decode(), entry.merged_annotations(), queue.name)
+        except (AMQPDecodeError, IndexError) as exc:
+            # A body an AMQP 1.0 client sent that does not decode (only its other sections are
+            # checked on arrival): rejected (dead-lettered where the queue says), so neither this
+            # consumer nor the connection whose publish routed it here pays for it.
+            queue.reject(entry, "amqp:decode-error", f"the message cannot be converted to AMQP 0-9-1: {exc}")
+            return
+        tag = self._next_tag()
         deliver = BasicDeliver(
             consumer_tag=consumer.tag, delivery_tag=tag, redelivered=entry.acquired_before,
             exchange=delivered.exchange, routing_key=delivered.routing_key,

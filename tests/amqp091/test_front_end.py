@@ -335,3 +335,13 @@ def test_a_refused_login_is_reported_to_the_servers_login_guard(broker: Broker) 
     accepted = Client(broker)
     accepted.open()
     assert not accepted.server.protocol.login_failed
+
+
+def test_a_1_0_body_that_does_not_decode_is_rejected_not_delivered(client: Client, broker: Broker) -> None:
+    client.method(1, m.QueueDeclare(queue="q"))
+    client.method(1, m.BasicConsume(queue="q", consumer_tag="c", no_ack=True))
+    client.read()
+    broker.publish("q", b"\x00\x53\x75\xa1\x02ab")  # a data section holding a string (§3.2.6: binary)
+    broker.publish("q", b"\x00\x53\x75\xa0\x02ok")
+    assert [item[3] for item in client.read()] == [b"ok"]
+    assert broker.queues["q"].depth == 0 and broker.errors == []
