@@ -21,6 +21,7 @@ from .tap import Tap
 
 if TYPE_CHECKING:
     from .consuming import NodeConsumer
+    from .extension import Extension
     from .stored import Entry
 
 __all__ = ["ANONYMOUS_RELAY", "BrokerConnection", "ConnectionOwner", "OUTPUT_BOUND"]
@@ -39,6 +40,7 @@ class ConnectionOwner(Protocol):
     config: BrokerConfig
     tap: Tap
     errors: list[Exception]
+    extension: Extension | None
 
     def handle(self, connection: BrokerConnection, events: list[ev.Event]) -> None: ...
 
@@ -78,6 +80,8 @@ class BrokerConnection:
                 channel_max=config.max_sessions - 1,
                 offered_capabilities=(ANONYMOUS_RELAY,),
                 properties=properties,
+                open_refusal=self._open_refusal,
+                attach_answer_alone=config.rabbitmq is not None,  # RabbitMQ's order (ConnectionConfig)
             ),
             hook=self if broker.tap.active else None,
         )
@@ -89,6 +93,11 @@ class BrokerConnection:
         self.transport_backlog: int | None = None
         #: Set when routing to this client stopped because its output was full (:meth:`output_full`).
         self.throttled = False
+
+    def _open_refusal(self, hostname: str | None) -> Error | None:
+        """The broker's layer may refuse the client's ``open`` (``Extension.opened``), before it is answered."""
+        extension = self.broker.extension
+        return extension.opened(self, hostname) if extension is not None else None
 
     @property
     def engine(self) -> Connection:

@@ -210,8 +210,13 @@ class ServiceBusOptions:
     rules: Mapping[str, tuple[SubscriptionRule, ...]] = field(default_factory=dict)
     #: Settings of entities by queue name, topic name or ``"topic/subscription"``.
     entities: Mapping[str, EntityProperties] = field(default_factory=dict)
+    #: The most bytes one session's state may hold: one message's worth, 256 KiB on the Standard
+    #: tier (100 MB on Premium); a bigger ``set_state`` raises ``MessageSizeExceededError``.
+    max_session_state_size: int = 256 * 1024
 
     def __post_init__(self) -> None:
+        if self.max_session_state_size < 0:
+            raise ValueError(f"max_session_state_size must be >= 0 bytes, got {self.max_session_state_size}")
         if self.lock_duration <= 0:
             raise ValueError(f"lock_duration must be a positive number of seconds, got {self.lock_duration}")
         if self.max_delivery_count < 1:
@@ -244,7 +249,8 @@ class RabbitMQOptions:
     by version: 4.1 stream filters, 4.2 SQL filters and direct reply-to);
     ``minibroker`` in the properties says what it really is.  ``vhosts`` are
     the virtual hosts a client may name in ``open``'s hostname
-    (``vhost:NAME``); another is refused with ``amqp:not-found``.  ``users``
+    (``vhost:NAME``); an ``open`` naming another is not answered (the connection
+    closes, as RabbitMQ 4 refuses it).  ``users``
     log in with SASL PLAIN, as RabbitMQ's default ``guest``/``guest``.
 
     ``max_queues``, ``max_exchanges`` and ``max_bindings`` bound what clients

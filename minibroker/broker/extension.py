@@ -36,7 +36,11 @@ class Extension(Protocol):
     """A layer the broker consults on attach and on its timers."""
 
     def opened(self, connection: BrokerConnection, hostname: str | None) -> Error | None:
-        """The client's ``open`` arrived naming ``hostname``: the error to close it with, or None."""
+        """The client's ``open`` arrived naming ``hostname``: the error to refuse it with, or None.
+
+        Asked before the ``open`` is answered; a refused connection gets no frame back (the
+        transport closes, as RabbitMQ 4 does), and the error goes to the broker's observers.
+        """
 
     def attach(self, connection: BrokerConnection, link: Link) -> bool:
         """Take (accept or refuse) a link the peer attached; False leaves it to the broker."""

@@ -92,11 +92,10 @@ class EventPolicy:
         connection.container_id = event.container_id
         # hook: max_connections (limits.py), counting only connections past their handshake: one
         # still in it holds no slot (the server bounds those by max_handshakes).
-        opened = self.broker.opened_connections(besides=connection)
+        opened = self.broker.opened_connections(besides=connection)  # AMQP 1.0 and other front ends
+        # (A layer's refusal, e.g. RabbitMQ's virtual hosts, came before the open was answered:
+        # BrokerConnection._open_refusal.)
         connection.refusal = connection.refusal or connection_refusal(opened, self.config.max_connections)
-        extension = self.broker.extension
-        if connection.refusal is None and extension is not None:  # hook: e.g. RabbitMQ's virtual hosts
-            connection.refusal = extension.opened(connection, event.hostname)
         if connection.refusal is not None:
             connection.close(connection.refusal)
 

@@ -35,6 +35,7 @@ from ..amqp.types import Described
 from ..broker.config import EventHubOptions, EventHubsOptions, StreamOptions
 from ..broker.extension import ExtensionLink
 from ..broker.filters import SELECTOR_DESCRIPTORS
+from ..broker.permissions import ANONYMOUS_USER
 from ..broker.publish import format_refusal, messages_of
 from ..broker.stored import StoredMessage
 from ..broker.stream import Stream
@@ -155,11 +156,26 @@ class EventHubsLayer:
             link.context = ReplyLink(connection, link, MANAGEMENT)
             engine.accept_link(link, source=link.source, target=link.target)
         else:
+            user = connection.engine.user
             link.context = RequestLink(
-                connection, link, MANAGEMENT, lambda request: read(request, self.hub_named), "status-code", "status-description"
-            )
+                connection, link, MANAGEMENT,
+                lambda request: read(request, self.hub_named, lambda hub: self._read_refusal(user, hub)),
+                "status-code", "status-description",
+            )  # fmt: skip
             engine.accept_link(link, source=link.source, target=link.target)
             engine.grant_credit(link, self.broker.config.link_credit)
+
+    def _read_refusal(self, user: str | None, hub: str) -> str | None:
+        """Why ``user`` may not READ ``hub`` through ``$management`` (see :mod:`.management`), or None."""
+        permissions = self.broker.permissions
+        if permissions is None:
+            return None
+        who = user or ANONYMOUS_USER
+        if not any(permissions.allows(user, right, hub) for right in ("send", "receive", "manage")):
+            return f"user {who!r} has no permission on event hub {hub!r} (a READ needs send, receive or manage)"
+        if hub not in self.hubs and not permissions.allows(user, "manage", hub):
+            return f"user {who!r} may not create event hub {hub!r} (no 'manage' permission matches it)"
+        return None
 
     def _attach_producer(self, connection: BrokerConnection, link: Link, parsed: HubAddress) -> None:
         engine = connection.engine

@@ -13,7 +13,12 @@ AMQP documentation, "Management operations"):
 
 An empty partition reports its next sequence number as the beginning, and
 -1, ``"-1"`` and the epoch as the last event, as the service does.
-Anything else is answered 501, an unknown hub 404.
+Anything else is answered 501, an unknown hub 404.  A READ is authorised
+against the hub it names: any right on the hub reads it (a Send-only or a
+Listen-only key reads a hub's properties, as producers and consumers both do),
+and naming a hub that does not exist yet, which auto-create would make, needs
+``manage``; a user without the right is answered 401
+``amqp:unauthorized-access`` and no hub is created.
 """
 
 from __future__ import annotations
@@ -38,8 +43,11 @@ def _error(status: int, condition: str, description: str) -> Response:
     return Response(status, description, None, {"error-condition": symbol(condition)})
 
 
-def read(request: Message, hub_named: Callable[[str], EventHub | str]) -> Response:
-    """Answer one ``$management`` request; ``hub_named`` finds (or auto-creates) a hub, or says why not."""
+def read(
+    request: Message, hub_named: Callable[[str], EventHub | str], refusal: Callable[[str], str | None] = lambda _: None
+) -> Response:
+    """Answer one ``$management`` request; ``hub_named`` finds (or auto-creates) a hub, or says why not;
+    ``refusal`` says why the requester may not read the hub of that name (None: it may)."""
     properties = request.application_properties or {}
     operation, kind, name = properties.get("operation"), properties.get("type"), properties.get("name")
     if operation != "READ" or kind not in (EVENTHUB_TYPE, PARTITION_TYPE):
@@ -49,6 +57,9 @@ def read(request: Message, hub_named: Callable[[str], EventHub | str]) -> Respon
         )  # fmt: skip
     if not isinstance(name, str):
         return _error(400, conditions.INVALID_FIELD, "a READ names its event hub in the 'name' application-property")
+    denied = refusal(name)
+    if denied is not None:
+        return _error(401, conditions.UNAUTHORIZED_ACCESS, denied)
     hub = hub_named(name)
     if isinstance(hub, str):
         return _error(404, conditions.NOT_FOUND, hub)

@@ -94,16 +94,24 @@ class RabbitMQLayer:
     # ------------------------------------------------------------ connections
 
     def opened(self, connection: BrokerConnection, hostname: str | None) -> Error | None:
-        """Refuse a virtual host the broker does not have (``open``'s hostname ``vhost:NAME``)."""
+        """Refuse a virtual host the broker does not have (``open``'s hostname ``vhost:NAME``).
+
+        As RabbitMQ 4 does (``rabbit_amqp_reader:check_vhost_exists``): the ``open`` is not
+        answered and the socket closes, so the client fails to connect (its
+        ``ConnectionException``) instead of taking a ``close`` for a dropped connection to
+        recover.  RabbitMQ's error, ``amqp:unauthorized-access``, goes only to its log; here it
+        goes to the broker's observers (the failure report).  RabbitMQ waits 3 s before
+        closing, against password guessing; a test broker closes at once.
+        """
         if hostname is None or not hostname.startswith("vhost:"):
             return None  # RabbitMQ takes any other hostname as the default virtual host
         vhost = unquote(hostname[len("vhost:") :])
         if vhost in self.options.vhosts:
             return None
         return amqp_error(
-            conditions.NOT_FOUND,
-            f"virtual host '{vhost}' does not exist; this broker has {list(self.options.vhosts)} "
-            "(RabbitMQOptions.vhosts)",
+            conditions.UNAUTHORIZED_ACCESS,
+            f"AMQP 1.0 connection failed: virtual host '{vhost}' does not exist; this broker has "
+            f"{list(self.options.vhosts)} (RabbitMQOptions.vhosts)",
         )
 
     # ------------------------------------------------------------------ attach

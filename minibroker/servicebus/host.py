@@ -15,6 +15,7 @@ from ..broker.client_connection import BrokerConnection
 from ..broker.config import BrokerConfig, QueueOptions
 from ..broker.links import ConsumerLink
 from ..broker.node import Node
+from ..broker.permissions import Permissions
 from ..broker.queue import Queue
 from ..broker.router import Router
 from ..broker.topic import Topic
@@ -39,6 +40,8 @@ class ServiceBusHost(Protocol):
     def topics(self) -> dict[str, Topic]: ...
 
     on_timers_changed: Callable[[], None] | None
+    #: Per-user rights (``BrokerConfig.permissions``), or None: everyone may do everything.
+    permissions: Permissions | None
 
     def now(self) -> float:
         """The broker's clock."""

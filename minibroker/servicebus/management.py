@@ -16,6 +16,13 @@ on failure), with 200 and a map body on success.  Operations:
 * a subscription's rules: ``add-rule``, ``remove-rule``, ``enumerate-rules``
   (:mod:`~minibroker.servicebus.rules`);
 * anything else: 501 ``amqp:not-implemented``.
+
+Each operation is authorised against the entity the node belongs to, with
+the right its Service Bus claim maps to (:data:`OPERATION_RIGHTS`: Listen is
+``receive``, Send is ``send``, Manage is ``manage``); a user without it is
+answered 401 with ``amqp:unauthorized-access``, as the service answers an
+operation its token's claims do not cover ("Service Bus authentication and
+authorization": a request without the right claim is unauthorized).
 """
 
 from __future__ import annotations
@@ -33,15 +40,16 @@ from ..broker.stored import StoredMessage
 from ..broker.topic import Topic
 from .addresses import Entity
 from .consumer import LOCK_LOST
+from .duplicates import MAX_ID_LENGTH, id_too_long
 from .locks import DEFERRED
 from .requests import Response
 from .rules import RuleError, Rules, RuleSet, describe_rule, rule_from_description
 from .scheduler import Scheduler
 from .sections import SCHEDULED_ENQUEUE_TIME, delivery_payload, millis
-from .sessions import SESSION_LOCK_LOST, Sessions
+from .sessions import SESSION_LOCK_LOST, Sessions, StateRefused
 from .settlement import Settlement
 
-__all__ = ["Management", "ManagementContext", "put_token"]
+__all__ = ["Management", "ManagementContext", "OPERATION_RIGHTS", "put_token"]
 
 MESSAGE_NOT_FOUND = "com.microsoft:message-not-found"
 SESSION_NOT_FOUND = "com.microsoft:session-not-found"
@@ -50,6 +58,24 @@ MESSAGING_ENTITY_NOT_FOUND = "com.microsoft:messaging-entity-not-found"
 _RECEIVE_AND_DELETE = 0  # receiver-settle-mode first
 #: get-message-sessions' last-updated-time when the caller gives none: year 10000 (the SDKs' sentinel).
 _NO_TIME_FILTER_MS = 253_402_300_800_000
+
+
+#: The right each operation needs on the entity (the Service Bus claim it maps to: Listen, Send, Manage).
+OPERATION_RIGHTS: dict[str, str] = {
+    "com.microsoft:peek-message": "receive",
+    "com.microsoft:renew-lock": "receive",
+    "com.microsoft:update-disposition": "receive",
+    "com.microsoft:receive-by-sequence-number": "receive",
+    "com.microsoft:renew-session-lock": "receive",
+    "com.microsoft:get-session-state": "receive",
+    "com.microsoft:set-session-state": "receive",
+    "com.microsoft:get-message-sessions": "receive",
+    "com.microsoft:schedule-message": "send",
+    "com.microsoft:cancel-scheduled-message": "send",
+    "com.microsoft:add-rule": "manage",
+    "com.microsoft:remove-rule": "manage",
+    "com.microsoft:enumerate-rules": "manage",
+}
 
 
 class ManagementContext(Protocol):
@@ -71,6 +97,9 @@ class ManagementContext(Protocol):
 
     def node_for(self, entity: Entity) -> Queue | Topic | str:
         """The node an entity's operations act on, or why there is none."""
+
+    def refusal(self, user: str | None, right: str, address: str) -> str | None:
+        """Why ``user`` may not use ``right`` on ``address``, or None if it may."""
 
 
 def put_token(request: Message) -> Response:
@@ -96,9 +125,10 @@ def _elements(value: Any) -> list[Any]:
 class Management:
     """The ``$management`` node of one entity."""
 
-    def __init__(self, context: ManagementContext, entity: Entity) -> None:
+    def __init__(self, context: ManagementContext, entity: Entity, user: str | None = None) -> None:
         self.context = context
         self.entity = entity
+        self.user = user  # whom the connection authenticated: each request is authorised for them
         self._operations: dict[str, Callable[[Queue | Topic, dict[str, Any]], Response]] = {
             "com.microsoft:peek-message": self.peek,
             "com.microsoft:renew-lock": self.renew_lock,
@@ -120,6 +150,9 @@ class Management:
         method = self._operations.get(operation)
         if method is None:
             return _error(501, conditions.NOT_IMPLEMENTED, f"operation {operation!r} is not emulated by minibroker")
+        denied = self.context.refusal(self.user, OPERATION_RIGHTS[operation], self.entity.node)
+        if denied is not None:
+            return _error(401, conditions.UNAUTHORIZED_ACCESS, f"{operation}: {denied}")
         node = self.context.node_for(self.entity)
         if isinstance(node, str):
             return _error(404, conditions.NOT_FOUND, node)
@@ -225,12 +258,23 @@ class Management:
         return Response(200, "OK", {"expiration": millis(until)})
 
     def get_session_state(self, node: Queue | Topic, body: dict[str, Any]) -> Response:
-        state = self.context.sessions.state(self._queue(node), str(body["session-id"]))
+        state = self.context.sessions.state(self._queue(node), _session_id(body))
         return Response(200, "OK", {"session-state": state})
 
     def set_session_state(self, node: Queue | Topic, body: dict[str, Any]) -> Response:
+        """Keep a session's state: binary, at most one message's worth (see :mod:`.sessions`)."""
         queue = self._queue(node)
-        self.context.sessions.set_state(queue, str(body["session-id"]), body.get("session-state"), self.context.now())
+        state = body.get("session-state")
+        if state is not None and not isinstance(state, (bytes, bytearray, memoryview)):
+            raise TypeError(f"session-state must be binary, got {type(state).__name__}")
+        try:
+            self.context.sessions.set_state(
+                queue, _session_id(body), None if state is None else bytes(state), self.context.now()
+            )
+        except StateRefused as refused:
+            if refused.too_large:  # as the service's link would refuse a request of that size
+                return _error(413, conditions.MESSAGE_SIZE_EXCEEDED, str(refused))
+            return _error(403, conditions.RESOURCE_LIMIT_EXCEEDED, str(refused))
         return Response(200, "OK", {})
 
     def get_message_sessions(self, node: Queue | Topic, body: dict[str, Any]) -> Response:
@@ -248,12 +292,22 @@ class Management:
     # ----------------------------------------------------------- scheduling
 
     def schedule(self, node: Queue | Topic, body: dict[str, Any]) -> Response:
+        """Schedule each message, or none: one that would not fit the entity's bounds refuses the request."""
         now = self.context.now()
-        numbers = []
+        scheduler = self.context.scheduler
+        numbers: list[int] = []
         for item in body["messages"]:
-            message = StoredMessage(bytes(item["message"]), now)
+            encoded = item["message"]
+            if not isinstance(encoded, (bytes, bytearray, memoryview)):
+                raise TypeError(f"each scheduled message must be an encoded (binary) message, got {type(encoded).__name__}")
+            message = StoredMessage(bytes(encoded), now)
             at = (message.message_annotations or {}).get(SCHEDULED_ENQUEUE_TIME)
-            numbers.append(self.context.scheduler.schedule(node, message, int(at) / 1000 if at is not None else now))
+            refused = scheduler.refusal(node, message)
+            if refused is not None:
+                for number in numbers:  # all or nothing: the client is told none was scheduled
+                    scheduler.cancel(node, number)
+                return _error(403, conditions.RESOURCE_LIMIT_EXCEEDED, f"not scheduled: {refused.description}")
+            numbers.append(scheduler.schedule(node, message, int(at) / 1000 if at is not None else now))
         return Response(200, "OK", {"sequence-numbers": Array("long", numbers)})
 
     def cancel(self, node: Queue | Topic, body: dict[str, Any]) -> Response:
@@ -298,6 +352,13 @@ class Management:
         if not rules:
             return Response(204, "No rules")
         return Response(200, "OK", {"rules": [{"rule-description": describe_rule(r, at)} for r, at in rules]})
+
+
+def _session_id(body: dict[str, Any]) -> str:
+    session = str(body["session-id"])
+    if id_too_long(session):
+        raise ValueError(f"a session-id is at most {MAX_ID_LENGTH} characters, got {len(session)}")
+    return session
 
 
 def _token(value: Any) -> uuid.UUID:

@@ -4,6 +4,12 @@ A message is scheduled by ``com.microsoft:schedule-message`` or by being sent
 with the ``x-opt-scheduled-enqueue-time`` annotation (as Service Bus does for
 a plain send).  Its sequence number is given when it is scheduled, so it can be
 cancelled (``cancel-scheduled-message``) until it is due.
+
+A scheduled message counts against its entity's bounds (``max_depth``,
+``max_bytes``) when it is scheduled, with the messages already waiting for it,
+as the service counts scheduled messages in the entity's size: a client cannot
+park more in a bounded queue by scheduling than by sending.  When it comes due
+it is put whatever the room then (it was taken; nothing taken is lost).
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from collections.abc import Callable
 
 from sortedcontainers import SortedList
 
+from ..amqp.performatives import Error
 from ..broker.queue import Queue
 from ..broker.stored import StoredMessage
 from ..broker.topic import Topic
@@ -28,9 +35,17 @@ class Scheduler:
     def __init__(self, enqueue: Enqueue, timers_changed: Callable[[], None]) -> None:
         self._enqueue = enqueue
         self._timers_changed = timers_changed
-        self._scheduled: dict[tuple[str, int], tuple[Queue | Topic, bytes]] = {}
+        self._scheduled: dict[tuple[str, int], tuple[Queue | Topic, StoredMessage]] = {}
+        self._waiting: dict[str, dict[int, StoredMessage]] = {}  # by node name: what it will get
         self._due = SortedList()  # (enqueue time, node, sequence number)
         self._topic_numbers: dict[str, int] = {}
+
+    def refusal(self, node: Queue | Topic, message: StoredMessage) -> Error | None:
+        """The error to refuse scheduling ``message`` for ``node`` with (it would not fit beside what the
+        node holds and what is scheduled for it), or None."""
+        if isinstance(node, Queue) and not node.limited:
+            return None  # the common case: nothing to count
+        return node.admit(message, list(self._waiting.get(node.name, {}).values()))
 
     def schedule(self, node: Queue | Topic, message: StoredMessage, at: float) -> int:
         """Hold a message until clock time ``at``; returns its sequence number."""
@@ -39,7 +54,8 @@ class Scheduler:
         else:
             number = self._topic_numbers.get(node.name, 0) + 1
             self._topic_numbers[node.name] = number
-        self._scheduled[(node.name, number)] = (node, message.payload)
+        self._scheduled[(node.name, number)] = (node, message)
+        self._waiting.setdefault(node.name, {})[number] = message
         first = self.next_due()
         self._due.add((at, node.name, number))
         if first is None or at < first:
@@ -47,7 +63,15 @@ class Scheduler:
         return number
 
     def cancel(self, node: Queue | Topic, number: int) -> bool:
+        self._forget(node.name, number)
         return self._scheduled.pop((node.name, number), None) is not None
+
+    def _forget(self, name: str, number: int) -> None:
+        waiting = self._waiting.get(name)
+        if waiting is not None:
+            waiting.pop(number, None)
+            if not waiting:
+                del self._waiting[name]
 
     def next_due(self) -> float | None:
         return self._due[0][0] if self._due else None
@@ -59,10 +83,12 @@ class Scheduler:
             scheduled = self._scheduled.pop((name, number), None)
             if scheduled is None:
                 continue  # cancelled
-            node, payload = scheduled
-            self._enqueue(node, StoredMessage(payload, now), number, now)
+            self._forget(name, number)
+            node, message = scheduled
+            self._enqueue(node, StoredMessage(message.payload, now), number, now)
 
     def clear(self) -> None:
         self._scheduled.clear()
+        self._waiting.clear()
         self._due.clear()
         self._topic_numbers.clear()

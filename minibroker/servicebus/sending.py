@@ -6,6 +6,11 @@ answered with rcv-settle-mode first.  Each message (a batch carries several)
 goes through :class:`Publisher` (the layer): it stamps a message-id when the
 sender set none, drops duplicates, holds messages that carry a scheduled
 enqueue time, and publishes the rest through the broker's publish path.
+
+A transactional transfer (Part 3 §4.4.2) is refused: the layer does not stage
+Service Bus sends in transactions, and publishing one at once would store it
+(and remember its id for duplicate detection) even if the transaction rolled
+back.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from ..amqp import errors as conditions
 from ..amqp.errors import AMQPDecodeError
 from ..amqp.messaging import Rejected
 from ..amqp.performatives import amqp_error
+from ..amqp.transactions import TransactionalState
 from ..broker.client_connection import BrokerConnection
 from ..broker.extension import ExtensionLink
 from ..broker.publish import format_refusal, messages_of
@@ -48,7 +54,11 @@ class SenderLink(ExtensionLink):
 
     def on_message(self, delivery: Delivery) -> None:
         engine = self.connection.engine
-        outcome = format_refusal(delivery)
+        outcome: Any = format_refusal(delivery)
+        state = delivery.state
+        if outcome is None and isinstance(state, TransactionalState):
+            reason = "minibroker takes no transactional Service Bus sends: send without a transaction"
+            outcome = TransactionalState(txn_id=state.txn_id, outcome=Rejected(error=amqp_error(conditions.NOT_IMPLEMENTED, reason)))
         if outcome is None:
             now = self.now()
             try:

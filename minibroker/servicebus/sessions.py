@@ -13,12 +13,21 @@ lock that is not renewed expires after ``lock_duration``: the receiver's link
 is detached with ``com.microsoft:session-lock-lost`` and its messages come
 back with their delivery count raised.  The session's state (bytes) is kept
 by ``get-session-state`` / ``set-session-state``.
+
+Session state is bounded as the service bounds it: "the message session state
+is an opaque binary object that can hold data of the size of one message,
+which is 256 KB for Service Bus Standard, and 100 MB for Service Bus Premium"
+(Azure Service Bus documentation, "Message sessions": session state), so one
+state is at most ``ServiceBusOptions.max_session_state_size`` (256 KiB, the
+Standard tier's).  What all sessions hold together is bounded too, in sessions
+(:data:`MAX_SESSION_STATES`) and bytes (:data:`MAX_SESSION_STATE_BYTES`): the
+service counts state against the entity's storage quota, and a state past the
+bound is refused, never an older one dropped (a client's state is its own).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from sortedcontainers import SortedList
 
@@ -30,11 +39,18 @@ from ..protocol.endpoints import Link
 from .consumer import ServiceBusConsumer
 from .settlement import Settlement
 
-__all__ = ["SessionConsumer", "Sessions", "SESSION_FILTER", "LOCKED_UNTIL_UTC", "SESSION_LOCK_LOST", "ticks", "session_of"]
+__all__ = [
+    "SessionConsumer", "Sessions", "StateRefused", "SESSION_FILTER", "LOCKED_UNTIL_UTC", "SESSION_LOCK_LOST",
+    "MAX_SESSION_STATES", "MAX_SESSION_STATE_BYTES", "ticks", "session_of",
+]  # fmt: skip
 
 SESSION_FILTER = symbol("com.microsoft:session-filter")
 LOCKED_UNTIL_UTC = symbol("com.microsoft:locked-until-utc")
 SESSION_LOCK_LOST = "com.microsoft:session-lock-lost"
+#: Sessions with state, over all entities of the broker (each keeps its entity and session id, ~0.5 KiB).
+MAX_SESSION_STATES = 10_000
+#: Bytes of session state over all entities of the broker.
+MAX_SESSION_STATE_BYTES = 64 * 1024 * 1024
 #: .NET ticks (100 ns) at the Unix epoch.
 _TICKS_AT_EPOCH = 621_355_968_000_000_000
 
@@ -76,10 +92,20 @@ class SessionConsumer(ServiceBusConsumer):
         self.sessions.unlock(self)
 
 
+class StateRefused(Exception):
+    """A session state the broker will not keep; ``too_large``: the state alone is over the bound."""
+
+    def __init__(self, message: str, too_large: bool) -> None:
+        super().__init__(message)
+        self.too_large = too_large
+
+
 class Sessions:
     """Which receiver holds each session and until when, each session's state and when it was set."""
 
-    def __init__(self, on_unlock: Callable[[], None] | None = None) -> None:
+    def __init__(self, on_unlock: Callable[[], None] | None = None, max_state_size: int = 256 * 1024) -> None:
+        self.max_state_size = max_state_size
+        self._state_bytes = 0  # held by all states together
         #: Called when a session lets go of its receiver (receivers waiting for a session may get it).
         self.on_unlock = on_unlock
         self._owners: dict[tuple[str, str], SessionConsumer] = {}
@@ -93,6 +119,22 @@ class Sessions:
             if entry.state == AVAILABLE and session is not None and (queue.name, session) not in self._owners:
                 return session
         return None
+
+    def free_sessions(self, queue: Queue) -> list[str]:
+        """Every session with an available message that no receiver holds, in the order of their first
+        such message: one pass over the queue, however many receivers wait for a session."""
+        free: dict[str, None] = {}
+        owners = self._owners
+        for entry in queue.entries():
+            if entry.state == AVAILABLE:
+                session = session_of(entry)
+                if session is not None and (queue.name, session) not in owners:
+                    free.setdefault(session, None)
+        return list(free)
+
+    def any_free(self, queue_names: set[str], sessions: set[str]) -> bool:
+        """Whether any of ``sessions`` is held by no receiver on one of ``queue_names``."""
+        return any((name, session) not in self._owners for name in queue_names for session in sessions)
 
     def holder(self, queue: Queue, session: str) -> SessionConsumer | None:
         return self._owners.get((queue.name, session))
@@ -132,11 +174,39 @@ class Sessions:
         kept = self._states.get((queue.name, session))
         return kept[0] if kept is not None else None
 
-    def set_state(self, queue: Queue, session: str, state: Any, now: float) -> None:
+    def set_state(self, queue: Queue, session: str, state: bytes | None, now: float) -> None:
+        """Keep ``state`` for the session (None: forget it), or raise :class:`StateRefused`."""
+        key = (queue.name, session)
+        old = self._states.get(key)
+        held = self._state_bytes - (len(old[0]) if old is not None else 0)
         if state is None:
-            self._states.pop((queue.name, session), None)
-        else:
-            self._states[(queue.name, session)] = (bytes(state), now)
+            self._states.pop(key, None)
+            self._state_bytes = held
+            return
+        if len(state) > self.max_state_size:
+            raise StateRefused(
+                f"a session state of {len(state)} bytes is over the {self.max_state_size} a session may hold "
+                "(a state holds one message's worth: ServiceBusOptions.max_session_state_size)",
+                too_large=True,
+            )
+        if old is None and len(self._states) >= MAX_SESSION_STATES:
+            raise StateRefused(
+                f"{MAX_SESSION_STATES} sessions already have state: set an empty state on sessions that are done",
+                too_large=False,
+            )
+        if held + len(state) > MAX_SESSION_STATE_BYTES:
+            raise StateRefused(
+                f"session states hold {held} bytes and this one would take them past {MAX_SESSION_STATE_BYTES}: "
+                "set an empty state on sessions that are done",
+                too_large=False,
+            )
+        self._states[key] = (state, now)
+        self._state_bytes = held + len(state)
+
+    @property
+    def state_bytes(self) -> int:
+        """Bytes of session state the broker holds, all sessions together."""
+        return self._state_bytes
 
     def listed(self, queue: Queue, updated_after: float | None) -> Iterator[str]:
         """``get-message-sessions``: sessions with state set after ``updated_after``, or (None)
@@ -158,3 +228,4 @@ class Sessions:
         self._owners.clear()
         self._expiry.clear()
         self._states.clear()
+        self._state_bytes = 0

@@ -8,10 +8,8 @@ from collections.abc import Iterator
 import pytest
 from rabbitmq_amqp_python_client import (
     AddressHelper,
-    AMQPMessagingHandler,
     AsyncEnvironment,
     Converter,
-    Event,
     ExchangeSpecification,
     ExchangeToQueueBindingSpecification,
     ExchangeType,
@@ -20,6 +18,7 @@ from rabbitmq_amqp_python_client import (
     QuorumQueueSpecification,
     ValidationCodeException,
 )
+from rabbitmq_helpers import consume_async
 
 import minibroker
 from minibroker.rabbitmq import RabbitMQOptions, uri
@@ -31,23 +30,6 @@ pytestmark = [pytest.mark.interop, pytest.mark.timeout(60)]
 def broker() -> Iterator[minibroker.ThreadedBroker]:
     with minibroker.ThreadedBroker(rabbitmq=RabbitMQOptions()) as running:
         yield running
-
-
-class Counting(AMQPMessagingHandler):  # type: ignore[misc]
-    """Accepts messages; sets ``done`` (from the client's thread) when ``count`` have come."""
-
-    def __init__(self, count: int, loop: asyncio.AbstractEventLoop, done: asyncio.Event) -> None:
-        super().__init__()
-        self.count = count
-        self.loop = loop
-        self.done = done
-        self.bodies: list[str] = []
-
-    def on_amqp_message(self, event: Event) -> None:
-        self.bodies.append(Converter.bytes_to_string(event.message.body))
-        self.delivery_context.accept(event)
-        if len(self.bodies) == self.count:
-            self.loop.call_soon_threadsafe(self.done.set)
 
 
 def test_getting_started_async(broker: minibroker.ThreadedBroker) -> None:
@@ -68,18 +50,11 @@ def test_getting_started_async(broker: minibroker.ThreadedBroker) -> None:
                         for i in range(20):
                             status = await publisher.publish(Message(body=Converter.string_to_bytes(f"test message {i}")))
                             assert status.remote_state == OutcomeState.ACCEPTED
-                    done = asyncio.Event()
-                    handler = Counting(20, asyncio.get_running_loop(), done)
-                    queue = AddressHelper.queue_address("example-queue")
-                    async with await connection.consumer(queue, message_handler=handler) as consumer:
-                        task = asyncio.create_task(consumer.run())
-                        await asyncio.wait_for(done.wait(), timeout=30)
-                        await consumer.stop_processing()
-                        await asyncio.wait_for(task, timeout=10)
+                    bodies = await consume_async(connection, AddressHelper.queue_address("example-queue"), 20)
                     await management.unbind(bind_name)
                     await management.delete_queue("example-queue")
                     await management.delete_exchange("test-exchange")
-                    return handler.bodies
+                    return bodies
 
     assert asyncio.run(main()) == [f"test message {i}" for i in range(20)]
     assert "example-queue" not in broker.queues()
@@ -99,11 +74,6 @@ def test_async_consume_and_management_errors(broker: minibroker.ThreadedBroker) 
                     async with await connection.publisher(AddressHelper.queue_address("jobs")) as publisher:
                         for i in range(5):
                             await publisher.publish(Message(body=Converter.string_to_bytes(f"job {i}")))
-                    consumer = await connection.consumer(AddressHelper.queue_address("jobs"))
-                    with pytest.warns(DeprecationWarning):
-                        messages = [await consumer.consume() for _ in range(5)]
-                    bodies = [Converter.bytes_to_string(m.body) for m in messages]
-                    await consumer.close()
-                    return bodies
+                    return await consume_async(connection, AddressHelper.queue_address("jobs"), 5)
 
     assert asyncio.run(main()) == [f"job {i}" for i in range(5)]

@@ -31,7 +31,7 @@ from rabbitmq_amqp_python_client import (
     StreamSpecification,
     ValidationCodeException,
 )
-from rabbitmq_helpers import consume, publish
+from rabbitmq_helpers import consume, consume_async, publish
 
 import minibroker
 from minibroker.rabbitmq import RabbitMQOptions, uri
@@ -142,15 +142,12 @@ def test_streams_async(broker: minibroker.ThreadedBroker) -> None:
                 async with await connection.publisher(AddressHelper.queue_address("audit")) as publisher:
                     for i in range(5):
                         await publisher.publish(Message(body=Converter.string_to_bytes(f"a{i}")))
-                consumer = await connection.consumer(
+                return await consume_async(
+                    connection,
                     AddressHelper.queue_address("audit"),
+                    5,
                     consumer_options=StreamConsumerOptions(offset_specification=OffsetSpecification.first),
                 )
-                with pytest.warns(DeprecationWarning):
-                    messages = [await consumer.consume() for _ in range(5)]
-                bodies = [Converter.bytes_to_string(m.body) for m in messages]
-                await consumer.close()
-                return bodies
 
     assert asyncio.run(main()) == [f"a{i}" for i in range(5)]
 

@@ -172,3 +172,28 @@ def test_the_links_of_a_connection_hold_a_bounded_total_of_attach_bytes(open_eng
     frames = h.send(b"".join(h.peer.attach_sender(f"m{i}", "q", 500 + i, attach_fields=big) for i in range(4)))
     close = frames.one(Close)
     assert close.error is not None and close.error.condition == conditions.RESOURCE_LIMIT_EXCEEDED
+
+
+def test_a_receiving_peers_attach_ends_the_batch_before_its_flow(open_engine: OpenEngine) -> None:
+    # With max_frames (the server), the attach answer is written before the flow read with it can
+    # turn into transfers: RabbitMQ's order, which a blocking client's consumer() relies on.
+    h = open_engine(ConnectionConfig(attach_answer_alone=True), auto=False)
+    (attached,) = h.conn.receive_data(h.peer.attach_receiver("out", "q", 0) + h.peer.flow(0, 5), max_frames=1000)
+    assert isinstance(attached, events.LinkAttached) and h.conn.backlogged
+    h.conn.accept_link(attached.link, source=attached.link.source, target=attached.link.target)
+    assert [type(e) for e in h.conn.receive_data(b"", max_frames=1000)] == [events.CreditChanged]
+    assert not h.conn.backlogged
+
+
+def test_a_sending_peers_attach_does_not_end_the_batch(open_engine: OpenEngine) -> None:
+    h = open_engine(ConnectionConfig(attach_answer_alone=True), auto=False)
+    data = h.peer.attach_sender("in", "q", 0) + h.peer.attach_sender("in2", "q", 1)
+    assert [type(e) for e in h.conn.receive_data(data, max_frames=1000)] == [events.LinkAttached] * 2
+    assert not h.conn.backlogged
+
+
+def test_without_attach_answer_alone_attach_and_flow_are_one_batch(open_engine: OpenEngine) -> None:
+    h = open_engine(auto=False)
+    data = h.peer.attach_receiver("out", "q", 0) + h.peer.flow(0, 5)
+    assert [type(e) for e in h.conn.receive_data(data, max_frames=1000)] == [events.LinkAttached, events.CreditChanged]
+    assert not h.conn.backlogged
