@@ -78,7 +78,7 @@ class RestartableServer:
             # Each connection's writer sends its close and then ends the connection; a peer that
             # does not read gets no more than the server's grace for a close.
             with trio.move_on_after(CLOSE_GRACE):
-                while broker.connections:
+                while broker.connection_count:
                     await trio.sleep(GRACEFUL_POLL)
         await self.stop()
         self.broker.drop_transient()

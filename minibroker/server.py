@@ -28,9 +28,11 @@ from typing import Any
 
 import trio
 
+from . import front091  # noqa: F401 - importing it registers the AMQP 0-9-1 front end (frontends.py)
 from .broker.client_connection import OUTPUT_BOUND
 from .broker.clock import ManualClock
-from .broker.engine import Broker, BrokerConnection
+from .broker.engine import Broker
+from .broker.frontends import HEADER_SIZE, ServedConnection
 from .broker.logins import LoginGuard
 from .broker.stored import clear_header_cache
 from .tls import close_notify, handshake, wrap
@@ -42,7 +44,7 @@ DEFAULT_HOST = "127.0.0.1"
 HANDLE_KEYWORDS = ("host", "port", "config", "clock", "ssl_context", "tls")
 READ_SIZE = 256 * 1024
 #: Output queued for a peer that does not read, beyond which its reader stops reading (and the
-#: broker routes nothing more to it: ``BrokerConnection.output_full``).
+#: broker routes nothing more to it: ``ServedConnection.output_full``).
 HIGH_WATER = OUTPUT_BOUND
 #: Backlog at which routing to a connection that went over ``HIGH_WATER`` resumes.
 LOW_WATER = HIGH_WATER // 2
@@ -106,7 +108,7 @@ class _Sender:
         self._drained = trio.Event()
         #: Whose output this is, and its writer's waker: routing to a connection stopped at
         #: ``HIGH_WATER`` resumes (in the writer task) once its backlog is down to ``LOW_WATER``.
-        self.connection: BrokerConnection | None = None
+        self.connection: ServedConnection | None = None
         self.waker: _Waker | None = None
 
     def _written(self) -> None:
@@ -185,7 +187,7 @@ class _Outbox:
         self.reading = False
         self.ready: list[_Channel] = []
 
-    def flush(self, reader: BrokerConnection) -> None:
+    def flush(self, reader: ServedConnection) -> None:
         """Write what the other queued connections have (their writers finish what a full socket leaves);
         the ``reader`` writes its own output itself, after these."""
         # The reader is skipped: it writes its own output right after this, so a routed
@@ -210,11 +212,11 @@ class _Handshakes:
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self._pending: dict[trio.CancelScope, BrokerConnection] = {}
+        self._pending: dict[trio.CancelScope, ServedConnection] = {}
 
-    def admit(self, scope: trio.CancelScope, connection: BrokerConnection) -> None:
+    def admit(self, scope: trio.CancelScope, connection: ServedConnection) -> None:
         pending = self._pending
-        for old in [s for s, c in pending.items() if c.container_id is not None or not c.open]:
+        for old in [s for s, c in pending.items() if not c.handshaking]:
             del pending[old]  # done with the handshake, or gone
         while len(pending) >= self.limit:
             oldest = next(iter(pending))
@@ -235,7 +237,7 @@ class _Channel:
         self.sender = sender
         self.waker = waker
         self.outbox = outbox
-        self.connection: BrokerConnection | None = None
+        self.connection: ServedConnection | None = None
 
     def notify(self) -> None:
         """The broker queued output here: write it with the reader's pass, else wake the writer."""
@@ -362,32 +364,70 @@ async def _serve_connection(
     waker = _Waker()
     sender = _Sender(sock)
     channel = _Channel(sender, waker, outbox)
-    connection = channel.connection = broker.connect(channel.notify, peer)
-    connection.transport_backlog = 0
-    sender.connection, sender.waker = connection, waker
+    # An AMQP 1.0 connection until its protocol header says otherwise: counted, and its handshake
+    # clock started, from the moment it is accepted, whatever protocol it turns out to speak.
+    initial = broker.connect(channel.notify, peer)
+    initial.tick(trio.current_time())
+    connection: ServedConnection = initial
     with trio.CancelScope() as evicted:  # cancelled when newer handshakes push this one out
         handshakes.admit(evicted, connection)
         try:
-            await _run_connection(connection, sock, sender, waker, outbox, broker.logins)
+            try:
+                first = await _protocol_header(sock, broker.config.handshake_timeout)
+            except BaseException:  # evicted, or the server stopping, before a header came
+                initial.release()
+                sock.close()
+                raise
+            if len(first) >= HEADER_SIZE:
+                # Looked at once per connection: the header names the front end that serves it.
+                connection = broker.accept(initial, first[:HEADER_SIZE])
+                handshakes.admit(evicted, connection)
+            channel.connection = sender.connection = connection
+            connection.transport_backlog = 0
+            sender.waker = waker
+            await _run_connection(broker, connection, sock, sender, waker, outbox, first)
         finally:
             handshakes.discard(evicted)
 
 
+async def _protocol_header(sock: socket.socket, timeout: float | None) -> bytes:
+    """The first bytes of a connection, at least its 8-byte protocol header; fewer if the peer
+    closed or sent no whole header within ``timeout`` seconds (the handshake time-out: the
+    AMQP 1.0 connection they are then given closes at its first tick, as it would have)."""
+    data = b""
+    with trio.move_on_after(math.inf if timeout is None else timeout):
+        while len(data) < HEADER_SIZE:
+            try:
+                chunk = sock.recv(READ_SIZE)
+            except WOULD_BLOCK_READ:
+                await trio.lowlevel.wait_readable(sock)
+                continue
+            except ssl.SSLWantWriteError:
+                await trio.sleep(0.001)
+                continue
+            except OSError:
+                return data
+            if not chunk:
+                return data
+            data += chunk
+    return data
+
+
 async def _run_connection(
-    connection: BrokerConnection,
+    broker: Broker,
+    connection: ServedConnection,
     sock: socket.socket,
     sender: _Sender,
     waker: _Waker,
     outbox: _Outbox,
-    logins: LoginGuard,
+    first: bytes,
 ) -> None:
-    broker = connection.broker
     peer_closed = False
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_write, connection, sender, waker, nursery.cancel_scope)
             try:
-                peer_closed = await _read(connection, sock, sender, waker, outbox, logins)
+                peer_closed = await _read(connection, sock, sender, waker, outbox, broker.logins, first)
             except OSError:
                 peer_closed = True  # reset by the peer: handled as a lost connection below
             # The peer is gone (or we closed): end its links now, so what it held goes back at
@@ -426,39 +466,45 @@ async def _linger(sock: socket.socket) -> None:
 
 
 async def _read(
-    connection: BrokerConnection,
+    connection: ServedConnection,
     sock: socket.socket,
     sender: _Sender,
     waker: _Waker,
     outbox: _Outbox,
     logins: LoginGuard,
+    first: bytes,
 ) -> bool:
     """Feed the connection until it is finished (False) or the peer closes its side (True).
 
-    Output the bytes produced for other connections goes out first (:class:`_Outbox`),
-    then this connection's own.
+    ``first`` is what was read before the connection was built (its protocol header and
+    whatever came with it).  Output the bytes produced for other connections goes out first
+    (:class:`_Outbox`), then this connection's own.
     """
     handled = 0
     drained = False
+    pending = first
     # A short plain read took all the kernel had; TLS may still hold decrypted bytes, so it always reads on.
     plain = not isinstance(sock, ssl.SSLSocket)
     protocol = connection.protocol
     # Once per connection: an address that guessed passwords has its PLAIN logins judged in turn.
     protocol.hold_logins = logins.penalised(_address(connection.peer), trio.current_time())
     while not connection.finished:
-        if drained:  # the last read took all there was: wait rather than try a read that fails
-            handled = 0
-            await trio.lowlevel.wait_readable(sock)
-        try:
-            data = sock.recv(READ_SIZE)
-        except WOULD_BLOCK_READ:
-            drained = True
-            continue
-        except ssl.SSLWantWriteError:  # TLS wants to write first (e.g. a key update): rare, never plain
-            await trio.sleep(0.001)
-            continue
-        if not data:
-            return True
+        if pending:  # the protocol header's read, handed over once
+            data, pending = pending, b""
+        else:
+            if drained:  # the last read took all there was: wait rather than try a read that fails
+                handled = 0
+                await trio.lowlevel.wait_readable(sock)
+            try:
+                data = sock.recv(READ_SIZE)
+            except WOULD_BLOCK_READ:
+                drained = True
+                continue
+            except ssl.SSLWantWriteError:  # TLS wants to write first (e.g. a key update): rare, never plain
+                await trio.sleep(0.001)
+                continue
+            if not data:
+                return True
         drained = plain and len(data) < READ_SIZE
         while True:
             outbox.reading = True
@@ -500,7 +546,7 @@ def _address(peer: str) -> str:
     return peer.rpartition(":")[0] or peer
 
 
-async def _wait_turn(logins: LoginGuard, connection: BrokerConnection) -> bool:
+async def _wait_turn(logins: LoginGuard, connection: ServedConnection) -> bool:
     """A held PLAIN login (its address guessed passwords, broker/logins.py): wait its turn, then let
     the protocol judge it; False when the turn is too far away and it is to be closed unanswered."""
     wait = logins.turn(_address(connection.peer), trio.current_time())
@@ -512,7 +558,7 @@ async def _wait_turn(logins: LoginGuard, connection: BrokerConnection) -> bool:
     return True
 
 
-async def _write(connection: BrokerConnection, sender: _Sender, waker: _Waker, scope: trio.CancelScope) -> None:
+async def _write(connection: ServedConnection, sender: _Sender, waker: _Waker, scope: trio.CancelScope) -> None:
     """Send output produced by other connections' traffic; run idle-timeout ticks."""
     try:
         while True:

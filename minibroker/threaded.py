@@ -225,7 +225,7 @@ class ThreadedBroker(BrokerAPI):
         server, nursery, token = self._serving("reset(drop_connections=True)")
         if self._broker.pristine:  # a test that changed nothing: no trip to the broker's thread
             return
-        if not self._broker.connections:  # the usual case: one synchronous call, no task to spawn
+        if not self._broker.connection_count:  # the usual case: one synchronous call, no task to spawn
             _run_sync(token, self._locked, self._broker.reset, ())
             return
 

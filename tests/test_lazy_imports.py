@@ -99,3 +99,16 @@ def test_every_lazy_protocol_name_is_the_one_its_module_defines() -> None:
     assert protocol.events is importlib.import_module("minibroker.protocol.events")
     with pytest.raises(AttributeError, match="has no attribute 'NoSuchThing'"):
         protocol.NoSuchThing  # type: ignore[attr-defined]  # noqa: B018
+
+
+def test_the_amqp_0_9_1_front_end_loads_on_its_first_connection() -> None:
+    loaded = loaded_after(
+        "from minibroker import ThreadedBroker\n"
+        "import socket\n"
+        "with ThreadedBroker() as broker:\n"
+        "    with socket.create_connection((broker.host, broker.port), timeout=10) as sock:\n"
+        "        sock.sendall(b'AMQP\\x00\\x00\\x09\\x01')\n"
+        "        assert sock.recv(7)[:1] == b'\\x01'  # connection.start, a method frame"
+    )
+    assert "minibroker.front091.connection" in loaded
+    assert not any(m.startswith(("minibroker.servicebus", "minibroker.eventhubs")) for m in loaded)

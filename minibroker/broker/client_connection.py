@@ -178,6 +178,15 @@ class BrokerConnection:
     def finished(self) -> bool:
         return self.protocol.finished
 
+    @property
+    def handshaking(self) -> bool:
+        """Its ``open`` has not come yet (and it is not gone): it holds no ``max_connections`` slot."""
+        return self.container_id is None and self.open
+
+    def close_forced(self) -> None:
+        """The broker is stopping: ``close`` without an error, as :meth:`Broker.close_connections` sends it."""
+        self.close(None)
+
     def connection_lost(self) -> None:
         """The transport is gone: every link ends as if detached without closing."""
         if self.open:

@@ -27,6 +27,7 @@ from .consumers import Consumers
 from .consuming import NodeConsumer
 from .extension import Extension, layer_for
 from .faults import FaultSet
+from .frontends import ServedConnection, front_end_for
 from .injection import FaultInjector
 from .limits import CreditGate
 from .links import ConsumerLink, apply_outcome
@@ -82,6 +83,8 @@ class Broker:
         self.config = config or BrokerConfig()
         self.clock: Clock = clock or SystemClock()
         self.connections: set[BrokerConnection] = set()
+        #: Connections served by another wire front end (frontends.py): AMQP 0-9-1, ...
+        self.other_connections: set[ServedConnection] = set()
         #: The one point every inbound event and every frame in or out passes (see :mod:`.tap`).
         self.tap = Tap(self._tap_changed)
         self.frame_log: FrameLog | None = None
@@ -118,9 +121,15 @@ class Broker:
             self.router, self.now, self.config.link_credit, self.credit_gate, on_outcome=self.consumers.queue_outcome
         )
         self.attacher.on_stolen = self._steal
-        self._dirty: set[BrokerConnection] = set()
+        self._dirty: set[BrokerConnection | ServedConnection] = set()
         #: Exceptions raised while handling a connection (each closed it with amqp:internal-error).
         self.errors: list[Exception] = []
+        #: Called by :meth:`reset` after the nodes are gone: what a front end keeps beside them
+        #: (the AMQP 0-9-1 front end's exchanges and declarations) goes too.
+        self.reset_hooks: list[Callable[[], None]] = []
+        #: Called with (name, node) when a node is deleted, however (a client, the API): a front end
+        #: ends its own consumers of it (the AMQP 0-9-1 one sends them ``basic.cancel``).
+        self.node_deleted_hooks: list[Callable[[str, Node], None]] = []
         self.version = 0  # bumped after every change, for waiters
         self.on_change: Callable[[], None] | None = None
         #: Called when a new expiry may come before the timer's deadline (the server's timer task).
@@ -164,10 +173,42 @@ class Broker:
         self.flush()  # waiters on statistics().connections see it
         return connection
 
-    def forget_connection(self, connection: BrokerConnection) -> None:
+    def accept(self, connection: BrokerConnection, header: bytes) -> ServedConnection:
+        """A new transport's first 8 bytes were ``header``: the connection that serves it.
+
+        Every transport starts as an AMQP 1.0 :class:`BrokerConnection` (:meth:`connect`), which
+        serves AMQP 1.0 with or without SASL and answers unknown headers.  When a front end is
+        registered for ``header`` (frontends.py) its connection takes the transport's place
+        (counted once: ``connections_total`` already has it).
+        """
+        factory = front_end_for(header)
+        if factory is None:
+            return connection
+        self.connections.discard(connection)
+        connection.open = False
+        served = factory(self, connection.notify, connection.peer)
+        self.other_connections.add(served)
+        self.flush()
+        return served
+
+    def opened_connections(self, besides: object = None) -> int:
+        """Connections past their handshake (what ``max_connections`` counts), ``besides`` left out."""
+        return sum(1 for c in self.connections if c.container_id is not None and c is not besides) + sum(
+            1 for other in self.other_connections if not other.handshaking and other is not besides
+        )
+
+    @property
+    def connection_count(self) -> int:
+        """Open connections, whatever their protocol."""
+        return len(self.connections) + len(self.other_connections)
+
+    def forget_connection(self, connection: BrokerConnection | ServedConnection) -> None:
         """The connection is over: it gets no more wake-ups."""
         connection.open = False
-        self.connections.discard(connection)
+        if isinstance(connection, BrokerConnection):
+            self.connections.discard(connection)
+        else:
+            self.other_connections.discard(connection)
         self._dirty.discard(connection)
         self.flush()  # waiters on statistics().connections see it go
 
@@ -196,8 +237,10 @@ class Broker:
         """Close every connection with ``close`` (carrying ``error``), as when the broker stops."""
         for connection in list(self.connections):
             connection.close(error)
+        for other in list(self.other_connections):
+            other.close_forced()
 
-    def mark_dirty(self, connection: BrokerConnection) -> None:
+    def mark_dirty(self, connection: BrokerConnection | ServedConnection) -> None:
         self._dirty.add(connection)
 
     def flush(self) -> None:
@@ -288,6 +331,8 @@ class Broker:
 
     def _node_deleted(self, name: str, node: Node) -> None:
         self.consumers.node_deleted(name, node)  # (the router is built before the registry)
+        for hook in self.node_deleted_hooks:
+            hook(name, node)
 
     def apply_outcome(self, queue: Queue, entry: Entry, state: Any, link_id: int | None) -> None:
         """Apply a terminal outcome to an acquired entry (Part 3 §3.4)."""
@@ -335,6 +380,8 @@ class Broker:
         self.faults.clear()
         if self.extension is not None:
             self.extension.reset()
+        for hook in self.reset_hooks:
+            hook()
         self.flush()
 
     @property
@@ -349,6 +396,7 @@ class Broker:
         return (
             not self.connections_total
             and not self.connections
+            and not self.other_connections
             and not self.router.nodes
             and not self.router.counters
             and not self.transactions.open
@@ -381,7 +429,7 @@ class Broker:
         )
         return BrokerStatistics(
             nodes={name: counters.freeze() for name, counters in self.router.counters.items()},
-            connections=len(self.connections),
+            connections=self.connection_count,
             links=links,
             connections_total=self.connections_total,
         )

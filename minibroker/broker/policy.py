@@ -56,6 +56,8 @@ class PolicyHost(Protocol):
 
     def enable_layer(self, address: str) -> Extension: ...
 
+    def opened_connections(self, besides: object = None) -> int: ...
+
     def forget_connection(self, connection: BrokerConnection) -> None: ...
 
 
@@ -90,7 +92,7 @@ class EventPolicy:
         connection.container_id = event.container_id
         # hook: max_connections (limits.py), counting only connections past their handshake: one
         # still in it holds no slot (the server bounds those by max_handshakes).
-        opened = sum(1 for c in self.broker.connections if c.container_id is not None and c is not connection)
+        opened = self.broker.opened_connections(besides=connection)  # AMQP 1.0 and other front ends
         # (A layer's refusal, e.g. RabbitMQ's virtual hosts, came before the open was answered:
         # BrokerConnection._open_refusal.)
         connection.refusal = connection.refusal or connection_refusal(opened, self.config.max_connections)

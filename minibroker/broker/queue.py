@@ -427,6 +427,16 @@ class Queue:
                     break
         self._turn = turn % count if count else 0
 
+    def take(self, owner: Any, now: float) -> Entry | None:
+        """Acquire the next message for a reader that asks for one at a time (AMQP 0-9-1
+        ``basic.get``, §1.8.3.10), outside the consumers' turns; None when none is available."""
+        if self._expiry and self._expiry[0][0] <= now:
+            self.expire(now)
+        entry = self._first_available()
+        if entry is not None:
+            self._acquire(entry, owner)
+        return entry
+
     def _next_for(self, consumer: Consumer) -> Entry | None:
         first = self._first_available()
         if first is None or consumer.accepts(first):

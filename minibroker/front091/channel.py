@@ -1,0 +1,554 @@
+"""One AMQP 0-9-1 channel on the broker: its consumers, delivery tags, acknowledgements and confirms.
+
+What each method of the exchange, queue, basic, confirm and tx classes does (0-9-1 specification
+§1.6-§1.9, RabbitMQ's extensions and its semantics where the specification leaves a choice):
+
+* delivery tags count from 1 per channel (§1.8.3.13 ``delivery-tag``), for ``basic.deliver``
+  and ``basic.get-ok`` alike; ``basic.ack`` / ``nack`` / ``reject`` settle one or, with
+  ``multiple``, every tag up to it (0 with ``multiple``: all).  An unknown tag is 406
+  ``PRECONDITION_FAILED - unknown delivery tag N``, as RabbitMQ answers.
+* acknowledged messages are the queue's ``accept``; requeued ones its ``release``, which puts them
+  back at their original place and marks them redelivered (RabbitMQ: "ordering is kept on
+  requeue"); rejected ones without requeue its ``reject`` (dead-lettered when the queue has an
+  ``x-dead-letter-exchange``, else dropped).
+* a closed channel or a lost connection requeues what it held unacknowledged (§1.8: "the server
+  MUST ... return unacknowledged messages"), each redelivered.
+* publisher confirms (RabbitMQ's ``confirm.select``): each publish gets the next sequence number,
+  acknowledged once it is in every queue it routes to (or routes nowhere), nacked when a queue's
+  ``x-overflow: reject-publish`` refused it; an unroutable mandatory message is returned
+  (``basic.return`` 312 ``NO_ROUTE``) before its ack, as RabbitMQ orders them.
+* transactions (``tx.select``, RabbitMQ >= 2.8 semantics): publishes, acks and rejects are held
+  until ``tx.commit`` and dropped by ``tx.rollback``; errors such as a missing exchange are
+  reported at once; returns for unroutable mandatory messages are sent on commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..amqp.errors import AMQPDecodeError
+from ..amqp091 import errors as codes
+from ..amqp091.errors import AMQP091Error
+from ..amqp091.methods import (
+    BasicAck,
+    BasicCancel,
+    BasicCancelOk,
+    BasicConsume,
+    BasicConsumeOk,
+    BasicDeliver,
+    BasicGet,
+    BasicGetEmpty,
+    BasicGetOk,
+    BasicNack,
+    BasicPublish,
+    BasicQos,
+    BasicQosOk,
+    BasicRecover,
+    BasicRecoverAsync,
+    BasicRecoverOk,
+    BasicReject,
+    BasicReturn,
+    ChannelFlow,
+    ChannelFlowOk,
+    ConfirmSelect,
+    ConfirmSelectOk,
+    ExchangeBind,
+    ExchangeBindOk,
+    ExchangeDeclare,
+    ExchangeDeclareOk,
+    ExchangeDelete,
+    ExchangeDeleteOk,
+    ExchangeUnbind,
+    ExchangeUnbindOk,
+    Method,
+    QueueBind,
+    QueueBindOk,
+    QueueDeclare,
+    QueueDeclareOk,
+    QueueDelete,
+    QueueDeleteOk,
+    QueuePurge,
+    QueuePurgeOk,
+    QueueUnbind,
+    QueueUnbindOk,
+    TxCommit,
+    TxCommitOk,
+    TxRollback,
+    TxRollbackOk,
+    TxSelect,
+    TxSelectOk,
+)
+from ..amqp091.properties import BasicProperties
+from ..broker.publish import Source
+from ..broker.queue import Queue
+from ..broker.stored import Entry, StoredMessage
+from ..rabbitmq.exchanges import Binding
+from .consumers import Consumer091
+from .conversion import from_amqp10, to_amqp10
+
+if TYPE_CHECKING:
+    from .connection import Connection091
+
+__all__ = ["Channel", "MAX_TX_BYTES"]
+
+#: The message bytes one 0-9-1 transaction may hold until ``tx.commit`` (each publish counted
+#: with 1 KiB of bookkeeping besides), as ``max_transaction_bytes`` bounds an AMQP 1.0 one: past
+#: it the channel is closed with 406, the transaction's publishes dropped.
+MAX_TX_BYTES = 8 * 1024 * 1024
+_TX_OVERHEAD = 1024
+
+
+class _Unacked:
+    """A message delivered on this channel and not yet acknowledged."""
+
+    __slots__ = ("queue", "entry", "consumer")
+
+    def __init__(self, queue: Queue, entry: Entry, consumer: Consumer091 | None) -> None:
+        self.queue = queue
+        self.entry = entry
+        self.consumer = consumer
+
+
+class _Publish:
+    """A publish held by a transaction until ``tx.commit``."""
+
+    __slots__ = ("method", "properties", "body", "queues", "message")
+
+    def __init__(
+        self, method: BasicPublish, properties: BasicProperties, body: bytes, queues: list[str], message: StoredMessage
+    ) -> None:
+        self.method = method
+        self.properties = properties
+        self.body = body
+        self.queues = queues
+        self.message = message
+
+
+class Channel:
+    """A channel's state and the handlers of the methods the broker acts on."""
+
+    def __init__(self, connection: Connection091, number: int) -> None:
+        self.connection = connection
+        self.number = number
+        self.vhost = connection.vhost
+        #: Delivery tag -> what it delivered, in tag order (a dict keeps insertion order).
+        self.unacked: dict[int, _Unacked] = {}
+        self.consumers: dict[str, Consumer091] = {}
+        self._tag = 0
+        #: ``basic.qos`` prefetch-count for consumers started after it (``global=false``), and for the channel.
+        self.prefetch = 0
+        self.global_prefetch = 0
+        #: ``channel.flow``: the client asked the broker to stop (False) or resume (True) sending.
+        self.active = True
+        self.confirming = False
+        self._published = 0
+        #: In a transaction (``tx.select``): held publishes and settlements, applied on commit.
+        self.transactional = False
+        self._tx_publishes: list[_Publish] = []
+        self._tx_bytes = 0
+        #: Settlements held by the transaction: (tag, what it delivered, outcome); out of ``unacked``
+        #: meanwhile (acking a tag twice is an error, as in RabbitMQ), back in it on rollback.
+        self._tx_settles: list[tuple[int, _Unacked, Callable[[_Unacked], None]]] = []
+        #: The queue this channel declared last: an empty queue name in a later method means it (§1.7.2.1).
+        self._last_queue = ""
+        self._consumer_serial = 0
+
+    # ----------------------------------------------------------------- dispatch
+
+    def handle(self, method: Method) -> None:
+        handler = _HANDLERS.get(type(method))
+        if handler is None:
+            raise AMQP091Error(codes.NOT_IMPLEMENTED, f"{method.NAME} is not implemented", method.CLASS_ID, method.METHOD_ID)
+        handler(self, method)
+
+    def _reply(self, method: Method, nowait: bool = False) -> None:
+        if not nowait:
+            self.connection.engine.send(self.number, method)
+
+    def _queue_name(self, name: str, class_id: int, method_id: int) -> str:
+        if name:
+            return name
+        if not self._last_queue:
+            # RabbitMQ's answer when a method names no queue and the channel declared none.
+            raise AMQP091Error(codes.NOT_FOUND, "no previously declared queue", class_id, method_id)
+        return self._last_queue
+
+    # ---------------------------------------------------------------- exchange
+
+    def _exchange_declare(self, method: ExchangeDeclare) -> None:
+        self.vhost.declare_exchange(
+            method.exchange, method.type, passive=method.passive, durable=method.durable,
+            auto_delete=method.auto_delete, internal=method.internal, arguments=method.arguments,
+        )  # fmt: skip
+        self._reply(ExchangeDeclareOk(), method.nowait)
+
+    def _exchange_delete(self, method: ExchangeDelete) -> None:
+        self.vhost.delete_exchange(method.exchange, method.if_unused)
+        self._reply(ExchangeDeleteOk(), method.nowait)
+
+    def _exchange_bind(self, method: ExchangeBind) -> None:
+        binding = Binding(method.source, method.destination, "exchange", method.routing_key, dict(method.arguments))
+        self.vhost.bind(binding, 40, 30)
+        self._reply(ExchangeBindOk(), method.nowait)
+
+    def _exchange_unbind(self, method: ExchangeUnbind) -> None:
+        binding = Binding(method.source, method.destination, "exchange", method.routing_key, dict(method.arguments))
+        self.vhost.bind(binding, 40, 40, unbind=True)
+        self._reply(ExchangeUnbindOk(), method.nowait)
+
+    # ------------------------------------------------------------------- queue
+
+    def _queue_declare(self, method: QueueDeclare) -> None:
+        name, queue = self.vhost.declare_queue(
+            method.queue, owner=self.connection, passive=method.passive, durable=method.durable,
+            exclusive=method.exclusive, auto_delete=method.auto_delete, arguments=method.arguments,
+        )  # fmt: skip
+        self._last_queue = name
+        count = queue.available_count if queue is not None else 0
+        consumers = len(queue.consumers) if queue is not None else 0
+        self._reply(QueueDeclareOk(queue=name, message_count=count, consumer_count=consumers), method.nowait)
+
+    def _queue_bind(self, method: QueueBind) -> None:
+        name = self._queue_name(method.queue, 50, 20)
+        self.vhost.check_owner(name, self.connection, 50, 20)
+        self.vhost.bind(Binding(method.exchange, name, "queue", method.routing_key, dict(method.arguments)), 50, 20)
+        self._reply(QueueBindOk(), method.nowait)
+
+    def _queue_unbind(self, method: QueueUnbind) -> None:
+        name = self._queue_name(method.queue, 50, 50)
+        binding = Binding(method.exchange, name, "queue", method.routing_key, dict(method.arguments))
+        self.vhost.bind(binding, 50, 50, unbind=True)
+        self._reply(QueueUnbindOk())
+
+    def _queue_purge(self, method: QueuePurge) -> None:
+        name = self._queue_name(method.queue, 50, 30)
+        queue = self.vhost.queue(name, 50, 30)
+        self.vhost.check_owner(name, self.connection, 50, 30)
+        self._reply(QueuePurgeOk(message_count=queue.purge()), method.nowait)
+
+    def _queue_delete(self, method: QueueDelete) -> None:
+        name = self._queue_name(method.queue, 50, 40)
+        queue = self.connection.broker.router.queues.get(name)
+        count = 0
+        if queue is not None:
+            self.vhost.check_owner(name, self.connection, 50, 40)
+            if method.if_unused and queue.consumers:
+                raise AMQP091Error(codes.PRECONDITION_FAILED, f"queue '{name}' in vhost '/' in use", 50, 40)
+            if method.if_empty and queue.depth:
+                raise AMQP091Error(codes.PRECONDITION_FAILED, f"queue '{name}' in vhost '/' is not empty", 50, 40)
+            count = queue.available_count
+        self.vhost.delete_queue(name)
+        self._reply(QueueDeleteOk(message_count=count), method.nowait)
+
+    # ------------------------------------------------------------------- basic
+
+    def _basic_qos(self, method: BasicQos) -> None:
+        if method.prefetch_size:
+            raise AMQP091Error(codes.NOT_IMPLEMENTED, f"prefetch_size!=0 ({method.prefetch_size})", 60, 10)
+        if method.global_qos:
+            self.global_prefetch = method.prefetch_count
+        else:
+            self.prefetch = method.prefetch_count
+        self._reply(BasicQosOk())
+        self._dispatch_all()  # a larger window lets more go out now
+
+    def _basic_consume(self, method: BasicConsume) -> None:
+        name = self._queue_name(method.queue, 60, 20)
+        queue = self.vhost.queue(name, 60, 20)
+        self.vhost.check_owner(name, self.connection, 60, 20)
+        tag = method.consumer_tag
+        if not tag:
+            self._consumer_serial += 1
+            tag = f"amq.ctag-{self.number}.{self._consumer_serial}-{id(self):x}"
+        if tag in self.consumers:
+            # RabbitMQ: a connection error (530) naming the tag.
+            raise AMQP091Error(codes.NOT_ALLOWED, f"attempt to reuse consumer tag '{tag}'", 60, 20)
+        if method.exclusive and queue.consumers:
+            raise AMQP091Error(codes.ACCESS_REFUSED, f"queue '{name}' in vhost '/' in exclusive use", 60, 20)
+        consumer = Consumer091(self, tag, queue, method.no_ack, self.prefetch)
+        self.consumers[tag] = consumer
+        self.connection.consumer_added(consumer)
+        self._reply(BasicConsumeOk(consumer_tag=tag), method.nowait)  # before its first delivery
+        queue.add_consumer(consumer)
+        queue.dispatch(self.connection.broker.now())
+
+    def _basic_cancel(self, method: BasicCancel) -> None:
+        consumer = self.consumers.get(method.consumer_tag)
+        if consumer is not None:
+            self.end_consumer(consumer)
+        # Unknown tags are answered too (§1.8.3.5: cancelling a consumer that is gone is no error).
+        self._reply(BasicCancelOk(consumer_tag=method.consumer_tag), method.nowait)
+
+    def end_consumer(self, consumer: Consumer091, notify: bool = False) -> None:
+        """Stop a consumer (its unacknowledged messages stay the channel's until settled);
+        ``notify``: the broker ends it (its queue was deleted), so the client is told with
+        ``basic.cancel`` (RabbitMQ's consumer cancel notification)."""
+        self.consumers.pop(consumer.tag, None)
+        consumer.queue.remove_consumer(consumer)
+        self.connection.consumer_removed(consumer)
+        if notify:
+            self.connection.engine.send(self.number, BasicCancel(consumer_tag=consumer.tag, nowait=True))
+
+    def _basic_get(self, method: BasicGet) -> None:
+        name = self._queue_name(method.queue, 60, 70)
+        queue = self.vhost.queue(name, 60, 70)
+        self.vhost.check_owner(name, self.connection, 60, 70)
+        broker = self.connection.broker
+        entry = queue.take(None, broker.now())
+        if entry is None:
+            self._reply(BasicGetEmpty())
+            return
+        tag = self._next_tag()
+        delivered = from_amqp10(entry.message.decode(), entry.merged_annotations(), queue.name)
+        get_ok = BasicGetOk(
+            delivery_tag=tag, redelivered=entry.acquired_before, exchange=delivered.exchange,
+            routing_key=delivered.routing_key, message_count=queue.available_count,
+        )  # fmt: skip
+        self.connection.engine.send_content(self.number, get_ok, delivered.properties, delivered.body)
+        if method.no_ack:
+            queue.accept(entry)
+        else:
+            self.unacked[tag] = _Unacked(queue, entry, None)
+
+    def deliver(self, consumer: Consumer091, entry: Entry) -> None:
+        """Send ``entry`` to ``consumer`` (called by its queue, which acquired it for the consumer)."""
+        queue = consumer.queue
+        try:
+            delivered = from_amqp10(entry.message.decode(), entry.merged_annotations(), queue.name)
+        except (AMQPDecodeError, IndexError) as exc:
+            # A body an AMQP 1.0 client sent that does not decode (only its other sections are
+            # checked on arrival): rejected (dead-lettered where the queue says), so neither this
+            # consumer nor the connection whose publish routed it here pays for it.
+            queue.reject(entry, "amqp:decode-error", f"the message cannot be converted to AMQP 0-9-1: {exc}")
+            return
+        tag = self._next_tag()
+        deliver = BasicDeliver(
+            consumer_tag=consumer.tag, delivery_tag=tag, redelivered=entry.acquired_before,
+            exchange=delivered.exchange, routing_key=delivered.routing_key,
+        )  # fmt: skip
+        connection = self.connection
+        connection.engine.send_content(self.number, deliver, delivered.properties, delivered.body)
+        connection.mark_dirty()
+        if consumer.no_ack:
+            queue.accept(entry)
+        else:
+            self.unacked[tag] = _Unacked(queue, entry, consumer)
+            consumer.unacked += 1
+
+    def _next_tag(self) -> int:
+        self._tag += 1
+        return self._tag
+
+    # ------------------------------------------------------------ settlement
+
+    def _basic_ack(self, method: BasicAck) -> None:
+        self._settle(method.delivery_tag, method.multiple, self._accept, 60, 80)
+
+    def _basic_reject(self, method: BasicReject) -> None:
+        self._settle(method.delivery_tag, False, self._requeue if method.requeue else self._reject, 60, 90)
+
+    def _basic_nack(self, method: BasicNack) -> None:
+        self._settle(method.delivery_tag, method.multiple, self._requeue if method.requeue else self._reject, 60, 120)
+
+    def _settle(
+        self, tag: int, multiple: bool, outcome: Callable[[_Unacked], None], class_id: int, method_id: int
+    ) -> None:
+        """Settle ``tag`` (with ``multiple``, every tag up to it; 0: all) with ``outcome``."""
+        if multiple:
+            tags = [t for t in self.unacked if tag == 0 or t <= tag]
+            if tag and not tags and tag not in self.unacked:
+                raise AMQP091Error(codes.PRECONDITION_FAILED, f"unknown delivery tag {tag}", class_id, method_id)
+        elif tag in self.unacked:
+            tags = [tag]
+        else:
+            raise AMQP091Error(codes.PRECONDITION_FAILED, f"unknown delivery tag {tag}", class_id, method_id)
+        if self.transactional:
+            # Held until commit (RabbitMQ >= 2.8: acks and rejects are transactional).
+            self._tx_settles.extend((t, self.unacked.pop(t), outcome) for t in tags)
+            return
+        self._apply(tags, outcome)
+
+    def _apply(self, tags: list[int], outcome: Callable[[_Unacked], None]) -> None:
+        self._settled([(held, outcome) for held in (self.unacked.pop(tag, None) for tag in tags) if held is not None])
+
+    def _settled(self, settled: list[tuple[_Unacked, Callable[[_Unacked], None]]]) -> None:
+        """Apply each outcome to what it settles, then let the queues involved send again."""
+        queues: dict[int, Queue] = {}
+        for held, outcome in settled:
+            if held.consumer is not None:
+                held.consumer.unacked -= 1
+            outcome(held)
+            queues[id(held.queue)] = held.queue
+        now = self.connection.broker.now()
+        for queue in queues.values():
+            queue.dispatch(now)  # room in the prefetch window, or a requeued message
+
+    def _accept(self, held: _Unacked) -> None:
+        held.queue.accept(held.entry)
+
+    def _requeue(self, held: _Unacked) -> None:
+        held.queue.release(held.entry, self.connection.broker.now())
+
+    def _reject(self, held: _Unacked) -> None:
+        held.queue.reject(held.entry, "rejected", None)
+
+    def _basic_recover(self, method: BasicRecover | BasicRecoverAsync) -> None:
+        """Redeliver every unacknowledged message: RabbitMQ requeues them whatever ``requeue`` says."""
+        self._apply(list(self.unacked), self._requeue)
+        if isinstance(method, BasicRecover):
+            self._reply(BasicRecoverOk())
+
+    # --------------------------------------------------------------- publish
+
+    def publish(self, method: BasicPublish, properties: BasicProperties, body: bytes) -> None:
+        """A complete ``basic.publish``: route it, then confirm, return or hold it for the transaction."""
+        connection = self.connection
+        if method.immediate:
+            # RabbitMQ 3.0 dropped "immediate" and closes the connection for it.
+            raise AMQP091Error(codes.NOT_IMPLEMENTED, "immediate=true", 60, 40)
+        if properties.user_id is not None and properties.user_id != connection.engine.user:
+            raise AMQP091Error(
+                codes.PRECONDITION_FAILED,
+                f"user_id property set to '{properties.user_id}' but authenticated user was '{connection.engine.user}'",
+                60, 40,
+            )  # fmt: skip
+        ttl = None
+        if properties.expiration is not None:
+            if not properties.expiration.isdigit():
+                raise AMQP091Error(
+                    codes.PRECONDITION_FAILED, f"invalid expiration '{properties.expiration}': no_integer", 60, 40
+                )
+            ttl = int(properties.expiration)
+        queues = self.vhost.route(method.exchange, method.routing_key, properties.headers)
+        now = connection.broker.now()
+        message = StoredMessage(to_amqp10(method.exchange, method.routing_key, properties, body, ttl), now)
+        if self.transactional:
+            self._tx_bytes += len(message.payload) + _TX_OVERHEAD
+            if self._tx_bytes > MAX_TX_BYTES:
+                raise AMQP091Error(
+                    codes.PRECONDITION_FAILED,
+                    f"the transaction holds more than {MAX_TX_BYTES} bytes of publishes; commit more often",
+                    60, 40,
+                )  # fmt: skip
+            self._tx_publishes.append(_Publish(method, properties, body, queues, message))
+            return
+        self._deliver_publish(method, properties, body, queues, message)
+
+    def _deliver_publish(
+        self, method: BasicPublish, properties: BasicProperties, body: bytes, queues: list[str], message: StoredMessage
+    ) -> None:
+        broker = self.connection.broker
+        router = broker.router
+        now = broker.now()
+        refused = False
+        for name in queues:
+            if router.route(router.nodes[name], message, now, Source.CLIENT) is not None:
+                refused = True  # x-overflow reject-publish: the queue is full
+        if not queues and method.mandatory:
+            returned = BasicReturn(
+                reply_code=codes.NO_ROUTE, reply_text="NO_ROUTE", exchange=method.exchange,
+                routing_key=method.routing_key,
+            )  # fmt: skip
+            self.connection.engine.send_content(self.number, returned, properties, body)
+        if self.confirming:
+            self._published += 1
+            confirm = BasicNack(delivery_tag=self._published) if refused else BasicAck(delivery_tag=self._published)
+            self.connection.engine.send(self.number, confirm)
+
+    # ------------------------------------------------------------ confirm, tx
+
+    def _confirm_select(self, method: ConfirmSelect) -> None:
+        if self.transactional:
+            raise AMQP091Error(codes.PRECONDITION_FAILED, "cannot switch from tx to confirm mode", 85, 10)
+        self.confirming = True
+        self._reply(ConfirmSelectOk(), method.nowait)
+
+    def _tx_select(self, method: TxSelect) -> None:
+        if self.confirming:
+            raise AMQP091Error(codes.PRECONDITION_FAILED, "cannot switch from confirm to tx mode", 90, 10)
+        self.transactional = True
+        self._reply(TxSelectOk())
+
+    def _tx_commit(self, method: TxCommit) -> None:
+        if not self.transactional:
+            raise AMQP091Error(codes.PRECONDITION_FAILED, "channel is not transactional", 90, 20)
+        publishes, self._tx_publishes = self._tx_publishes, []
+        settles, self._tx_settles = self._tx_settles, []
+        self._tx_bytes = 0
+        for publish in publishes:
+            self._deliver_publish(publish.method, publish.properties, publish.body, publish.queues, publish.message)
+        self._settled([(held, outcome) for _tag, held, outcome in settles])
+        self._reply(TxCommitOk())
+
+    def _tx_rollback(self, method: TxRollback) -> None:
+        if not self.transactional:
+            raise AMQP091Error(codes.PRECONDITION_FAILED, "channel is not transactional", 90, 30)
+        self._tx_publishes.clear()
+        self._tx_bytes = 0
+        self._unsettle()
+        self._reply(TxRollbackOk())
+
+    def _unsettle(self) -> None:
+        """Settlements the transaction held are dropped: their tags are unacknowledged again
+        ("the client can still ack/reject these messages in subsequent transactions", RabbitMQ)."""
+        settles, self._tx_settles = self._tx_settles, []
+        if settles:
+            self.unacked.update((tag, held) for tag, held, _outcome in settles)
+            self.unacked = dict(sorted(self.unacked.items()))
+
+    def _channel_flow(self, method: ChannelFlow) -> None:
+        self.active = method.active
+        self._reply(ChannelFlowOk(active=method.active))
+        if method.active:
+            self._dispatch_all()
+
+    def _ignore(self, method: Method) -> None:
+        """``channel.flow-ok``: the client answered a flow the broker never sends."""
+
+    # ------------------------------------------------------------- teardown
+
+    def _dispatch_all(self) -> None:
+        now = self.connection.broker.now()
+        for queue in {id(c.queue): c.queue for c in self.consumers.values()}.values():
+            queue.dispatch(now)
+
+    def pump(self) -> None:
+        """The connection's output drained: send what the consumers may now."""
+        self._dispatch_all()
+
+    def close(self) -> None:
+        """The channel is gone: its consumers end and what it held goes back, redelivered (§1.8)."""
+        for consumer in list(self.consumers.values()):
+            self.end_consumer(consumer)
+        self._tx_publishes.clear()
+        self._unsettle()
+        self._apply(list(self.unacked), self._requeue)
+
+
+_HANDLERS: dict[type[Method], Callable[[Channel, Any], None]] = {
+    ExchangeDeclare: Channel._exchange_declare,
+    ExchangeDelete: Channel._exchange_delete,
+    ExchangeBind: Channel._exchange_bind,
+    ExchangeUnbind: Channel._exchange_unbind,
+    QueueDeclare: Channel._queue_declare,
+    QueueBind: Channel._queue_bind,
+    QueueUnbind: Channel._queue_unbind,
+    QueuePurge: Channel._queue_purge,
+    QueueDelete: Channel._queue_delete,
+    BasicQos: Channel._basic_qos,
+    BasicConsume: Channel._basic_consume,
+    BasicCancel: Channel._basic_cancel,
+    BasicGet: Channel._basic_get,
+    BasicAck: Channel._basic_ack,
+    BasicReject: Channel._basic_reject,
+    BasicNack: Channel._basic_nack,
+    BasicRecover: Channel._basic_recover,
+    BasicRecoverAsync: Channel._basic_recover,
+    ConfirmSelect: Channel._confirm_select,
+    TxSelect: Channel._tx_select,
+    TxCommit: Channel._tx_commit,
+    TxRollback: Channel._tx_rollback,
+    ChannelFlow: Channel._channel_flow,
+    ChannelFlowOk: Channel._ignore,
+}

@@ -1,0 +1,241 @@
+"""An AMQP 0-9-1 client connection on the broker: the sans-I/O engine glued to the broker's nodes.
+
+The server hands a connection whose protocol header is ``AMQP 0 0 9 1`` (§4.2.2) to
+:class:`Connection091` (registered in :mod:`minibroker.front091`); it satisfies the server's
+``ServedConnection`` protocol (``minibroker.broker.frontends``), feeds bytes to the 0-9-1 engine
+(:class:`minibroker.amqp091.connection.Connection`, which runs the handshake and channels) and
+acts on what it reports: methods and publishes go to the :class:`~.channel.Channel` they came
+on; a closed channel or connection gives back what it held.
+
+Logins: ``guest``/``guest`` works unless configured otherwise, as on a fresh RabbitMQ; the
+broker's ``users`` (and ``RabbitMQOptions.users``) log in too.  The virtual host is ``/``, or one
+of ``RabbitMQOptions.vhosts`` (all of them the same nodes here); another is refused with 530.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..amqp091 import errors as codes
+from ..amqp091.connection import Connection, ConnectionConfig
+from ..amqp091.errors import AMQP091Error
+from ..amqp091.events import (
+    ChannelClosed,
+    ChannelOpened,
+    ConnectionClosed,
+    ConnectionOpened,
+    Event,
+    MethodReceived,
+    Published,
+)
+from ..broker.client_connection import OUTPUT_BOUND
+from .channel import Channel
+from .consumers import Consumer091
+from .vhost import vhost_of
+
+if TYPE_CHECKING:
+    from ..broker.engine import Broker
+
+__all__ = ["Connection091", "SERVER_PROPERTIES"]
+
+#: What RabbitMQ 3.x announces in ``connection.start``; clients turn features on by these
+#: capabilities (pika: publisher confirms, basic.nack, consumer cancel notifications).
+CAPABILITIES: dict[str, Any] = {
+    "publisher_confirms": True,
+    "exchange_exchange_bindings": True,
+    "basic.nack": True,
+    "consumer_cancel_notify": True,
+    "connection.blocked": True,
+    "per_consumer_qos": True,
+    "authentication_failure_close": True,
+}
+SERVER_PROPERTIES: dict[str, Any] = {
+    "product": "minibroker",
+    "platform": "Python",
+    "information": "an AMQP 1.0 and 0-9-1 broker for tests",
+    "capabilities": CAPABILITIES,
+}
+#: RabbitMQ's default user on a fresh install.
+DEFAULT_USERS = {"guest": "guest"}
+
+
+class Connection091:
+    """One AMQP 0-9-1 client connection as the broker and the server see it."""
+
+    def __init__(self, broker: Broker, notify: Callable[[], None], peer: str) -> None:
+        self.broker = broker
+        self.notify = notify
+        self.peer = peer
+        self.open = True
+        self.throttled = False
+        self.transport_backlog: int | None = None
+        # The server's per-read flags (frontends.ReadState): 0-9-1 logins are not held, a refused
+        # one is reported in ``login_failed``, and the engine handles a read whole.
+        self.hold_logins = self.login_held = self.login_failed = self.backlogged = False
+        config = broker.config
+        rabbitmq = config.rabbitmq
+        self._users = {**DEFAULT_USERS, **(dict(rabbitmq.users) if rabbitmq is not None else {}), **config.users}
+        self._vhosts = tuple(rabbitmq.vhosts) if rabbitmq is not None else ("/",)
+        self.engine = Connection(
+            ConnectionConfig(
+                server_properties=SERVER_PROPERTIES,
+                # No bound configured: RabbitMQ's own (128 MiB), checked from the content header.
+                max_message_size=config.max_message_size or ConnectionConfig.max_message_size,
+                handshake_timeout=config.handshake_timeout if config.handshake_timeout is not None else float("inf"),
+            ),
+            self,
+        )
+        self.vhost = vhost_of(broker)
+        self.channels: dict[int, Channel] = {}
+
+    # ------------------------------------------------------------ Gatekeeper
+
+    def login(self, user: str, password: str) -> bool:
+        accepted = self._users.get(user) == password
+        # Counted by the server against the peer's address (broker/logins.py), as a failed SASL
+        # login is; 0-9-1 logins are not held back, the refused one is closed at once (403).
+        self.login_failed = not accepted
+        return accepted
+
+    def open_vhost(self, user: str, vhost: str) -> str | None:
+        """530 for a virtual host the broker does not have, or past ``max_connections`` (counted
+        over both protocols from their ``open``, as RabbitMQ words its connection limit)."""
+        if vhost not in self._vhosts:
+            return f"vhost {vhost} not found"
+        limit = self.broker.config.max_connections
+        if self.broker.opened_connections() >= limit:
+            return f"access to vhost '{vhost}' refused for user '{user}': connection limit ({limit}) is reached"
+        return None
+
+    # ------------------------------------------------------ ServedConnection
+
+    @property
+    def protocol(self) -> Connection091:
+        """The server's per-read flags live on the connection itself."""
+        return self
+
+    @property
+    def finished(self) -> bool:
+        return self.engine.finished
+
+    @property
+    def handshaking(self) -> bool:
+        return self.engine.vhost is None and not self.engine.finished and self.open
+
+    def receive_data(self, data: bytes, max_frames: int | None = None) -> None:
+        self._run(lambda: self.engine.receive_data(data))
+
+    def data_to_send(self) -> bytes:
+        if self.throttled and self.transport_backlog is None:
+            self.output_drained()
+        return self.engine.data_to_send()
+
+    def tick(self, now: float) -> float | None:
+        deadline = self.engine.tick(now)
+        self._run(self.engine.take_events)
+        return deadline
+
+    def output_full(self) -> bool:
+        """Whether the output queued here is over ``OUTPUT_BOUND``: consumers get no credit until it drains."""
+        if self.engine.output_size + (self.transport_backlog or 0) <= OUTPUT_BOUND:
+            return False
+        self.throttled = True
+        return True
+
+    def output_drained(self) -> None:
+        if not self.throttled or not self.open:
+            return
+        self.throttled = False
+        self._run(self._pump)
+
+    def _pump(self) -> list[Event]:
+        """Room opened in the output: every channel's consumers may send again."""
+        for channel in list(self.channels.values()):
+            channel.pump()
+        return []
+
+    def connection_lost(self) -> None:
+        if self.open:
+            self._run(self.engine.connection_lost)
+            self.broker.forget_connection(self)
+
+    def release(self) -> None:
+        self.connection_lost()
+        self.transport_backlog = None
+        self.throttled = False
+
+    def close_forced(self) -> None:
+        """The broker stops or resets: 320 CONNECTION_FORCED, as RabbitMQ closes connections when it stops."""
+        self.engine.close(None)
+        self._run(self.engine.take_events)
+
+    def mark_dirty(self) -> None:
+        self.broker.mark_dirty(self)
+
+    # ---------------------------------------------------------------- events
+
+    def _run(self, step: Callable[[], list[Event]]) -> None:
+        """Run an engine step and act on its events; a broker bug closes this connection (541), no other."""
+        try:
+            for event in step():
+                self._event(event)
+        except Exception as exc:
+            self.broker.errors.append(exc)
+            self.engine.close(AMQP091Error(codes.INTERNAL_ERROR, f"broker error: {type(exc).__name__}: {exc}"))
+            try:
+                for event in self.engine.take_events():
+                    self._event(event)
+            except Exception as second:
+                self.broker.errors.append(second)
+        self.broker.mark_dirty(self)
+        self.broker.flush()
+
+    def _event(self, event: Event) -> None:
+        if isinstance(event, MethodReceived):
+            self._on_channel(event.channel, lambda channel: channel.handle(event.method))
+        elif isinstance(event, Published):
+            self._on_channel(event.channel, lambda channel: channel.publish(event.method, event.properties, event.body))
+        elif isinstance(event, ChannelOpened):
+            self.channels[event.channel] = Channel(self, event.channel)
+        elif isinstance(event, ChannelClosed):
+            channel = self.channels.pop(event.channel, None)
+            if channel is not None:
+                channel.close()
+        elif isinstance(event, ConnectionClosed):
+            for channel in list(self.channels.values()):
+                channel.close()
+            self.channels.clear()
+            self.vhost.connection_closed(self)
+        elif isinstance(event, ConnectionOpened):
+            pass  # the engine answered open-ok; channels come next
+
+    def _on_channel(self, number: int, act: Callable[[Channel], None]) -> None:
+        channel = self.channels.get(number)
+        if channel is None:
+            return  # closed by an earlier event of this read
+        try:
+            act(channel)
+        except AMQP091Error as error:
+            if error.closes_connection:
+                self.engine.close(error)
+            else:
+                self.engine.close_channel(number, error)
+            for event in self.engine.take_events():
+                self._event(event)
+
+    # ------------------------------------------------------------- consumers
+
+    def consumer_added(self, consumer: Consumer091) -> None:
+        self.vhost.readers.setdefault(consumer.queue.name, {})[consumer] = None
+
+    def consumer_removed(self, consumer: Consumer091) -> None:
+        readers = self.vhost.readers.get(consumer.queue.name)
+        if readers is not None:
+            readers.pop(consumer, None)
+            if not readers:
+                del self.vhost.readers[consumer.queue.name]
+        spec = self.vhost.specs.get(consumer.queue.name)
+        if spec is not None and spec.auto_delete and not consumer.queue.consumers:
+            # RabbitMQ: an auto-delete queue goes when its last consumer does.
+            self.vhost.delete_queue(consumer.queue.name)

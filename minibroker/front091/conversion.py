@@ -1,0 +1,203 @@
+"""Messages crossing between AMQP 0-9-1 and AMQP 1.0, as RabbitMQ 4 converts them.
+
+The broker keeps messages as AMQP 1.0 (``StoredMessage``), so a 0-9-1 publish is converted once
+on the way in and a message read by a 0-9-1 consumer once on the way out.  The mapping follows
+RabbitMQ's "Inter-Protocol Property Conversions" (``rabbitmq.com/docs/conversions``):
+
+==================  ==========================================================
+0-9-1               AMQP 1.0
+==================  ==========================================================
+body                one ``data`` section (Part 3 §3.2.6)
+delivery-mode 2     header ``durable`` (§3.2.1); 1 or absent: not durable
+priority            header ``priority``
+expiration (ms)     header ``ttl``
+content-type        properties ``content-type`` (a symbol, §3.2.4)
+content-encoding    properties ``content-encoding``
+message-id          properties ``message-id``
+correlation-id      properties ``correlation-id``
+reply-to            properties ``reply-to``
+user-id             properties ``user-id`` (binary)
+timestamp (s)       properties ``creation-time`` (ms)
+headers             application-properties (§3.2.5): simple values only; a long string
+                    that is UTF-8 becomes a string, else binary; a timestamp a
+                    timestamp; nested tables, arrays and decimals are not carried
+type, app-id        message-annotations ``x-basic-type``, ``x-basic-app-id``
+exchange, key       message-annotations ``x-exchange``, ``x-routing-key`` (as the
+                    RabbitMQ 4 layer sets them)
+==================  ==========================================================
+
+The other way, a ``data`` body is the 0-9-1 body; an ``amqp-value`` holding a string is sent
+as its UTF-8 bytes and one holding bytes as those bytes (what a 0-9-1 consumer expects of a
+python-qpid-proton ``Message(body="text")``); any other body is sent AMQP-encoded.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from ..amqp.codec import encode
+from ..amqp.message import Message
+from ..amqp.messaging import Header, Properties
+from ..amqp.types import symbol, timestamp
+from ..amqp091.properties import BasicProperties
+from ..amqp091.values import LongStr
+
+__all__ = ["Delivered", "X_EXCHANGE", "X_ROUTING_KEY", "from_amqp10", "to_amqp10"]
+
+X_EXCHANGE = symbol("x-exchange")
+X_ROUTING_KEY = symbol("x-routing-key")
+X_BASIC_TYPE = symbol("x-basic-type")
+X_BASIC_APP_ID = symbol("x-basic-app-id")
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+#: Application-property values AMQP 1.0 allows (§3.2.5: simple types, no maps or lists).
+_SIMPLE = (str, bytes, int, float, bool)
+
+
+def to_amqp10(exchange: str, routing_key: str, properties: BasicProperties, body: bytes, ttl: int | None) -> bytes:
+    """The AMQP 1.0 encoding of a 0-9-1 publish (``ttl``: the expiration, already checked, in ms)."""
+    header = None
+    if properties.delivery_mode == 2 or properties.priority is not None or ttl is not None:
+        header = Header(
+            durable=properties.delivery_mode == 2,
+            priority=4 if properties.priority is None else properties.priority,
+            ttl=ttl,
+        )
+    amqp_properties = None
+    if any(
+        value is not None
+        for value in (
+            properties.message_id, properties.user_id, properties.reply_to, properties.correlation_id,
+            properties.content_type, properties.content_encoding, properties.timestamp,
+        )
+    ):  # fmt: skip
+        amqp_properties = Properties(
+            message_id=properties.message_id,
+            user_id=properties.user_id.encode("utf-8") if properties.user_id is not None else None,
+            reply_to=properties.reply_to,
+            correlation_id=properties.correlation_id,
+            content_type=symbol(properties.content_type) if properties.content_type is not None else None,
+            content_encoding=symbol(properties.content_encoding) if properties.content_encoding is not None else None,
+            creation_time=_millis(properties.timestamp) if properties.timestamp is not None else None,
+        )
+    annotations: dict[Any, Any] = {X_EXCHANGE: exchange, X_ROUTING_KEY: routing_key}
+    if properties.type is not None:
+        annotations[X_BASIC_TYPE] = properties.type
+    if properties.app_id is not None:
+        annotations[X_BASIC_APP_ID] = properties.app_id
+    application_properties = None
+    if properties.headers:
+        application_properties = {}
+        for name, value in properties.headers.items():
+            converted = _to_simple(value)
+            if converted is not None:
+                application_properties[name] = converted
+    return Message(
+        body=body,
+        body_kind="data",
+        header=header,
+        message_annotations=annotations,
+        properties=amqp_properties,
+        application_properties=application_properties,
+    ).encode()
+
+
+class Delivered:
+    """What a 0-9-1 consumer is sent for one stored message: properties, body, exchange and key."""
+
+    __slots__ = ("properties", "body", "exchange", "routing_key")
+
+    def __init__(self, properties: BasicProperties, body: bytes, exchange: str, routing_key: str) -> None:
+        self.properties = properties
+        self.body = body
+        self.exchange = exchange
+        self.routing_key = routing_key
+
+
+def from_amqp10(message: Message, annotations: dict[Any, Any] | None, queue: str) -> Delivered:
+    """A stored message as a 0-9-1 consumer receives it (``annotations``: the entry's current ones)."""
+    header = message.header
+    props = message.properties
+    annotations = annotations or {}
+    headers: dict[str, Any] | None = None
+    if message.application_properties:
+        headers = {}
+        for name, value in message.application_properties.items():
+            converted = _from_simple(value)
+            if converted is not None:
+                headers[str(name)] = converted
+    properties = BasicProperties(
+        content_type=_text(props.content_type) if props is not None else None,
+        content_encoding=_text(props.content_encoding) if props is not None else None,
+        headers=headers,
+        delivery_mode=(2 if header.durable else 1) if header is not None else None,
+        # A 1.0 header always has a priority (4 when not sent, §3.2.1): only another one is passed on.
+        priority=header.priority if header is not None and header.priority != 4 else None,
+        correlation_id=_text(props.correlation_id) if props is not None else None,
+        reply_to=_text(props.reply_to) if props is not None else None,
+        expiration=str(header.ttl) if header is not None and header.ttl is not None else None,
+        message_id=_text(props.message_id) if props is not None else None,
+        timestamp=_seconds(props.creation_time) if props is not None and props.creation_time is not None else None,
+        type=_text(annotations.get(X_BASIC_TYPE)),
+        user_id=_text(props.user_id) if props is not None else None,
+        app_id=_text(annotations.get(X_BASIC_APP_ID)),
+    )
+    exchange = annotations.get(X_EXCHANGE)
+    key = annotations.get(X_ROUTING_KEY)
+    if exchange is None or key is None:  # sent over AMQP 1.0 to the queue: as through the default exchange
+        exchange, key = "", queue
+    return Delivered(properties, _body(message), str(exchange), str(key))
+
+
+def _body(message: Message) -> bytes:
+    body = message.body
+    if message.body_kind == "data":
+        return b"".join(body) if isinstance(body, list) else bytes(body)
+    if message.body_kind == "value":
+        if isinstance(body, str):
+            return body.encode("utf-8")
+        if isinstance(body, bytes):
+            return body
+    return encode(body)
+
+
+def _millis(moment: datetime.datetime) -> int:
+    millis: int = timestamp(int(moment.timestamp()) * 1000)
+    return millis
+
+
+def _seconds(millis: int) -> datetime.datetime:
+    return _EPOCH + datetime.timedelta(seconds=millis // 1000)
+
+
+def _text(value: Any) -> str | None:
+    """A short string from a 1.0 property value (ids may be ulong, uuid or binary there)."""
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def _to_simple(value: Any) -> Any:
+    if isinstance(value, LongStr):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            return bytes(value)
+    if isinstance(value, datetime.datetime):
+        return _millis(value)
+    if isinstance(value, _SIMPLE):
+        return value
+    return None  # a nested table, an array, a decimal: not an application-property value
+
+
+def _from_simple(value: Any) -> Any:
+    if isinstance(value, timestamp):
+        return _seconds(value)
+    if isinstance(value, symbol):
+        return str(value)
+    if isinstance(value, _SIMPLE):
+        return value
+    return str(value) if value is not None else None  # a uuid, a char: as text

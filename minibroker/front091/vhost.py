@@ -1,0 +1,347 @@
+"""What AMQP 0-9-1 clients of one broker share: exchanges, queue declarations, exclusive owners.
+
+Queues are the broker's own nodes (a queue declared here is the queue an AMQP 1.0 client reads
+by its name).  Exchanges and bindings are the RabbitMQ layer's implementation
+(:class:`minibroker.rabbitmq.exchanges.Exchanges`), one per broker: the layer's own when the
+RabbitMQ 4 layer is on (so both protocols route through the same bindings), else one kept here,
+which needs nothing else of the layer.  Queue arguments are mapped onto ``QueueOptions`` by the
+layer's :func:`~minibroker.rabbitmq.arguments.queue_spec`.
+
+Reply codes and texts are RabbitMQ 3.10's, checked against it (0-9-1 specification §1.2 leaves
+the texts to the server; clients and tests match on RabbitMQ's).
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+import weakref
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..amqp091 import errors as codes
+from ..amqp091.errors import AMQP091Error
+from ..broker.config import QueueOptions, RabbitMQOptions
+from ..broker.publish import Source
+from ..broker.queue import Queue
+from ..broker.stored import Entry, StoredMessage
+from ..rabbitmq.arguments import QueueSpec, queue_spec
+from ..rabbitmq.exchanges import DEFAULT_EXCHANGES, Binding, ExchangeError, Exchanges, RoutingRefused
+from .conversion import X_EXCHANGE, X_ROUTING_KEY
+
+if TYPE_CHECKING:
+    from ..broker.engine import Broker
+    from .consumers import Consumer091
+
+__all__ = ["VirtualHost", "vhost_of"]
+
+#: The node kinds a 0-9-1 client sees as queues.
+QUEUE_KINDS = ("queue", "stream")
+#: RabbitMQ's codes for the management statuses ``Exchanges`` raises with.
+_STATUS_CODES = {
+    400: codes.PRECONDITION_FAILED,
+    403: codes.ACCESS_REFUSED,
+    404: codes.NOT_FOUND,
+    409: codes.PRECONDITION_FAILED,
+}
+_HOSTS: weakref.WeakKeyDictionary[Broker, VirtualHost] = weakref.WeakKeyDictionary()
+
+
+def vhost_of(broker: Broker) -> VirtualHost:
+    """The one :class:`VirtualHost` of ``broker`` (made on its first 0-9-1 connection)."""
+    host = _HOSTS.get(broker)
+    if host is None:
+        host = _HOSTS[broker] = VirtualHost(broker)
+    return host
+
+
+def not_found(kind: str, name: str, class_id: int = 0, method_id: int = 0) -> AMQP091Error:
+    return AMQP091Error(codes.NOT_FOUND, f"no {kind} '{name}' in vhost '/'", class_id, method_id)
+
+
+def _error(exc: ExchangeError, class_id: int, method_id: int) -> AMQP091Error:
+    """An ``Exchanges`` refusal as the channel error RabbitMQ answers with (its text without the code name)."""
+    text = str(exc)
+    name, sep, rest = text.partition(" - ")
+    if sep and name.isupper():
+        text = rest
+    return AMQP091Error(_STATUS_CODES.get(exc.status, codes.PRECONDITION_FAILED), text, class_id, method_id)
+
+
+class VirtualHost:
+    """Exchanges, declarations and exclusive queues of the 0-9-1 clients of one broker (vhost ``/``)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        # The RabbitMQ layer's declaration bounds apply to 0-9-1 clients too (docs/limits-and-security.md).
+        self.options = broker.config.rabbitmq or RabbitMQOptions()
+        options = self.options
+        self._own = Exchanges(self.is_queue, options.max_exchanges, options.max_bindings, options.max_topic_visits)
+        #: Queues declared over 0-9-1: how, for redeclarations (RabbitMQ's equivalence check).
+        self.specs: dict[str, QueueSpec] = {}
+        #: Exclusive queues by the connection that declared them (deleted when it closes).
+        self.owners: dict[str, object] = {}
+        #: The 0-9-1 consumers of each queue (told with ``basic.cancel`` when it is deleted).
+        self.readers: dict[str, dict[Consumer091, None]] = {}
+        broker.reset_hooks.append(self.reset)
+        broker.node_deleted_hooks.append(self.node_deleted)
+
+    def reset(self) -> None:
+        self._own.reset()
+        self.specs.clear()
+        self.owners.clear()
+        self.readers.clear()
+
+    @property
+    def exchanges(self) -> Exchanges:
+        """The RabbitMQ 4 layer's exchanges when it is on (shared with its AMQP 1.0 clients), else ours."""
+        shared = getattr(self.broker.extension, "exchanges", None)
+        return shared if isinstance(shared, Exchanges) else self._own
+
+    def is_queue(self, name: str) -> bool:
+        node = self.broker.router.nodes.get(name)
+        return node is not None and node.KIND in QUEUE_KINDS
+
+    def queue(self, name: str, class_id: int, method_id: int) -> Queue:
+        """The queue named ``name``, or 404 NOT_FOUND."""
+        queue = self.broker.router.queues.get(name)
+        if queue is None:
+            if name in self.broker.router.streams:
+                raise AMQP091Error(
+                    codes.PRECONDITION_FAILED,
+                    f"queue '{name}' in vhost '/' is a stream: reading it over AMQP 0-9-1 is not supported here "
+                    "yet; read it over AMQP 1.0",
+                    class_id, method_id,
+                )  # fmt: skip
+            raise not_found("queue", name, class_id, method_id)
+        return queue
+
+    def check_owner(self, name: str, owner: object, class_id: int, method_id: int) -> None:
+        """405 RESOURCE_LOCKED when another connection declared ``name`` exclusive."""
+        holder = self.owners.get(name)
+        if holder is not None and holder is not owner:
+            raise AMQP091Error(
+                codes.RESOURCE_LOCKED,
+                f"cannot obtain exclusive access to locked queue '{name}' in vhost '/'. It could be originally "
+                "declared on another connection or the exclusive property value does not match that of the "
+                "original declaration.",
+                class_id, method_id,
+            )  # fmt: skip
+
+    # ------------------------------------------------------------ exchanges
+
+    def declare_exchange(
+        self, name: str, kind: str, *, passive: bool, durable: bool, auto_delete: bool, internal: bool,
+        arguments: Mapping[str, Any],
+    ) -> None:  # fmt: skip
+        """``exchange.declare`` (§1.6.2.1); passive: 404 unless it exists."""
+        exchanges = self.exchanges
+        existing = exchanges.exchanges.get(name)
+        if passive:
+            if existing is None:
+                raise not_found("exchange", name, 40, 10)
+            return
+        if existing is None and (name == "" or name.startswith("amq.")):
+            raise AMQP091Error(codes.ACCESS_REFUSED, f"exchange name '{name}' contains reserved prefix 'amq.*'", 40, 10)
+        if existing is not None:
+            for field, wanted, current in (
+                ("type", kind, existing.type),
+                ("durable", durable, existing.durable),
+                ("auto_delete", auto_delete, existing.auto_delete),
+                ("internal", internal, existing.internal),
+            ):
+                if wanted != current:
+                    raise AMQP091Error(
+                        codes.PRECONDITION_FAILED,
+                        f"inequivalent arg '{field}' for exchange '{name}' in vhost '/': "
+                        f"received '{_shown(wanted)}' but current is '{_shown(current)}'",
+                        40, 10,
+                    )  # fmt: skip
+            return
+        try:
+            exchanges.declare(
+                name, kind, durable=durable, auto_delete=auto_delete, internal=internal, arguments=arguments
+            )
+        except ExchangeError as exc:
+            if exc.status == 400:  # an unknown type: RabbitMQ closes the connection for it
+                raise AMQP091Error(codes.COMMAND_INVALID, f"unknown exchange type '{kind}'", 40, 10) from None
+            raise _error(exc, 40, 10) from None
+
+    def delete_exchange(self, name: str, if_unused: bool) -> None:
+        """``exchange.delete`` (§1.6.2.3): a missing one is no error (RabbitMQ 3.x)."""
+        exchanges = self.exchanges
+        existing = exchanges.exchanges.get(name)
+        if existing is None:
+            return
+        if name in DEFAULT_EXCHANGES:
+            raise AMQP091Error(codes.ACCESS_REFUSED, f"operation not permitted on exchange '{name}'", 40, 20)
+        if if_unused and existing.bindings:
+            raise AMQP091Error(codes.PRECONDITION_FAILED, f"exchange '{name}' in vhost '/' in use", 40, 20)
+        exchanges.delete(name)
+
+    def bind(self, binding: Binding, class_id: int, method_id: int, unbind: bool = False) -> None:
+        """``queue.bind`` / ``exchange.bind`` and their unbinds (RabbitMQ's exchange-to-exchange extension)."""
+        exchanges = self.exchanges
+        if binding.source == "":
+            raise AMQP091Error(codes.ACCESS_REFUSED, "operation not permitted on the default exchange", class_id, method_id)
+        if binding.destination_kind == "queue" and not self.is_queue(binding.destination):
+            raise not_found("queue", binding.destination, class_id, method_id)
+        if binding.source not in exchanges.exchanges:
+            raise not_found("exchange", binding.source, class_id, method_id)
+        if binding.destination_kind == "exchange" and binding.destination not in exchanges.exchanges:
+            raise not_found("exchange", binding.destination, class_id, method_id)
+        try:
+            if unbind:
+                exchanges.unbind(binding)
+            else:
+                exchanges.bind(binding)
+        except ExchangeError as exc:
+            raise _error(exc, class_id, method_id) from None
+
+    # --------------------------------------------------------------- queues
+
+    def declare_queue(
+        self, name: str, *, owner: object, passive: bool, durable: bool, exclusive: bool, auto_delete: bool,
+        arguments: Mapping[str, Any],
+    ) -> tuple[str, Queue | None]:  # fmt: skip
+        """``queue.declare`` (§1.7.2.1): the queue's name (server-named when empty) and the queue
+        (None for a stream, which is declared but read only over AMQP 1.0 here)."""
+        router = self.broker.router
+        if passive:
+            if not self.is_queue(name):
+                raise not_found("queue", name, 50, 10)
+            self.check_owner(name, owner, 50, 10)
+            return name, router.queues.get(name)
+        if not name:
+            name = "amq.gen-" + base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        elif name.startswith("amq."):
+            raise AMQP091Error(codes.ACCESS_REFUSED, f"queue name '{name}' contains reserved prefix 'amq.*'", 50, 10)
+        try:
+            spec = queue_spec(
+                name,
+                {"durable": durable, "exclusive": exclusive, "auto_delete": auto_delete, "arguments": dict(arguments)},
+                QueueOptions(),
+            )
+        except ExchangeError as exc:
+            raise _error(exc, 50, 10) from None
+        if self.is_queue(name):
+            self.check_owner(name, owner, 50, 10)
+            existing = self.specs.get(name)
+            if existing is not None:
+                differs = existing.equivalent(spec)
+                if differs is not None:
+                    raise AMQP091Error(
+                        codes.PRECONDITION_FAILED,
+                        f"inequivalent arg '{differs}' for queue '{name}' in vhost '/': "
+                        f"received {_argument(spec, differs)} but current is {_argument(existing, differs)}",
+                        50, 10,
+                    )  # fmt: skip
+                return name, router.queues.get(name)
+        limit = self.options.max_queues
+        if limit is not None and len(self.specs) >= limit:
+            raise AMQP091Error(
+                codes.ACCESS_REFUSED,
+                f"cannot declare queue '{name}': queue limit of {limit} queues declared over AMQP 0-9-1 is reached "
+                "(RabbitMQOptions.max_queues); delete queues or raise the limit",
+                50, 10,
+            )  # fmt: skip
+        self.specs[name] = spec
+        if exclusive:
+            self.owners[name] = owner
+        if spec.stream is not None:
+            self.broker.declare_stream(name, spec.stream)
+            return name, None
+        queue = router.queues.get(name)
+        if queue is None:
+            queue = self.broker.declare_queue(name, spec.options)
+        else:
+            queue.options = spec.options  # a queue made over AMQP 1.0 or the API takes the declaration
+        if spec.dead_letter_exchange is not None:
+            queue.dead_letter = self._dead_letter
+        return name, queue
+
+    def delete_queue(self, name: str) -> int:
+        """Delete a queue (its bindings, declaration and consumers go in :meth:`node_deleted`);
+        how many ready messages it had."""
+        node = self.broker.router.nodes.get(name)
+        if node is None or node.KIND not in QUEUE_KINDS:
+            self.node_deleted(name, node)
+            return 0
+        queue = self.broker.router.queues.get(name)
+        count = queue.available_count if queue is not None else 0
+        self.broker.delete_node(name)
+        return count
+
+    def node_deleted(self, name: str, node: object) -> None:
+        """A queue went (deleted over either protocol or the API): its declaration and bindings go,
+        and its 0-9-1 consumers are told with ``basic.cancel`` (RabbitMQ's consumer cancel notification)."""
+        self.specs.pop(name, None)
+        self.owners.pop(name, None)
+        self.exchanges.drop_destination(name, "queue")
+        for consumer in list(self.readers.pop(name, {})):
+            consumer.channel.end_consumer(consumer, notify=True)
+            consumer.channel.connection.mark_dirty()
+
+    def connection_closed(self, owner: object) -> None:
+        """RabbitMQ deletes a connection's exclusive queues when it closes (§1.7.2.1 ``exclusive``)."""
+        for name in [name for name, holder in self.owners.items() if holder is owner]:
+            self.delete_queue(name)
+
+    # --------------------------------------------------------------- routing
+
+    def route(self, exchange: str, key: str, headers: Mapping[str, Any] | None) -> list[str]:
+        """The queues a publish to ``exchange`` with ``key`` reaches (404 for a missing exchange)."""
+        exchanges = self.exchanges
+        found = exchanges.exchanges.get(exchange)
+        if found is None:
+            raise not_found("exchange", exchange, 60, 40)
+        if found.internal:
+            raise AMQP091Error(
+                codes.ACCESS_REFUSED, f"cannot publish to internal exchange '{exchange}' in vhost '/'", 60, 40
+            )
+        try:
+            return exchanges.route(exchange, key, headers)
+        except RoutingRefused as exc:
+            raise AMQP091Error(codes.PRECONDITION_FAILED, str(exc), 60, 40) from None
+
+    def _dead_letter(self, queue: Queue, entry: Entry, reason: str, description: str | None) -> None:
+        """Republish a dead letter to the queue's ``x-dead-letter-exchange`` with
+        ``x-dead-letter-routing-key`` or its own key (RabbitMQ's dead-lettering; dropped without one)."""
+        spec = self.specs.get(queue.name)
+        if spec is None or spec.dead_letter_exchange is None:
+            return
+        exchange = spec.dead_letter_exchange
+        if exchange not in self.exchanges.exchanges:
+            return
+        annotations = entry.merged_annotations() or {}
+        key = spec.dead_letter_routing_key
+        if key is None:
+            original = annotations.get(X_ROUTING_KEY)
+            key = str(original) if original is not None else queue.name
+        entry.annotate({X_EXCHANGE: exchange, X_ROUTING_KEY: key})
+        now = self.broker.now()
+        queue.counters.dead_lettered += 1
+        # RabbitMQ drops the message's TTL when it dead-letters it, so it does not expire again.
+        message = StoredMessage(entry.payload_for_delivery(now, keep_ttl=False), now)
+        router = self.broker.router
+        for name in self.exchanges.route(exchange, key, message.application_properties):
+            router.route(router.nodes[name], message, now, Source.DEAD_LETTER)
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(int(value)) if isinstance(value, int) else str(value)  # int32(3) shown as 3
+
+
+def _argument(spec: QueueSpec, argument: str) -> str:
+    """How RabbitMQ shows one side of an inequivalent queue argument."""
+    if argument in ("durable", "exclusive", "auto_delete"):
+        return f"'{_shown(getattr(spec, argument))}'"
+    if argument == "x-queue-type":
+        return f"'{spec.type}'"
+    if argument not in spec.arguments:
+        return "none"
+    value = spec.arguments[argument]
+    kind = "signedint" if isinstance(value, int) and not isinstance(value, bool) else "longstr"
+    return f"the value '{_shown(value)}' of type '{kind}'"
