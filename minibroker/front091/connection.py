@@ -30,6 +30,7 @@ from ..amqp091.events import (
     Published,
 )
 from ..broker.client_connection import OUTPUT_BOUND
+from .access import Access
 from .channel import Channel
 from .consumers import Consumer091
 from .vhost import vhost_of
@@ -88,6 +89,8 @@ class Connection091:
         )
         self.vhost = vhost_of(broker)
         self.channels: dict[int, Channel] = {}
+        #: The logged-in user under ``BrokerConfig.permissions`` (access.py), set by ``connection.open``.
+        self.access = Access(None, None, "/")
 
     # ------------------------------------------------------------ Gatekeeper
 
@@ -208,7 +211,8 @@ class Connection091:
             self.channels.clear()
             self.vhost.connection_closed(self)
         elif isinstance(event, ConnectionOpened):
-            pass  # the engine answered open-ok; channels come next
+            # The engine answered open-ok; channels come next, each checked as this user.
+            self.access = Access(self.broker.permissions, event.user, event.vhost)
 
     def _on_channel(self, number: int, act: Callable[[Channel], None]) -> None:
         channel = self.channels.get(number)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import base64
 import uuid
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..amqp091 import errors as codes
@@ -202,10 +202,12 @@ class VirtualHost:
 
     def declare_queue(
         self, name: str, *, owner: object, passive: bool, durable: bool, exclusive: bool, auto_delete: bool,
-        arguments: Mapping[str, Any],
+        arguments: Mapping[str, Any], authorise: Callable[[str, Mapping[str, Any]], None] | None = None,
     ) -> tuple[str, Queue | None]:  # fmt: skip
         """``queue.declare`` (§1.7.2.1): the queue's name (server-named when empty) and the queue
-        (None for a stream, which is declared but read only over AMQP 1.0 here)."""
+        (None for a stream, which is declared but read only over AMQP 1.0 here); ``authorise``
+        checks the declaring user's permissions once the name is chosen (RabbitMQ checks a
+        server-made name too)."""
         router = self.broker.router
         if passive:
             if not self.is_queue(name):
@@ -216,6 +218,8 @@ class VirtualHost:
             name = "amq.gen-" + base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         elif name.startswith("amq."):
             raise AMQP091Error(codes.ACCESS_REFUSED, f"queue name '{name}' contains reserved prefix 'amq.*'", 50, 10)
+        if authorise is not None:
+            authorise(name, arguments)
         try:
             spec = queue_spec(
                 name,
