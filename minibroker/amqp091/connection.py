@@ -96,7 +96,11 @@ from .methods import (
 from .properties import BASIC_CLASS_ID, BasicProperties, decode_content_header
 from .values import read_table
 
-__all__ = ["Connection", "ConnectionConfig", "Gatekeeper"]
+__all__ = ["CLOSING_TIMEOUT", "Connection", "ConnectionConfig", "Gatekeeper"]
+
+#: Seconds a ``connection.close`` of ours waits for the peer's ``close-ok`` before the
+#: connection is dropped anyway (RabbitMQ's ``CLOSING_TIMEOUT`` in ``rabbit_reader``, 30 s).
+CLOSING_TIMEOUT: Final = 30.0
 
 #: Methods a client may send on an open channel that the broker acts on (the specification's
 #: "accepted-by server" methods of these classes, plus RabbitMQ's extensions).  Any other method
@@ -202,6 +206,9 @@ class Connection:
         self._wrote_since_tick = False
         self._last_read = 0.0
         self._last_write = 0.0
+        self._unframed = False
+        #: When our ``connection.close`` was first seen by ``tick`` (None: not closing).
+        self._closing_since: float | None = None
 
     # ------------------------------------------------------------------ output
 
@@ -297,9 +304,15 @@ class Connection:
             data = self._protocol_header(data)
             if not data:
                 return self.take_events()
+        if self._unframed:
+            return self.take_events()  # the stream lost its framing: nothing after can be read
         try:
             frames = self._reader.feed(data)
         except FrameError as error:
+            # No frame boundary can be trusted after this (§4.2.3), so what follows is dropped
+            # unread, not buffered while the peer keeps writing and never answers our close.
+            self._unframed = True
+            self._reader = FrameReader(self.frame_max)
             self.close(error)
             return self.take_events()
         for frame in frames:
@@ -551,7 +564,16 @@ class Connection:
             return None
         if self._started is None:
             self._started = self._last_read = self._last_write = now
-        if self.state is not ConnectionState.OPEN and self.state is not ConnectionState.CLOSING:
+        if self.state is ConnectionState.CLOSING:
+            # RabbitMQ waits CLOSING_TIMEOUT for close-ok, then drops the socket (rabbit_reader).
+            if self._closing_since is None:
+                self._closing_since = now
+            deadline = self._closing_since + CLOSING_TIMEOUT
+            if now >= deadline:
+                self.state = ConnectionState.CLOSED  # its channels were ended by close()
+                return None
+            return deadline
+        if self.state is not ConnectionState.OPEN:
             deadline = self._started + self.config.handshake_timeout
             if now >= deadline:
                 # RabbitMQ closes the socket of a handshake that takes too long without a close.

@@ -84,6 +84,7 @@ from ..broker.publish import Source
 from ..broker.queue import Queue
 from ..broker.stored import Entry, StoredMessage
 from ..rabbitmq.exchanges import Binding
+from . import consumers
 from .access import Kind
 from .consumers import Consumer091
 from .conversion import from_amqp10, to_amqp10
@@ -327,6 +328,13 @@ class Channel:
         self.connection.access.require("read", "queue", name, 60, 70)
         queue = self.vhost.queue(name, 60, 70)
         self.vhost.check_owner(name, self.connection, 60, 70)
+        if not method.no_ack and len(self.unacked) >= consumers.MAX_UNACKED:
+            raise AMQP091Error(
+                codes.PRECONDITION_FAILED,
+                f"the channel holds {len(self.unacked)} unacknowledged deliveries, the most it may "
+                f"({consumers.MAX_UNACKED}); acknowledge some before the next basic.get",
+                60, 70,
+            )  # fmt: skip
         broker = self.connection.broker
         entry = queue.take(None, broker.now())
         if entry is None:

@@ -14,6 +14,7 @@ of ``RabbitMQOptions.vhosts`` (all of them the same nodes here); another is refu
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -84,6 +85,9 @@ class Connection091:
                 # No bound configured: RabbitMQ's own (128 MiB), checked from the content header.
                 max_message_size=config.max_message_size or ConnectionConfig.max_message_size,
                 handshake_timeout=config.handshake_timeout if config.handshake_timeout is not None else float("inf"),
+                # The heartbeat offered in tune (§4.2.7): the 1.0 idle timeout in whole seconds
+                # (60 by default, RabbitMQ's own); None or 0 offers none.
+                heartbeat=math.ceil(config.idle_timeout) if config.idle_timeout else 0,
             ),
             self,
         )
