@@ -83,10 +83,15 @@ def moves(channel: int) -> list[bytes]:
         publish(channel, b"x" * 9000, headers={"a": [1, {"b": None}]}, expiration="5", priority=3),
         publish(channel, b"", exchange="amq.topic", key=f"k.{channel}", user_id=USER),
         frame(channel, m.BasicQos(prefetch_count=1)),
-        frame(channel, m.BasicConsume(queue=QUEUE, consumer_tag=f"c{channel}")),
+        # Cancel first: a consumer tag in use again is a connection error (530), as in RabbitMQ.
+        frame(channel, m.BasicCancel(consumer_tag=f"c{channel}"))
+        + frame(channel, m.BasicConsume(queue=QUEUE, consumer_tag=f"c{channel}")),
         frame(channel, m.BasicConsume(queue=QUEUE, no_ack=True)),
         frame(channel, m.BasicCancel(consumer_tag=f"c{channel}")),
         frame(channel, m.BasicGet(queue=QUEUE)),
+        # Idioms that leave deliveries unacknowledged, for the settling moves to find.
+        publish(channel, b"got") + frame(channel, m.BasicGet(queue=QUEUE)),
+        publish(channel, b"consumed") + frame(channel, m.BasicConsume(queue=QUEUE)),
         frame(channel, m.BasicAck(delivery_tag=1)),
         frame(channel, m.BasicAck(delivery_tag=0, multiple=True)),
         frame(channel, m.BasicNack(delivery_tag=2, multiple=True, requeue=False)),
@@ -100,7 +105,7 @@ def moves(channel: int) -> list[bytes]:
         frame(channel, m.ChannelFlow(active=True)),
         frame(channel, m.QueuePurge(queue=QUEUE)),
         frame(channel, m.QueueDelete(queue=QUEUE)),
-        frame(channel, m.ChannelClose(reply_code=200, reply_text="bye")),
+        frame(channel, m.ChannelClose(reply_code=200, reply_text="bye")) + frame(channel, m.ChannelOpen()),
     ]
 
 
