@@ -207,6 +207,15 @@ class Connection:
         self._last_read = 0.0
         self._last_write = 0.0
         self._unframed = False
+        # The broker's resource alarm (RabbitMQ's connection.blocked extension): its reason while
+        # raised; whether this connection published, was told, and stopped being read.
+        self._alarm: str | None = None
+        self._published = False
+        self._told_blocked = False
+        #: Reading stopped: a publish came while the alarm was raised (the server reads no more).
+        self.read_paused = False
+        #: Frames read but not handled when reading stopped, handled by :meth:`unblock`.
+        self._held: list[Frame] = []
         #: When our ``connection.close`` was first seen by ``tick`` (None: not closing).
         self._closing_since: float | None = None
 
@@ -307,7 +316,8 @@ class Connection:
         if self._unframed:
             return self.take_events()  # the stream lost its framing: nothing after can be read
         try:
-            frames = self._reader.feed(data)
+            frames = self._held + self._reader.feed(data)
+            self._held = []
         except FrameError as error:
             # No frame boundary can be trusted after this (§4.2.3), so what follows is dropped
             # unread, not buffered while the peer keeps writing and never answers our close.
@@ -315,8 +325,15 @@ class Connection:
             self._reader = FrameReader(self.frame_max)
             self.close(error)
             return self.take_events()
-        for frame in frames:
+        self._handle(frames)
+        return self.take_events()
+
+    def _handle(self, frames: list[Frame]) -> None:
+        for at, frame in enumerate(frames):
             if self.finished:  # a frame before this one ended the connection
+                break
+            if self.read_paused:  # a publish under the alarm: the rest waits for unblock()
+                self._held = frames[at:]
                 break
             try:
                 self._frame(frame)
@@ -325,7 +342,37 @@ class Connection:
                     self.close(error)
                 else:
                     self.close_channel(frame.channel, error)
+
+    # ------------------------------------------------------------------ alarm
+
+    def block(self, reason: str) -> None:
+        """The broker's resource alarm is raised (RabbitMQ's "Blocked Connection Notifications"):
+        a connection that has published is told ``connection.blocked`` now (if its client
+        announced the capability), any other at its first publish; each stops being read once it
+        publishes, its publishes so far kept."""
+        self._alarm = reason
+        if self._published:
+            self._tell_blocked()
+
+    def unblock(self) -> list[Event]:
+        """The alarm is cleared: ``connection.unblocked`` to those told, reading resumes with the frames held."""
+        self._alarm = None
+        if self._told_blocked and self.state is ConnectionState.OPEN:
+            self.send(0, ConnectionUnblocked())
+        self._told_blocked = False
+        if self.read_paused:
+            self.read_paused = False
+            held, self._held = self._held, []
+            self._handle(held)
         return self.take_events()
+
+    def _tell_blocked(self) -> None:
+        capabilities = self.client_properties.get("capabilities")
+        announced = isinstance(capabilities, dict) and capabilities.get("connection.blocked") is True
+        if announced and not self._told_blocked and self.state is ConnectionState.OPEN:
+            assert self._alarm is not None
+            self.send(0, ConnectionBlocked(reason=self._alarm))
+            self._told_blocked = True
 
     def _protocol_header(self, data: bytes) -> bytes:
         """Read the 8-byte protocol header (§4.2.2); a wrong one is answered with ours and a close."""
@@ -555,6 +602,10 @@ class Connection:
             del self._content[channel]
             body = content.parts[0] if len(content.parts) == 1 else b"".join(content.parts)
             self._events.append(Published(channel, content.method, content.properties, body))
+            self._published = True
+            if self._alarm is not None:
+                self._tell_blocked()
+                self.read_paused = True
 
     # ------------------------------------------------------------------ time
 
@@ -580,7 +631,8 @@ class Connection:
                 self._end(AMQP091Error(codes.CONNECTION_FORCED, "handshake timeout"), by_peer=False)
                 return None
             return deadline
-        if self._read_since_tick:
+        if self._read_since_tick or self.read_paused:
+            # Not reading a blocked publisher is our doing: its silence is no missed heartbeat.
             self._last_read, self._read_since_tick = now, False
         if self._wrote_since_tick:
             self._last_write, self._wrote_since_tick = now, False

@@ -92,6 +92,8 @@ class Connection091:
             self,
         )
         self.vhost = vhost_of(broker)
+        if broker.alarm is not None:
+            self.engine.block(broker.alarm)
         self.channels: dict[int, Channel] = {}
         #: The logged-in user under ``BrokerConfig.permissions`` (access.py), set by ``connection.open``.
         self.access = Access(None, None, "/")
@@ -176,6 +178,19 @@ class Connection091:
         """The broker stops or resets: 320 CONNECTION_FORCED, as RabbitMQ closes connections when it stops."""
         self.engine.close(None)
         self._run(self.engine.take_events)
+
+    def alarm(self, reason: str | None) -> None:
+        if reason is not None:
+            self.engine.block(reason)
+            self.broker.mark_dirty(self)
+            self.broker.flush()
+        else:
+            self._run(self.engine.unblock)
+
+    @property
+    def read_paused(self) -> bool:
+        """A publish came under the broker's alarm: the server reads nothing more until it clears."""
+        return self.engine.read_paused
 
     def mark_dirty(self) -> None:
         self.broker.mark_dirty(self)

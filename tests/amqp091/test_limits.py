@@ -92,3 +92,19 @@ def test_a_close_unanswered_for_closing_timeout_ends_the_connection() -> None:
     clock.advance(1)
     client.server.tick(clock.now())
     assert client.server.finished
+
+
+def test_the_alarm_pauses_a_client_without_the_capability_without_telling_it() -> None:
+    broker = Broker(BrokerConfig(), clock=ManualClock())
+    client = Client(broker)
+    client.open()  # its start-ok announces no capabilities
+    client.method(1, m.QueueDeclare(queue="q"))
+    client.read()
+    broker.block_publishers("low on memory")
+    client.publish(1, "", "q", b"first")
+    client.publish(1, "", "q", b"held")
+    assert client.read() == [] and client.server.read_paused
+    assert broker.queues["q"].depth == 1
+    broker.unblock_publishers()
+    assert client.read() == [] and not client.server.read_paused  # no unblocked: it was never told
+    assert broker.queues["q"].depth == 2

@@ -26,6 +26,7 @@ from minibroker.amqp091.properties import BasicProperties
 from minibroker.amqp091.values import MAX_NESTING
 from minibroker.broker.client_connection import OUTPUT_BOUND
 from minibroker.front091.connection import Connection091
+from minibroker.server import READ_SIZE
 
 pytestmark = pytest.mark.interop
 
@@ -38,8 +39,9 @@ HANDSHAKE = (
 )
 
 
-def pika_round_trip(broker: minibroker.ThreadedBroker) -> None:
-    """A fresh pika client declares a queue, publishes with a confirm and gets the message back."""
+def pika_round_trip(broker: minibroker.ThreadedBroker, *, publish: bool = True) -> None:
+    """A fresh pika client declares a queue, publishes with a confirm and gets the message back
+    (``publish=False``: the message is put there through the API, for a broker whose alarm is up)."""
     parameters = pika.URLParameters(
         f"amqp://guest:guest@127.0.0.1:{broker.port}/%2F?socket_timeout={GOOD_CLIENT_WAIT}"
         f"&blocked_connection_timeout={GOOD_CLIENT_WAIT}&stack_timeout={GOOD_CLIENT_WAIT}"
@@ -50,7 +52,10 @@ def pika_round_trip(broker: minibroker.ThreadedBroker) -> None:
         channel.confirm_delivery()
         queue = f"good-{uuid.uuid4().hex[:8]}"
         channel.queue_declare(queue, auto_delete=True)
-        channel.basic_publish("", queue, b"served")
+        if publish:
+            channel.basic_publish("", queue, b"served")
+        else:
+            broker.publish(queue, b"served")
         _method, _properties, body = channel.basic_get(queue, auto_ack=True)
         assert body == b"served"
     finally:
@@ -198,5 +203,39 @@ def test_an_unfinished_0_9_1_handshake_is_closed_after_handshake_timeout(sent: b
         while chunk := sock.recv(65536):  # EOF: the broker closed it; a timeout fails the test
             received += chunk
         assert received.startswith(b"\x01\x00\x00") == bool(sent)  # connection.start, once a header came
+        sock.close()
+        assert broker.errors() == []
+
+
+def test_a_publisher_blocked_by_the_alarm_is_not_read() -> None:
+    with minibroker.ThreadedBroker() as broker:
+        broker.declare_queue("storm")
+        broker.block_publishers("low on memory")
+        sock = socket.create_connection((broker.host, broker.port), timeout=GOOD_CLIENT_WAIT)
+        sock.sendall(HANDSHAKE)
+        _replies(sock, m.ChannelOpenOk)
+        publish = method_frame(1, m.BasicPublish(routing_key="storm")) + content_frames(1, BasicProperties(), b"s", 4096)
+        sent = 0
+        sock.settimeout(5.0)
+        try:
+            while sent < 1_000_000:  # about 40 MB, if the broker read it all
+                sock.sendall(publish * 1000)
+                sent += 1000
+        except OSError:
+            pass  # the kernel's buffers filled: the broker stopped reading
+        assert sent < 1_000_000
+        assert broker.queue("storm").depth == 1  # the publish that found the alarm, and no more
+
+        def held() -> int:
+            return max(
+                sum(len(f.payload) + 8 for f in c.engine._held) + c.engine._reader.buffered
+                for c in broker._broker.other_connections
+                if isinstance(c, Connection091)
+            )
+
+        assert broker._read(held) <= READ_SIZE + 131072
+        pika_round_trip(broker, publish=False)  # under the alarm a publish would wait for it too
+        broker.unblock_publishers()
+        broker.wait_for(lambda b: b.queue("storm").depth > 1, timeout=GOOD_CLIENT_WAIT)
         sock.close()
         assert broker.errors() == []
