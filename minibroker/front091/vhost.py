@@ -17,7 +17,7 @@ import base64
 import uuid
 import weakref
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..amqp091 import errors as codes
 from ..amqp091.errors import AMQP091Error
@@ -72,7 +72,9 @@ class VirtualHost:
     """Exchanges, declarations and exclusive queues of the 0-9-1 clients of one broker (vhost ``/``)."""
 
     def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+        # Weakly: ``_HOSTS`` keys this by its broker weakly, and a value holding its key strongly
+        # would keep every broker that had a 0-9-1 client, with all its messages, for ever.
+        self.broker = cast("Broker", weakref.proxy(broker))
         # The RabbitMQ layer's declaration bounds apply to 0-9-1 clients too (docs/limits-and-security.md).
         self.options = broker.config.rabbitmq or RabbitMQOptions()
         options = self.options

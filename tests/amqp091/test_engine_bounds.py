@@ -7,6 +7,9 @@ how long our ``connection.close`` waits for its ``close-ok``.
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import pytest
 from test_front_end import Client  # tests/amqp091 is on sys.path
 
@@ -108,3 +111,16 @@ def test_the_alarm_pauses_a_client_without_the_capability_without_telling_it() -
     broker.unblock_publishers()
     assert client.read() == [] and not client.server.read_paused  # no unblocked: it was never told
     assert broker.queues["q"].depth == 2
+
+
+def test_a_broker_that_had_0_9_1_clients_is_freed() -> None:
+    broker = Broker(BrokerConfig(), clock=ManualClock())
+    client = Client(broker)
+    client.open()
+    client.method(1, m.QueueDeclare(queue="q"))
+    client.publish(1, "", "q", b"x" * 100_000)
+    client.server.connection_lost()
+    gone = weakref.ref(broker)
+    del broker, client
+    gc.collect()
+    assert gone() is None
