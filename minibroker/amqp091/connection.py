@@ -274,6 +274,7 @@ class Connection:
         ))  # fmt: skip
         self._close_channels(error)
         self.state = ConnectionState.CLOSING
+        self.read_paused = False  # a blocked publisher is read again: its close-ok must be seen
         self._events.append(ConnectionClosed(error, by_peer=False))
 
     def connection_lost(self) -> list[Event]:

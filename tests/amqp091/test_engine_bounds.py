@@ -124,3 +124,17 @@ def test_a_broker_that_had_0_9_1_clients_is_freed() -> None:
     del broker, client
     gc.collect()
     assert gone() is None
+
+
+def test_a_blocked_publisher_is_read_again_when_the_broker_closes_it() -> None:
+    broker = Broker(BrokerConfig(), clock=ManualClock())
+    client = Client(broker)
+    client.open()
+    client.method(1, m.QueueDeclare(queue="q"))
+    broker.block_publishers("low on memory")
+    client.publish(1, "", "q", b"first")
+    assert client.server.read_paused
+    client.server.close_forced()  # as reset() closes it: 320, then its close-ok is awaited
+    assert not client.server.read_paused
+    client.method(0, m.ConnectionCloseOk())
+    assert client.server.finished
