@@ -598,6 +598,18 @@ class Connection:
                     f"content body of {content.received} bytes is larger than the {content.size} its header declared",
                     60, 40,
                 )  # fmt: skip
+            if len(self._content) > 1 and content.received < content.size:
+                # Publishes interleaved on several channels: together they hold at most one
+                # message's worth, not one per channel (2,047 of 128 MiB otherwise).
+                held = sum(other.received for other in self._content.values())
+                if held > self.config.max_message_size:
+                    del self._content[channel]
+                    raise AMQP091Error(
+                        codes.PRECONDITION_FAILED,
+                        f"publishes in progress on this connection's channels hold {held} bytes together, more "
+                        f"than the max message size {self.config.max_message_size}; finish one before the next",
+                        60, 40,
+                    )  # fmt: skip
             content.parts.append(frame.payload)
         if content.received == content.size:
             del self._content[channel]

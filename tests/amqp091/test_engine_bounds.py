@@ -8,6 +8,7 @@ how long our ``connection.close`` waits for its ``close-ok``.
 from __future__ import annotations
 
 import gc
+import struct
 import weakref
 
 import pytest
@@ -15,7 +16,8 @@ from test_front_end import Client  # tests/amqp091 is on sys.path
 
 from minibroker.amqp091 import methods as m
 from minibroker.amqp091.connection import CLOSING_TIMEOUT
-from minibroker.amqp091.frames import PROTOCOL_HEADER, method_frame
+from minibroker.amqp091.frames import PROTOCOL_HEADER, content_frames, method_frame
+from minibroker.amqp091.properties import BasicProperties
 from minibroker.broker.clock import ManualClock
 from minibroker.broker.config import BrokerConfig
 from minibroker.broker.engine import Broker
@@ -138,3 +140,19 @@ def test_a_blocked_publisher_is_read_again_when_the_broker_closes_it() -> None:
     assert not client.server.read_paused
     client.method(0, m.ConnectionCloseOk())
     assert client.server.finished
+
+
+def test_publishes_interleaved_on_channels_hold_one_message_size_together() -> None:
+    broker = Broker(BrokerConfig(max_message_size=10_000), clock=ManualClock())
+    client = Client(broker)
+    client.open()
+    for channel in (1, 2, 3):
+        if channel > 1:
+            client.method(channel, m.ChannelOpen())
+        header = content_frames(channel, BasicProperties(), b"x" * 9_000, 131072)[: -(7 + 9_000 + 1)]
+        first_part = struct.pack(">BHI", 3, channel, 4_000) + b"x" * 4_000 + b"\xce"  # 4,000 of its 9,000 bytes
+        client.send(method_frame(channel, m.BasicPublish(routing_key="q")) + header + first_part)
+    closes = [item for item in client.read() if isinstance(item[1], m.ChannelClose)]
+    assert [(channel, close.reply_code) for channel, close in closes] == [(3, 406)]
+    assert "hold 12000 bytes together" in closes[0][1].reply_text
+    assert sum(c.received for c in client.server.engine._content.values()) == 8_000
