@@ -44,7 +44,7 @@ from .errors import ConnectionError_
 __all__ = [
     "Phase", "ConnectionState", "SessionState", "LinkState", "Input", "PHASE_TRANSITIONS",
     "CONNECTION_TRANSITIONS", "SESSION_TRANSITIONS", "LINK_TRANSITIONS", "advance", "IllegalTransition",
-    "CONNECTION_DISCARDING", "CONNECTION_AWAITS_OPEN", "SESSION_HANDLES", "LINK_TAKES_FLOW", "LINK_TRANSFERS",
+    "CONNECTION_DISCARDING", "CONNECTION_CLOSING", "CONNECTION_AWAITS_OPEN", "SESSION_HANDLES", "LINK_TAKES_FLOW", "LINK_TRANSFERS",
     "LINK_AWAITS_ANSWER",
 ]  # fmt: skip
 
@@ -161,6 +161,8 @@ LINK_TRANSITIONS: dict[tuple[LinkState, Input], LinkState] = {
 
 #: §2.4.3: once we sent close, every frame but the peer's close is read and discarded.
 CONNECTION_DISCARDING = C.CLOSE_SENT
+#: §2.4.3: the connection states in which our own close is a no-op: we sent one already.
+CONNECTION_CLOSING = (C.CLOSE_SENT, C.END)
 #: §2.4.1: the only connection state in which a frame other than open or close is an error.
 CONNECTION_AWAITS_OPEN = C.HDR_EXCH
 #: §2.5.5: the session state whose attach, flow, transfer, disposition and detach are handled; in

@@ -23,9 +23,10 @@ queued, and nothing else: it never touches a socket or a clock.
 * Every state change of the connection, a session or a link goes through
   :func:`~._state.advance`; a frame the state does not allow is a protocol
   error, and the states in which a frame is ignored are named beside the
-  tables (``_state.SESSION_HANDLES`` and the like).  Errors carry their scope (:mod:`.errors`): a link error detaches
-  that link, a session error ends that session, anything else closes the
-  connection, always with the condition the specification names.
+  tables (``_state.SESSION_HANDLES`` and the like).  Errors carry their
+  scope (:mod:`.errors`): a link error detaches that link, a session error
+  ends that session, anything else closes the connection, always with the
+  condition the specification names.
 * The broker answers through method calls (``accept_link``, ``refuse_link``,
   ``grant_credit``, ``send_transfer``, ``settle``, ``detach_link``,
   ``end_session``, ``close``), which queue frames.  Dispositions are
@@ -65,11 +66,12 @@ from . import deliveries, dispositions, flow, links, sasl, sessions
 from . import events as ev
 from ._state import (
     CONNECTION_AWAITS_OPEN,
+    CONNECTION_CLOSING,
     CONNECTION_DISCARDING,
+    LINK_TRANSFERS,
     SESSION_HANDLES,
     ConnectionState,
     Input,
-    LinkState,
     Phase,
     advance,
 )
@@ -529,7 +531,7 @@ class Connection:
 
     def close(self, error: Error | None = None) -> None:
         """Close the connection (§2.4.3); the transport closes once this is flushed."""
-        if self.state in (ConnectionState.CLOSE_SENT, ConnectionState.END) or self.finished:
+        if self.state in CONNECTION_CLOSING or self.finished:
             return
         if self.state is ConnectionState.START:
             self.finished = True
@@ -555,7 +557,7 @@ class Connection:
         if isinstance(exc, LinkError):
             session = self.sessions.get(exc.channel)
             link = session.links_by_remote.get(exc.handle) if session else None
-            if link is not None and link.state is LinkState.ATTACHED:
+            if link is not None and link.state is LINK_TRANSFERS:
                 # Our detach closes the link; the event is raised here, as the peer's detach
                 # that completes it raises none (it answers ours).
                 self.detach_link(link, error)
