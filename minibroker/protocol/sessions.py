@@ -24,7 +24,7 @@ __all__ = ["drop_session", "end_session", "on_begin", "on_end", "session_gone", 
 
 def on_begin(conn: Engine, channel: int, begin: Begin, payload: bytes) -> None:
     """The peer begins a session on ``channel``: map it and answer at once (§2.5.2)."""
-    if begin.remote_channel is not None:
+    if begin.remote_channel is not None:  # it would answer a begin of ours, and we send none
         raise ConnectionError_(
             conditions.NOT_ALLOWED,
             f"begin on channel {channel} names remote-channel {begin.remote_channel}, "
@@ -38,6 +38,7 @@ def on_begin(conn: Engine, channel: int, begin: Begin, payload: bytes) -> None:
     local = next(c for c in range(len(conn._sessions_local) + 1) if c not in conn._sessions_local)
     session = Session(local, channel, min(begin.handle_max, conn.config.handle_max))
     session.state = advance(session.state, Input.RECV_BEGIN, f"on channel {channel}")
+    # The peer's counters start ours for its direction; our own windows are the ones we advertise.
     session.next_incoming_id = begin.next_outgoing_id
     session.remote_incoming_window = begin.incoming_window
     session.remote_outgoing_window = begin.outgoing_window
@@ -62,10 +63,11 @@ def on_end(conn: Engine, channel: int, end: End, payload: bytes) -> None:
     """The peer ends a session: answer, unless it answers ours (§2.5.7)."""
     session = conn._session(channel)
     session.state = advance(session.state, Input.RECV_END, f"on channel {channel}")
-    if session.state is SessionState.END_RCVD:
+    if session.state is SessionState.END_RCVD:  # the peer began: it is owed our end
         conn._send(session.channel, End())
         session_gone(conn, session, end.error)
         session.state = advance(session.state, Input.SEND_END, f"on channel {channel}")
+    # Both ends have sent end (either order): the channel numbers are free for a new begin.
     unmap(conn, session)
 
 
@@ -75,6 +77,7 @@ def end_session(conn: Engine, session: Session, error: Error | None = None) -> N
         return
     conn._send(session.channel, End(error=error))
     session.state = advance(session.state, Input.SEND_END, f"on channel {session.remote_channel}")
+    # Reported gone now, not at the peer's end: nothing more happens on it, and the peer may never answer.
     session_gone(conn, session, error)
 
 
