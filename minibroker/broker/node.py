@@ -21,12 +21,13 @@ The contract a node kind fulfils
     options)`` goes through these for every kind.
 ``SNAPSHOT``
     the frozen type ``snapshot`` returns (statistics.py); each has ``depth``.
-``KEEPS_READ``, ``HOLDS_MESSAGES``, ``REFUSES_WHEN_FULL``, ``EXPIRES_BY_TTL``
+``KEEPS_READ``, ``HOLDS_MESSAGES``, ``REFUSES_WHEN_FULL``, ``EXPIRES_BY_TTL``, ``KEEPS_TRANSIENT``
     how the kind differs from a plain queue, as data (the node conformance
     suite, ``tests/broker/test_node_conformance.py``, reads them): a read
     message stays (a stream); it holds messages itself (a topic does not, its
     subscriptions do); a full node refuses (a stream drops its oldest instead);
-    a message's ttl expires it (a stream keeps by ``max_age``).
+    a message's ttl expires it (a stream keeps by ``max_age``); a restart keeps
+    non-durable messages (a stream's log).
 ``name``, ``counters``
     its name and its :class:`~minibroker.broker.statistics.NodeCounters`
     (``enqueued`` counts every message :meth:`Node.put` takes).
@@ -117,6 +118,7 @@ class Node(Protocol):
     HOLDS_MESSAGES: ClassVar[bool]
     REFUSES_WHEN_FULL: ClassVar[bool]
     EXPIRES_BY_TTL: ClassVar[bool]
+    KEEPS_TRANSIENT: ClassVar[bool]
     name: str
     counters: NodeCounters
 

@@ -99,6 +99,7 @@ class Queue:
     HOLDS_MESSAGES: ClassVar[bool] = True
     REFUSES_WHEN_FULL: ClassVar[bool] = True  # ``max_depth``/``max_bytes`` with ``overflow`` (limits.py)
     EXPIRES_BY_TTL: ClassVar[bool] = True  # header ttl, ``default_ttl``, ``max_ttl`` (Part 3 §3.2.1)
+    KEEPS_TRANSIENT: ClassVar[bool] = False  # a restart loses what was not sent durable (Part 3 §3.2.1)
 
     @classmethod
     def make(

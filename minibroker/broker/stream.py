@@ -91,6 +91,7 @@ class Stream:
     HOLDS_MESSAGES: ClassVar[bool] = True
     REFUSES_WHEN_FULL: ClassVar[bool] = False  # retention (``max_bytes``) drops the oldest instead
     EXPIRES_BY_TTL: ClassVar[bool] = False  # retention is by ``max_age``, not by a message's ttl
+    KEEPS_TRANSIENT: ClassVar[bool] = True  # a stream is a durable log: a restart keeps it whole
 
     @classmethod
     def make(cls, name: str, services: NodeServices, counters: NodeCounters, options: StreamOptions | None) -> Stream:

@@ -62,6 +62,7 @@ class Topic:
     HOLDS_MESSAGES: ClassVar[bool] = False  # its subscriptions do: with none, a message goes nowhere
     REFUSES_WHEN_FULL: ClassVar[bool] = True  # when any subscription queue is full (``admit``)
     EXPIRES_BY_TTL: ClassVar[bool] = True  # in its subscription queues
+    KEEPS_TRANSIENT: ClassVar[bool] = False  # its subscription queues lose what was not sent durable
 
     @classmethod
     def make(cls, name: str, services: NodeServices, counters: NodeCounters, options: None) -> Topic:

@@ -4,7 +4,7 @@ In the style of trio's ``check_one_way_stream``: what the :class:`~minibroker.br
 contract promises (node.py) is checked for each kind through ``Broker.declare(kind, ...)``,
 ``Node.admit``/``put`` (via the publish path), a receiving link, the manual clock, ``Node.purge``
 and ``Broker.snapshot``, never through a kind's own API.  Where a kind legitimately differs from a
-plain queue it says so as data the suite reads (``KEEPS_READ``, ``HOLDS_MESSAGES``,
+plain queue it says so as data the suite reads (``KEEPS_READ``, ``HOLDS_MESSAGES``, ``KEEPS_TRANSIENT``,
 ``REFUSES_WHEN_FULL``, ``EXPIRES_BY_TTL``), so a new kind is checked by adding it to ``NODE_KINDS``.
 """
 
@@ -40,14 +40,14 @@ def declare(broker: Broker, kind: str) -> Node:
     return broker.declare(kind, NAME, options_type() if options_type is not None else None)
 
 
-def stored(broker: Broker, body: Any, ttl: float | None = None) -> StoredMessage:
-    return StoredMessage(build_message(body, ttl=ttl).encode(), broker.now())
+def stored(broker: Broker, body: Any, ttl: float | None = None, durable: bool = False) -> StoredMessage:
+    return StoredMessage(build_message(body, ttl=ttl, durable=durable).encode(), broker.now())
 
 
-def put(broker: Broker, node: Node, *bodies: Any, ttl: float | None = None) -> None:
+def put(broker: Broker, node: Node, *bodies: Any, ttl: float | None = None, durable: bool = False) -> None:
     """Admit and put each body through the publish path (the one way into a node)."""
     for body in bodies:
-        message = stored(broker, body, ttl)
+        message = stored(broker, body, ttl, durable)
         assert node.admit(message) is None
         assert broker.router.route(node, message, broker.now()) is None
     broker.flush()
@@ -188,6 +188,17 @@ def test_purge_removes_what_is_held_and_the_node_goes_on(kind: str) -> None:
     assert broker.snapshot(NAME).depth == 1
     assert pump.peer is not None
     assert bodies(pump.send(pump.peer.flow(0, credit=5))) == ["d"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_restart_drops_transient_messages_unless_the_kind_keeps_them(kind: str) -> None:
+    broker = make_broker()
+    node = declare(broker, kind)
+    reader(broker, credit=0)
+    put(broker, node, "kept", durable=True)
+    put(broker, node, "transient")
+    assert node.drop_transient() == (0 if node.KEEPS_TRANSIENT else 1)  # what a restart asks of it
+    assert broker.snapshot(NAME).depth == (2 if node.KEEPS_TRANSIENT else 1)
 
 
 @pytest.mark.parametrize("kind", KINDS)
