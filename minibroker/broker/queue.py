@@ -33,6 +33,7 @@ Semantics (OASIS AMQP 1.0 Part 3 §3.2.1, §3.3, §3.4; broker paper 2.2.2-2.2.5
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 import weakref
@@ -44,13 +45,14 @@ from sortedcontainers import SortedKeyList, SortedList
 
 from .bounds import refusal
 from .capture import Capture, Run
-from .config import QueueOptions
+from .config import DEFAULT_DEAD_LETTER_SUFFIX, QueueOptions
 from .statistics import NodeCounters, QueuedMessages, QueueSnapshot
 from .stored import ACQUIRED, ARCHIVED, AVAILABLE, Entry, StoredMessage
 
 if TYPE_CHECKING:
     from ..amqp.performatives import Error
     from .consuming import ConsumerRequest, NodeConsumer
+    from .node import NodeServices
 
 __all__ = ["Consumer", "Queue", "priority_level", "DeadLetter"]
 
@@ -89,8 +91,31 @@ class Queue:
     """A queue node (a distribution node with ``move`` semantics, §3.5.3); a :class:`~.node.Node`."""
 
     KIND: ClassVar[str] = "queue"
+    OPTIONS: ClassVar[type[Any] | None] = QueueOptions
+    SNAPSHOT: ClassVar[type[Any]] = QueueSnapshot
     #: A queue keeps the dead letters routed to it (``keeps_expired``), so their copy carries no ttl.
     DEAD_LETTER_TTL: ClassVar[bool] = False
+    KEEPS_READ: ClassVar[bool] = False  # an accepted message leaves (move semantics, §3.5.3)
+    HOLDS_MESSAGES: ClassVar[bool] = True
+    REFUSES_WHEN_FULL: ClassVar[bool] = True  # ``max_depth``/``max_bytes`` with ``overflow`` (limits.py)
+    EXPIRES_BY_TTL: ClassVar[bool] = True  # header ttl, ``default_ttl``, ``max_ttl`` (Part 3 §3.2.1)
+    KEEPS_TRANSIENT: ClassVar[bool] = False  # a restart loses what was not sent durable (Part 3 §3.2.1)
+
+    @classmethod
+    def make(
+        cls, name: str, services: NodeServices, counters: NodeCounters, options: QueueOptions | None,
+        temporary: bool = False,
+    ) -> Queue:
+        """A queue (``options`` None: ``BrokerConfig.queue_defaults``); one named
+        ``<queue>/$DeadLetterQueue`` keeps what it gets and dead-letters nothing."""
+        dead_letters = name.endswith(DEFAULT_DEAD_LETTER_SUFFIX)
+        if options is None:
+            options = services.config.queue_defaults
+            if dead_letters:
+                options = dataclasses.replace(options, dead_letter_address="")
+        queue = cls(name, options, counters, services.dead_letter, temporary, services.expiry_added)
+        queue.keeps_expired = dead_letters
+        return queue
 
     def __init__(
         self,
@@ -150,6 +175,11 @@ class Queue:
         if options.max_depth is None and options.max_bytes is None:
             return None  # the common case, on every message: no bound (``limited``, inlined)
         return refusal(self, message, staged)
+
+    def configure(self, options: QueueOptions, now: float) -> None:
+        """Declared again with ``options``: they apply from now on (what is held stays)."""
+        if options != self.options:
+            self.options = options
 
     def put(self, message: StoredMessage, now: float, seq: int | None = None) -> None:
         """Enqueue a message (publish.py is the only caller) and hand it to a consumer with credit."""
