@@ -17,6 +17,7 @@ What each method of the exchange, queue, basic, confirm and tx classes does (0-9
   acknowledged once it is in every queue it routes to (or routes nowhere), nacked when a queue's
   ``x-overflow: reject-publish`` refused it; an unroutable mandatory message is returned
   (``basic.return`` 312 ``NO_ROUTE``) before its ack, as RabbitMQ orders them.
+* direct reply-to (``amq.rabbitmq.reply-to``): see :mod:`.replyto`.
 * transactions (``tx.select``, RabbitMQ >= 2.8 semantics): publishes, acks and rejects are held
   until ``tx.commit`` and dropped by ``tx.rollback``; errors such as a missing exchange are
   reported at once; returns for unroutable mandatory messages are sent on commit.
@@ -24,6 +25,7 @@ What each method of the exchange, queue, basic, confirm and tx classes does (0-9
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -86,6 +88,7 @@ from ..broker.stored import Entry, StoredMessage
 from ..rabbitmq.exchanges import Binding
 from .consumers import Consumer091
 from .conversion import from_amqp10, to_amqp10
+from .replyto import REPLY_TO
 
 if TYPE_CHECKING:
     from .connection import Connection091
@@ -153,6 +156,10 @@ class Channel:
         #: The queue this channel declared last: an empty queue name in a later method means it (§1.7.2.1).
         self._last_queue = ""
         self._consumer_serial = 0
+        #: Direct reply-to: the tag of this channel's ``amq.rabbitmq.reply-to`` consumer and the
+        #: token its requests' ``reply-to`` carries.
+        self.reply_tag: str | None = None
+        self._reply_token = ""
 
     # ----------------------------------------------------------------- dispatch
 
@@ -254,16 +261,13 @@ class Channel:
         self._dispatch_all()  # a larger window lets more go out now
 
     def _basic_consume(self, method: BasicConsume) -> None:
+        if method.queue == REPLY_TO:
+            self._consume_replies(method)
+            return
         name = self._queue_name(method.queue, 60, 20)
         queue = self.vhost.queue(name, 60, 20)
         self.vhost.check_owner(name, self.connection, 60, 20)
-        tag = method.consumer_tag
-        if not tag:
-            self._consumer_serial += 1
-            tag = f"amq.ctag-{self.number}.{self._consumer_serial}-{id(self):x}"
-        if tag in self.consumers:
-            # RabbitMQ: a connection error (530) naming the tag.
-            raise AMQP091Error(codes.NOT_ALLOWED, f"attempt to reuse consumer tag '{tag}'", 60, 20)
+        tag = self._consumer_tag(method)
         if method.exclusive and queue.consumers:
             raise AMQP091Error(codes.ACCESS_REFUSED, f"queue '{name}' in vhost '/' in exclusive use", 60, 20)
         consumer = Consumer091(self, tag, queue, method.no_ack, self.prefetch)
@@ -273,10 +277,48 @@ class Channel:
         queue.add_consumer(consumer)
         queue.dispatch(self.connection.broker.now())
 
+    def _consumer_tag(self, method: BasicConsume) -> str:
+        tag = method.consumer_tag
+        if not tag:
+            self._consumer_serial += 1
+            tag = f"amq.ctag-{self.number}.{self._consumer_serial}-{id(self):x}"
+        if tag in self.consumers or tag == self.reply_tag:
+            # RabbitMQ: a connection error (530) naming the tag.
+            raise AMQP091Error(codes.NOT_ALLOWED, f"attempt to reuse consumer tag '{tag}'", 60, 20)
+        return tag
+
+    def _consume_replies(self, method: BasicConsume) -> None:
+        """Direct reply-to's consumer: no-ack only, one per channel (RabbitMQ's rules and texts)."""
+        if not method.no_ack:
+            raise AMQP091Error(codes.PRECONDITION_FAILED, "reply consumer cannot acknowledge", 60, 20)
+        if self.reply_tag is not None:
+            raise AMQP091Error(codes.PRECONDITION_FAILED, "reply consumer already set", 60, 20)
+        self.reply_tag = self._consumer_tag(method)
+        self._reply_token = self.vhost.replies.register(self)
+        self._reply(BasicConsumeOk(consumer_tag=self.reply_tag), method.nowait)
+
+    def _end_replies(self) -> None:
+        if self.reply_tag is not None:
+            self.vhost.replies.unregister(self._reply_token)
+            self.reply_tag = None
+
+    def deliver_reply(self, routing_key: str, properties: BasicProperties, body: bytes) -> None:
+        """A reply published to this channel's ``amq.rabbitmq.reply-to.<token>``: straight to its
+        reply consumer (no queue holds it, no-ack), as through the default exchange."""
+        assert self.reply_tag is not None
+        deliver = BasicDeliver(
+            consumer_tag=self.reply_tag, delivery_tag=self._next_tag(), redelivered=False, exchange="",
+            routing_key=routing_key,
+        )  # fmt: skip
+        self.connection.engine.send_content(self.number, deliver, properties, body)
+        self.connection.mark_dirty()
+
     def _basic_cancel(self, method: BasicCancel) -> None:
         consumer = self.consumers.get(method.consumer_tag)
         if consumer is not None:
             self.end_consumer(consumer)
+        elif method.consumer_tag == self.reply_tag:
+            self._end_replies()
         # Unknown tags are answered too (§1.8.3.5: cancelling a consumer that is gone is no error).
         self._reply(BasicCancelOk(consumer_tag=method.consumer_tag), method.nowait)
 
@@ -420,6 +462,10 @@ class Channel:
                     codes.PRECONDITION_FAILED, f"invalid expiration '{properties.expiration}': no_integer", 60, 40
                 )
             ttl = int(properties.expiration)
+        if properties.reply_to == REPLY_TO:
+            if self.reply_tag is None:
+                raise AMQP091Error(codes.PRECONDITION_FAILED, "fast reply consumer does not exist", 60, 40)
+            properties = dataclasses.replace(properties, reply_to=f"{REPLY_TO}.{self._reply_token}")
         queues = self.vhost.route(method.exchange, method.routing_key, properties.headers)
         now = connection.broker.now()
         message = StoredMessage(to_amqp10(method.exchange, method.routing_key, properties, body, ttl), now)
@@ -445,7 +491,13 @@ class Channel:
         for name in queues:
             if router.route(router.nodes[name], message, now, Source.CLIENT) is not None:
                 refused = True  # x-overflow reject-publish: the queue is full
-        if not queues and method.mandatory:
+        routed = bool(queues)
+        if not routed:
+            replying = self.vhost.replies.find(method.exchange, method.routing_key)
+            if replying is not None:
+                replying.deliver_reply(method.routing_key, properties, body)
+                routed = True
+        if not routed and method.mandatory:
             returned = BasicReturn(
                 reply_code=codes.NO_ROUTE, reply_text="NO_ROUTE", exchange=method.exchange,
                 routing_key=method.routing_key,
@@ -521,6 +573,7 @@ class Channel:
         """The channel is gone: its consumers end and what it held goes back, redelivered (§1.8)."""
         for consumer in list(self.consumers.values()):
             self.end_consumer(consumer)
+        self._end_replies()
         self._tx_publishes.clear()
         self._unsettle()
         self._apply(list(self.unacked), self._requeue)

@@ -28,6 +28,7 @@ from ..broker.stored import Entry, StoredMessage
 from ..rabbitmq.arguments import QueueSpec, queue_spec
 from ..rabbitmq.exchanges import DEFAULT_EXCHANGES, Binding, ExchangeError, Exchanges, RoutingRefused
 from .conversion import X_EXCHANGE, X_ROUTING_KEY
+from .replyto import ReplyTargets
 
 if TYPE_CHECKING:
     from ..broker.engine import Broker
@@ -83,6 +84,8 @@ class VirtualHost:
         self.owners: dict[str, object] = {}
         #: The 0-9-1 consumers of each queue (told with ``basic.cancel`` when it is deleted).
         self.readers: dict[str, dict[Consumer091, None]] = {}
+        #: Channels consuming ``amq.rabbitmq.reply-to`` (direct reply-to), by token.
+        self.replies = ReplyTargets()
         broker.reset_hooks.append(self.reset)
         broker.node_deleted_hooks.append(self.node_deleted)
 
@@ -91,6 +94,7 @@ class VirtualHost:
         self.specs.clear()
         self.owners.clear()
         self.readers.clear()
+        self.replies.clear()
 
     @property
     def exchanges(self) -> Exchanges:

@@ -325,3 +325,29 @@ def test_a_proton_send_is_read_by_pika_with_its_properties(
     assert (props.message_id, props.correlation_id, props.content_type) == ("p-1", "c-9", "text/plain")
     assert props.headers == {"kind": "greeting", "n": 2}
     assert (props.delivery_mode, props.priority) == (2, 6)
+
+
+def test_direct_reply_to_rpc(broker: minibroker.ThreadedBroker, connection: pika.BlockingConnection,
+                             channel: BlockingChannel) -> None:  # fmt: skip
+    """An RPC over ``amq.rabbitmq.reply-to``: the server's reply reaches the client's no-ack consumer."""
+    replies: list[tuple[Any, Any, bytes]] = []
+    channel.basic_consume("amq.rabbitmq.reply-to", lambda _c, method, props, body: replies.append((method, props, body)),
+                          auto_ack=True)  # fmt: skip
+    channel.queue_declare("rpc")
+    channel.basic_publish("", "rpc", b"2+2", pika.BasicProperties(reply_to="amq.rabbitmq.reply-to", correlation_id="1"))
+    server = pika.BlockingConnection(pika.URLParameters(_url(broker)))
+    try:
+        serving = server.channel()
+        [(method, props, body)] = _consume(server, serving, "rpc", 1, auto_ack=True)
+        assert props.reply_to.startswith("amq.rabbitmq.reply-to.")
+        serving.basic_publish("", props.reply_to, b"4", pika.BasicProperties(correlation_id=props.correlation_id))
+        for _ in range(TIMEOUT * 10):
+            if replies:
+                break
+            connection.process_data_events(time_limit=0.1)
+    finally:
+        server.close()
+    [(method, props, body)] = replies
+    assert (body, props.correlation_id, method.exchange, method.routing_key.startswith("amq.rabbitmq.reply-to.")) == (
+        b"4", "1", "", True,
+    )  # fmt: skip
