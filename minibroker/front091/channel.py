@@ -82,11 +82,13 @@ from ..amqp091.methods import (
     TxSelectOk,
 )
 from ..amqp091.properties import BasicProperties
+from ..amqp091.values import long
 from ..broker.publish import Source
 from ..broker.queue import Queue
 from ..broker.stored import Entry, StoredMessage
+from ..broker.stream import Stream
 from ..rabbitmq.exchanges import Binding
-from .consumers import Consumer091
+from .consumers import AnyConsumer, Consumer091, StreamReader091, stream_offset
 from .conversion import from_amqp10, to_amqp10
 from .replyto import REPLY_TO
 
@@ -103,11 +105,12 @@ _TX_OVERHEAD = 1024
 
 
 class _Unacked:
-    """A message delivered on this channel and not yet acknowledged."""
+    """A message delivered on this channel and not yet acknowledged (``queue`` and ``entry`` None:
+    read from a stream, where settling it removes nothing)."""
 
     __slots__ = ("queue", "entry", "consumer")
 
-    def __init__(self, queue: Queue, entry: Entry, consumer: Consumer091 | None) -> None:
+    def __init__(self, queue: Queue | None, entry: Entry | None, consumer: AnyConsumer | None) -> None:
         self.queue = queue
         self.entry = entry
         self.consumer = consumer
@@ -137,7 +140,7 @@ class Channel:
         self.vhost = connection.vhost
         #: Delivery tag -> what it delivered, in tag order (a dict keeps insertion order).
         self.unacked: dict[int, _Unacked] = {}
-        self.consumers: dict[str, Consumer091] = {}
+        self.consumers: dict[str, AnyConsumer] = {}
         self._tag = 0
         #: ``basic.qos`` prefetch-count for consumers started after it (``global=false``), and for the channel.
         self.prefetch = 0
@@ -265,6 +268,10 @@ class Channel:
             self._consume_replies(method)
             return
         name = self._queue_name(method.queue, 60, 20)
+        stream = self.vhost.stream(name)
+        if stream is not None:
+            self._consume_stream(method, stream)
+            return
         queue = self.vhost.queue(name, 60, 20)
         self.vhost.check_owner(name, self.connection, 60, 20)
         tag = self._consumer_tag(method)
@@ -276,6 +283,53 @@ class Channel:
         self._reply(BasicConsumeOk(consumer_tag=tag), method.nowait)  # before its first delivery
         queue.add_consumer(consumer)
         queue.dispatch(self.connection.broker.now())
+
+    def _consume_stream(self, method: BasicConsume, stream: Stream) -> None:
+        """A consumer of a stream from its ``x-stream-offset``, as RabbitMQ's: acknowledging (540
+        for no-ack) with a prefetch (406 without one), reading without removing."""
+        name = stream.name
+        if method.no_ack:
+            raise AMQP091Error(
+                codes.NOT_IMPLEMENTED,
+                f"automatic acknowledgement not supported by stream queues queue '{name}' in vhost '/'", 60, 20,
+            )  # fmt: skip
+        if not self.prefetch:
+            raise AMQP091Error(
+                codes.PRECONDITION_FAILED, f"consumer prefetch count is not set for 'queue '{name}' in vhost '/''", 60, 20
+            )
+        now = self.connection.broker.now()
+        offset = method.arguments.get("x-stream-offset")
+        spec = stream_offset(offset, now)
+        if spec is None:
+            raise AMQP091Error(
+                codes.PRECONDITION_FAILED,
+                f"invalid x-stream-offset {offset!r} for stream '{name}': expected first, last, next, an offset, "
+                "a timestamp or an interval such as '10m'",
+                60, 20,
+            )  # fmt: skip
+        if method.exclusive and stream.readers:
+            raise AMQP091Error(codes.ACCESS_REFUSED, f"queue '{name}' in vhost '/' in exclusive use", 60, 20)
+        reader = StreamReader091(self, self._consumer_tag(method), stream, self.prefetch)
+        self.consumers[reader.tag] = reader
+        self.connection.consumer_added(reader)
+        self._reply(BasicConsumeOk(consumer_tag=reader.tag), method.nowait)
+        reader.start(spec, now)
+
+    def deliver_stream(self, reader: StreamReader091, offset: int, message: StoredMessage) -> None:
+        """Send the stream's message at ``offset`` to ``reader`` with its ``x-stream-offset`` header (a long, as RabbitMQ's)."""
+        delivered = from_amqp10(message.decode(), message.message_annotations, reader.name)
+        headers = dict(delivered.properties.headers or {})
+        headers["x-stream-offset"] = long(offset)
+        tag = self._next_tag()
+        deliver = BasicDeliver(
+            consumer_tag=reader.tag, delivery_tag=tag, redelivered=False, exchange=delivered.exchange,
+            routing_key=delivered.routing_key,
+        )  # fmt: skip
+        properties = dataclasses.replace(delivered.properties, headers=headers)
+        self.connection.engine.send_content(self.number, deliver, properties, delivered.body)
+        self.connection.mark_dirty()
+        self.unacked[tag] = _Unacked(None, None, reader)
+        reader.unacked += 1
 
     def _consumer_tag(self, method: BasicConsume) -> str:
         tag = method.consumer_tag
@@ -322,12 +376,12 @@ class Channel:
         # Unknown tags are answered too (§1.8.3.5: cancelling a consumer that is gone is no error).
         self._reply(BasicCancelOk(consumer_tag=method.consumer_tag), method.nowait)
 
-    def end_consumer(self, consumer: Consumer091, notify: bool = False) -> None:
+    def end_consumer(self, consumer: AnyConsumer, notify: bool = False) -> None:
         """Stop a consumer (its unacknowledged messages stay the channel's until settled);
         ``notify``: the broker ends it (its queue was deleted), so the client is told with
         ``basic.cancel`` (RabbitMQ's consumer cancel notification)."""
         self.consumers.pop(consumer.tag, None)
-        consumer.queue.remove_consumer(consumer)
+        consumer.detach()
         self.connection.consumer_removed(consumer)
         if notify:
             self.connection.engine.send(self.number, BasicCancel(consumer_tag=consumer.tag, nowait=True))
@@ -388,15 +442,18 @@ class Channel:
         self._settle(method.delivery_tag, method.multiple, self._accept, 60, 80)
 
     def _basic_reject(self, method: BasicReject) -> None:
-        self._settle(method.delivery_tag, False, self._requeue if method.requeue else self._reject, 60, 90)
+        self._settle(method.delivery_tag, False, self._requeue if method.requeue else self._reject, 60, 90, True)
 
     def _basic_nack(self, method: BasicNack) -> None:
-        self._settle(method.delivery_tag, method.multiple, self._requeue if method.requeue else self._reject, 60, 120)
+        outcome = self._requeue if method.requeue else self._reject
+        self._settle(method.delivery_tag, method.multiple, outcome, 60, 120, True)
 
     def _settle(
-        self, tag: int, multiple: bool, outcome: Callable[[_Unacked], None], class_id: int, method_id: int
-    ) -> None:
-        """Settle ``tag`` (with ``multiple``, every tag up to it; 0: all) with ``outcome``."""
+        self, tag: int, multiple: bool, outcome: Callable[[_Unacked], None], class_id: int, method_id: int,
+        refusal: bool = False,
+    ) -> None:  # fmt: skip
+        """Settle ``tag`` (with ``multiple``, every tag up to it; 0: all) with ``outcome``
+        (``refusal``: a nack or reject, which a stream's deliveries do not take)."""
         if multiple:
             tags = [t for t in self.unacked if tag == 0 or t <= tag]
             if tag and not tags and tag not in self.unacked:
@@ -405,6 +462,17 @@ class Channel:
             tags = [tag]
         else:
             raise AMQP091Error(codes.PRECONDITION_FAILED, f"unknown delivery tag {tag}", class_id, method_id)
+        if refusal:
+            for t in tags:
+                held = self.unacked[t]
+                if held.queue is None and held.consumer is not None:
+                    # RabbitMQ 3.10: a connection error, the stream named.
+                    raise AMQP091Error(
+                        codes.NOT_IMPLEMENTED,
+                        f"basic.nack and basic.reject not supported by stream queues queue '{held.consumer.name}' "
+                        "in vhost '/'",
+                        class_id, method_id,
+                    )  # fmt: skip
         if self.transactional:
             # Held until commit (RabbitMQ >= 2.8: acks and rejects are transactional).
             self._tx_settles.extend((t, self.unacked.pop(t), outcome) for t in tags)
@@ -416,24 +484,33 @@ class Channel:
 
     def _settled(self, settled: list[tuple[_Unacked, Callable[[_Unacked], None]]]) -> None:
         """Apply each outcome to what it settles, then let the queues involved send again."""
-        queues: dict[int, Queue] = {}
+        queues: dict[int, Queue | StreamReader091] = {}
         for held, outcome in settled:
-            if held.consumer is not None:
-                held.consumer.unacked -= 1
+            consumer = held.consumer
+            if consumer is not None:
+                consumer.unacked -= 1
             outcome(held)
-            queues[id(held.queue)] = held.queue
+            if held.queue is not None:
+                queues[id(held.queue)] = held.queue
+            elif isinstance(consumer, StreamReader091):
+                queues[id(consumer)] = consumer  # a stream's reader: its window has room
         now = self.connection.broker.now()
         for queue in queues.values():
             queue.dispatch(now)  # room in the prefetch window, or a requeued message
 
+    # A stream's delivery (queue None) is settled by freeing its room in the window alone.
+
     def _accept(self, held: _Unacked) -> None:
-        held.queue.accept(held.entry)
+        if held.queue is not None and held.entry is not None:
+            held.queue.accept(held.entry)
 
     def _requeue(self, held: _Unacked) -> None:
-        held.queue.release(held.entry, self.connection.broker.now())
+        if held.queue is not None and held.entry is not None:
+            held.queue.release(held.entry, self.connection.broker.now())
 
     def _reject(self, held: _Unacked) -> None:
-        held.queue.reject(held.entry, "rejected", None)
+        if held.queue is not None and held.entry is not None:
+            held.queue.reject(held.entry, "rejected", None)
 
     def _basic_recover(self, method: BasicRecover | BasicRecoverAsync) -> None:
         """Redeliver every unacknowledged message: RabbitMQ requeues them whatever ``requeue`` says."""
@@ -562,8 +639,8 @@ class Channel:
 
     def _dispatch_all(self) -> None:
         now = self.connection.broker.now()
-        for queue in {id(c.queue): c.queue for c in self.consumers.values()}.values():
-            queue.dispatch(now)
+        for consumer in {id(c.queue if isinstance(c, Consumer091) else c): c for c in self.consumers.values()}.values():
+            consumer.dispatch(now)
 
     def pump(self) -> None:
         """The connection's output drained: send what the consumers may now."""

@@ -25,6 +25,7 @@ from ..broker.config import QueueOptions, RabbitMQOptions
 from ..broker.publish import Source
 from ..broker.queue import Queue
 from ..broker.stored import Entry, StoredMessage
+from ..broker.stream import Stream
 from ..rabbitmq.arguments import QueueSpec, queue_spec
 from ..rabbitmq.exchanges import DEFAULT_EXCHANGES, Binding, ExchangeError, Exchanges, RoutingRefused
 from .conversion import X_EXCHANGE, X_ROUTING_KEY
@@ -32,7 +33,7 @@ from .replyto import ReplyTargets
 
 if TYPE_CHECKING:
     from ..broker.engine import Broker
-    from .consumers import Consumer091
+    from .consumers import AnyConsumer
 
 __all__ = ["VirtualHost", "vhost_of"]
 
@@ -45,6 +46,8 @@ _STATUS_CODES = {
     404: codes.NOT_FOUND,
     409: codes.PRECONDITION_FAILED,
 }
+#: The methods a stream refuses, as RabbitMQ names them in its 540 reply.
+_STREAM_REFUSED = {(60, 70): "basic.get", (50, 30): "queue.purge"}
 _HOSTS: weakref.WeakKeyDictionary[Broker, VirtualHost] = weakref.WeakKeyDictionary()
 
 
@@ -83,7 +86,7 @@ class VirtualHost:
         #: Exclusive queues by the connection that declared them (deleted when it closes).
         self.owners: dict[str, object] = {}
         #: The 0-9-1 consumers of each queue (told with ``basic.cancel`` when it is deleted).
-        self.readers: dict[str, dict[Consumer091, None]] = {}
+        self.readers: dict[str, dict[AnyConsumer, None]] = {}
         #: Channels consuming ``amq.rabbitmq.reply-to`` (direct reply-to), by token.
         self.replies = ReplyTargets()
         broker.reset_hooks.append(self.reset)
@@ -111,14 +114,18 @@ class VirtualHost:
         queue = self.broker.router.queues.get(name)
         if queue is None:
             if name in self.broker.router.streams:
+                # RabbitMQ 3.10 closes the connection (540) for what a stream cannot do.
+                what = _STREAM_REFUSED.get((class_id, method_id), "this method")
                 raise AMQP091Error(
-                    codes.PRECONDITION_FAILED,
-                    f"queue '{name}' in vhost '/' is a stream: reading it over AMQP 0-9-1 is not supported here "
-                    "yet; read it over AMQP 1.0",
+                    codes.NOT_IMPLEMENTED, f"{what} not supported by stream queues queue '{name}' in vhost '/'",
                     class_id, method_id,
                 )  # fmt: skip
             raise not_found("queue", name, class_id, method_id)
         return queue
+
+    def stream(self, name: str) -> Stream | None:
+        """The stream named ``name``, if it is one."""
+        return self.broker.router.streams.get(name)
 
     def check_owner(self, name: str, owner: object, class_id: int, method_id: int) -> None:
         """405 RESOURCE_LOCKED when another connection declared ``name`` exclusive."""

@@ -85,3 +85,104 @@ def test_a_reply_after_the_consumer_is_cancelled_is_unroutable(client: Client, s
         (312, request.reply_to), (312, "amq.rabbitmq.reply-to.unknown"), (312, "amq.rabbitmq.reply-to"),
     ]  # fmt: skip
     assert client.read() == []
+
+
+# ------------------------------------------------------------------------ streams
+
+
+def _stream(client: Client, broker: Broker, count: int) -> None:
+    """A stream ``s`` holding ``count`` messages m0, m1, ... one clock second apart."""
+    client.method(1, m.QueueDeclare(queue="s", durable=True, arguments={"x-queue-type": "stream"}))
+    for i in range(count):
+        client.publish(1, "", "s", b"m%d" % i)
+        assert isinstance(broker.clock, ManualClock)
+        broker.clock.advance(1)
+    client.read()
+
+
+def _offsets(read: list[tuple[object, ...]]) -> list[int]:
+    return [item[2].headers["x-stream-offset"] for item in read if isinstance(item[1], m.BasicDeliver)]
+
+
+@pytest.mark.parametrize(
+    ("offset", "expected"),
+    [
+        (None, []),
+        ("first", [0, 1, 2, 3, 4]),
+        ("last", [4]),
+        ("next", []),
+        (2, [2, 3, 4]),
+        (99, []),
+        (-1, [0, 1, 2, 3, 4]),
+        ("3s", [2, 3, 4]),  # an interval before now: appended 3 s ago (at t+2) and later
+    ],
+)
+def test_a_stream_is_read_from_its_x_stream_offset(client: Client, broker: Broker, offset: object,
+                                                     expected: list[int]) -> None:  # fmt: skip
+    _stream(client, broker, 5)
+    client.method(1, m.BasicQos(prefetch_count=10))
+    arguments = {} if offset is None else {"x-stream-offset": offset}
+    client.method(1, m.BasicConsume(queue="s", arguments=arguments))
+    read = client.read()
+    assert [type(item[1]) for item in read][:2] == [m.BasicQosOk, m.BasicConsumeOk]
+    assert _offsets(read) == expected
+
+
+def test_a_stream_timestamp_offset_and_new_messages_after_next(client: Client, broker: Broker) -> None:
+    import datetime
+
+    _stream(client, broker, 3)
+    client.method(1, m.BasicQos(prefetch_count=10))
+    start = datetime.datetime.fromtimestamp(broker.now() - 2, datetime.UTC)  # when m1 was appended
+    client.method(1, m.BasicConsume(queue="s", consumer_tag="t", arguments={"x-stream-offset": start}))
+    client.method(1, m.BasicConsume(queue="s", consumer_tag="n", arguments={"x-stream-offset": "next"}))
+    read = client.read()
+    assert [(item[1].consumer_tag, item[3]) for item in read if isinstance(item[1], m.BasicDeliver)] == [
+        ("t", b"m1"), ("t", b"m2"),
+    ]  # fmt: skip
+    client.publish(1, "", "s", b"m3")
+    assert sorted((item[1].consumer_tag, item[3]) for item in client.read()) == [("n", b"m3"), ("t", b"m3")]
+
+
+def test_a_stream_consumer_is_credited_by_acks_which_remove_nothing(client: Client, broker: Broker) -> None:
+    _stream(client, broker, 5)
+    client.method(1, m.BasicQos(prefetch_count=2))
+    client.method(1, m.BasicConsume(queue="s", arguments={"x-stream-offset": "first"}))
+    read = client.read()
+    assert _offsets(read) == [0, 1]
+    delivers = [item for item in read if isinstance(item[1], m.BasicDeliver)]
+    assert delivers[0][2].headers["x-stream-offset"].__class__.__name__ == "long"  # written as 'l', as RabbitMQ does
+    assert delivers[0][1].redelivered is False
+    client.method(1, m.BasicAck(delivery_tag=2, multiple=True))
+    assert _offsets(client.read()) == [2, 3]
+    assert broker.router.streams["s"].depth == 5
+    client.method(2, m.ChannelOpen())
+    client.method(2, m.BasicQos(prefetch_count=5))
+    client.method(2, m.BasicConsume(queue="s", arguments={"x-stream-offset": "first"}))
+    assert _offsets(client.read()) == [0, 1, 2, 3, 4]  # another reader sees every message still
+
+
+def test_stream_refusals_are_rabbitmqs(broker: Broker) -> None:
+    cases = [
+        ([], m.BasicConsume(queue="s"), 406, "PRECONDITION_FAILED - consumer prefetch count is not set for 'queue 's' in vhost '/''"),
+        ([m.BasicQos(prefetch_count=1)], m.BasicConsume(queue="s", no_ack=True), 540,
+         "NOT_IMPLEMENTED - automatic acknowledgement not supported by stream queues queue 's' in vhost '/'"),
+        ([], m.BasicGet(queue="s"), 540, "NOT_IMPLEMENTED - basic.get not supported by stream queues queue 's' in vhost '/'"),
+        ([], m.QueuePurge(queue="s"), 540, "NOT_IMPLEMENTED - queue.purge not supported by stream queues queue 's' in vhost '/'"),
+        ([m.BasicQos(prefetch_count=1)], m.BasicConsume(queue="s", arguments={"x-stream-offset": "soon"}), 406,
+         "PRECONDITION_FAILED - invalid x-stream-offset 'soon' for stream 's': expected first, last, next, an offset, "
+         "a timestamp or an interval such as '10m'"),
+        ([m.BasicQos(prefetch_count=1), m.BasicConsume(queue="s", arguments={"x-stream-offset": "first"})],
+         m.BasicNack(delivery_tag=1), 540,
+         "NOT_IMPLEMENTED - basic.nack and basic.reject not supported by stream queues queue 's' in vhost '/'"),
+    ]  # fmt: skip
+    for before, method, code, text in cases:
+        client = Client(broker)
+        client.open()
+        _stream(client, broker, 1)
+        for step in before:
+            client.method(1, step)
+        client.method(1, method)
+        close = client.methods()[-1]
+        assert isinstance(close, m.ChannelClose if code == 406 else m.ConnectionClose)
+        assert (close.reply_code, close.reply_text) == (code, text)

@@ -351,3 +351,26 @@ def test_direct_reply_to_rpc(broker: minibroker.ThreadedBroker, connection: pika
     assert (body, props.correlation_id, method.exchange, method.routing_key.startswith("amq.rabbitmq.reply-to.")) == (
         b"4", "1", "", True,
     )  # fmt: skip
+
+
+def test_a_stream_read_from_an_offset_with_acks(broker: minibroker.ThreadedBroker, connection: pika.BlockingConnection,
+                                                channel: BlockingChannel) -> None:  # fmt: skip
+    """A stream consumed with ``x-stream-offset`` and a prefetch, as RabbitMQ's streams are read
+    over 0-9-1: each delivery carries its offset; acks remove nothing."""
+    channel.queue_declare("events", durable=True, arguments={"x-queue-type": "stream"})
+    for i in range(4):
+        channel.basic_publish("", "events", b"e%d" % i)
+    channel.basic_qos(prefetch_count=2)
+    got: list[tuple[int, bytes]] = []
+
+    def on_message(ch: Any, method: Any, props: Any, body: bytes) -> None:
+        got.append((props.headers["x-stream-offset"], body))
+        ch.basic_ack(method.delivery_tag)
+
+    channel.basic_consume("events", on_message, arguments={"x-stream-offset": 1})
+    for _ in range(TIMEOUT * 10):
+        if len(got) >= 3:
+            break
+        connection.process_data_events(time_limit=0.1)
+    assert got == [(1, b"e1"), (2, b"e2"), (3, b"e3")]
+    assert broker.stream("events").count == 4
