@@ -88,7 +88,7 @@ from ..broker.queue import Queue
 from ..broker.stored import Entry, StoredMessage
 from ..broker.stream import Stream
 from ..rabbitmq.exchanges import Binding
-from .consumers import AnyConsumer, Consumer091, StreamReader091, stream_offset
+from .consumers import AnyConsumer, Consumer091, Ranking, StreamReader091, stream_offset
 from .conversion import from_amqp10, to_amqp10
 from .replyto import REPLY_TO
 
@@ -277,7 +277,21 @@ class Channel:
         tag = self._consumer_tag(method)
         if method.exclusive and queue.consumers:
             raise AMQP091Error(codes.ACCESS_REFUSED, f"queue '{name}' in vhost '/' in exclusive use", 60, 20)
-        consumer = Consumer091(self, tag, queue, method.no_ack, self.prefetch)
+        priority = method.arguments.get("x-priority", 0)
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise AMQP091Error(
+                codes.PRECONDITION_FAILED, f"invalid x-priority {priority!r}: expected an integer (RabbitMQ's default 0)",
+                60, 20,
+            )  # fmt: skip
+        spec = self.vhost.specs.get(name)
+        ranking = self.vhost.rankings.setdefault(name, Ranking())
+        consumer = Consumer091(
+            self, tag, queue, method.no_ack, self.prefetch, priority=priority, ranking=ranking,
+            single_active=spec is not None and spec.single_active_consumer,
+            quorum=spec is not None and spec.type == "quorum",
+        )  # fmt: skip
+        if priority:
+            ranking.prioritised += 1
         self.consumers[tag] = consumer
         self.connection.consumer_added(consumer)
         self._reply(BasicConsumeOk(consumer_tag=tag), method.nowait)  # before its first delivery
@@ -382,6 +396,10 @@ class Channel:
         ``basic.cancel`` (RabbitMQ's consumer cancel notification)."""
         self.consumers.pop(consumer.tag, None)
         consumer.detach()
+        if isinstance(consumer, Consumer091) and consumer.priority:
+            consumer.ranking.prioritised -= 1
+        # A single active consumer's successor, or lower-priority consumers, may take over now.
+        consumer.dispatch(self.connection.broker.now())
         self.connection.consumer_removed(consumer)
         if notify:
             self.connection.engine.send(self.number, BasicCancel(consumer_tag=consumer.tag, nowait=True))
@@ -391,6 +409,7 @@ class Channel:
         queue = self.vhost.queue(name, 60, 70)
         self.vhost.check_owner(name, self.connection, 60, 70)
         broker = self.connection.broker
+        self.vhost.used(name)  # a basic.get restarts an x-expires queue's idle time
         entry = queue.take(None, broker.now())
         if entry is None:
             self._reply(BasicGetEmpty())
@@ -401,7 +420,11 @@ class Channel:
             delivery_tag=tag, redelivered=entry.acquired_before, exchange=delivered.exchange,
             routing_key=delivered.routing_key, message_count=queue.available_count,
         )  # fmt: skip
-        self.connection.engine.send_content(self.number, get_ok, delivered.properties, delivered.body)
+        spec = self.vhost.specs.get(name)
+        properties = delivered.properties
+        if spec is not None and spec.type == "quorum":
+            properties = _delivery_count(properties, entry)
+        self.connection.engine.send_content(self.number, get_ok, properties, delivered.body)
         if method.no_ack:
             queue.accept(entry)
         else:
@@ -424,7 +447,8 @@ class Channel:
             exchange=delivered.exchange, routing_key=delivered.routing_key,
         )  # fmt: skip
         connection = self.connection
-        connection.engine.send_content(self.number, deliver, delivered.properties, delivered.body)
+        properties = _delivery_count(delivered.properties, entry) if consumer.quorum else delivered.properties
+        connection.engine.send_content(self.number, deliver, properties, delivered.body)
         connection.mark_dirty()
         if consumer.no_ack:
             queue.accept(entry)
@@ -505,6 +529,20 @@ class Channel:
             held.queue.accept(held.entry)
 
     def _requeue(self, held: _Unacked) -> None:
+        queue, entry = held.queue, held.entry
+        if queue is None or entry is None:
+            return
+        spec = self.vhost.specs.get(queue.name)
+        if spec is not None and spec.type == "quorum":
+            # A quorum queue counts a requeue as a failed delivery; past x-delivery-limit (20 by
+            # default in RabbitMQ 4) the message is dead-lettered, or dropped without a DLX.
+            queue.modify(entry, self.connection.broker.now(), True, False, None, None)
+        else:
+            queue.release(entry, self.connection.broker.now())
+
+    def _release(self, held: _Unacked) -> None:
+        """Back to the queue because the channel went, not the consumer: no failed delivery counted
+        (RabbitMQ 4's quorum queues count only requeues a consumer asked for)."""
         if held.queue is not None and held.entry is not None:
             held.queue.release(held.entry, self.connection.broker.now())
 
@@ -653,7 +691,13 @@ class Channel:
         self._end_replies()
         self._tx_publishes.clear()
         self._unsettle()
-        self._apply(list(self.unacked), self._requeue)
+        self._apply(list(self.unacked), self._release)
+
+
+def _delivery_count(properties: BasicProperties, entry: Entry) -> BasicProperties:
+    """A quorum queue's delivery: its failed deliveries so far in the header ``x-delivery-count``
+    (a long, 0 on the first), as RabbitMQ 3.10 sends it."""
+    return dataclasses.replace(properties, headers={**(properties.headers or {}), "x-delivery-count": long(entry.delivery_count)})
 
 
 _HANDLERS: dict[type[Method], Callable[[Channel, Any], None]] = {

@@ -236,6 +236,9 @@ class Connection091:
             if not readers:
                 del self.vhost.readers[consumer.name]
         spec = self.vhost.specs.get(consumer.name)
-        if spec is not None and spec.auto_delete and not consumer.remaining():
-            # RabbitMQ: an auto-delete queue goes when its last consumer does.
-            self.vhost.delete_queue(consumer.name)
+        if spec is not None and not consumer.remaining():
+            if spec.auto_delete:
+                # RabbitMQ: an auto-delete queue goes when its last consumer does.
+                self.vhost.delete_queue(consumer.name)
+            else:
+                self.vhost.used(consumer.name)  # an x-expires queue's idle time starts

@@ -5,6 +5,11 @@ The queue drives it through its ``Consumer`` protocol (``minibroker.broker.queue
 in the prefetch window (``basic.qos``, §1.8.3.1) as RabbitMQ 3.x interprets it: ``global=false``
 limits each consumer of the channel, ``global=true`` the channel as a whole; 0 means no limit.
 A ``no-ack`` consumer has no window (§1.8.3.3: "the server does not expect acknowledgements").
+RabbitMQ's extensions narrow who gets credit: on an ``x-single-active-consumer`` queue only the
+first consumer (the others take over in order when it goes); a consumer with a lower
+``x-priority`` than another of its queue only while every higher one has no room (RabbitMQ's
+"Consumer Priorities": "active consumers with lower priority only receive messages when the
+higher priority ones are blocked").
 Nothing is sent while the channel's flow is off (``channel.flow``, §1.5.2.3) or the connection's
 output is over its bound.
 
@@ -29,7 +34,7 @@ from ..broker.streamlog import Instant, OffsetSpec, StreamLog, interval_seconds
 if TYPE_CHECKING:
     from .channel import Channel
 
-__all__ = ["AnyConsumer", "Consumer091", "StreamReader091", "UNLIMITED", "stream_offset"]
+__all__ = ["AnyConsumer", "Consumer091", "Ranking", "StreamReader091", "UNLIMITED", "stream_offset"]
 
 #: Credit of a consumer with no window: the queue sends while the connection's output has room.
 UNLIMITED = 1 << 30
@@ -38,12 +43,24 @@ UNLIMITED = 1 << 30
 _IDS = itertools.count(1 << 48)
 
 
+class Ranking:
+    """How many 0-9-1 consumers of one queue have a non-zero ``x-priority``."""
+
+    __slots__ = ("prioritised",)
+
+    def __init__(self) -> None:
+        self.prioritised = 0
+
+
 class Consumer091:
     """One consumer tag on one channel, reading one queue."""
 
     browse = False
 
-    def __init__(self, channel: Channel, tag: str, queue: Queue, no_ack: bool, prefetch: int) -> None:
+    def __init__(
+        self, channel: Channel, tag: str, queue: Queue, no_ack: bool, prefetch: int, *, single_active: bool = False,
+        priority: int = 0, quorum: bool = False, ranking: Ranking | None = None,
+    ) -> None:  # fmt: skip
         self.channel = channel
         self.tag = tag
         self.queue = queue
@@ -53,6 +70,14 @@ class Consumer091:
         #: Deliveries not yet acknowledged.
         self.unacked = 0
         self.link_id = next(_IDS)
+        self.single_active = single_active
+        #: ``x-priority`` (RabbitMQ's default 0).
+        self.priority = priority
+        #: A quorum queue's consumer: its deliveries carry ``x-delivery-count``.
+        self.quorum = quorum
+        #: Shared by the queue's 0-9-1 consumers: whether any has an ``x-priority`` (only then are
+        #: the others looked at for each message).
+        self.ranking = ranking or Ranking()
 
     @property
     def name(self) -> str:
@@ -72,12 +97,28 @@ class Consumer091:
         channel = self.channel
         if not channel.active or channel.connection.output_full():
             return 0
+        if self.single_active and self.queue.consumers[0] is not self:
+            return 0
+        if self.ranking.prioritised and self._outranked():
+            return 0
+        return self._room()
+
+    def _room(self) -> int:
         if self.no_ack:
             return UNLIMITED
+        channel = self.channel
         room = self.prefetch - self.unacked if self.prefetch else UNLIMITED
         if channel.global_prefetch:
             room = min(room, channel.global_prefetch - len(channel.unacked))
         return room
+
+    def _outranked(self) -> bool:
+        """Whether a 0-9-1 consumer of higher ``x-priority`` on the queue has room (it gets the message)."""
+        return any(
+            isinstance(other, Consumer091) and other.priority > self.priority and other.channel.active
+            and other._room() > 0
+            for other in self.queue.consumers
+        )  # fmt: skip
 
     def accepts(self, entry: Entry) -> bool:
         return True

@@ -186,3 +186,121 @@ def test_stream_refusals_are_rabbitmqs(broker: Broker) -> None:
         close = client.methods()[-1]
         assert isinstance(close, m.ChannelClose if code == 406 else m.ConnectionClose)
         assert (close.reply_code, close.reply_text) == (code, text)
+
+
+# ------------------------------------------------------------------ queue arguments
+
+
+def test_x_expires_deletes_an_unused_queue_on_the_brokers_clock(client: Client, broker: Broker) -> None:
+    assert isinstance(broker.clock, ManualClock)
+    client.method(1, m.QueueDeclare(queue="idle", arguments={"x-expires": 1000}))
+    client.method(1, m.QueueDeclare(queue="kept"))
+    broker.clock.advance(0.6)
+    client.method(1, m.QueueDeclare(queue="idle", arguments={"x-expires": 1000}))  # a redeclare renews the lease
+    broker.clock.advance(0.6)
+    broker.run_timers()
+    assert "idle" in broker.queues
+    client.method(1, m.BasicConsume(queue="idle", consumer_tag="c"))
+    assert broker.next_deadline() is None  # in use: no deadline while it has a consumer
+    broker.clock.advance(5)
+    broker.run_timers()
+    assert "idle" in broker.queues
+    client.method(1, m.BasicCancel(consumer_tag="c"))
+    broker.clock.advance(0.9)
+    broker.run_timers()
+    assert "idle" in broker.queues
+    broker.clock.advance(0.2)
+    broker.run_timers()
+    assert "idle" not in broker.queues and "kept" in broker.queues
+
+
+def test_single_active_consumer_gets_everything_until_it_goes(client: Client, broker: Broker) -> None:
+    client.method(1, m.QueueDeclare(queue="sac", arguments={"x-single-active-consumer": True}))
+    client.method(1, m.BasicConsume(queue="sac", consumer_tag="first", no_ack=True))
+    client.method(1, m.BasicConsume(queue="sac", consumer_tag="second", no_ack=True))
+    for i in range(3):
+        client.publish(1, "", "sac", b"%d" % i)
+    tags = [item[1].consumer_tag for item in client.read() if isinstance(item[1], m.BasicDeliver)]
+    assert tags == ["first", "first", "first"]
+    client.method(1, m.BasicCancel(consumer_tag="first"))
+    client.publish(1, "", "sac", b"3")
+    tags = [item[1].consumer_tag for item in client.read() if isinstance(item[1], m.BasicDeliver)]
+    assert tags == ["second"]
+
+
+def test_quorum_delivery_limit_counts_requeues_then_dead_letters(client: Client, broker: Broker) -> None:
+    client.method(1, m.ExchangeDeclare(exchange="dlx", type="fanout"))
+    client.method(1, m.QueueDeclare(queue="dead"))
+    client.method(1, m.QueueBind(queue="dead", exchange="dlx"))
+    arguments = {"x-queue-type": "quorum", "x-delivery-limit": 2, "x-dead-letter-exchange": "dlx"}
+    client.method(1, m.QueueDeclare(queue="work", durable=True, arguments=arguments))
+    client.publish(1, "", "work", b"poison")
+    client.read()
+    counts = []
+    for _ in range(4):
+        client.method(1, m.BasicGet(queue="work"))
+        read = client.read()
+        if isinstance(read[0][1], m.BasicGetEmpty):
+            break
+        counts.append((read[0][1].redelivered, read[0][2].headers["x-delivery-count"]))
+        client.method(1, m.BasicNack(delivery_tag=read[0][1].delivery_tag, requeue=True))
+    assert counts == [(False, 0), (True, 1), (True, 2)]  # RabbitMQ 3.10's, checked against it
+    assert broker.queues["dead"].available_count == 1 and broker.queues["work"].depth == 0
+
+
+def test_a_classic_queue_does_not_count_requeues(client: Client, broker: Broker) -> None:
+    client.method(1, m.QueueDeclare(queue="classic", arguments={"x-delivery-limit": 1}))
+    client.publish(1, "", "classic", b"again")
+    client.read()
+    for _ in range(3):
+        client.method(1, m.BasicGet(queue="classic"))
+        [(_, get_ok, properties, _body)] = client.read()
+        assert properties.headers is None
+        client.method(1, m.BasicNack(delivery_tag=get_ok.delivery_tag, requeue=True))
+    assert broker.queues["classic"].available_count == 1
+
+
+def test_alternate_exchange_takes_what_routes_nowhere(client: Client, broker: Broker) -> None:
+    client.method(1, m.ExchangeDeclare(exchange="ae", type="fanout"))
+    client.method(1, m.QueueDeclare(queue="unrouted"))
+    client.method(1, m.QueueBind(queue="unrouted", exchange="ae"))
+    client.method(1, m.ExchangeDeclare(exchange="main", type="direct", arguments={"alternate-exchange": "ae"}))
+    client.method(1, m.ExchangeDeclare(exchange="loose", type="direct", arguments={"alternate-exchange": "missing"}))
+    client.read()
+    client.publish(1, "main", "nokey", b"caught", mandatory=True)
+    client.publish(1, "loose", "nokey", b"lost", mandatory=True)
+    [(_, returned, _properties, body)] = client.read()
+    assert (returned.reply_code, returned.exchange, body) == (312, "loose", b"lost")
+    client.method(1, m.BasicGet(queue="unrouted", no_ack=True))
+    [(_, get_ok, _properties, body)] = client.read()
+    assert (get_ok.exchange, get_ok.routing_key, body) == ("main", "nokey", b"caught")  # as RabbitMQ: the original
+
+
+def test_consumer_priority_serves_the_higher_while_it_has_room(client: Client, broker: Broker) -> None:
+    client.method(1, m.QueueDeclare(queue="p"))
+    client.method(1, m.BasicQos(prefetch_count=2))
+    client.method(1, m.BasicConsume(queue="p", consumer_tag="low"))
+    client.method(1, m.BasicConsume(queue="p", consumer_tag="high", arguments={"x-priority": 10}))
+    client.read()
+    for i in range(3):
+        client.publish(1, "", "p", b"%d" % i)
+    tags = [item[1].consumer_tag for item in client.read() if isinstance(item[1], m.BasicDeliver)]
+    assert tags == ["high", "high", "low"]  # the third only when "high" has no room
+    client.method(1, m.BasicAck(delivery_tag=0, multiple=True))
+    client.read()
+    for i in range(2):
+        client.publish(1, "", "p", b"%d" % i)
+    tags = [item[1].consumer_tag for item in client.read() if isinstance(item[1], m.BasicDeliver)]
+    assert tags == ["high", "high"]
+
+
+def test_a_closed_channel_returns_quorum_messages_without_counting(client: Client, broker: Broker) -> None:
+    client.method(1, m.QueueDeclare(queue="q", durable=True, arguments={"x-queue-type": "quorum", "x-delivery-limit": 1}))
+    client.publish(1, "", "q", b"kept")
+    for channel in (2, 3, 4):
+        client.method(channel, m.ChannelOpen())
+        client.method(channel, m.BasicGet(queue="q"))
+        client.method(channel, m.ChannelClose(reply_code=200, reply_text="bye", class_id=0, method_id=0))
+    gets = [item for item in client.read() if isinstance(item[1], m.BasicGetOk)]
+    assert [get[2].headers["x-delivery-count"] for get in gets] == [0, 0, 0]
+    assert broker.queues["q"].available_count == 1

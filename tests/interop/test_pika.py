@@ -374,3 +374,29 @@ def test_a_stream_read_from_an_offset_with_acks(broker: minibroker.ThreadedBroke
         connection.process_data_events(time_limit=0.1)
     assert got == [(1, b"e1"), (2, b"e2"), (3, b"e3")]
     assert broker.stream("events").count == 4
+
+
+def test_queue_and_exchange_arguments(broker: minibroker.ThreadedBroker, channel: BlockingChannel) -> None:
+    """``x-delivery-limit`` on a quorum queue dead-letters after the limit's requeues;
+    ``alternate-exchange`` catches what routes nowhere."""
+    channel.exchange_declare("dlx", "fanout")
+    channel.queue_declare("dead")
+    channel.queue_bind("dead", "dlx")
+    channel.queue_declare("work", durable=True, arguments={
+        "x-queue-type": "quorum", "x-delivery-limit": 1, "x-dead-letter-exchange": "dlx",
+    })  # fmt: skip
+    channel.basic_publish("", "work", b"poison")
+    counts = []
+    while (got := channel.basic_get("work"))[0] is not None:
+        method, props, _body = got
+        counts.append(props.headers["x-delivery-count"])
+        channel.basic_nack(method.delivery_tag, requeue=True)
+    assert counts == [0, 1]
+    assert broker.queue("dead").bodies == [b"poison"]
+    channel.exchange_declare("ae", "fanout")
+    channel.queue_declare("unrouted")
+    channel.queue_bind("unrouted", "ae")
+    channel.exchange_declare("main", "direct", arguments={"alternate-exchange": "ae"})
+    channel.basic_publish("main", "nobody", b"caught")
+    method, _props, body = channel.basic_get("unrouted", auto_ack=True)
+    assert (method.exchange, method.routing_key, body) == ("main", "nobody", b"caught")
