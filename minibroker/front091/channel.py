@@ -331,7 +331,7 @@ class Channel:
 
     def deliver_stream(self, reader: StreamReader091, offset: int, message: StoredMessage) -> None:
         """Send the stream's message at ``offset`` to ``reader`` with its ``x-stream-offset`` header (a long, as RabbitMQ's)."""
-        delivered = from_amqp10(message.decode(), message.message_annotations, reader.name)
+        delivered = from_amqp10(message.decode(), message.message_annotations, reader.name, message.payload)
         headers = dict(delivered.properties.headers or {})
         headers["x-stream-offset"] = long(offset)
         tag = self._next_tag()
@@ -415,7 +415,7 @@ class Channel:
             self._reply(BasicGetEmpty())
             return
         tag = self._next_tag()
-        delivered = from_amqp10(entry.message.decode(), entry.merged_annotations(), queue.name)
+        delivered = from_amqp10(entry.message.decode(), entry.merged_annotations(), queue.name, entry.message.payload)
         get_ok = BasicGetOk(
             delivery_tag=tag, redelivered=entry.acquired_before, exchange=delivered.exchange,
             routing_key=delivered.routing_key, message_count=queue.available_count,
@@ -434,7 +434,7 @@ class Channel:
         """Send ``entry`` to ``consumer`` (called by its queue, which acquired it for the consumer)."""
         queue = consumer.queue
         try:
-            delivered = from_amqp10(entry.message.decode(), entry.merged_annotations(), queue.name)
+            delivered = from_amqp10(entry.message.decode(), entry.merged_annotations(), queue.name, entry.message.payload)
         except (AMQPDecodeError, IndexError) as exc:
             # A body an AMQP 1.0 client sent that does not decode (only its other sections are
             # checked on arrival): rejected (dead-lettered where the queue says), so neither this

@@ -3,9 +3,14 @@ queue and consumer arguments, header conversion.  Texts and codes are RabbitMQ 3
 
 from __future__ import annotations
 
+import decimal
+
 import pytest
 from test_front_end import Client  # tests/amqp091 is on sys.path
 
+from minibroker.amqp.message import Message
+from minibroker.amqp.messaging import Header
+from minibroker.amqp.types import symbol
 from minibroker.amqp091 import methods as m
 from minibroker.broker.clock import ManualClock
 from minibroker.broker.config import BrokerConfig
@@ -304,3 +309,69 @@ def test_a_closed_channel_returns_quorum_messages_without_counting(client: Clien
     gets = [item for item in client.read() if isinstance(item[1], m.BasicGetOk)]
     assert [get[2].headers["x-delivery-count"] for get in gets] == [0, 0, 0]
     assert broker.queues["q"].available_count == 1
+
+
+# ------------------------------------------------------------------ header conversion
+
+_NESTED = {
+    "plain": "text",
+    "table": {"a": 1, "b": {"c": [1, "two"]}},
+    "array": [1, "x", {"k": True}],
+    "price": decimal.Decimal("1.50"),
+    "x-tags": ["a", "b"],
+    "x-meta": {"n": 3},
+    "x-cost": decimal.Decimal("2.5"),
+}
+
+
+def test_nested_tables_arrays_and_decimals_survive_a_0_9_1_round_trip(client: Client, broker: Broker) -> None:
+    client.method(1, m.QueueDeclare(queue="q"))
+    client.publish(1, "", "q", b"body", headers=_NESTED)
+    client.method(1, m.BasicGet(queue="q", no_ack=True))
+    [(_, get_ok, properties, body)] = [item for item in client.read() if isinstance(item[1], m.BasicGetOk)]
+    assert properties.headers == _NESTED
+
+
+def test_headers_cross_to_amqp_1_0_as_rabbitmq_4_converts_them(client: Client, broker: Broker) -> None:
+    client.method(1, m.QueueDeclare(queue="q"))
+    client.publish(1, "", "q", b"body", headers=_NESTED)
+    [entry] = broker.queues["q"].entries()
+    message = entry.message.decode()
+    # Simple values under plain keys: application-properties; x- keys: message-annotations with
+    # tables as maps and arrays as lists; tables and arrays under plain keys and decimals: not
+    # converted for AMQP 1.0 (RabbitMQ 4's "Inter-Protocol Property Conversions").
+    assert message.application_properties == {"plain": "text"}
+    annotations = message.message_annotations
+    assert annotations[symbol("x-tags")] == ["a", "b"]
+    assert annotations[symbol("x-meta")] == {"n": 3}
+    assert symbol("x-cost") not in annotations and "table" not in str(message.application_properties)
+
+
+def test_amqp_1_0_annotations_and_an_explicit_priority_reach_a_0_9_1_consumer(client: Client, broker: Broker) -> None:
+    client.method(1, m.QueueDeclare(queue="q"))
+    client.read()
+    # A header with priority 4 written out (as a client that sends every field does), and one without.
+    explicit = Message(body=b"one", body_kind="data", header=Header(durable=True, priority=5),
+                       message_annotations={symbol("x-trace"): {symbol("hop"): 1}, symbol("other"): 1},
+                       application_properties={"n": 7}).encode()  # fmt: skip
+    explicit = explicit.replace(b"\x00\x53\x70\xc0\x04\x02\x41\x50\x05", b"\x00\x53\x70\xc0\x04\x02\x41\x50\x04")
+    implicit = Message(body=b"two", body_kind="data", header=Header(durable=True)).encode()
+    broker.publish("q", explicit)
+    broker.publish("q", implicit)
+    client.method(1, m.BasicGet(queue="q", no_ack=True))
+    client.method(1, m.BasicGet(queue="q", no_ack=True))
+    (_, _ok, first, _body), (_, _ok2, second, _body2) = client.read()
+    assert first.priority == 4 and second.priority is None
+    assert first.headers == {"n": 7, "x-trace": {"hop": 1}}
+    assert type(first.headers["n"]).__name__ == "long"  # an AMQP 1.0 long is a 0-9-1 long (RabbitMQ 4)
+
+
+def test_a_forged_0_9_1_headers_annotation_is_left_out(client: Client, broker: Broker) -> None:
+    client.method(1, m.QueueDeclare(queue="q"))
+    client.read()
+    forged = Message(body=b"x", body_kind="data",
+                     message_annotations={symbol("x-amqp-0-9-1-headers"): b"\xff\xff\xff\xff"}).encode()  # fmt: skip
+    broker.publish("q", forged)
+    client.method(1, m.BasicGet(queue="q", no_ack=True))
+    [(_, get_ok, properties, body)] = client.read()
+    assert body == b"x" and properties.headers is None
