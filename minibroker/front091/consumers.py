@@ -101,7 +101,12 @@ class Consumer091:
             return 0
         if self.ranking.prioritised and self._outranked():
             return 0
-        return self._room()
+        if self.no_ack:  # _room inlined: credit is asked before each message
+            return UNLIMITED
+        room = self.prefetch - self.unacked if self.prefetch else UNLIMITED
+        if channel.global_prefetch:
+            room = min(room, channel.global_prefetch - len(channel.unacked))
+        return room
 
     def _room(self) -> int:
         if self.no_ack:

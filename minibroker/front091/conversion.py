@@ -46,7 +46,7 @@ from typing import Any
 from ..amqp.codec import encode
 from ..amqp.message import Message
 from ..amqp.messaging import Header, Properties
-from ..amqp.types import symbol, timestamp, ulong
+from ..amqp.types import byte, float32, int32, short, symbol, timestamp, ubyte, uint, ulong, ushort
 from ..amqp091.errors import FrameError
 from ..amqp091.properties import BasicProperties
 from ..amqp091.values import LongStr, decode_table, encode_table, long
@@ -62,6 +62,8 @@ X_BASIC_APP_ID = symbol("x-basic-app-id")
 X_HEADERS_091 = symbol("x-amqp-0-9-1-headers")
 #: Annotations that carry 0-9-1 fields or the broker's own data, not headers.
 _NOT_HEADERS = frozenset((X_EXCHANGE, X_ROUTING_KEY, X_BASIC_TYPE, X_BASIC_APP_ID, X_HEADERS_091))
+#: AMQP 1.0 values a 0-9-1 header takes as they are (a 1.0 ``long``, a plain int, does not).
+_AS_IS = frozenset((str, bytes, bool, float, float32, byte, ubyte, short, ushort, int32, uint))
 #: What :func:`_to_amqp` answers for a value RabbitMQ 4 does not convert (a decimal).
 _UNCONVERTED = object()
 
@@ -230,11 +232,11 @@ def _text(value: Any) -> str | None:
 def _to_simple(value: Any) -> Any:
     """An application-property value; :data:`_UNCONVERTED` for a table, an array or a decimal
     (RabbitMQ 4 does not convert them); None for void (AMQP 1.0 has no null property to carry)."""
-    if value is None:
-        return None
-    if isinstance(value, dict | list | tuple):
-        return _UNCONVERTED
-    return _to_amqp(value)
+    if isinstance(value, LongStr) or not isinstance(value, _SIMPLE):
+        if value is None:
+            return None
+        return _UNCONVERTED if isinstance(value, dict | list | tuple) else _to_amqp(value)
+    return value  # the common case, first
 
 
 def _to_amqp(value: Any) -> Any:
@@ -265,6 +267,8 @@ def _to_amqp(value: Any) -> Any:
 
 def _from_amqp(value: Any) -> Any:
     """An AMQP 1.0 value as a 0-9-1 field value (RabbitMQ 4's type conversions)."""
+    if type(value) in _AS_IS:
+        return value  # the common case, first
     if isinstance(value, timestamp):
         return _seconds(value)
     if isinstance(value, symbol):
