@@ -176,6 +176,14 @@ class VirtualHost:
                         f"received '{_shown(wanted)}' but current is '{_shown(current)}'",
                         40, 10,
                     )  # fmt: skip
+            wanted_ae, current_ae = arguments.get("alternate-exchange"), existing.arguments.get("alternate-exchange")
+            if wanted_ae != current_ae:
+                raise AMQP091Error(
+                    codes.PRECONDITION_FAILED,
+                    f"inequivalent arg 'alternate-exchange' for exchange '{name}' in vhost '/': "
+                    + _ae_inequivalence(wanted_ae, current_ae),
+                    40, 10,
+                )  # fmt: skip
             return
         try:
             exchanges.declare(
@@ -395,6 +403,15 @@ class VirtualHost:
         router = self.broker.router
         for name in self.exchanges.route(exchange, key, message.application_properties):
             router.route(router.nodes[name], message, now, Source.DEAD_LETTER)
+
+
+def _ae_inequivalence(wanted: Any, current: Any) -> str:
+    """RabbitMQ 3.10's words for a redeclared exchange's other ``alternate-exchange`` (checked against it)."""
+    if wanted is not None and current is not None:
+        return f"received '{wanted}' but current is '{current}'"
+    if wanted is not None:
+        return f"received the value '{wanted}' of type 'longstr' but current is none"
+    return f"received none but current is the value '{current}' of type 'longstr'"
 
 
 def _shown(value: Any) -> str:

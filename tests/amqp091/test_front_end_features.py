@@ -375,3 +375,25 @@ def test_a_forged_0_9_1_headers_annotation_is_left_out(client: Client, broker: B
     client.method(1, m.BasicGet(queue="q", no_ack=True))
     [(_, get_ok, properties, body)] = client.read()
     assert body == b"x" and properties.headers is None
+
+
+@pytest.mark.parametrize(
+    ("first", "again", "text"),
+    [
+        (None, "ae", "received the value 'ae' of type 'longstr' but current is none"),
+        ("ae", None, "received none but current is the value 'ae' of type 'longstr'"),
+        ("ae", "other", "received 'other' but current is 'ae'"),
+    ],
+)
+def test_a_redeclare_with_another_alternate_exchange_is_406(client: Client, first: str | None, again: str | None,
+                                                             text: str) -> None:  # fmt: skip
+    def arguments(ae: str | None) -> dict[str, str]:
+        return {} if ae is None else {"alternate-exchange": ae}
+
+    client.method(1, m.ExchangeDeclare(exchange="main", type="direct", arguments=arguments(first)))
+    client.method(1, m.ExchangeDeclare(exchange="main", type="direct", arguments=arguments(first)))
+    client.method(1, m.ExchangeDeclare(exchange="main", type="direct", arguments=arguments(again)))
+    _ok, _same, close = client.methods()
+    assert (close.reply_code, close.reply_text) == (
+        406, f"PRECONDITION_FAILED - inequivalent arg 'alternate-exchange' for exchange 'main' in vhost '/': {text}",
+    )  # fmt: skip
