@@ -397,3 +397,19 @@ def test_a_redeclare_with_another_alternate_exchange_is_406(client: Client, firs
     assert (close.reply_code, close.reply_text) == (
         406, f"PRECONDITION_FAILED - inequivalent arg 'alternate-exchange' for exchange 'main' in vhost '/': {text}",
     )  # fmt: skip
+
+
+def test_deleting_a_stream_cancels_its_readers_and_closing_frees_them(client: Client, broker: Broker) -> None:
+    _stream(client, broker, 2)
+    client.method(1, m.BasicQos(prefetch_count=1))
+    client.method(1, m.BasicConsume(queue="s", consumer_tag="r", arguments={"x-stream-offset": "first"}))
+    client.method(2, m.ChannelOpen())
+    client.method(2, m.BasicQos(prefetch_count=1))
+    client.method(2, m.BasicConsume(queue="s", consumer_tag="gone", arguments={"x-stream-offset": "first"}))
+    client.method(2, m.ChannelClose(reply_code=200, reply_text="bye", class_id=0, method_id=0))
+    client.read()
+    assert len(broker.router.streams["s"].readers) == 1
+    client.method(1, m.QueueDelete(queue="s"))
+    methods = client.methods()
+    assert any(isinstance(method, m.BasicCancel) and method.consumer_tag == "r" for method in methods)
+    assert "s" not in broker.router.streams
