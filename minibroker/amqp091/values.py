@@ -51,6 +51,7 @@ from .errors import FrameError
 __all__ = [
     "MAX_NESTING",
     "LongStr",
+    "long",
     "decode_table",
     "encode_table",
     "read_longstr",
@@ -78,6 +79,13 @@ _q = struct.Struct(">q")
 _f = struct.Struct(">f")
 _d = struct.Struct(">d")
 _Bi = struct.Struct(">Bi")
+
+
+class long(int):  # noqa: N801 - named as the AMQP type, like minibroker.amqp.types' ints
+    """A signed 64-bit integer field value (``l``): kept as ``l`` when written back, as RabbitMQ
+    writes offsets such as ``x-stream-offset`` (a plain int is written in the narrowest of ``I``/``l``)."""
+
+    __slots__ = ()
 
 
 class LongStr(bytes):
@@ -232,7 +240,7 @@ _READERS: dict[int, _Reader] = {
     ord("u"): _fixed(_H, ushort),
     ord("I"): _fixed(_i, int32),
     ord("i"): _fixed(_I, uint),
-    ord("l"): _fixed(_q, int),
+    ord("l"): _fixed(_q, long),
     ord("f"): _fixed(_f, float32),
     ord("d"): _fixed(_d, float),
     ord("D"): _read_decimal,
@@ -327,6 +335,7 @@ _INT_CODES: dict[type, tuple[bytes, struct.Struct]] = {
     ushort: (b"u", _H),
     int32: (b"I", _i),
     uint: (b"i", _I),
+    long: (b"l", _q),
 }
 
 

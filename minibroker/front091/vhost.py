@@ -25,13 +25,16 @@ from ..broker.config import QueueOptions, RabbitMQOptions
 from ..broker.publish import Source
 from ..broker.queue import Queue
 from ..broker.stored import Entry, StoredMessage
+from ..broker.stream import Stream
 from ..rabbitmq.arguments import QueueSpec, queue_spec
 from ..rabbitmq.exchanges import DEFAULT_EXCHANGES, Binding, ExchangeError, Exchanges, RoutingRefused
+from .consumers import Ranking
 from .conversion import X_EXCHANGE, X_ROUTING_KEY
+from .replyto import ReplyTargets
 
 if TYPE_CHECKING:
     from ..broker.engine import Broker
-    from .consumers import Consumer091
+    from .consumers import AnyConsumer
 
 __all__ = ["VirtualHost", "vhost_of"]
 
@@ -44,6 +47,8 @@ _STATUS_CODES = {
     404: codes.NOT_FOUND,
     409: codes.PRECONDITION_FAILED,
 }
+#: The methods a stream refuses, as RabbitMQ names them in its 540 reply.
+_STREAM_REFUSED = {(60, 70): "basic.get", (50, 30): "queue.purge"}
 _HOSTS: weakref.WeakKeyDictionary[Broker, VirtualHost] = weakref.WeakKeyDictionary()
 
 
@@ -82,7 +87,14 @@ class VirtualHost:
         #: Exclusive queues by the connection that declared them (deleted when it closes).
         self.owners: dict[str, object] = {}
         #: The 0-9-1 consumers of each queue (told with ``basic.cancel`` when it is deleted).
-        self.readers: dict[str, dict[Consumer091, None]] = {}
+        self.readers: dict[str, dict[AnyConsumer, None]] = {}
+        #: Channels consuming ``amq.rabbitmq.reply-to`` (direct reply-to), by token.
+        self.replies = ReplyTargets()
+        #: Queues with ``x-expires``: since when each has been unused (RabbitMQ's queue TTL).
+        self.idle_since: dict[str, float] = {}
+        #: Per queue, how many of its 0-9-1 consumers have an ``x-priority`` (consumers.py).
+        self.rankings: dict[str, Ranking] = {}
+        broker.timers.add(self)
         broker.reset_hooks.append(self.reset)
         broker.node_deleted_hooks.append(self.node_deleted)
 
@@ -91,6 +103,9 @@ class VirtualHost:
         self.specs.clear()
         self.owners.clear()
         self.readers.clear()
+        self.replies.clear()
+        self.idle_since.clear()
+        self.rankings.clear()
 
     @property
     def exchanges(self) -> Exchanges:
@@ -107,14 +122,18 @@ class VirtualHost:
         queue = self.broker.router.queues.get(name)
         if queue is None:
             if name in self.broker.router.streams:
+                # RabbitMQ 3.10 closes the connection (540) for what a stream cannot do.
+                what = _STREAM_REFUSED.get((class_id, method_id), "this method")
                 raise AMQP091Error(
-                    codes.PRECONDITION_FAILED,
-                    f"queue '{name}' in vhost '/' is a stream: reading it over AMQP 0-9-1 is not supported here "
-                    "yet; read it over AMQP 1.0",
+                    codes.NOT_IMPLEMENTED, f"{what} not supported by stream queues queue '{name}' in vhost '/'",
                     class_id, method_id,
                 )  # fmt: skip
             raise not_found("queue", name, class_id, method_id)
         return queue
+
+    def stream(self, name: str) -> Stream | None:
+        """The stream named ``name``, if it is one."""
+        return self.broker.router.streams.get(name)
 
     def check_owner(self, name: str, owner: object, class_id: int, method_id: int) -> None:
         """405 RESOURCE_LOCKED when another connection declared ``name`` exclusive."""
@@ -157,6 +176,14 @@ class VirtualHost:
                         f"received '{_shown(wanted)}' but current is '{_shown(current)}'",
                         40, 10,
                     )  # fmt: skip
+            wanted_ae, current_ae = arguments.get("alternate-exchange"), existing.arguments.get("alternate-exchange")
+            if wanted_ae != current_ae:
+                raise AMQP091Error(
+                    codes.PRECONDITION_FAILED,
+                    f"inequivalent arg 'alternate-exchange' for exchange '{name}' in vhost '/': "
+                    + _ae_inequivalence(wanted_ae, current_ae),
+                    40, 10,
+                )  # fmt: skip
             return
         try:
             exchanges.declare(
@@ -211,6 +238,7 @@ class VirtualHost:
             if not self.is_queue(name):
                 raise not_found("queue", name, 50, 10)
             self.check_owner(name, owner, 50, 10)
+            self.used(name)
             return name, router.queues.get(name)
         if not name:
             name = "amq.gen-" + base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
@@ -236,6 +264,7 @@ class VirtualHost:
                         f"received {_argument(spec, differs)} but current is {_argument(existing, differs)}",
                         50, 10,
                     )  # fmt: skip
+                self.used(name)
                 return name, router.queues.get(name)
         limit = self.options.max_queues
         if limit is not None and len(self.specs) >= limit:
@@ -258,6 +287,7 @@ class VirtualHost:
             queue.options = spec.options  # a queue made over AMQP 1.0 or the API takes the declaration
         if spec.dead_letter_exchange is not None:
             queue.dead_letter = self._dead_letter
+        self.used(name)
         return name, queue
 
     def delete_queue(self, name: str) -> int:
@@ -277,6 +307,8 @@ class VirtualHost:
         and its 0-9-1 consumers are told with ``basic.cancel`` (RabbitMQ's consumer cancel notification)."""
         self.specs.pop(name, None)
         self.owners.pop(name, None)
+        self.idle_since.pop(name, None)
+        self.rankings.pop(name, None)
         self.exchanges.drop_destination(name, "queue")
         for consumer in list(self.readers.pop(name, {})):
             consumer.channel.end_consumer(consumer, notify=True)
@@ -300,9 +332,54 @@ class VirtualHost:
                 codes.ACCESS_REFUSED, f"cannot publish to internal exchange '{exchange}' in vhost '/'", 60, 40
             )
         try:
-            return exchanges.route(exchange, key, headers)
+            queues = exchanges.route(exchange, key, headers)
+            # RabbitMQ's alternate exchanges: what an exchange routes nowhere goes to its
+            # ``alternate-exchange`` (and on to that one's), each exchange tried once.
+            tried = {exchange}
+            while not queues:
+                alternate = found.arguments.get("alternate-exchange")
+                if not isinstance(alternate, str) or alternate in tried or alternate not in exchanges.exchanges:
+                    break
+                tried.add(alternate)
+                found = exchanges.exchanges[alternate]
+                queues = exchanges.route(alternate, key, headers)
+            return queues
         except RoutingRefused as exc:
             raise AMQP091Error(codes.PRECONDITION_FAILED, str(exc), 60, 40) from None
+
+    # ---------------------------------------------------------------- x-expires
+    #
+    # RabbitMQ's queue TTL: a queue unused for ``x-expires`` ms is deleted.  Unused: no
+    # consumers, not redeclared and not read with ``basic.get`` since; on the broker's clock.
+
+    def used(self, name: str) -> None:
+        """``name`` was declared or read, or lost its last consumer: its idle time starts again."""
+        spec = self.specs.get(name)
+        if spec is None or spec.expires is None:
+            return
+        now = self.broker.now()
+        first = self.next_deadline()
+        self.idle_since[name] = now
+        if (first is None or now + spec.expires < first) and self.broker.on_timers_changed is not None:
+            self.broker.on_timers_changed()
+
+    def _expires_at(self, name: str, since: float) -> float | None:
+        spec = self.specs.get(name)
+        queue = self.broker.router.queues.get(name)
+        if spec is None or spec.expires is None or queue is None or queue.consumers:
+            return None  # in use: its time starts again when its last consumer goes
+        return since + spec.expires
+
+    def next_deadline(self) -> float | None:
+        """When the first unused ``x-expires`` queue is due (timers.py)."""
+        deadlines = [at for name, since in self.idle_since.items() if (at := self._expires_at(name, since)) is not None]
+        return min(deadlines) if deadlines else None
+
+    def run_timers(self, now: float) -> None:
+        for name, since in list(self.idle_since.items()):
+            at = self._expires_at(name, since)
+            if at is not None and at <= now:
+                self.delete_queue(name)
 
     def _dead_letter(self, queue: Queue, entry: Entry, reason: str, description: str | None) -> None:
         """Republish a dead letter to the queue's ``x-dead-letter-exchange`` with
@@ -326,6 +403,15 @@ class VirtualHost:
         router = self.broker.router
         for name in self.exchanges.route(exchange, key, message.application_properties):
             router.route(router.nodes[name], message, now, Source.DEAD_LETTER)
+
+
+def _ae_inequivalence(wanted: Any, current: Any) -> str:
+    """RabbitMQ 3.10's words for a redeclared exchange's other ``alternate-exchange`` (checked against it)."""
+    if wanted is not None and current is not None:
+        return f"received '{wanted}' but current is '{current}'"
+    if wanted is not None:
+        return f"received the value '{wanted}' of type 'longstr' but current is none"
+    return f"received none but current is the value '{current}' of type 'longstr'"
 
 
 def _shown(value: Any) -> str:

@@ -319,14 +319,6 @@ def test_max_connections_counts_both_protocols() -> None:
     assert limited.opened_connections() == 1
 
 
-def test_reading_a_stream_says_it_is_not_supported_yet(client: Client, broker: Broker) -> None:
-    client.method(1, m.QueueDeclare(queue="log", durable=True, arguments={"x-queue-type": "stream"}))
-    assert "log" in broker.streams
-    client.method(1, m.BasicConsume(queue="log"))
-    _ok, close = client.methods()
-    assert close.reply_code == 406 and "is a stream" in close.reply_text
-
-
 def test_a_refused_login_is_reported_to_the_servers_login_guard(broker: Broker) -> None:
     refused = Client(broker)
     refused.send(PROTOCOL_HEADER)
