@@ -24,6 +24,8 @@ headers             application-properties (§3.2.5): simple values only; a long
 type, app-id        message-annotations ``x-basic-type``, ``x-basic-app-id``
 exchange, key       message-annotations ``x-exchange``, ``x-routing-key`` (as the
                     RabbitMQ 4 layer sets them)
+x-death,            message-annotations of the same names, set when the message is
+x-first-death-*     dead-lettered (:func:`record_death`), sent back as these headers
 ==================  ==========================================================
 
 The other way, a ``data`` body is the 0-9-1 body; an ``amqp-value`` holding a string is sent
@@ -43,12 +45,17 @@ from ..amqp.types import symbol, timestamp
 from ..amqp091.properties import BasicProperties
 from ..amqp091.values import LongStr
 
-__all__ = ["Delivered", "X_EXCHANGE", "X_ROUTING_KEY", "from_amqp10", "to_amqp10"]
+__all__ = ["Delivered", "X_EXCHANGE", "X_ROUTING_KEY", "from_amqp10", "record_death", "to_amqp10"]
 
 X_EXCHANGE = symbol("x-exchange")
 X_ROUTING_KEY = symbol("x-routing-key")
 X_BASIC_TYPE = symbol("x-basic-type")
 X_BASIC_APP_ID = symbol("x-basic-app-id")
+X_DEATH = symbol("x-death")
+#: RabbitMQ 3.10's headers saying where a message was dead-lettered first.
+_FIRST_DEATH = tuple(symbol(f"x-first-death-{part}") for part in ("exchange", "queue", "reason"))
+#: The broker's reasons for dead-lettering, as RabbitMQ names them in ``x-death`` (the rest: "rejected").
+_DEATH_REASONS = {"TTLExpiredException": "expired", "MaxLengthExceeded": "maxlen"}
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 #: Application-property values AMQP 1.0 allows (§3.2.5: simple types, no maps or lists).
@@ -127,6 +134,8 @@ def from_amqp10(message: Message, annotations: dict[Any, Any] | None, queue: str
             converted = _from_simple(value)
             if converted is not None:
                 headers[str(name)] = converted
+    if X_DEATH in annotations:  # dead-lettered: RabbitMQ's headers saying where and why
+        headers = {**(headers or {}), **_death_headers(annotations)}
     properties = BasicProperties(
         content_type=_text(props.content_type) if props is not None else None,
         content_encoding=_text(props.content_encoding) if props is not None else None,
@@ -148,6 +157,47 @@ def from_amqp10(message: Message, annotations: dict[Any, Any] | None, queue: str
     if exchange is None or key is None:  # sent over AMQP 1.0 to the queue: as through the default exchange
         exchange, key = "", queue
     return Delivered(properties, _body(message), str(exchange), str(key))
+
+
+def record_death(annotations: dict[Any, Any], queue: str, reason: str, now: float) -> dict[Any, Any]:
+    """The annotations that record one more dead-lettering of a message from ``queue``.
+
+    RabbitMQ 3.10 (``rabbit_dead_letter``): the ``x-death`` header lists one table per queue and
+    reason, the latest first, each with ``count``, ``reason``, ``queue``, ``time``, ``exchange``
+    and ``routing-keys`` (the message's before this death); dying again from the same queue for
+    the same reason counts up that table and moves it first.  ``x-first-death-exchange``,
+    ``-queue`` and ``-reason`` name the first death and never change.  Kept as message
+    annotations (a list of maps) and made headers for each 0-9-1 delivery (kombu and Celery
+    count retries by ``x-death``).
+    """
+    why = _DEATH_REASONS.get(reason, "rejected")
+    exchange = str(annotations.get(X_EXCHANGE, ""))
+    key = annotations.get(X_ROUTING_KEY)
+    deaths: list[dict[str, Any]] = list(annotations.get(X_DEATH) or [])
+    count = 1
+    for index, death in enumerate(deaths):
+        if death.get("queue") == queue and death.get("reason") == why:
+            count += int(deaths.pop(index).get("count", 0))
+            break
+    latest = {
+        "count": count, "reason": why, "queue": queue, "time": timestamp(int(now) * 1000),
+        "exchange": exchange, "routing-keys": [str(key) if key is not None else queue],
+    }  # fmt: skip
+    recorded: dict[Any, Any] = {X_DEATH: [latest, *deaths]}
+    if _FIRST_DEATH[0] not in annotations:
+        recorded.update(zip(_FIRST_DEATH, (exchange, queue, why), strict=True))
+    return recorded
+
+
+def _death_headers(annotations: dict[Any, Any]) -> dict[str, Any]:
+    """``x-death`` and ``x-first-death-*`` as RabbitMQ 3.10 sends them (times as timestamps)."""
+    deaths = [
+        {str(field): _seconds(value) if field == "time" else value for field, value in death.items()}
+        for death in annotations[X_DEATH]
+    ]
+    headers: dict[str, Any] = {"x-death": deaths}
+    headers.update((str(name), str(annotations[name])) for name in _FIRST_DEATH if name in annotations)
+    return headers
 
 
 def _body(message: Message) -> bytes:

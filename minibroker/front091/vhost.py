@@ -27,7 +27,7 @@ from ..broker.queue import Queue
 from ..broker.stored import Entry, StoredMessage
 from ..rabbitmq.arguments import QueueSpec, queue_spec
 from ..rabbitmq.exchanges import DEFAULT_EXCHANGES, Binding, ExchangeError, Exchanges, RoutingRefused
-from .conversion import X_EXCHANGE, X_ROUTING_KEY
+from .conversion import X_EXCHANGE, X_ROUTING_KEY, record_death
 
 if TYPE_CHECKING:
     from ..broker.engine import Broker
@@ -233,7 +233,7 @@ class VirtualHost:
                     raise AMQP091Error(
                         codes.PRECONDITION_FAILED,
                         f"inequivalent arg '{differs}' for queue '{name}' in vhost '/': "
-                        f"received {_argument(spec, differs)} but current is {_argument(existing, differs)}",
+                        f"received {_argument(spec, differs, existing)} but current is {_argument(existing, differs, spec)}",
                         50, 10,
                     )  # fmt: skip
                 return name, router.queues.get(name)
@@ -318,8 +318,8 @@ class VirtualHost:
         if key is None:
             original = annotations.get(X_ROUTING_KEY)
             key = str(original) if original is not None else queue.name
-        entry.annotate({X_EXCHANGE: exchange, X_ROUTING_KEY: key})
         now = self.broker.now()
+        entry.annotate({**record_death(annotations, queue.name, reason, now), X_EXCHANGE: exchange, X_ROUTING_KEY: key})
         queue.counters.dead_lettered += 1
         # RabbitMQ drops the message's TTL when it dead-letters it, so it does not expire again.
         message = StoredMessage(entry.payload_for_delivery(now, keep_ttl=False), now)
@@ -334,8 +334,13 @@ def _shown(value: Any) -> str:
     return str(int(value)) if isinstance(value, int) else str(value)  # int32(3) shown as 3
 
 
-def _argument(spec: QueueSpec, argument: str) -> str:
-    """How RabbitMQ shows one side of an inequivalent queue argument."""
+def _argument(spec: QueueSpec, argument: str, other: QueueSpec) -> str:
+    """How RabbitMQ shows one side of an inequivalent queue argument (``other``: the other side).
+
+    ``rabbit_misc:assert_args_equivalence``: when both sides have the argument only the values
+    are shown ("received '4' but current is '3'"); when one side lacks it, it is ``none`` and the
+    other is shown with its type ("the value '3' of type 'signedint'").
+    """
     if argument in ("durable", "exclusive", "auto_delete"):
         return f"'{_shown(getattr(spec, argument))}'"
     if argument == "x-queue-type":
@@ -343,5 +348,7 @@ def _argument(spec: QueueSpec, argument: str) -> str:
     if argument not in spec.arguments:
         return "none"
     value = spec.arguments[argument]
+    if argument in other.arguments:
+        return f"'{_shown(value)}'"
     kind = "signedint" if isinstance(value, int) and not isinstance(value, bool) else "longstr"
     return f"the value '{_shown(value)}' of type '{kind}'"

@@ -114,7 +114,15 @@ def test_queue_arguments_map_onto_queue_options(client: Client, broker: Broker) 
     assert close.reply_code == 406
     assert close.reply_text == (
         "PRECONDITION_FAILED - inequivalent arg 'x-max-length' for queue 'q' in vhost '/': "
-        "received the value '4' of type 'signedint' but current is the value '3' of type 'signedint'"
+        "received '4' but current is '3'"
+    )
+    # Without the argument on one side, that side is "none" and the other is shown with its type.
+    client.method(2, m.ChannelOpen())
+    client.method(2, m.QueueDeclare(queue="q", arguments={k: v for k, v in arguments.items() if k != "x-max-length"}))
+    _ok, close = client.methods()
+    assert close.reply_text == (
+        "PRECONDITION_FAILED - inequivalent arg 'x-max-length' for queue 'q' in vhost '/': "
+        "received none but current is the value '3' of type 'signedint'"
     )
 
 
