@@ -18,9 +18,12 @@ correlation-id      properties ``correlation-id``
 reply-to            properties ``reply-to``
 user-id             properties ``user-id`` (binary)
 timestamp (s)       properties ``creation-time`` (ms)
-headers             application-properties (§3.2.5): simple values only; a long string
+headers             application-properties (§3.2.5) for simple values: a long string
                     that is UTF-8 becomes a string, else binary; a timestamp a
-                    timestamp; nested tables, arrays and decimals are not carried
+                    timestamp.  Those 1.0 cannot hold there (nested tables, arrays,
+                    decimals, void) are kept as one 0-9-1 field table in the
+                    message-annotation ``x-opt-amqp091-headers`` and given back to
+                    0-9-1 consumers as they were sent (Celery's ``timelimit`` is an array)
 type, app-id        message-annotations ``x-basic-type``, ``x-basic-app-id``
 exchange, key       message-annotations ``x-exchange``, ``x-routing-key`` (as the
                     RabbitMQ 4 layer sets them)
@@ -42,8 +45,9 @@ from ..amqp.codec import encode
 from ..amqp.message import Message
 from ..amqp.messaging import Header, Properties
 from ..amqp.types import symbol, timestamp
+from ..amqp091.errors import AMQP091Error
 from ..amqp091.properties import BasicProperties
-from ..amqp091.values import LongStr
+from ..amqp091.values import LongStr, decode_table, encode_table
 
 __all__ = ["Delivered", "X_EXCHANGE", "X_ROUTING_KEY", "from_amqp10", "record_death", "to_amqp10"]
 
@@ -52,6 +56,8 @@ X_ROUTING_KEY = symbol("x-routing-key")
 X_BASIC_TYPE = symbol("x-basic-type")
 X_BASIC_APP_ID = symbol("x-basic-app-id")
 X_DEATH = symbol("x-death")
+#: Headers with values AMQP 1.0 application-properties cannot hold, as one encoded 0-9-1 table.
+X_AMQP091_HEADERS = symbol("x-opt-amqp091-headers")
 #: RabbitMQ 3.10's headers saying where a message was dead-lettered first.
 _FIRST_DEATH = tuple(symbol(f"x-first-death-{part}") for part in ("exchange", "queue", "reason"))
 #: The broker's reasons for dead-lettering, as RabbitMQ names them in ``x-death`` (the rest: "rejected").
@@ -96,10 +102,15 @@ def to_amqp10(exchange: str, routing_key: str, properties: BasicProperties, body
     application_properties = None
     if properties.headers:
         application_properties = {}
+        complex_headers = {}
         for name, value in properties.headers.items():
             converted = _to_simple(value)
             if converted is not None:
                 application_properties[name] = converted
+            else:
+                complex_headers[name] = value
+        if complex_headers:
+            annotations[X_AMQP091_HEADERS] = encode_table(complex_headers)
     return Message(
         body=body,
         body_kind="data",
@@ -134,6 +145,12 @@ def from_amqp10(message: Message, annotations: dict[Any, Any] | None, queue: str
             converted = _from_simple(value)
             if converted is not None:
                 headers[str(name)] = converted
+    kept = annotations.get(X_AMQP091_HEADERS)
+    if isinstance(kept, bytes):  # sent over 0-9-1 with values 1.0 could not hold: as they were
+        try:
+            headers = {**(headers or {}), **decode_table(kept)}
+        except AMQP091Error:
+            pass  # not one of ours (an AMQP 1.0 client set it): the other headers still go out
     if X_DEATH in annotations:  # dead-lettered: RabbitMQ's headers saying where and why
         headers = {**(headers or {}), **_death_headers(annotations)}
     properties = BasicProperties(
@@ -173,11 +190,12 @@ def record_death(annotations: dict[Any, Any], queue: str, reason: str, now: floa
     why = _DEATH_REASONS.get(reason, "rejected")
     exchange = str(annotations.get(X_EXCHANGE, ""))
     key = annotations.get(X_ROUTING_KEY)
-    deaths: list[dict[str, Any]] = list(annotations.get(X_DEATH) or [])
+    deaths = _deaths(annotations)
     count = 1
     for index, death in enumerate(deaths):
         if death.get("queue") == queue and death.get("reason") == why:
-            count += int(deaths.pop(index).get("count", 0))
+            earlier = deaths.pop(index).get("count")
+            count += earlier if isinstance(earlier, int) else 0
             break
     latest = {
         "count": count, "reason": why, "queue": queue, "time": timestamp(int(now) * 1000),
@@ -189,12 +207,19 @@ def record_death(annotations: dict[Any, Any], queue: str, reason: str, now: floa
     return recorded
 
 
+def _deaths(annotations: dict[Any, Any]) -> list[dict[Any, Any]]:
+    """The ``x-death`` tables recorded so far (an AMQP 1.0 client may have sent anything there)."""
+    recorded = annotations.get(X_DEATH)
+    return [death for death in recorded if isinstance(death, dict)] if isinstance(recorded, list) else []
+
+
 def _death_headers(annotations: dict[Any, Any]) -> dict[str, Any]:
     """``x-death`` and ``x-first-death-*`` as RabbitMQ 3.10 sends them (times as timestamps)."""
     deaths = [
-        {str(field): _seconds(value) if field == "time" else value for field, value in death.items()}
-        for death in annotations[X_DEATH]
-    ]
+        {str(field): _seconds(value) if field == "time" and isinstance(value, int) else value
+         for field, value in death.items()}
+        for death in _deaths(annotations)
+    ]  # fmt: skip
     headers: dict[str, Any] = {"x-death": deaths}
     headers.update((str(name), str(annotations[name])) for name in _FIRST_DEATH if name in annotations)
     return headers

@@ -9,6 +9,7 @@ with the ``confirm_publish`` transport option waits for each publish's confirm.
 from __future__ import annotations
 
 import datetime
+import decimal
 from collections.abc import Iterator
 from typing import Any
 
@@ -210,3 +211,17 @@ def test_inequivalent_redeclare_as_kombu_reports_it(connection: Connection) -> N
         "PRECONDITION_FAILED - inequivalent arg 'x-max-length' for queue 'argued' in vhost '/': "
         "received '6' but current is '5'"
     )
+
+
+def test_headers_of_every_kind_come_back_as_sent(connection: Connection) -> None:
+    # py-amqp writes integers past 32 bits as 'L', None as void; Celery's task headers hold
+    # arrays (timelimit) and None (parent_id): all come back as RabbitMQ gives them back.
+    headers = {
+        "none": None, "list": [1, "two", None], "table": {"d": 1, "e": [True]}, "dec": decimal.Decimal("1.5"),
+        "s": "x", "f": 1.5, "bool": False, "big": 2**40, "neg": -(2**40), "bytes": b"\xff\x00",
+    }  # fmt: skip
+    channel = connection.channel()
+    queue = Queue("headers")
+    Producer(channel).publish("x", routing_key="headers", headers=headers, declare=[queue])
+    message = queue(channel).get(no_ack=True)
+    assert message is not None and message.headers == headers
