@@ -162,7 +162,8 @@ def from_amqp10(message: Message, annotations: dict[Any, Any] | None, queue: str
         priority=header.priority if header is not None and header.priority != 4 else None,
         correlation_id=_text(props.correlation_id) if props is not None else None,
         reply_to=_text(props.reply_to) if props is not None else None,
-        expiration=str(header.ttl) if header is not None and header.ttl is not None else None,
+        # ttl decodes as a uint, whose str() is "uint(30000)": the expiration is its digits.
+        expiration=str(int(header.ttl)) if header is not None and header.ttl is not None else None,
         message_id=_text(props.message_id) if props is not None else None,
         timestamp=_seconds(props.creation_time) if props is not None and props.creation_time is not None else None,
         type=_text(annotations.get(X_BASIC_TYPE)),

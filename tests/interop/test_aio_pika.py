@@ -9,6 +9,7 @@ checks each reply's class as it waits for it.
 from __future__ import annotations
 
 import asyncio
+import datetime
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
@@ -202,3 +203,29 @@ def test_robust_connection_recovers_its_queue_and_consumer(broker: minibroker.Th
         return got
 
     assert run(broker, program) == [b"before", b"after"]
+
+
+def test_message_properties_come_back_as_sent(broker: minibroker.ThreadedBroker) -> None:
+    # aio-pika parses expiration as a number of milliseconds: it must come back as digits.
+    sent_at = datetime.datetime(2020, 1, 2, 3, 4, 5, tzinfo=datetime.UTC)
+
+    async def program(connection: AbstractRobustConnection) -> tuple[Any, ...]:
+        channel = await connection.channel()
+        queue = await channel.declare_queue("props")
+        message = aio_pika.Message(
+            b"p", priority=7, correlation_id="c", reply_to="r", timestamp=sent_at, type="t", app_id="a",
+            user_id="guest", delivery_mode=aio_pika.DeliveryMode.PERSISTENT, expiration=30, content_encoding="gzip",
+            message_id="mid", headers={"h": 1}, content_type="application/json",
+        )  # fmt: skip
+        await channel.default_exchange.publish(message, routing_key="props")
+        got = await queue.get(no_ack=True, timeout=TIMEOUT)
+        assert got is not None
+        return (
+            got.priority, got.correlation_id, got.reply_to, got.timestamp, got.type, got.app_id, got.user_id,
+            got.delivery_mode, got.expiration, got.content_encoding, got.message_id, got.headers, got.content_type,
+        )  # fmt: skip
+
+    assert run(broker, program) == (
+        7, "c", "r", sent_at, "t", "a", "guest", aio_pika.DeliveryMode.PERSISTENT, 30.0, "gzip", "mid", {"h": 1},
+        "application/json",
+    )  # fmt: skip
