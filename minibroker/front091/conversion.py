@@ -100,7 +100,7 @@ def to_amqp10(exchange: str, routing_key: str, properties: BasicProperties, body
     if properties.app_id is not None:
         annotations[X_BASIC_APP_ID] = properties.app_id
     application_properties = None
-    if properties.headers:
+    if properties.headers is not None:  # an empty table too: amqplib sends one, and reads it back
         application_properties = {}
         complex_headers = {}
         for name, value in properties.headers.items():
@@ -139,7 +139,7 @@ def from_amqp10(message: Message, annotations: dict[Any, Any] | None, queue: str
     props = message.properties
     annotations = annotations or {}
     headers: dict[str, Any] | None = None
-    if message.application_properties:
+    if message.application_properties is not None:
         headers = {}
         for name, value in message.application_properties.items():
             converted = _from_simple(value)

@@ -74,6 +74,7 @@ def test_consume_ack_and_nack(broker: minibroker.ThreadedBroker) -> None:
     # The nacked-with-requeue "b" comes again, redelivered; the nacked "c" is gone.
     assert (seen["again"]["body"], seen["again"]["redelivered"], seen["again"]["delivery_tag"]) == ("b", True, 4)
     assert seen["left"] == 0
+    assert seen["headers"] == {}
 
 
 def test_confirm_channel(broker: minibroker.ThreadedBroker) -> None:

@@ -80,6 +80,8 @@ const scenarios = {
         return {
             declared: {queue: declared.queue, message_count: declared.messageCount, consumer_count: declared.consumerCount},
             first: [a, b, c].map(seen),
+            // amqplib sends an empty headers table with every publish; RabbitMQ gives it back.
+            headers: a.properties.headers === undefined ? 'absent' : a.properties.headers,
             again: seen(again),
             left: checked.messageCount,
         };
