@@ -237,6 +237,7 @@ class VirtualHost:
                         50, 10,
                     )  # fmt: skip
                 return name, router.queues.get(name)
+        _check_replicated(spec)
         limit = self.options.max_queues
         if limit is not None and len(self.specs) >= limit:
             raise AMQP091Error(
@@ -326,6 +327,20 @@ class VirtualHost:
         router = self.broker.router
         for name in self.exchanges.route(exchange, key, message.application_properties):
             router.route(router.nodes[name], message, now, Source.DEAD_LETTER)
+
+
+def _check_replicated(spec: QueueSpec) -> None:
+    """Quorum queues and streams are durable, shared and kept: RabbitMQ refuses a new one declared
+    auto-delete, exclusive or non-durable, in that order (``rabbit_quorum_queue:declare``,
+    ``rabbit_stream_queue:declare``), with 406 naming the property."""
+    if spec.type not in ("quorum", "stream"):
+        return
+    for refused, flagged in (("auto-delete", spec.auto_delete), ("exclusive-owner", spec.exclusive),
+                             ("non-durable", not spec.durable)):  # fmt: skip
+        if flagged:
+            raise AMQP091Error(
+                codes.PRECONDITION_FAILED, f"invalid property '{refused}' for queue '{spec.name}' in vhost '/'", 50, 10
+            )
 
 
 def _shown(value: Any) -> str:
