@@ -245,7 +245,9 @@ class Channel:
             self.vhost.check_owner(name, self.connection, 50, 40)
             if method.if_unused and queue.consumers:
                 raise AMQP091Error(codes.PRECONDITION_FAILED, f"queue '{name}' in vhost '/' in use", 50, 40)
-            if method.if_empty and queue.depth:
+            # RabbitMQ counts ready messages only: one delivered and not yet acknowledged does
+            # not keep the queue (aio-pika's Queue.delete() sends if-empty by default).
+            if method.if_empty and queue.available_count:
                 raise AMQP091Error(codes.PRECONDITION_FAILED, f"queue '{name}' in vhost '/' is not empty", 50, 40)
             count = queue.available_count
         self.vhost.delete_queue(name)

@@ -49,6 +49,8 @@ CAPABILITIES: dict[str, Any] = {
     "connection.blocked": True,
     "per_consumer_qos": True,
     "authentication_failure_close": True,
+    "consumer_priorities": True,
+    "direct_reply_to": True,
 }
 SERVER_PROPERTIES: dict[str, Any] = {
     "product": "minibroker",

@@ -26,6 +26,8 @@ headers             a key starting ``x-``: message-annotations (a symbol key), t
                     ``x-``, a decimal anywhere) is kept, still 0-9-1-encoded, in the
                     annotation ``x-amqp-0-9-1-headers`` for 0-9-1 consumers alone
 type, app-id        message-annotations ``x-basic-type``, ``x-basic-app-id``
+x-death,            message-annotations of the same names, set when the message is
+x-first-death-*     dead-lettered (:func:`record_death`), sent back as these headers
 exchange, key       message-annotations ``x-exchange``, ``x-routing-key`` (as the
                     RabbitMQ 4 layer sets them)
 ==================  ==========================================================
@@ -51,12 +53,17 @@ from ..amqp091.errors import FrameError
 from ..amqp091.properties import BasicProperties
 from ..amqp091.values import LongStr, decode_table, encode_table, long
 
-__all__ = ["Delivered", "X_EXCHANGE", "X_ROUTING_KEY", "from_amqp10", "to_amqp10"]
+__all__ = ["Delivered", "X_EXCHANGE", "X_ROUTING_KEY", "from_amqp10", "record_death", "to_amqp10"]
 
 X_EXCHANGE = symbol("x-exchange")
 X_ROUTING_KEY = symbol("x-routing-key")
 X_BASIC_TYPE = symbol("x-basic-type")
 X_BASIC_APP_ID = symbol("x-basic-app-id")
+X_DEATH = symbol("x-death")
+#: RabbitMQ 3.10's headers saying where a message was dead-lettered first.
+_FIRST_DEATH = tuple(symbol(f"x-first-death-{part}") for part in ("exchange", "queue", "reason"))
+#: The broker's reasons for dead-lettering, as RabbitMQ names them in ``x-death`` (the rest: "rejected").
+_DEATH_REASONS = {"TTLExpiredException": "expired", "MaxLengthExceeded": "maxlen"}
 #: Headers RabbitMQ 4 would not convert to AMQP 1.0, as an encoded 0-9-1 field table: RabbitMQ
 #: keeps a 0-9-1 message as it came, so a 0-9-1 consumer still gets them; so does this one.
 X_HEADERS_091 = symbol("x-amqp-0-9-1-headers")
@@ -104,7 +111,7 @@ def to_amqp10(exchange: str, routing_key: str, properties: BasicProperties, body
     if properties.app_id is not None:
         annotations[X_BASIC_APP_ID] = properties.app_id
     application_properties = None
-    if properties.headers:
+    if properties.headers is not None:  # an empty table too: amqplib sends one, and reads it back
         application_properties = {}
         kept: dict[str, Any] = {}
         for name, value in properties.headers.items():
@@ -153,7 +160,7 @@ def from_amqp10(
     props = message.properties
     annotations = annotations or {}
     headers: dict[str, Any] | None = None
-    if message.application_properties:
+    if message.application_properties is not None:
         headers = {}
         for name, value in message.application_properties.items():
             converted = _from_amqp(value)
@@ -174,6 +181,8 @@ def from_amqp10(
             if table:
                 headers = headers if headers is not None else {}
                 headers.update(table)
+    if X_DEATH in annotations:  # dead-lettered: RabbitMQ's headers saying where and why
+        headers = {**(headers or {}), **_death_headers(annotations)}
     priority = None
     if header is not None and (header.priority != 4 or _explicit_priority(payload)):
         priority = header.priority
@@ -185,7 +194,8 @@ def from_amqp10(
         priority=priority,
         correlation_id=_text(props.correlation_id) if props is not None else None,
         reply_to=_text(props.reply_to) if props is not None else None,
-        expiration=str(header.ttl) if header is not None and header.ttl is not None else None,
+        # ttl decodes as a uint, whose str() is "uint(30000)": the expiration is its digits.
+        expiration=str(int(header.ttl)) if header is not None and header.ttl is not None else None,
         message_id=_text(props.message_id) if props is not None else None,
         timestamp=_seconds(props.creation_time) if props is not None and props.creation_time is not None else None,
         type=_text(annotations.get(X_BASIC_TYPE)),
@@ -216,6 +226,55 @@ def _millis(moment: datetime.datetime) -> int:
     return millis
 
 
+def record_death(annotations: dict[Any, Any], queue: str, reason: str, now: float) -> dict[Any, Any]:
+    """The annotations that record one more dead-lettering of a message from ``queue``.
+
+    RabbitMQ 3.10 (``rabbit_dead_letter``): the ``x-death`` header lists one table per queue and
+    reason, the latest first, each with ``count``, ``reason``, ``queue``, ``time``, ``exchange``
+    and ``routing-keys`` (the message's before this death); dying again from the same queue for
+    the same reason counts up that table and moves it first.  ``x-first-death-exchange``,
+    ``-queue`` and ``-reason`` name the first death and never change.  Kept as message
+    annotations (a list of maps) and made headers for each 0-9-1 delivery (kombu and Celery
+    count retries by ``x-death``).
+    """
+    why = _DEATH_REASONS.get(reason, "rejected")
+    exchange = str(annotations.get(X_EXCHANGE, ""))
+    key = annotations.get(X_ROUTING_KEY)
+    deaths = _deaths(annotations)
+    count = 1
+    for index, death in enumerate(deaths):
+        if death.get("queue") == queue and death.get("reason") == why:
+            earlier = deaths.pop(index).get("count")
+            count += earlier if isinstance(earlier, int) else 0
+            break
+    latest = {
+        "count": count, "reason": why, "queue": queue, "time": timestamp(int(now) * 1000),
+        "exchange": exchange, "routing-keys": [str(key) if key is not None else queue],
+    }  # fmt: skip
+    recorded: dict[Any, Any] = {X_DEATH: [latest, *deaths]}
+    if _FIRST_DEATH[0] not in annotations:
+        recorded.update(zip(_FIRST_DEATH, (exchange, queue, why), strict=True))
+    return recorded
+
+
+def _deaths(annotations: dict[Any, Any]) -> list[dict[Any, Any]]:
+    """The ``x-death`` tables recorded so far (an AMQP 1.0 client may have sent anything there)."""
+    recorded = annotations.get(X_DEATH)
+    return [death for death in recorded if isinstance(death, dict)] if isinstance(recorded, list) else []
+
+
+def _death_headers(annotations: dict[Any, Any]) -> dict[str, Any]:
+    """``x-death`` and ``x-first-death-*`` as RabbitMQ 3.10 sends them (times as timestamps)."""
+    deaths = [
+        {str(field): _seconds(value) if field == "time" and isinstance(value, int) else value
+         for field, value in death.items()}
+        for death in _deaths(annotations)
+    ]  # fmt: skip
+    headers: dict[str, Any] = {"x-death": deaths}
+    headers.update((str(name), str(annotations[name])) for name in _FIRST_DEATH if name in annotations)
+    return headers
+
+
 def _seconds(millis: int) -> datetime.datetime:
     return _EPOCH + datetime.timedelta(seconds=millis // 1000)
 
@@ -230,11 +289,12 @@ def _text(value: Any) -> str | None:
 
 
 def _to_simple(value: Any) -> Any:
-    """An application-property value; :data:`_UNCONVERTED` for a table, an array or a decimal
-    (RabbitMQ 4 does not convert them); None for void (AMQP 1.0 has no null property to carry)."""
+    """An application-property value; :data:`_UNCONVERTED` for a table, an array, a decimal
+    (RabbitMQ 4 does not convert them) or void, which a 0-9-1 consumer then gets back as sent
+    (Celery's task headers carry voids: ``eta``, ``expires``, ``parent_id``)."""
     if isinstance(value, LongStr) or not isinstance(value, _SIMPLE):
         if value is None:
-            return None
+            return _UNCONVERTED
         return _UNCONVERTED if isinstance(value, dict | list | tuple) else _to_amqp(value)
     return value  # the common case, first
 

@@ -29,7 +29,7 @@ from ..broker.stream import Stream
 from ..rabbitmq.arguments import QueueSpec, queue_spec
 from ..rabbitmq.exchanges import DEFAULT_EXCHANGES, Binding, ExchangeError, Exchanges, RoutingRefused
 from .consumers import Ranking
-from .conversion import X_EXCHANGE, X_ROUTING_KEY
+from .conversion import X_EXCHANGE, X_ROUTING_KEY, record_death
 from .replyto import ReplyTargets
 
 if TYPE_CHECKING:
@@ -261,11 +261,12 @@ class VirtualHost:
                     raise AMQP091Error(
                         codes.PRECONDITION_FAILED,
                         f"inequivalent arg '{differs}' for queue '{name}' in vhost '/': "
-                        f"received {_argument(spec, differs)} but current is {_argument(existing, differs)}",
+                        f"received {_argument(spec, differs, existing)} but current is {_argument(existing, differs, spec)}",
                         50, 10,
                     )  # fmt: skip
                 self.used(name)
                 return name, router.queues.get(name)
+        _check_replicated(spec)
         limit = self.options.max_queues
         if limit is not None and len(self.specs) >= limit:
             raise AMQP091Error(
@@ -395,8 +396,8 @@ class VirtualHost:
         if key is None:
             original = annotations.get(X_ROUTING_KEY)
             key = str(original) if original is not None else queue.name
-        entry.annotate({X_EXCHANGE: exchange, X_ROUTING_KEY: key})
         now = self.broker.now()
+        entry.annotate({**record_death(annotations, queue.name, reason, now), X_EXCHANGE: exchange, X_ROUTING_KEY: key})
         queue.counters.dead_lettered += 1
         # RabbitMQ drops the message's TTL when it dead-letters it, so it does not expire again.
         message = StoredMessage(entry.payload_for_delivery(now, keep_ttl=False), now)
@@ -414,14 +415,33 @@ def _ae_inequivalence(wanted: Any, current: Any) -> str:
     return f"received none but current is the value '{current}' of type 'longstr'"
 
 
+def _check_replicated(spec: QueueSpec) -> None:
+    """Quorum queues and streams are durable, shared and kept: RabbitMQ refuses a new one declared
+    auto-delete, exclusive or non-durable, in that order (``rabbit_quorum_queue:declare``,
+    ``rabbit_stream_queue:declare``), with 406 naming the property."""
+    if spec.type not in ("quorum", "stream"):
+        return
+    for refused, flagged in (("auto-delete", spec.auto_delete), ("exclusive-owner", spec.exclusive),
+                             ("non-durable", not spec.durable)):  # fmt: skip
+        if flagged:
+            raise AMQP091Error(
+                codes.PRECONDITION_FAILED, f"invalid property '{refused}' for queue '{spec.name}' in vhost '/'", 50, 10
+            )
+
+
 def _shown(value: Any) -> str:
     if isinstance(value, bool):
         return str(value).lower()
     return str(int(value)) if isinstance(value, int) else str(value)  # int32(3) shown as 3
 
 
-def _argument(spec: QueueSpec, argument: str) -> str:
-    """How RabbitMQ shows one side of an inequivalent queue argument."""
+def _argument(spec: QueueSpec, argument: str, other: QueueSpec) -> str:
+    """How RabbitMQ shows one side of an inequivalent queue argument (``other``: the other side).
+
+    ``rabbit_misc:assert_args_equivalence``: when both sides have the argument only the values
+    are shown ("received '4' but current is '3'"); when one side lacks it, it is ``none`` and the
+    other is shown with its type ("the value '3' of type 'signedint'").
+    """
     if argument in ("durable", "exclusive", "auto_delete"):
         return f"'{_shown(getattr(spec, argument))}'"
     if argument == "x-queue-type":
@@ -429,5 +449,7 @@ def _argument(spec: QueueSpec, argument: str) -> str:
     if argument not in spec.arguments:
         return "none"
     value = spec.arguments[argument]
+    if argument in other.arguments:
+        return f"'{_shown(value)}'"
     kind = "signedint" if isinstance(value, int) and not isinstance(value, bool) else "longstr"
     return f"the value '{_shown(value)}' of type '{kind}'"

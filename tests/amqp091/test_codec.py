@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import decimal
+import struct
 import typing
 from typing import Any
 
@@ -260,3 +261,9 @@ def test_reply_text_is_rabbitmqs_form_and_fits_a_short_string() -> None:
     assert len(AMQP091Error(406, "é" * 300).reply_text.encode()) <= 255
     with pytest.raises(ValueError, match="not an AMQP 0-9-1 error reply code"):
         AMQP091Error(999, "x")
+
+
+def test_an_L_integer_is_read_as_signed_64_bit() -> None:
+    # py-amqp writes integers past 32 bits as 'L'; RabbitMQ reads it as signed 64-bit.
+    table = b"\x03neg" + b"L" + struct.pack(">q", -(2**40))
+    assert decode_table(struct.pack(">I", len(table)) + table) == {"neg": -(2**40)}
