@@ -220,7 +220,12 @@ def _ranges(pieces: list[OffsetRange]) -> list[InputPartition]:
 
 
 def _read(options: Options, partition: InputPartition, shape: _Shape) -> Iterator[Any]:
-    assert isinstance(partition, _Range)
+    """The rows of one task's range; none for the partition Spark makes up when a plan has no range
+    (``InputPartition(None)``: an empty stream, or a bounded read with nothing in its bounds)."""
+    if not isinstance(partition, _Range):
+        if partition.value is None:
+            return
+        raise TypeError(f"the amqp data source reads stream ranges, not {partition!r}")
     for rows in read_range(options, OffsetRange(partition.address, partition.start, partition.end)):
         yield from _hand_over(rows, shape)
 

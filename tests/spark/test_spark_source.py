@@ -276,6 +276,12 @@ def test_a_batch_read_of_a_stream_splits_into_ranges(spark: Any, broker: Threade
     assert sorted(r.body for r in df.select("body").collect()) == sorted(f"m{i}".encode() for i in range(30))
 
 
+def test_a_batch_read_of_an_empty_stream_is_an_empty_dataframe(spark: Any, broker: ThreadedBroker) -> None:
+    broker.declare_stream("empty")
+    for options in ({}, {"kind": "stream"}):
+        assert amqp(spark.read, broker, "empty", **options).load().count() == 0
+
+
 def test_a_schema_of_some_columns_reads_just_those_from_streams_and_queues(
     spark: Any, broker: ThreadedBroker, tmp_path: Path
 ) -> None:

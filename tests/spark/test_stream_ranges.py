@@ -10,6 +10,7 @@ import pickle
 from collections.abc import Iterator
 
 import pytest
+from pyspark.sql.datasource import InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from pyspark_minibroker import ranges
 from pyspark_minibroker.columns import Rows
@@ -230,3 +231,16 @@ def test_default_message_ids_of_a_batch_write_depend_only_on_the_row() -> None:
     assert row_digest(row) == row_digest(dict(reversed(list(row.items()))))  # the same row, the same digest
     assert row_digest(row) != row_digest({**row, "subject": "t"})
     assert row_digest({"body": "1"}) != row_digest({"body": b"1"})  # a string and bytes are different bodies
+
+
+def test_a_batch_read_of_an_empty_stream_gives_no_rows() -> None:
+    """No range to read: Spark plans one ``InputPartition(None)`` instead, and its task reads nothing."""
+    with ThreadedBroker() as broker:
+        broker.declare_stream("empty")
+        for options in ({}, {"kind": "stream"}):
+            source = AmqpDataSource({"url": broker.url, "address": "empty", **options})
+            reader = source.reader(read_struct_type())
+            assert isinstance(reader, _StreamBatchReader) and reader.partitions() == []
+            assert list(reader.read(InputPartition(None))) == []
+        with pytest.raises(TypeError, match="reads stream ranges"):
+            list(reader.read(InputPartition(3)))
