@@ -45,7 +45,16 @@ from minibroker.client import Client, ClientTimeout, ConnectionClosed, Delivery,
 
 from .columns import Rows
 from .options import Options, parse_options
-from .ranges import FetchWindow, OffsetRange, bounds, is_stream, plan, read_range, starting_offsets
+from .ranges import (
+    FetchWindow,
+    OffsetRange,
+    batch_spans,
+    bounds,
+    is_stream,
+    plan,
+    read_range,
+    starting_offsets,
+)
 from .rows import (
     READ_SCHEMA,
     WRITE_COLUMNS,
@@ -67,11 +76,12 @@ log = logging.getLogger("pyspark_minibroker")
 class AmqpDataSource(DataSource):
     """``spark.read.format("amqp")`` / ``df.write.format("amqp")``, batch and streaming.
 
-    Options: ``url`` (``amqp://[user:password@]host:port``) and ``address`` (required),
-    ``mode`` (``browse`` default, or ``consume``; batch reads), ``maxBatch`` and
-    ``maxBatchBytes`` (queues: most messages and bytes per fetch and per micro-batch, default
-    10,000 and 16 MiB), ``timeout`` (seconds, default 10), ``retries``
-    (writes: resends after a lost link or connection, default 3), ``user``, ``password``.
+    Options (:data:`.options.OPTIONS`, documented in docs/spark.md; any other is refused):
+    ``url`` (``amqp://[user:password@]host:port``) and ``address`` (required), ``mode``
+    (``browse`` default, or ``consume``; batch reads), ``maxBatch`` and ``maxBatchBytes``
+    (queues), ``timeout``, ``retries``, ``user``, ``password``, ``kind``, and for streams
+    ``startingOffsets``, ``endingOffsets`` (batch reads), ``failOnDataLoss`` and the
+    partitioning options; ``onBadRecord`` and ``deadLetterAddress`` for writes.
     """
 
     def __init__(self, options: dict[str, str]) -> None:
@@ -86,11 +96,17 @@ class AmqpDataSource(DataSource):
         return READ_SCHEMA
 
     def _kind(self) -> str:
-        """``stream`` or ``queue``: the ``kind`` option, else learned by attaching (driver side)."""
+        """``stream`` or ``queue``: the ``kind`` option, else learned by attaching (driver side).
+        A queue read refuses the options that bound streams by offset."""
         options = self.parsed
         kind = options.kind or ("stream" if is_stream(options, options.addresses[0]) else "queue")
         if kind == "queue" and len(options.addresses) > 1:
             raise ValueError(f"option 'address' lists several addresses {options.addresses}; only streams read several")
+        if kind == "queue" and (options.starting_offsets is not None or options.ending_offsets is not None):
+            raise ValueError(
+                f"options startingOffsets and endingOffsets bound reads of streams; {options.address!r} is a queue "
+                "(a queue has no offsets): leave them out, or read a stream"
+            )
         return kind
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -101,6 +117,11 @@ class AmqpDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """A stream is read by offset ranges on executors; for a queue Spark falls back to the
         driver-side :meth:`simpleStreamReader` (it does so only on ``PySparkNotImplementedError``)."""
+        if self.parsed.ending_offsets is not None:
+            raise ValueError(
+                "option 'endingOffsets' bounds batch reads only (as in Kafka); a streaming query reads on: "
+                "use .trigger(availableNow=True) to stop at what is there when it starts"
+            )
         if self._kind() == "queue":
             raise PySparkNotImplementedError(errorClass="NOT_IMPLEMENTED", messageParameters={"feature": "streamReader"})
         return _OffsetStreamReader(self.parsed, _shape(schema))
@@ -231,19 +252,15 @@ def _read(options: Options, partition: InputPartition, shape: _Shape) -> Iterato
 
 
 class _StreamBatchReader(DataSourceReader):
-    """A stream's retained messages, split into offset ranges that tasks read in parallel."""
+    """A stream's retained messages (or those within ``startingOffsets`` and ``endingOffsets``),
+    split into offset ranges that tasks read in parallel."""
 
     def __init__(self, options: Options, shape: _Shape) -> None:
         self.options = options
         self.shape = shape
 
     def partitions(self) -> list[InputPartition]:
-        spans: dict[str, tuple[int, int]] = {}
-        for address in self.options.addresses:
-            found = bounds(self.options, address)
-            if found.first is not None and found.next is not None:
-                spans[address] = (found.first, found.next)
-        return _ranges(plan(self.options, spans))
+        return _ranges(plan(self.options, batch_spans(self.options)))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return _read(self.options, partition, self.shape)

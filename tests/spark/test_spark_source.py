@@ -282,6 +282,48 @@ def test_a_batch_read_of_an_empty_stream_is_an_empty_dataframe(spark: Any, broke
         assert amqp(spark.read, broker, "empty", **options).load().count() == 0
 
 
+def test_options_are_checked_and_bound_a_batch_read_of_a_stream(
+    spark: Any, broker: ThreadedBroker, tmp_path: Path
+) -> None:
+    broker.declare_stream("events")
+    broker.publish_many("events", [f"m{i}" for i in range(30)])
+    with pytest.raises(Exception, match=r"(?i)no option 'maxBatchSize' \(did you mean 'maxBatch'\?\)"):
+        amqp(spark.read, broker, "events", maxBatchSize="10").load().collect()
+    bounded = amqp(spark.read, broker, "events", startingOffsets='{"events": 10}', endingOffsets='{"events": 14}')
+    assert sorted(bytes(r.body) for r in bounded.load().collect()) == [f"m{i}".encode() for i in range(10, 14)]
+    # Spark's own options pass: load(path), and a streaming query's checkpointLocation (both ends).
+    assert amqp(spark.read, broker, "events").load("ignored/path").count() == 30
+    streaming = amqp(spark.readStream, broker, "events", endingOffsets="latest").load().writeStream.format("noop")
+    query = streaming.option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start()
+    try:
+        with pytest.raises(Exception, match="'endingOffsets' bounds batch reads only"):
+            query.awaitTermination(WAIT)
+    finally:
+        query.stop()
+
+
+def test_a_stream_query_whose_offsets_retention_dropped_fails_saying_how_to_go_on(
+    spark: Any, tmp_path: Path
+) -> None:
+    with ThreadedBroker(config=BrokerConfig()) as broker:
+        broker.declare_stream("events", max_bytes=500)
+        broker.publish_many("events", [f"m{i:03}" for i in range(100)])
+        first = broker.stream("events").first_offset
+        broker.declare_queue("out")
+        source = amqp(spark.readStream, broker, "events", startingOffsets='{"events": 0}').load()
+        query = amqp(source.select("body").writeStream, broker, "out").option(
+            "checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start()  # fmt: skip
+        try:
+            with pytest.raises(Exception, match="are no longer retained.*set option failOnDataLoss to 'false'"):
+                query.awaitTermination(WAIT)
+        finally:
+            query.stop()
+        assert broker.queue("out").depth == 0
+        lenient = amqp(spark.readStream, broker, "events", startingOffsets='{"events": 0}', failOnDataLoss="false")
+        run_available_now(amqp(lenient.load().select("body").writeStream, broker, "out"), tmp_path / "ck2")
+        assert broker.queue("out").depth == 100 - first
+
+
 def test_a_schema_of_some_columns_reads_just_those_from_streams_and_queues(
     spark: Any, broker: ThreadedBroker, tmp_path: Path
 ) -> None:
