@@ -19,7 +19,7 @@ BAD_RECORDS = ("fail", "skip", "deadletter")
 OPTIONS = (
     "url", "address", "mode", "maxBatch", "maxBatchBytes", "timeout", "retries", "user", "password", "kind",
     "startingOffsets", "endingOffsets", "failOnDataLoss", "maxOffsetsPerPartition", "minPartitions",
-    "maxOffsetsPerTrigger", "onBadRecord", "deadLetterAddress",
+    "maxOffsetsPerTrigger", "onBadRecord", "deadLetterAddress", "includePosition",
 )  # fmt: skip
 #: Options Spark itself sets or passes to every source (``load(path)``, a streaming query's
 #: ``checkpointLocation``): accepted and left to Spark.
@@ -65,6 +65,9 @@ class Options:
     #: ``deadletter`` it (as JSON, with the reason) to ``dead_letter_address``.
     on_bad_record: str = "fail"
     dead_letter_address: str | None = None
+    #: Reads: add the columns ``address``, ``offset`` and ``timestamp`` (rows.POSITION_SCHEMA) to the
+    #: schema, as Kafka's ``includeHeaders`` adds ``headers``.
+    include_position: bool = False
 
     @property
     def addresses(self) -> list[str]:
@@ -207,4 +210,5 @@ def parse_options(options: Mapping[str, str]) -> Options:
         max_offsets_per_trigger=int(_number(options, "maxOffsetsPerTrigger", 0, 1)) if per_trigger else None,
         on_bad_record=bad,
         dead_letter_address=dead_letters,
+        include_position=_flag(options, "includePosition", False),
     )

@@ -197,15 +197,15 @@ def _lost(options: Options, piece: OffsetRange, start: int, found: int) -> None:
         )
 
 
-def read_range(options: Options, piece: OffsetRange) -> Iterator[Rows]:
+def read_range(options: Options, piece: OffsetRange, rows: Rows | None = None) -> Iterator[Rows]:
     """The rows of one range's messages in offset order, a fetch at a time.  The same
-    :class:`Rows` comes back each time, with the next rows.
+    :class:`Rows` (``rows``, or a new one) comes back each time, with the next rows.
 
     Offsets no longer retained (the broker starts a reader at an offset it dropped from its first
     retained one) raise :class:`DataLost`, or are skipped when ``failOnDataLoss`` is false: checked
     once, on the range's first fetch, not per message (retention drops a stream's head, and a
     stream's offsets are consecutive, so the first offset that came tells)."""
-    rows = Rows()
+    rows = Rows() if rows is None else rows
     window = fetch_size(WINDOW, WINDOW_BYTES, 0, 0)
     taken = 0  # messages fetched (rows.taken_bytes: their bytes)
     with options.connect() as client:

@@ -45,6 +45,7 @@ from minibroker.client import Client, ClientTimeout, ConnectionClosed, Delivery,
 
 from .columns import Rows
 from .options import Options, parse_options
+from .positions import PositionRows
 from .ranges import (
     FetchWindow,
     OffsetRange,
@@ -56,6 +57,8 @@ from .ranges import (
     starting_offsets,
 )
 from .rows import (
+    POSITION_SCHEMA,
+    READ_FIELDS,
     READ_SCHEMA,
     WRITE_COLUMNS,
     bad_record_message,
@@ -93,7 +96,7 @@ class AmqpDataSource(DataSource):
         return "amqp"
 
     def schema(self) -> str:
-        return READ_SCHEMA
+        return f"{READ_SCHEMA}, {POSITION_SCHEMA}" if self.parsed.include_position else READ_SCHEMA
 
     def _kind(self) -> str:
         """``stream`` or ``queue``: the ``kind`` option, else learned by attaching (driver side).
@@ -159,6 +162,13 @@ class _Shape:
     arrow: Any
     columns: tuple[int, ...] | None
 
+    def rows(self, address: str) -> Rows:
+        """Rows for this shape: :class:`.positions.PositionRows` when it has a position column
+        (only then is each message's position kept), for messages read from ``address``."""
+        if self.columns is not None and max(self.columns, default=0) >= len(READ_FIELDS):
+            return PositionRows(address)
+        return Rows()
+
 
 def _shape(schema: StructType) -> _Shape:
     """The shape of rows for ``schema``: READ_SCHEMA, or some of its columns given with ``.schema(...)``
@@ -181,11 +191,11 @@ def _hand_over(rows: Rows, shape: _Shape) -> Iterator[Any]:
         yield rows.arrow(shape.arrow, shape.columns)
 
 
-def _batches(deliveries: list[Delivery], shape: _Shape) -> Iterator[Any]:
+def _batches(deliveries: list[Delivery], shape: _Shape, address: str) -> Iterator[Any]:
     """A list iterator (Spark copies it) of the Arrow batch of ``deliveries``' rows (none for none):
     what a stream reader on the driver returns, so Spark's runner sends it on as it is instead of
     converting a tuple per message value by value."""
-    rows = Rows()
+    rows = shape.rows(address)
     for delivery in deliveries:
         rows.add(delivery.payload)
     return iter(list(_hand_over(rows, shape)))
@@ -209,7 +219,7 @@ class _BatchReader(DataSourceReader):
         window = FetchWindow()  # a fetch brings about maxBatchBytes
         with options.connect() as client:
             receiver = client.receiver(options.address, credit=options.max_batch, browse=browse)
-            rows = Rows()
+            rows = self.shape.rows(options.address)
             while True:
                 chunk = receiver.fetch(window.size(options.max_batch, options.max_batch_bytes))
                 if not chunk:
@@ -247,7 +257,8 @@ def _read(options: Options, partition: InputPartition, shape: _Shape) -> Iterato
         if partition.value is None:
             return
         raise TypeError(f"the amqp data source reads stream ranges, not {partition!r}")
-    for rows in read_range(options, OffsetRange(partition.address, partition.start, partition.end)):
+    piece = OffsetRange(partition.address, partition.start, partition.end)
+    for rows in read_range(options, piece, shape.rows(partition.address)):
         yield from _hand_over(rows, shape)
 
 
@@ -496,10 +507,10 @@ class _StreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow): 
 
     def read(self, start: dict[str, Any]) -> tuple[Iterator[Any], dict[str, Any]]:
         batch, end = self._state().next_batch(start)
-        return _batches(batch, self.shape), end
+        return _batches(batch, self.shape, self.options.address), end
 
     def readBetweenOffsets(self, start: dict[str, Any], end: dict[str, Any]) -> Iterator[Any]:
-        return _batches(StreamState.replay(self.options, end), self.shape)
+        return _batches(StreamState.replay(self.options, end), self.shape, self.options.address)
 
     def commit(self, end: dict[str, Any]) -> None:
         self._state().settle_through(int(end["n"]))

@@ -345,8 +345,30 @@ def test_a_schema_of_some_columns_reads_just_those_from_streams_and_queues(
                           tmp_path / checkpoint)  # fmt: skip
     assert sorted(bodies(broker, "out-events")) == sorted(f"e{i}".encode() for i in range(12))
     assert sorted(bodies(broker, "out-jobs")) == sorted(f"j{i}".encode() for i in range(5))
-    with pytest.raises(Exception, match="'offset' is not one of them"):
-        amqp(spark.read.schema("offset long"), broker, "events").load().collect()
+    with pytest.raises(Exception, match="'partition' is not one of them"):
+        amqp(spark.read.schema("partition int"), broker, "events").load().collect()
+
+
+def test_position_columns_tell_rows_of_several_streams_apart(spark: Any, broker: ThreadedBroker, tmp_path: Path) -> None:
+    broker.declare_stream("a")
+    broker.declare_stream("b")
+    broker.publish_many("a", ["a0", "a1", "a2"])
+    broker.publish_many("b", ["b0", "b1"])
+    df = amqp(spark.read, broker, "a,b", includePosition="true").load()
+    assert df.columns[-3:] == ["address", "offset", "timestamp"]
+    assert sorted((r.address, r.offset, bytes(r.body)) for r in df.collect()) == [
+        ("a", 0, b"a0"), ("a", 1, b"a1"), ("a", 2, b"a2"), ("b", 0, b"b0"), ("b", 1, b"b1"),
+    ]  # fmt: skip
+    assert amqp(spark.read, broker, "a").load().columns[-1] == "application_properties"  # the default schema
+    picked = amqp(spark.read.schema("offset bigint, body binary"), broker, "b").load()  # named: no option needed
+    assert sorted((r.offset, bytes(r.body)) for r in picked.collect()) == [(0, b"b0"), (1, b"b1")]
+    broker.publish_many("jobs", ["j0", "j1"])
+    source = amqp(spark.readStream, broker, "jobs", includePosition="true").load()
+    run_available_now(source.selectExpr("cast(body as string) as body", "address as subject").writeStream.format("amqp")
+                      .option("url", broker.url).option("address", "out"), tmp_path / "ck")  # fmt: skip
+    assert sorted((m.message.body, m.message.properties.subject) for m in broker.queue("out").messages) == [
+        ("j0", "jobs"), ("j1", "jobs"),
+    ]  # fmt: skip
 
 
 def test_kill_9_of_the_driver_mid_stream_then_a_restart_leaves_every_id_once(
