@@ -10,6 +10,8 @@ from typing import Any
 
 from minibroker.client import Client, ConnectionFailed, parse_url
 
+from .retry import Backoff, passing
+
 __all__ = ["OPTIONS", "Options", "parse_options"]
 
 MODES = ("browse", "consume")
@@ -19,7 +21,7 @@ BAD_RECORDS = ("fail", "skip", "deadletter")
 OPTIONS = (
     "url", "address", "mode", "maxBatch", "maxBatchBytes", "timeout", "retries", "user", "password", "kind",
     "startingOffsets", "endingOffsets", "failOnDataLoss", "maxOffsetsPerPartition", "minPartitions",
-    "maxOffsetsPerTrigger", "onBadRecord", "deadLetterAddress", "includePosition",
+    "maxOffsetsPerTrigger", "onBadRecord", "deadLetterAddress", "includePosition", "reconnectTimeout",
 )  # fmt: skip
 #: Options Spark itself sets or passes to every source (``load(path)``, a streaming query's
 #: ``checkpointLocation``): accepted and left to Spark.
@@ -68,18 +70,30 @@ class Options:
     #: Reads: add the columns ``address``, ``offset`` and ``timestamp`` (rows.POSITION_SCHEMA) to the
     #: schema, as Kafka's ``includeHeaders`` adds ``headers``.
     include_position: bool = False
+    #: Seconds a lost or refused connection is tried again (with backoff, :mod:`.retry`) before
+    #: the task or the driver's call fails: how long a broker may be down under a running query.
+    reconnect_timeout: float = 30.0
 
     @property
     def addresses(self) -> list[str]:
         """``address`` may list several, comma-separated (streams)."""
         return [a.strip() for a in self.address.split(",") if a.strip()]
 
-    def connect(self) -> Client:
-        """A client for these options; an unreachable broker raises naming the ``url`` option."""
-        try:
-            return Client(self.url, timeout=self.timeout, user=self.user, password=self.password)
-        except ConnectionFailed as exc:
-            raise ConnectionFailed(f"amqp data source, option url={self.safe_url!r}: {exc}") from exc
+    def connect(self, backoff: Backoff | None = None) -> Client:
+        """A client for these options.  A broker that refuses or drops the connect (down, or
+        restarting) is tried again with ``backoff`` (a new one by default) for ``reconnectTimeout``
+        seconds; then, or at once for a SASL refusal, it raises naming the ``url`` option."""
+        backoff = backoff or Backoff(self.reconnect_timeout)
+        while True:
+            try:
+                client = Client(self.url, timeout=self.timeout, user=self.user, password=self.password)
+            except ConnectionFailed as exc:
+                if passing(exc) and backoff.wait():
+                    continue
+                waited = f" (tried again for {self.reconnect_timeout:g} s: option reconnectTimeout)" if passing(exc) else ""
+                raise ConnectionFailed(f"amqp data source, option url={self.safe_url!r}: {exc}{waited}") from exc
+            backoff.reset()
+            return client
 
     @property
     def safe_url(self) -> str:
@@ -211,4 +225,5 @@ def parse_options(options: Mapping[str, str]) -> Options:
         on_bad_record=bad,
         dead_letter_address=dead_letters,
         include_position=_flag(options, "includePosition", False),
+        reconnect_timeout=_number(options, "reconnectTimeout", 30.0, 0),
     )

@@ -28,10 +28,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from minibroker.client import Client, Delivery, LinkDetached
+from minibroker.client import Client, Delivery, LinkDetached, Receiver
 
 from .columns import Rows
 from .options import Options
+from .retry import LOST, Backoff
 
 __all__ = [
     "Bounds", "DataLost", "FetchWindow", "OffsetRange", "batch_spans", "bounds", "fetch_size", "is_stream", "plan",
@@ -204,27 +205,58 @@ def read_range(options: Options, piece: OffsetRange, rows: Rows | None = None) -
     Offsets no longer retained (the broker starts a reader at an offset it dropped from its first
     retained one) raise :class:`DataLost`, or are skipped when ``failOnDataLoss`` is false: checked
     once, on the range's first fetch, not per message (retention drops a stream's head, and a
-    stream's offsets are consecutive, so the first offset that came tells)."""
+    stream's offsets are consecutive, so the first offset that came tells).
+
+    A lost connection (a broker restart or outage) is not the end of the range: the read goes on
+    from the next offset it has no row of, on a new connection, tried with backoff for
+    ``reconnectTimeout`` seconds (:mod:`.retry`); the rows made before the loss are kept, so each
+    message still gives one row."""
     rows = Rows() if rows is None else rows
     window = fetch_size(WINDOW, WINDOW_BYTES, 0, 0)
     taken = 0  # messages fetched (rows.taken_bytes: their bytes)
-    with options.connect() as client:
-        receiver = client.receiver(piece.address, offset=piece.start, credit=window, timeout=options.timeout)
-        rows.read_stream(piece.address, piece.start, piece.end)
+    backoff = Backoff(options.reconnect_timeout)
+    client: Client | None = None
+    receiver: Receiver | None = None
+    rows.read_stream(piece.address, piece.start, piece.end)
+    try:
         while rows.next < piece.end:
-            # Exactly what is left of the range (a drain: the broker says when it has no more),
-            # each message made a row as it arrives.
-            rows.clear()
-            got = receiver.fetch_into(min(window, piece.end - rows.next), rows.take, options.timeout)
+            try:
+                if receiver is None:
+                    client = options.connect(backoff)
+                    receiver = client.receiver(piece.address, offset=rows.next, credit=window, timeout=options.timeout)
+                # Exactly what is left of the range (a drain: the broker says when it has no more),
+                # each message made a row as it arrives.
+                got = receiver.fetch_into(min(window, piece.end - rows.next), rows.take, options.timeout)
+            except LOST:
+                if client is not None:
+                    client.close(timeout=0.5)
+                client = receiver = None
+                if not backoff.wait():
+                    raise
+                continue
+            backoff.reset()
             if not got:
-                return  # nothing more from here (a range past the stream's end; retention drops from the head)
+                break  # nothing more from here (a range past the stream's end; retention drops from the head)
             if not taken:  # the first offset that came: how far the fetch moved less the rows it made
                 _lost(options, piece, piece.start, min(rows.next, piece.end) - len(rows))
             taken += got
             window = fetch_size(WINDOW, WINDOW_BYTES, taken, rows.taken_bytes)
             if rows.next < piece.end:
-                # The next fetch's messages come while Spark takes these (at most what is left).
-                receiver.prefetch(min(window, piece.end - rows.next))
+                try:
+                    # The next fetch's messages come while Spark takes these (at most what is left).
+                    receiver.prefetch(min(window, piece.end - rows.next))
+                except LOST:
+                    receiver = None  # the next fetch finds out, on a new connection
             if rows:
                 yield rows
-        receiver.close(options.timeout)
+                rows.clear()
+        if rows:
+            yield rows  # what a lost fetch had made before the range found its end
+        if receiver is not None:
+            try:
+                receiver.close(options.timeout)
+            except LOST:
+                pass  # every row is made: the link's end no longer matters
+    finally:
+        if client is not None:
+            client.close(timeout=1)

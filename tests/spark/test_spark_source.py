@@ -324,6 +324,21 @@ def test_a_stream_query_whose_offsets_retention_dropped_fails_saying_how_to_go_o
         assert broker.queue("out").depth == 100 - first
 
 
+def test_a_lost_connection_mid_read_or_write_is_ridden_out(spark: Any, broker: ThreadedBroker, tmp_path: Path) -> None:
+    """A broker restart drops every connection: a stream's range read goes on from its next
+    offset on a new connection, and a write resends what was not confirmed."""
+    broker.declare_stream("events")
+    broker.publish_many("events", [f"m{i}" for i in range(50)])
+    fault = broker.faults.drop_connection("events", after=20, times=1, must_fire=True)
+    rows = amqp(spark.read, broker, "events").load().select("body").collect()
+    assert sorted(bytes(r.body) for r in rows) == sorted(f"m{i}".encode() for i in range(50)) and fault.fired == 1
+    source = amqp(spark.readStream, broker, "events").load().select("body")
+    broker.faults.drop_connection("events", after=30, times=1, must_fire=True)
+    broker.faults.drop_connection("out", after=10, times=1, must_fire=True)
+    run_available_now(amqp(source.writeStream, broker, "out"), tmp_path / "ck")
+    assert sorted(set(bodies(broker, "out"))) == sorted(f"m{i}".encode() for i in range(50))
+
+
 def test_a_schema_of_some_columns_reads_just_those_from_streams_and_queues(
     spark: Any, broker: ThreadedBroker, tmp_path: Path
 ) -> None:
