@@ -169,8 +169,9 @@ def test_missing_option_and_unreachable_broker_are_named(spark: Any, broker: Thr
     with Client(broker.url) as probe:
         port = probe.port
     broker.stop()
-    with pytest.raises(Exception, match=f"option url='amqp://127.0.0.1:{port}'"):
-        spark.read.format("amqp").option("url", f"amqp://127.0.0.1:{port}").option("address", "q").load().count()
+    with pytest.raises(Exception, match=f"option url='amqp://127.0.0.1:{port}'.*tried again for 1 s: option reconnectTimeout"):
+        reader = spark.read.format("amqp").option("url", f"amqp://127.0.0.1:{port}").option("reconnectTimeout", "1")
+        reader.option("address", "q").load().count()
 
 
 def test_write_to_a_refused_address_fails_the_job_naming_it(spark: Any) -> None:
