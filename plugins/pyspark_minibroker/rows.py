@@ -170,10 +170,16 @@ def read_struct_type() -> Any:
     return types.StructType([types.StructField(name, kinds[kind]) for name, kind in READ_FIELDS])
 
 
+#: Hex digits of a fingerprint: 48 bits.  A redelivered message of another reader is taken for one
+#: of ours only if its fingerprint equals one of the at most ``PENDING_BATCHES * maxBatch`` kept
+#: (100,000 by default): odds of 100,000 / 2**48, about 4e-10, per such message.
+FINGERPRINT_DIGITS = 12
+
+
 def fingerprint(delivery: Delivery) -> str:
     """A short hash of the bare message (§3.2: what the broker never changes), to recognise a redelivery."""
     start, end = split_sections(delivery.payload).bare
-    return hashlib.sha256(delivery.payload[start:end]).hexdigest()[:20]
+    return hashlib.sha256(delivery.payload[start:end]).hexdigest()[:FINGERPRINT_DIGITS]
 
 
 def redelivered(delivery: Delivery) -> bool:

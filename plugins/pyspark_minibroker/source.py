@@ -440,6 +440,8 @@ class _OffsetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         self.shape = shape
         #: The offsets an ``availableNow`` run stops at (set by ``prepareForTriggerAvailableNow``).
         self.target: dict[str, int] | None = None
+        #: Each stream's next offset as the last ``latestOffset`` found it (``reportLatestOffset``).
+        self.latest: dict[str, int] = {}
 
     def initialOffset(self) -> dict[str, int]:
         return starting_offsets(self.options)
@@ -460,7 +462,7 @@ class _OffsetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         end: dict[str, int] = {}
         for address in self.options.addresses:
             begin = int(start.get(address, 0))  # an address added since the checkpoint starts at 0: the first retained
-            latest = self._next(address, begin)
+            latest = self.latest[address] = self._next(address, begin)
             if self.target is not None:
                 latest = min(latest, self.target.get(address, latest))
             latest = max(begin, latest)
@@ -469,6 +471,13 @@ class _OffsetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
                 budget -= latest - begin
             end[address] = latest
         return end
+
+    def reportLatestOffset(self) -> dict[str, int] | None:
+        """Each stream's next offset when the micro-batch was planned, whatever ``maxOffsetsPerTrigger``
+        or ``availableNow`` took: the query's progress shows it as ``latestOffset`` beside
+        ``endOffset``, their difference being the lag (as Kafka's source reports it).  Spark asks
+        after ``latestOffset``, so its answer is reused: no extra trip to the broker."""
+        return dict(self.latest) or None
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
         return _ranges(plan(self.options, {address: (int(start.get(address, 0)), int(stop)) for address, stop in end.items()}))

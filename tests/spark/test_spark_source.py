@@ -340,6 +340,30 @@ def test_a_lost_connection_mid_read_or_write_is_ridden_out(spark: Any, broker: T
     assert sorted(set(bodies(broker, "out"))) == sorted(f"m{i}".encode() for i in range(50))
 
 
+def test_progress_shows_the_lag_of_streams_and_queues(spark: Any, broker: ThreadedBroker, tmp_path: Path) -> None:
+    """A stream's ``latestOffset`` beside ``endOffset`` (reportLatestOffset); a queue's backlog in
+    its ``endOffset`` (Spark asks a simple stream reader for no latest offset)."""
+    import json
+
+    broker.declare_stream("events")
+    broker.publish_many("events", [f"e{i}" for i in range(30)])
+    broker.publish_many("jobs", [f"j{i}" for i in range(30)])
+    progress = {}
+    for address, options in (("events", {"maxOffsetsPerTrigger": "10"}), ("jobs", {"maxBatch": "10"})):
+        source = amqp(spark.readStream, broker, address, **options).load()
+        query = source.writeStream.format("noop").option("checkpointLocation", str(tmp_path / address)).start()
+        try:
+            query.processAllAvailable()  # both sources are bounded here: 30 messages each
+            first = [p for p in query.recentProgress if p["numInputRows"]][0]
+            progress[address] = first["sources"][0]
+        finally:
+            query.stop()
+    assert json.loads(progress["events"]["endOffset"]) == {"events": 10}
+    assert json.loads(progress["events"]["latestOffset"]) == {"events": 30}  # 20 behind after the first batch
+    assert json.loads(progress["jobs"]["endOffset"])["backlog"] == 20
+    assert len(json.dumps(progress["jobs"]["endOffset"])) < 200  # 10 fingerprints, packed
+
+
 def test_a_schema_of_some_columns_reads_just_those_from_streams_and_queues(
     spark: Any, broker: ThreadedBroker, tmp_path: Path
 ) -> None:

@@ -142,7 +142,9 @@ def test_max_offsets_per_trigger_and_available_now(broker: ThreadedBroker) -> No
     reader = _OffsetStreamReader(options(broker, maxOffsetsPerTrigger="10"), _shape(read_struct_type()))
     assert reader.getDefaultReadLimit() == ReadMaxRows(10)
     start = reader.initialOffset()
+    assert reader.reportLatestOffset() is None  # nothing asked of the broker yet
     assert reader.latestOffset(start, ReadMaxRows(10)) == {"events": 10}
+    assert reader.reportLatestOffset() == {"events": 25}  # the lag: 15 offsets beyond this micro-batch
     reader.prepareForTriggerAvailableNow()
     broker.publish("events", "after the trigger")
     assert reader.latestOffset({"events": 20}, ReadAllAvailable()) == {"events": 25}  # not past the target
