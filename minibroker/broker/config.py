@@ -37,6 +37,9 @@ class QueueOptions:
     max_bytes: int | None = None
     #: What a full queue does: ``reject-publish``, ``drop-head`` or ``withhold-credit``.
     overflow: str = "reject-publish"
+    #: Seconds a message-id a client sent is remembered, so that a message with the same id within
+    #: them is accepted and dropped (duplicate detection, see ``minibroker.broker.duplicates``); None: off.
+    duplicate_window: float | None = None
 
     def __post_init__(self) -> None:
         _check_types(self, QUEUE_OPTION_TYPES, "queue option")
@@ -52,7 +55,7 @@ class QueueOptions:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be a positive number or None (no bound), got {value}")
-        for name in ("default_ttl", "max_ttl"):
+        for name in ("default_ttl", "max_ttl", "duplicate_window"):
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ValueError(f"{name} must be a positive number of seconds or None, got {value}")
@@ -70,6 +73,7 @@ QUEUE_OPTION_TYPES: dict[str, tuple[str, tuple[type, ...], bool]] = {
     "max_depth": ("an int (messages) or None", (int,), True),
     "max_bytes": ("an int (bytes) or None", (int,), True),
     "overflow": ("'reject-publish', 'drop-head' or 'withhold-credit'", (str,), False),
+    "duplicate_window": ("a number of seconds or None", (int, float), True),
 }
 
 

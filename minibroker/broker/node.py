@@ -71,6 +71,7 @@ if TYPE_CHECKING:
     from .capture import Run
     from .config import BrokerConfig
     from .consuming import ConsumerRequest, NodeConsumer
+    from .duplicates import RecentIds
     from .queue import DeadLetter, Queue
     from .statistics import NodeCounters
     from .stored import StoredMessage
@@ -96,6 +97,8 @@ class Node(Protocol):
     DEAD_LETTER_TTL: ClassVar[bool]
     name: str
     counters: NodeCounters
+    #: Duplicate detection (duplicates.py): the message-ids taken recently, None when off.
+    duplicates: RecentIds | None
 
     def admit(self, message: StoredMessage, staged: Collection[StoredMessage] | None = None) -> Error | None: ...
 

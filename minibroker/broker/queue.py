@@ -45,6 +45,7 @@ from sortedcontainers import SortedKeyList, SortedList
 from .bounds import refusal
 from .capture import Capture, Run
 from .config import QueueOptions
+from .duplicates import RecentIds
 from .statistics import NodeCounters, QueuedMessages, QueueSnapshot
 from .stored import ACQUIRED, ARCHIVED, AVAILABLE, Entry, StoredMessage
 
@@ -136,6 +137,19 @@ class Queue:
         self.largest = 0
         #: Told when a message leaves, while producers wait for room (limits.py, withhold-credit).
         self.on_removed: Callable[[Queue], None] | None = None
+        #: The ids taken recently, with ``duplicate_window`` (duplicates.py; set again by :meth:`configure`).
+        self.duplicates: RecentIds | None = RecentIds(options.duplicate_window) if options.duplicate_window else None
+
+    def configure(self, options: QueueOptions) -> None:
+        """Take new ``options`` (a declare with other options): the ids remembered stay while a window is set."""
+        self.options = options
+        window = options.duplicate_window
+        if not window:
+            self.duplicates = None
+        elif self.duplicates is None:
+            self.duplicates = RecentIds(window)
+        else:
+            self.duplicates.window = window
 
     @property
     def limited(self) -> bool:

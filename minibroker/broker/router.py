@@ -120,7 +120,7 @@ class Router:
             queue = make_queue(name, self.services, counters, options, temporary)
             self._add(queue)
         elif options is not None and options != queue.options:
-            queue.options = options
+            queue.configure(options)
         return queue
 
     def declare_topic(self, name: str) -> Topic:

@@ -40,6 +40,7 @@ from ..amqp.transactions import TransactionalState
 from ..protocol.endpoints import Delivery, Link
 from .config import StreamOptions
 from .consuming import Client
+from .duplicates import RecentIds
 from .statistics import NodeCounters, StreamMessages, StreamSnapshot
 from .stored import StoredMessage
 from .streamfilters import StreamFilter
@@ -82,6 +83,8 @@ class Stream:
     readers from their own offsets."""
 
     KIND: ClassVar[str] = "stream"
+    #: No duplicate detection on streams (``Publisher.publish`` reads it for every node).
+    duplicates: RecentIds | None = None
     #: A dead-lettered copy routed here keeps its header as it was (a stream expires nothing by ttl).
     DEAD_LETTER_TTL: ClassVar[bool] = True
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..amqp.performatives import Error
     from .capture import Run
     from .consuming import ConsumerRequest, NodeConsumer
+    from .duplicates import RecentIds
     from .node import NodeServices
     from .selector import Selector
 
@@ -54,6 +55,8 @@ class Topic:
     """A topic node: each subscriber reads its own copy from its subscription queue; a :class:`~.node.Node`."""
 
     KIND: ClassVar[str] = "topic"
+    #: No duplicate detection on a topic (its subscriptions' queues may have it).
+    duplicates: RecentIds | None = None
     #: A copy dead-lettered to a topic passes on to its subscriptions with its ttl.
     DEAD_LETTER_TTL: ClassVar[bool] = True
 

@@ -442,3 +442,52 @@ def test_kill_9_of_the_driver_mid_stream_then_a_restart_leaves_every_id_once(
     assert "finished" in done.stdout, done.stderr[-3000:]
     ids = [row.id for row in spark.read.json(str(sink)).collect()]
     assert sorted(ids) == [f"id-{i:04}" for i in range(600)]  # every id, each exactly once
+
+
+@pytest.mark.timeout(600)  # four driver processes, each starting its own JVM
+def test_kill_9_of_the_driver_three_times_while_writing_to_a_deduplicating_queue_leaves_every_id_once(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Each kill comes while a micro-batch is being written (rows of it on the queue, its commit not):
+    the restart replays it under the same message-ids, and the queue's duplicate detection drops
+    what had arrived already."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    with ThreadedBroker() as broker:
+        broker.declare_stream("ids")
+        broker.publish_many("ids", [f"id-{i:04}" for i in range(1000)])
+        broker.declare_queue("out", duplicate_window=3600)
+        # Each acceptance reaches the writer 1 s late: a batch's rows are on the queue well before
+        # the writer's task ends and Spark commits the batch.
+        broker.faults.delay(1.0, "out", frames="disposition", times=None)
+        checkpoint = tmp_path / "ck"
+        driver = [sys.executable, str(Path(__file__).with_name("stream_driver.py")), broker.url, "ids", "amqp:out",
+                  str(checkpoint)]  # fmt: skip
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+
+        def count(log: str) -> int:
+            folder = checkpoint / log
+            return len(list(folder.glob("[0-9]*"))) if folder.is_dir() else 0
+
+        for _ in range(3):
+            before = count("commits")
+            slow = subprocess.Popen([*driver, "slow"], env=env, start_new_session=True,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+            try:
+                deadline = time.monotonic() + WAIT
+                # A batch committed by this run, then rows of the next on the queue before its commit.
+                while not (count("commits") > before and broker.queue("out").depth > 50 * count("commits")):
+                    assert slow.poll() is None, "the driver ended before it was killed"
+                    assert time.monotonic() < deadline, "no micro-batch was written in time"
+                    time.sleep(0.02)  # polling a directory another process writes: no broker event to wait on
+            finally:
+                os.killpg(slow.pid, signal.SIGKILL)
+                slow.wait(30)
+        done = subprocess.run([*driver, "finish"], env=env, capture_output=True, text=True, timeout=WAIT * 2)
+        assert "finished" in done.stdout, done.stderr[-3000:]
+        ids = sorted(m.message.body for m in broker.queue("out").messages)
+        assert ids == [f"id-{i:04}".encode() for i in range(1000)]  # every id, each exactly once
