@@ -84,7 +84,8 @@ class AmqpDataSource(DataSource):
     (``browse`` default, or ``consume``; batch reads), ``maxBatch`` and ``maxBatchBytes``
     (queues), ``timeout``, ``retries``, ``user``, ``password``, ``kind``, and for streams
     ``startingOffsets``, ``endingOffsets`` (batch reads), ``failOnDataLoss`` and the
-    partitioning options; ``onBadRecord`` and ``deadLetterAddress`` for writes.
+    partitioning options; ``includePosition`` (reads: the position columns),
+    ``reconnectTimeout`` (outages, :mod:`.retry`); ``onBadRecord`` and ``deadLetterAddress`` for writes.
     """
 
     def __init__(self, options: dict[str, str]) -> None:
