@@ -216,16 +216,20 @@ class BrokerAPI:
         """Create a topic (``name`` or ``topic://name``)."""
         self._call(self._broker.declare_topic, node_name(name, "topic"))
 
-    def declare_stream(self, name: str, max_bytes: int | None = None, max_age: float | None = None) -> None:
+    def declare_stream(
+        self, name: str, max_bytes: int | None = None, max_age: float | None = None, duplicate_window: float | None = None
+    ) -> None:
         """Create a stream (``name`` or ``stream://name``): an append-only log clients read from an
         offset (``rabbitmq:stream-offset-spec``) without removing anything.
 
         Retention drops the oldest messages beyond ``max_bytes`` (encoded bytes; the newest
         always stays) and those older than ``max_age`` seconds on the broker's clock (a
         ``ManualClock`` drives it in tests).  Declaring an existing stream with a limit sets
-        its retention to the limits given.
+        its retention to the limits given.  ``duplicate_window`` (seconds): a message a client
+        sends with a message-id the stream took within them is accepted and not appended.
         """
-        options = None if max_bytes is None and max_age is None else StreamOptions(max_bytes, max_age)
+        given = (max_bytes, max_age, duplicate_window)
+        options = None if given == (None, None, None) else StreamOptions(*given)
         self._call(self._broker.declare_stream, node_name(name, "stream"), options)
 
     def delete(self, name: str) -> None:

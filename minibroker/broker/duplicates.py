@@ -1,7 +1,8 @@
-"""Duplicate detection for a queue: a message whose message-id the queue took recently is accepted and dropped.
+"""Duplicate detection for a queue or a stream: a message whose message-id it took recently is accepted and dropped.
 
 As Azure Service Bus does for an entity with ``requiresDuplicateDetection`` ("Duplicate detection",
-Service Bus documentation): a queue with ``QueueOptions.duplicate_window`` keeps the message-ids
+Service Bus documentation): a queue with ``QueueOptions.duplicate_window`` (a stream with
+``StreamOptions.duplicate_window``: not appended) keeps the message-ids
 (Part 3 §3.2.4 ``message-id``) of what it took in the last that many seconds, on the broker's
 clock; a message a client sends whose id is among them is accepted (the sender is told all is
 well, Part 3 §3.4.2) and not enqueued.  A message without a message-id is never a repeat.  An id is

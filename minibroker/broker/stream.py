@@ -83,8 +83,6 @@ class Stream:
     readers from their own offsets."""
 
     KIND: ClassVar[str] = "stream"
-    #: No duplicate detection on streams (``Publisher.publish`` reads it for every node).
-    duplicates: RecentIds | None = None
     #: A dead-lettered copy routed here keeps its header as it was (a stream expires nothing by ttl).
     DEAD_LETTER_TTL: ClassVar[bool] = True
 
@@ -102,6 +100,8 @@ class Stream:
         #: Readers stopped by :data:`SCAN` with credit left: their next slice is due (insertion-ordered set).
         self.pending: dict[Reader, None] = {}
         self.on_expiry = on_expiry  # told of a new retention deadline, so a timer can be rescheduled
+        #: The ids appended recently, with ``duplicate_window`` (duplicates.py; ``Publisher.publish`` reads it).
+        self.duplicates: RecentIds | None = RecentIds(options.duplicate_window) if options.duplicate_window else None
 
     @property
     def options(self) -> StreamOptions:
@@ -110,6 +110,13 @@ class Stream:
     @options.setter
     def options(self, options: StreamOptions) -> None:
         self.log.options = options
+        window = options.duplicate_window
+        if not window:
+            self.duplicates = None
+        elif self.duplicates is None:
+            self.duplicates = RecentIds(window)
+        else:
+            self.duplicates.window = window  # the ids remembered stay
 
     # ----------------------------------------------------------- contents
 

@@ -71,3 +71,17 @@ def test_the_window_is_checked_and_the_ids_kept_are_bounded() -> None:
     long_id = "x" * 10_000
     assert len(duplicates.message_key(long_id) or "") == 64  # kept as its hash, not its 10,000 characters
     assert duplicates.message_key(None) is None
+
+
+def test_a_stream_with_a_window_does_not_append_a_repeat(broker: ThreadedBroker) -> None:
+    broker.declare_stream("log", duplicate_window=60)
+    send(broker, "log", [message("a", "id-1"), message("a again", "id-1"), message("b", "id-2")])
+    broker.assert_stream("log", bodies=["a", "b"])
+    broker.clock.advance(61)
+    send(broker, "log", [message("a later", "id-1")])
+    broker.assert_stream("log", bodies=["a", "b", "a later"])
+    broker.declare_stream("plain")
+    send(broker, "plain", [message("x", "id-1"), message("x", "id-1")])
+    broker.assert_stream("plain", count=2)
+    with pytest.raises(ValueError, match="duplicate_window must be a positive number of seconds"):
+        broker.declare_stream("bad", duplicate_window=0)
