@@ -364,6 +364,16 @@ def test_progress_shows_the_lag_of_streams_and_queues(spark: Any, broker: Thread
     assert len(json.dumps(progress["jobs"]["endOffset"])) < 200  # 10 fingerprints, packed
 
 
+def test_a_job_run_twice_into_a_deduplicating_stream_appends_each_row_once(spark: Any, broker: ThreadedBroker) -> None:
+    broker.declare_stream("log", duplicate_window=3600)
+    df = spark.range(30).selectExpr("concat('r', cast(id as string)) as body").repartition(2)
+    for _ in range(2):  # a rerun of the same job repeats its default message-ids
+        amqp(df.write, broker, "log").mode("append").save()
+    broker.assert_stream("log", count=30)
+    assert sorted(bytes(r.body) for r in amqp(spark.read, broker, "log").load().collect()) == sorted(
+        f"r{i}".encode() for i in range(30))  # fmt: skip
+
+
 def test_a_schema_of_some_columns_reads_just_those_from_streams_and_queues(
     spark: Any, broker: ThreadedBroker, tmp_path: Path
 ) -> None:
