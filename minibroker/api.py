@@ -238,16 +238,20 @@ class BrokerAPI:
         """Create a topic (``name`` or ``topic://name``)."""
         self.declare("topic", name)
 
-    def declare_stream(self, name: str, max_bytes: int | None = None, max_age: float | None = None) -> None:
+    def declare_stream(
+        self, name: str, max_bytes: int | None = None, max_age: float | None = None, duplicate_window: float | None = None
+    ) -> None:
         """Create a stream (``name`` or ``stream://name``): an append-only log clients read from an
         offset (``rabbitmq:stream-offset-spec``) without removing anything.
 
         Retention drops the oldest messages beyond ``max_bytes`` (encoded bytes; the newest
         always stays) and those older than ``max_age`` seconds on the broker's clock (a
         ``ManualClock`` drives it in tests).  Declaring an existing stream with a limit sets
-        its retention to the limits given.
+        its retention to the limits given.  ``duplicate_window`` (seconds): a message a client
+        sends with a message-id the stream took within them is accepted and not appended.
         """
-        self.declare("stream", name, **{k: v for k, v in (("max_bytes", max_bytes), ("max_age", max_age)) if v is not None})
+        given = (("max_bytes", max_bytes), ("max_age", max_age), ("duplicate_window", duplicate_window))
+        self.declare("stream", name, **{k: v for k, v in given if v is not None})
 
     def delete(self, name: str) -> None:
         """Delete a queue, topic or stream (``name``, or with its ``queue://``/``topic://``/``stream://``

@@ -89,6 +89,7 @@ if TYPE_CHECKING:
     from .capture import Run
     from .config import BrokerConfig
     from .consuming import ConsumerRequest, NodeConsumer
+    from .duplicates import RecentIds
     from .queue import DeadLetter, Queue
     from .statistics import NodeCounters
     from .stored import StoredMessage
@@ -121,6 +122,8 @@ class Node(Protocol):
     KEEPS_TRANSIENT: ClassVar[bool]
     name: str
     counters: NodeCounters
+    #: Duplicate detection (duplicates.py): the message-ids taken recently, None when off.
+    duplicates: RecentIds | None
 
     @classmethod
     def make(cls, name: str, services: NodeServices, counters: NodeCounters, options: Any) -> Node: ...

@@ -46,6 +46,7 @@ from sortedcontainers import SortedKeyList, SortedList
 from .bounds import refusal
 from .capture import Capture, Run
 from .config import DEFAULT_DEAD_LETTER_SUFFIX, QueueOptions
+from .duplicates import RecentIds
 from .statistics import NodeCounters, QueuedMessages, QueueSnapshot
 from .stored import ACQUIRED, ARCHIVED, AVAILABLE, Entry, StoredMessage
 
@@ -161,6 +162,8 @@ class Queue:
         self.largest = 0
         #: Told when a message leaves, while producers wait for room (limits.py, withhold-credit).
         self.on_removed: Callable[[Queue], None] | None = None
+        #: The ids taken recently, with ``duplicate_window`` (duplicates.py; set again by :meth:`configure`).
+        self.duplicates: RecentIds | None = RecentIds(options.duplicate_window) if options.duplicate_window else None
 
     @property
     def limited(self) -> bool:
@@ -177,9 +180,18 @@ class Queue:
         return refusal(self, message, staged)
 
     def configure(self, options: QueueOptions, now: float) -> None:
-        """Declared again with ``options``: they apply from now on (what is held stays)."""
-        if options != self.options:
-            self.options = options
+        """Declared again with ``options``: they apply from now on (what is held stays, and so do
+        the ids remembered while a duplicate window is set)."""
+        if options == self.options:
+            return
+        self.options = options
+        window = options.duplicate_window
+        if not window:
+            self.duplicates = None
+        elif self.duplicates is None:
+            self.duplicates = RecentIds(window)
+        else:
+            self.duplicates.window = window
 
     def put(self, message: StoredMessage, now: float, seq: int | None = None) -> None:
         """Enqueue a message (publish.py is the only caller) and hand it to a consumer with credit."""

@@ -40,6 +40,7 @@ from ..amqp.transactions import TransactionalState
 from ..protocol.endpoints import Delivery, Link
 from .config import StreamOptions
 from .consuming import Client
+from .duplicates import RecentIds
 from .statistics import NodeCounters, StreamMessages, StreamSnapshot
 from .stored import StoredMessage
 from .streamfilters import StreamFilter
@@ -112,6 +113,8 @@ class Stream:
         #: Readers stopped by :data:`SCAN` with credit left: their next slice is due (insertion-ordered set).
         self.pending: dict[Reader, None] = {}
         self.on_expiry = on_expiry  # told of a new retention deadline, so a timer can be rescheduled
+        #: The ids appended recently, with ``duplicate_window`` (duplicates.py; ``Publisher.publish`` reads it).
+        self.duplicates: RecentIds | None = RecentIds(options.duplicate_window) if options.duplicate_window else None
 
     @property
     def options(self) -> StreamOptions:
@@ -120,6 +123,13 @@ class Stream:
     @options.setter
     def options(self, options: StreamOptions) -> None:
         self.log.options = options
+        window = options.duplicate_window
+        if not window:
+            self.duplicates = None
+        elif self.duplicates is None:
+            self.duplicates = RecentIds(window)
+        else:
+            self.duplicates.window = window  # the ids remembered stay
 
     # ----------------------------------------------------------- contents
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..amqp.performatives import Error
     from .capture import Run
     from .consuming import ConsumerRequest, NodeConsumer
+    from .duplicates import RecentIds
     from .node import NodeServices
     from .selector import Selector
 
@@ -56,6 +57,8 @@ class Topic:
     KIND: ClassVar[str] = "topic"
     OPTIONS: ClassVar[type[Any] | None] = None  # a topic takes none: its subscriptions take ``BrokerConfig.queue_defaults``
     SNAPSHOT: ClassVar[type[Any]] = TopicSnapshot
+    #: No duplicate detection on a topic (its subscriptions' queues may have it).
+    duplicates: RecentIds | None = None
     #: A copy dead-lettered to a topic passes on to its subscriptions with its ttl.
     DEAD_LETTER_TTL: ClassVar[bool] = True
     KEEPS_READ: ClassVar[bool] = False  # each subscription is a queue: what its reader accepts leaves

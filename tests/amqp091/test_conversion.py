@@ -7,7 +7,7 @@ import decimal
 
 from minibroker.amqp.message import Message, decode_message
 from minibroker.amqp091.properties import BasicProperties
-from minibroker.front091.conversion import X_HEADERS_091, X_DEATH, from_amqp10, record_death, to_amqp10
+from minibroker.front091.conversion import X_DEATH, X_HEADERS_091, from_amqp10, record_death, to_amqp10
 
 
 def test_headers_that_1_0_cannot_hold_come_back_as_sent() -> None:

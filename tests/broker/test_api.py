@@ -599,7 +599,7 @@ def test_declare_takes_the_kinds_options_by_name(broker: ThreadedBroker) -> None
     broker.declare("queue", "q", max_depth=2)
     broker.declare("stream", "s", max_age=60.0)
     assert broker.stream("s").options.max_age == 60.0
-    with pytest.raises(TypeError, match=r"unknown stream option\(s\) \['depth'\]; use any of \['max_age', 'max_bytes'\]"):
+    with pytest.raises(TypeError, match=r"unknown stream option\(s\) \['depth'\]; use any of \['duplicate_window', 'max_age', 'max_bytes'\]"):
         broker.declare("stream", "s", depth=1)
     with pytest.raises(TypeError, match=r"a topic takes no options, got \['max_depth'\]"):
         broker.declare("topic", "t", max_depth=1)
