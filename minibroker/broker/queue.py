@@ -52,10 +52,10 @@ from .stored import ACQUIRED, ARCHIVED, AVAILABLE, Entry, StoredMessage
 
 if TYPE_CHECKING:
     from ..amqp.performatives import Error
+    from .config import BrokerConfig
     from .consuming import ConsumerRequest, NodeConsumer
-    from .node import NodeServices
 
-__all__ = ["Consumer", "Queue", "priority_level", "DeadLetter"]
+__all__ = ["Consumer", "Queue", "QueueServices", "priority_level", "DeadLetter"]
 
 #: Callback moving an entry to the dead-letter address: (queue, entry, reason, description).
 DeadLetter = Callable[["Queue", Entry, str, "str | None"], None]
@@ -88,6 +88,23 @@ class Consumer(Protocol):
     def deliver(self, entry: Entry) -> None: ...
 
 
+class QueueServices(Protocol):
+    """What :meth:`Queue.make` takes of the router's ``node.NodeServices``.
+
+    Named here because node.py names :class:`Queue` in the node contract: the dependency runs from
+    node.py to this module, not back.
+    """
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def dead_letter(self) -> DeadLetter: ...
+
+    @property
+    def expiry_added(self) -> Callable[[float], None]: ...
+
+
 class Queue:
     """A queue node (a distribution node with ``move`` semantics, §3.5.3); a :class:`~.node.Node`."""
 
@@ -104,7 +121,7 @@ class Queue:
 
     @classmethod
     def make(
-        cls, name: str, services: NodeServices, counters: NodeCounters, options: QueueOptions | None,
+        cls, name: str, services: QueueServices, counters: NodeCounters, options: QueueOptions | None,
         temporary: bool = False,
     ) -> Queue:
         """A queue (``options`` None: ``BrokerConfig.queue_defaults``); one named
