@@ -7,14 +7,15 @@ snapshots, never live objects.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Container, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .amqp.message import Message, encode_bodies
 from .broker.addresses import RABBITMQ_EXCHANGE_PREFIX, node_name, parse_address
 from .broker.clock import Clock
-from .broker.config import EventHubOptions, QueueOptions, StreamOptions
+from .broker.config import EventHubOptions
 from .broker.engine import SERVICEBUS_ADDRESS, Broker, NodeError
+from .broker.kinds import NODE_KINDS
 from .broker.publish import Source
 from .broker.statistics import (
     BrokerStatistics,
@@ -112,6 +113,22 @@ class BrokerAPI:
         """Run a snapshot's deferred copy in the broker's thread (or here, once the broker has stopped)."""
         self._read(fn)
 
+    def snapshot(self, name: str) -> Any:
+        """A frozen snapshot of the node ``name``, of whatever kind it is: its kind's ``SNAPSHOT``
+        (:class:`QueueSnapshot`, :class:`TopicSnapshot`, :class:`StreamSnapshot`), each with
+        ``.depth`` and ``.statistics``; a topic subscription's queue by its name, too.  ``kind://name``
+        (``queue://orders``) asks for that kind only.  :meth:`queue`, :meth:`topic` and :meth:`stream`
+        are this for one kind, typed."""
+        _check_address(name)
+        node, kind, explicit = parse_address(name)
+        return self._read(self._snapshot, kind if explicit else None, node)
+
+    def _snapshot(self, kind: str | None, name: str) -> Any:
+        node = self._broker.router.nodes.get(name)
+        if kind is not None and node is not None and node.KIND != kind:
+            raise NodeError(f"{name!r} is a {node.KIND}, not a {kind}: use broker.{node.KIND}({name!r})")
+        return self._broker.snapshot(name, self._inspect, kind)
+
     def queue(self, name: str, *, missing_ok: bool = False) -> QueueSnapshot:
         """A frozen snapshot of a queue: ``.depth`` and counters at once, at any depth;
         ``.messages`` (in delivery order) are copied when first read and decoded one by one.
@@ -123,12 +140,11 @@ class BrokerAPI:
         return self._read(self._queue_snapshot, node_name(name, "queue"), missing_ok)
 
     def _queue_snapshot(self, name: str, missing_ok: bool) -> QueueSnapshot:
-        if name in self._broker.topics:
-            raise NodeError(f"{name!r} is a topic, not a queue: use broker.topic({name!r})")
+        node = self._broker.router.nodes.get(name)
         try:
-            return self._broker.queue_snapshot(name, self._inspect)
+            return cast(QueueSnapshot, self._snapshot("queue", name))
         except NodeError:
-            if missing_ok:
+            if missing_ok and node is None:  # (a node of another kind is not a missing queue)
                 return QueueSnapshot.missing(name)
             raise
 
@@ -151,14 +167,7 @@ class BrokerAPI:
 
     def topic(self, name: str) -> TopicSnapshot:
         """A frozen snapshot of a topic and its subscriptions; ``name`` may be written ``topic://name``."""
-        return self._read(self._topic_snapshot, node_name(name, "topic"))
-
-    def _topic_snapshot(self, name: str) -> TopicSnapshot:
-        if name in self._broker.queues:
-            raise NodeError(f"{name!r} is a queue, not a topic: use broker.queue({name!r})")
-        if name in self._broker.streams:
-            raise NodeError(f"{name!r} is a stream, not a topic: use broker.stream({name!r})")
-        return self._broker.topic_snapshot(name)
+        return cast(TopicSnapshot, self._read(self._snapshot, "topic", node_name(name, "topic")))
 
     def stream(self, name: str) -> StreamSnapshot:
         """A frozen snapshot of a stream: ``first_offset``, ``last_offset``, ``count``, ``bytes``
@@ -166,13 +175,7 @@ class BrokerAPI:
 
         ``name`` may be written ``stream://name``.
         """
-        return self._read(self._stream_snapshot, node_name(name, "stream"))
-
-    def _stream_snapshot(self, name: str) -> StreamSnapshot:
-        for kind, nodes in (("queue", self._broker.queues), ("topic", self._broker.topics)):
-            if name in nodes:
-                raise NodeError(f"{name!r} is a {kind}, not a stream: use broker.{kind}({name!r})")
-        return self._broker.stream_snapshot(name)
+        return cast(StreamSnapshot, self._read(self._snapshot, "stream", node_name(name, "stream")))
 
     def assert_stream(
         self,
@@ -190,43 +193,65 @@ class BrokerAPI:
 
         return assert_stream(self, name, bodies, count=count, first_offset=first_offset, last_offset=last_offset)
 
+    def nodes(self, kind: str | None = None) -> list[str]:
+        """Names of all nodes of ``kind`` (``"queue"``, ``"topic"``, ``"stream"``; None: every kind), sorted."""
+        return self._read(lambda: sorted(self._broker.router.nodes if kind is None else self._broker.nodes(kind)))
+
     def queues(self) -> list[str]:
         """Names of all queues, sorted."""
-        return self._read(lambda: sorted(self._broker.queues))
+        return self.nodes("queue")
 
     def topics(self) -> list[str]:
         """Names of all topics, sorted."""
-        return self._read(lambda: sorted(self._broker.topics))
+        return self.nodes("topic")
 
     def streams(self) -> list[str]:
         """Names of all streams, sorted."""
-        return self._read(lambda: sorted(self._broker.streams))
+        return self.nodes("stream")
+
+    def declare(self, kind: str, name: str, **options: Any) -> None:
+        """Create a node of ``kind`` (``"queue"``, ``"topic"``, ``"stream"``; ``name`` or
+        ``kind://name``) with the fields of its options type (:class:`QueueOptions`,
+        :class:`StreamOptions`; a topic takes none), or apply them to the existing node of that name.
+        :meth:`declare_queue`, :meth:`declare_topic` and :meth:`declare_stream` are this for one kind."""
+        cls = NODE_KINDS.get(kind)
+        if cls is None:
+            raise ValueError(f"no node kind {kind!r}; the kinds are {sorted(NODE_KINDS)}")
+        if cls.OPTIONS is None:
+            if options:
+                raise TypeError(f"a {kind} takes no options, got {sorted(options)}")
+            built = None
+        else:
+            known = set(cls.OPTIONS.__dataclass_fields__)
+            unknown = set(options) - known
+            if unknown:
+                raise TypeError(f"unknown {kind} option(s) {sorted(unknown)}; use any of {sorted(known)}")
+            built = cls.OPTIONS(**options) if options else None
+        self._call(self._broker.declare, kind, node_name(name, kind), built)
 
     def declare_queue(self, name: str, **options: Any) -> None:
         """Create a queue with :class:`QueueOptions` fields (priorities, default_ttl, max_ttl,
         dead_letter_address, dead_letter_on_expiry, max_delivery_count)."""
-        known = set(QueueOptions.__dataclass_fields__)
-        unknown = set(options) - known
-        if unknown:
-            raise TypeError(f"unknown queue option(s) {sorted(unknown)}; use any of {sorted(known)}")
-        queue_options = QueueOptions(**options) if options else None
-        self._call(self._broker.declare_queue, node_name(name, "queue"), queue_options)
+        self.declare("queue", name, **options)
 
     def declare_topic(self, name: str) -> None:
         """Create a topic (``name`` or ``topic://name``)."""
-        self._call(self._broker.declare_topic, node_name(name, "topic"))
+        self.declare("topic", name)
 
-    def declare_stream(self, name: str, max_bytes: int | None = None, max_age: float | None = None) -> None:
+    def declare_stream(
+        self, name: str, max_bytes: int | None = None, max_age: float | None = None, duplicate_window: float | None = None
+    ) -> None:
         """Create a stream (``name`` or ``stream://name``): an append-only log clients read from an
         offset (``rabbitmq:stream-offset-spec``) without removing anything.
 
         Retention drops the oldest messages beyond ``max_bytes`` (encoded bytes; the newest
         always stays) and those older than ``max_age`` seconds on the broker's clock (a
         ``ManualClock`` drives it in tests).  Declaring an existing stream with a limit sets
-        its retention to the limits given.
+        its retention to the limits given.  ``duplicate_window`` (seconds): a message a client
+        sends with a message-id the stream took within them is accepted and not appended.
         """
-        options = None if max_bytes is None and max_age is None else StreamOptions(max_bytes, max_age)
-        self._call(self._broker.declare_stream, node_name(name, "stream"), options)
+        given = (("max_bytes", max_bytes), ("max_age", max_age), ("duplicate_window", duplicate_window))
+        self.declare("stream", name, **{k: v for k, v in given if v is not None})
 
     def delete(self, name: str) -> None:
         """Delete a queue, topic or stream (``name``, or with its ``queue://``/``topic://``/``stream://``
@@ -235,11 +260,7 @@ class BrokerAPI:
         self._call(self._delete, *parse_address(name))
 
     def _delete(self, name: str, kind: str, explicit: bool) -> None:
-        tables: dict[str, Container[str]] = {
-            "queue": self._broker.queues, "topic": self._broker.topics, "stream": self._broker.streams,
-        }  # fmt: skip
-        nodes = tables[kind]
-        if explicit and name not in nodes:
+        if explicit and name not in self._broker.nodes(kind):
             raise NodeError(f"no {kind} named {name!r}")
         self._broker.delete_node(name)
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -28,3 +30,16 @@ def test_the_wheel_installs_only_our_three_top_level_packages() -> None:
     # Spark finds the data source only as a top-level module, and the plugins/ directory that holds
     # it in the source tree must not become a package of its own.
     assert "pyspark_minibroker" in packages and "minibroker.broker" in packages
+
+
+def test_the_spark_helpers_import_without_pytest() -> None:
+    """The docs' example (``from pyspark_minibroker.testing import local_session``) runs after
+    ``pip install -e '.[spark]'``, which installs no pytest."""
+    script = (
+        "import sys; sys.modules['pytest'] = None\n"  # what an environment without pytest gives: ImportError
+        "from pyspark_minibroker.testing import local_session\n"
+        "import pyspark_minibroker.testing as t\n"
+        "assert callable(local_session) and not hasattr(t, 'spark'), sorted(vars(t))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr

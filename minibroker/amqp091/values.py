@@ -16,6 +16,8 @@ u     uint16                  :class:`~minibroker.amqp.types.ushort`
 I     int32                   :class:`~minibroker.amqp.types.int32`
 i     uint32                  :class:`~minibroker.amqp.types.uint`
 l     int64                   ``int``
+L     int64 (read only)       ``int``: py-amqp writes 64-bit integers as ``L``, and RabbitMQ
+                              reads it as signed 64-bit (the specification's long-long-int)
 f     float32                 :class:`~minibroker.amqp.types.float32`
 d     float64                 ``float``
 D     scale octet + int32     :class:`decimal.Decimal`
@@ -51,6 +53,7 @@ from .errors import FrameError
 __all__ = [
     "MAX_NESTING",
     "LongStr",
+    "long",
     "decode_table",
     "encode_table",
     "read_longstr",
@@ -78,6 +81,13 @@ _q = struct.Struct(">q")
 _f = struct.Struct(">f")
 _d = struct.Struct(">d")
 _Bi = struct.Struct(">Bi")
+
+
+class long(int):  # noqa: N801 - named as the AMQP type, like minibroker.amqp.types' ints
+    """A signed 64-bit integer field value (``l``): kept as ``l`` when written back, as RabbitMQ
+    writes offsets such as ``x-stream-offset`` (a plain int is written in the narrowest of ``I``/``l``)."""
+
+    __slots__ = ()
 
 
 class LongStr(bytes):
@@ -232,7 +242,9 @@ _READERS: dict[int, _Reader] = {
     ord("u"): _fixed(_H, ushort),
     ord("I"): _fixed(_i, int32),
     ord("i"): _fixed(_I, uint),
-    ord("l"): _fixed(_q, int),
+    ord("l"): _fixed(_q, long),
+    # py-amqp writes integers past 32 bits as "L"; RabbitMQ reads it as a signed 64-bit integer too.
+    ord("L"): _fixed(_q, long),
     ord("f"): _fixed(_f, float32),
     ord("d"): _fixed(_d, float),
     ord("D"): _read_decimal,
@@ -251,7 +263,7 @@ def _read_value(data: memoryview, pos: int, end: int, depth: int) -> tuple[Any, 
     code = data[pos]
     reader = _READERS.get(code)
     if reader is None:
-        raise FrameError(f"unknown field value type {chr(code)!r} (0x{code:02x}); known: tbBsuIilfdDSxATFV")
+        raise FrameError(f"unknown field value type {chr(code)!r} (0x{code:02x}); known: tbBsuIilLfdDSxATFV")
     value, after = reader(data[:end], pos + 1, depth)
     return value, after
 
@@ -327,6 +339,7 @@ _INT_CODES: dict[type, tuple[bytes, struct.Struct]] = {
     ushort: (b"u", _H),
     int32: (b"I", _i),
     uint: (b"i", _I),
+    long: (b"l", _q),
 }
 
 

@@ -21,10 +21,9 @@ from .tap import Tap
 
 if TYPE_CHECKING:
     from .consuming import NodeConsumer
-    from .extension import Extension
     from .stored import Entry
 
-__all__ = ["ANONYMOUS_RELAY", "BrokerConnection", "ConnectionOwner", "OUTPUT_BOUND"]
+__all__ = ["ANONYMOUS_RELAY", "BrokerConnection", "ConnectionOwner", "OUTPUT_BOUND", "OpenHook"]
 
 #: Offered in ``open`` so clients may send with a null target address (routing by ``to``).
 ANONYMOUS_RELAY = "ANONYMOUS-RELAY"
@@ -34,13 +33,24 @@ ANONYMOUS_RELAY = "ANONYMOUS-RELAY"
 OUTPUT_BOUND = 4 * 1024 * 1024
 
 
+class OpenHook(Protocol):
+    """What a connection asks of its broker's layer (``extension.Extension``, which names this module
+    for its hooks' connection type: so the dependency runs from extension.py to here, not back)."""
+
+    def opened(self, connection: BrokerConnection, hostname: str | None) -> Error | None:
+        """The client's ``open`` named ``hostname``: the error to refuse it with, or None (``Extension.opened``)."""
+
+
 class ConnectionOwner(Protocol):
     """What a connection calls on its broker (``minibroker.broker.engine.Broker``)."""
 
     config: BrokerConfig
     tap: Tap
     errors: list[Exception]
-    extension: Extension | None
+
+    @property
+    def extension(self) -> OpenHook | None:
+        """The broker's layer, if one is on (read only here, so a broker's ``Extension`` attribute fits)."""
 
     def handle(self, connection: BrokerConnection, events: list[ev.Event]) -> None: ...
 

@@ -51,6 +51,9 @@ class QueueOptions:
     max_bytes: int | None = None
     #: What a full queue does: ``reject-publish``, ``drop-head`` or ``withhold-credit``.
     overflow: str = "reject-publish"
+    #: Seconds a message-id a client sent is remembered, so that a message with the same id within
+    #: them is accepted and dropped (duplicate detection, see ``minibroker.broker.duplicates``); None: off.
+    duplicate_window: float | None = None
 
     def __post_init__(self) -> None:
         _check_types(self, QUEUE_OPTION_TYPES, "queue option")
@@ -66,7 +69,7 @@ class QueueOptions:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be a positive number or None (no bound), got {value}")
-        for name in ("default_ttl", "max_ttl"):
+        for name in ("default_ttl", "max_ttl", "duplicate_window"):
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ValueError(f"{name} must be a positive number of seconds or None, got {value}")
@@ -84,6 +87,7 @@ QUEUE_OPTION_TYPES: dict[str, tuple[str, tuple[type, ...], bool]] = {
     "max_depth": ("an int (messages) or None", (int,), True),
     "max_bytes": ("an int (bytes) or None", (int,), True),
     "overflow": ("'reject-publish', 'drop-head' or 'withhold-credit'", (str,), False),
+    "duplicate_window": ("a number of seconds or None", (int, float), True),
 }
 
 
@@ -195,12 +199,17 @@ class StreamOptions:
 
     max_bytes: int | None = None
     max_age: float | None = None
+    #: Seconds a message-id a client appended is remembered, so that a message with the same id
+    #: within them is accepted and not appended (``minibroker.broker.duplicates``); None: off.
+    duplicate_window: float | None = None
 
     def __post_init__(self) -> None:
-        for name in ("max_bytes", "max_age"):
+        for name in ("max_bytes", "max_age", "duplicate_window"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
                 raise TypeError(f"{name} must be a number or None, got {type(value).__name__} {value!r}")
+        if self.duplicate_window is not None and self.duplicate_window <= 0:
+            raise ValueError(f"duplicate_window must be a positive number of seconds or None, got {self.duplicate_window!r}")
         if self.max_bytes is not None and self.max_bytes < 1:
             raise ValueError(f"max_bytes must be a positive number of bytes or None (no bound), got {self.max_bytes!r}")
         if self.max_age is not None and self.max_age <= 0:

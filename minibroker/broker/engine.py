@@ -11,7 +11,7 @@ nodes 2.3.13).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 from ..amqp import errors as conditions
 from ..amqp.message import Message
@@ -308,13 +308,41 @@ class Broker:
 
     # ------------------------------------------------------------------- nodes
 
+    def declare(self, kind: str, name: str, options: Any = None) -> Node:
+        """Create a node of ``kind`` (a key of :data:`~.kinds.NODE_KINDS`: ``"queue"``, ``"topic"``,
+        ``"stream"``) with ``options`` of its ``OPTIONS`` type (None: the defaults), or return the
+        existing one of that name, ``options`` applied if given."""
+        node = self.router.declare(kind, name, options)
+        self._timers_changed()  # a retention limit (a stream's max_age) may have come into force
+        return node
+
+    def node(self, name: str) -> Node:
+        """The node named ``name``, of any kind (:class:`NodeError` if there is none)."""
+        return self.router.node(name)
+
+    def nodes(self, kind: str) -> dict[str, Any]:
+        """The nodes of ``kind`` by name (live: the broker's own table)."""
+        nodes = self.router.by_kind.get(kind)
+        if nodes is None:
+            raise NodeError(f"no node kind {kind!r}; the kinds are {sorted(self.router.by_kind)}")
+        return nodes
+
+    def snapshot(self, name: str, run: Run | None = None, kind: str | None = None) -> Any:
+        """A frozen view of the node ``name`` (or of a topic subscription's queue): its kind's
+        ``SNAPSHOT`` type; ``kind`` given, only a node of that kind (see :meth:`Router.snapshot`)."""
+        return self.router.snapshot(name, self.clock.now(), run, kind)
+
     @property
     def queues(self) -> dict[str, Queue]:
-        return self.router.queues
+        return self.nodes(Queue.KIND)
 
     @property
     def topics(self) -> dict[str, Topic]:
-        return self.router.topics
+        return self.nodes(Topic.KIND)
+
+    @property
+    def streams(self) -> dict[str, Stream]:
+        return self.nodes(Stream.KIND)
 
     @property
     def counters(self) -> dict[str, NodeCounters]:
@@ -326,17 +354,11 @@ class Broker:
 
     def declare_topic(self, name: str) -> Topic:
         """Create a topic, or return the existing one of that name."""
-        return self.router.declare_topic(name)
+        return cast(Topic, self.declare(Topic.KIND, name))
 
     def declare_stream(self, name: str, options: StreamOptions | None = None) -> Stream:
         """Create a stream, or return the existing one of that name (applying ``options`` if given)."""
-        stream = self.router.declare_stream(name, options)
-        self._timers_changed()  # max_age may have come into force
-        return stream
-
-    @property
-    def streams(self) -> dict[str, Stream]:
-        return self.router.streams
+        return cast(Stream, self.declare(Stream.KIND, name, options))
 
     def delete_node(self, name: str) -> None:
         """Delete a queue or topic; links to it are detached with ``amqp:resource-deleted``."""
@@ -378,8 +400,10 @@ class Broker:
     def purge(self, name: str | None = None) -> int:
         """Remove available messages from one queue (or all); return how many."""
         if name is not None:
-            stream = self.router.streams.get(name)
-            return stream.purge() if stream is not None else self.router.queue_named(name).purge()
+            node = self.router.nodes.get(name)
+            if node is None or not node.HOLDS_MESSAGES:  # a subscription's queue; a topic is refused
+                node = self.router.queue_named(name)
+            return node.purge()
         return sum(node.purge() for node in self.router.nodes.values())
 
     def reset(self) -> None:
@@ -431,13 +455,13 @@ class Broker:
 
     def queue_snapshot(self, name: str, run: Run | None = None) -> QueueSnapshot:
         """Counters now; messages copied only when read (``run`` runs that copy in this thread)."""
-        return self.router.queue_snapshot(name, self.clock.now(), run)
+        return cast(QueueSnapshot, self.snapshot(name, run, Queue.KIND))
 
     def topic_snapshot(self, name: str) -> TopicSnapshot:
-        return self.router.topic_snapshot(name)
+        return cast(TopicSnapshot, self.snapshot(name, kind=Topic.KIND))
 
     def stream_snapshot(self, name: str) -> StreamSnapshot:
-        return self.router.stream_snapshot(name)
+        return cast(StreamSnapshot, self.snapshot(name, kind=Stream.KIND))
 
     def statistics(self) -> BrokerStatistics:
         links = sum(

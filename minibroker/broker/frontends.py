@@ -16,10 +16,7 @@ frames still to handle).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:
-    from .engine import Broker
+from typing import Any, Protocol
 
 __all__ = ["FrontEndFactory", "ReadState", "ServedConnection", "front_end_for", "register_front_end"]
 
@@ -89,8 +86,10 @@ class ServedConnection(Protocol):
         """Have its output written (the broker calls it when work for another connection queued some)."""
 
 
-#: Builds the connection for a header: (broker, wake-up callback, peer address).
-FrontEndFactory = Callable[["Broker", Callable[[], None], str], ServedConnection]
+#: Builds the connection for a header: (broker, wake-up callback, peer address).  The broker is
+#: ``engine.Broker``, typed Any as ``extension.LayerFactory`` types it: the engine imports this
+#: registry, so naming the engine here would close a circle; each factory annotates its own.
+FrontEndFactory = Callable[[Any, Callable[[], None], str], ServedConnection]
 
 _FRONT_ENDS: dict[bytes, FrontEndFactory] = {}
 

@@ -14,6 +14,20 @@ The contract a node kind fulfils
     :data:`minibroker.broker.addresses.ADDRESS_KINDS`, and the class is one
     entry of :data:`minibroker.broker.kinds.NODE_KINDS`.  Every kind shares one
     name space: a name is one node.
+``OPTIONS``, ``make(name, services, counters, options)``, ``configure(options, now)``
+    the options dataclass it is declared with (None: it takes none), how the
+    router builds one (``options`` None: the defaults), and what declaring an
+    existing node again with ``options`` does.  ``Broker.declare(kind, name,
+    options)`` goes through these for every kind.
+``SNAPSHOT``
+    the frozen type ``snapshot`` returns (statistics.py); each has ``depth``.
+``KEEPS_READ``, ``HOLDS_MESSAGES``, ``REFUSES_WHEN_FULL``, ``EXPIRES_BY_TTL``, ``KEEPS_TRANSIENT``
+    how the kind differs from a plain queue, as data (the node conformance
+    suite, ``tests/broker/test_node_conformance.py``, reads them): a read
+    message stays (a stream); it holds messages itself (a topic does not, its
+    subscriptions do); a full node refuses (a stream drops its oldest instead);
+    a message's ttl expires it (a stream keeps by ``max_age``); a restart keeps
+    non-durable messages (a stream's log).
 ``name``, ``counters``
     its name and its :class:`~minibroker.broker.statistics.NodeCounters`
     (``enqueued`` counts every message :meth:`Node.put` takes).
@@ -33,6 +47,10 @@ The contract a node kind fulfils
     link attached to this node (a queue competes its consumers for messages, a
     topic gives each its own subscription queue, an append-only log would give
     each reader its own position).  May raise ``Refusal`` (attach.py).
+``limited``, ``reserve_seq()``
+    whether ``admit`` can refuse anything (False: skip asking); a number for a
+    message that will be put later with it (a scheduled one), or None: the kind
+    numbers nothing and ignores ``seq``.
 ``producer_credit_queue()``
     the queue whose free room bounds producers' credit (``withhold-credit``),
     or None: producers get ``link_credit`` as usual.
@@ -71,6 +89,7 @@ if TYPE_CHECKING:
     from .capture import Run
     from .config import BrokerConfig
     from .consuming import ConsumerRequest, NodeConsumer
+    from .duplicates import RecentIds
     from .queue import DeadLetter, Queue
     from .statistics import NodeCounters
     from .stored import StoredMessage
@@ -93,9 +112,28 @@ class Node(Protocol):
     """A node of the broker (see the module docstring for the contract)."""
 
     KIND: ClassVar[str]
+    OPTIONS: ClassVar[type[Any] | None]
+    SNAPSHOT: ClassVar[type[Any]]
     DEAD_LETTER_TTL: ClassVar[bool]
+    KEEPS_READ: ClassVar[bool]
+    HOLDS_MESSAGES: ClassVar[bool]
+    REFUSES_WHEN_FULL: ClassVar[bool]
+    EXPIRES_BY_TTL: ClassVar[bool]
+    KEEPS_TRANSIENT: ClassVar[bool]
     name: str
     counters: NodeCounters
+    #: Duplicate detection (duplicates.py): the message-ids taken recently, None when off.
+    duplicates: RecentIds | None
+
+    @classmethod
+    def make(cls, name: str, services: NodeServices, counters: NodeCounters, options: Any) -> Node: ...
+
+    def configure(self, options: Any, now: float) -> None: ...
+
+    @property
+    def limited(self) -> bool: ...
+
+    def reserve_seq(self) -> int | None: ...
 
     def admit(self, message: StoredMessage, staged: Collection[StoredMessage] | None = None) -> Error | None: ...
 

@@ -36,6 +36,7 @@ from ..amqp.message import decode_message
 from ..amqp.messaging import Accepted, Rejected
 from ..amqp.performatives import Error, amqp_error
 from ..protocol.endpoints import Delivery
+from .duplicates import message_key
 from .permissions import Permissions
 from .stored import StoredMessage
 
@@ -85,6 +86,13 @@ class Publisher:
 
         ``seq``: a number the node gave out earlier for this message (a scheduled one).
         """
+        duplicates = node.duplicates
+        key = None
+        if duplicates is not None and source.limited:  # what clients send (duplicates.py)
+            properties = message.properties
+            key = message_key(properties.message_id if properties is not None else None)
+            if key is not None and duplicates.repeats(key, now):
+                return None  # accepted and dropped: a repeat within the queue's duplicate_window
         if source.limited:
             refused = node.admit(message)  # max_depth, max_bytes; drop-head makes room (bounds.py)
             if refused is not None:
@@ -92,6 +100,8 @@ class Publisher:
         if self.on_route is not None:  # observation point: every message a node receives
             self.on_route(node.name, message)
         node.put(message, now, seq)
+        if key is not None and duplicates is not None:
+            duplicates.remember(key, now)  # only once kept: a refused message is no repeat later
         return None
 
 #: The outcome of every accepted delivery: it has no fields, so one instance serves them all (§3.4.2).

@@ -33,6 +33,7 @@ Semantics (OASIS AMQP 1.0 Part 3 §3.2.1, §3.3, §3.4; broker paper 2.2.2-2.2.5
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 import weakref
@@ -44,15 +45,17 @@ from sortedcontainers import SortedKeyList, SortedList
 
 from .bounds import refusal
 from .capture import Capture, Run
-from .config import QueueOptions
+from .config import DEFAULT_DEAD_LETTER_SUFFIX, QueueOptions
+from .duplicates import RecentIds
 from .statistics import NodeCounters, QueuedMessages, QueueSnapshot
 from .stored import ACQUIRED, ARCHIVED, AVAILABLE, Entry, StoredMessage
 
 if TYPE_CHECKING:
     from ..amqp.performatives import Error
+    from .config import BrokerConfig
     from .consuming import ConsumerRequest, NodeConsumer
 
-__all__ = ["Consumer", "Queue", "priority_level", "DeadLetter"]
+__all__ = ["Consumer", "Queue", "QueueServices", "priority_level", "DeadLetter"]
 
 #: Callback moving an entry to the dead-letter address: (queue, entry, reason, description).
 DeadLetter = Callable[["Queue", Entry, str, "str | None"], None]
@@ -85,12 +88,52 @@ class Consumer(Protocol):
     def deliver(self, entry: Entry) -> None: ...
 
 
+class QueueServices(Protocol):
+    """What :meth:`Queue.make` takes of the router's ``node.NodeServices``.
+
+    Named here because node.py names :class:`Queue` in the node contract: the dependency runs from
+    node.py to this module, not back.
+    """
+
+    @property
+    def config(self) -> BrokerConfig: ...
+
+    @property
+    def dead_letter(self) -> DeadLetter: ...
+
+    @property
+    def expiry_added(self) -> Callable[[float], None]: ...
+
+
 class Queue:
     """A queue node (a distribution node with ``move`` semantics, §3.5.3); a :class:`~.node.Node`."""
 
     KIND: ClassVar[str] = "queue"
+    OPTIONS: ClassVar[type[Any] | None] = QueueOptions
+    SNAPSHOT: ClassVar[type[Any]] = QueueSnapshot
     #: A queue keeps the dead letters routed to it (``keeps_expired``), so their copy carries no ttl.
     DEAD_LETTER_TTL: ClassVar[bool] = False
+    KEEPS_READ: ClassVar[bool] = False  # an accepted message leaves (move semantics, §3.5.3)
+    HOLDS_MESSAGES: ClassVar[bool] = True
+    REFUSES_WHEN_FULL: ClassVar[bool] = True  # ``max_depth``/``max_bytes`` with ``overflow`` (limits.py)
+    EXPIRES_BY_TTL: ClassVar[bool] = True  # header ttl, ``default_ttl``, ``max_ttl`` (Part 3 §3.2.1)
+    KEEPS_TRANSIENT: ClassVar[bool] = False  # a restart loses what was not sent durable (Part 3 §3.2.1)
+
+    @classmethod
+    def make(
+        cls, name: str, services: QueueServices, counters: NodeCounters, options: QueueOptions | None,
+        temporary: bool = False,
+    ) -> Queue:
+        """A queue (``options`` None: ``BrokerConfig.queue_defaults``); one named
+        ``<queue>/$DeadLetterQueue`` keeps what it gets and dead-letters nothing."""
+        dead_letters = name.endswith(DEFAULT_DEAD_LETTER_SUFFIX)
+        if options is None:
+            options = services.config.queue_defaults
+            if dead_letters:
+                options = dataclasses.replace(options, dead_letter_address="")
+        queue = cls(name, options, counters, services.dead_letter, temporary, services.expiry_added)
+        queue.keeps_expired = dead_letters
+        return queue
 
     def __init__(
         self,
@@ -136,6 +179,8 @@ class Queue:
         self.largest = 0
         #: Told when a message leaves, while producers wait for room (limits.py, withhold-credit).
         self.on_removed: Callable[[Queue], None] | None = None
+        #: The ids taken recently, with ``duplicate_window`` (duplicates.py; set again by :meth:`configure`).
+        self.duplicates: RecentIds | None = RecentIds(options.duplicate_window) if options.duplicate_window else None
 
     @property
     def limited(self) -> bool:
@@ -150,6 +195,20 @@ class Queue:
         if options.max_depth is None and options.max_bytes is None:
             return None  # the common case, on every message: no bound (``limited``, inlined)
         return refusal(self, message, staged)
+
+    def configure(self, options: QueueOptions, now: float) -> None:
+        """Declared again with ``options``: they apply from now on (what is held stays, and so do
+        the ids remembered while a duplicate window is set)."""
+        if options == self.options:
+            return
+        self.options = options
+        window = options.duplicate_window
+        if not window:
+            self.duplicates = None
+        elif self.duplicates is None:
+            self.duplicates = RecentIds(window)
+        else:
+            self.duplicates.window = window
 
     def put(self, message: StoredMessage, now: float, seq: int | None = None) -> None:
         """Enqueue a message (publish.py is the only caller) and hand it to a consumer with credit."""

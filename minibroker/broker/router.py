@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..amqp import errors as conditions
 from ..amqp.performatives import Error, amqp_error
@@ -22,7 +22,7 @@ from ..amqp.types import symbol
 from .addresses import QUEUE_PREFIX, TOPIC_CAPABILITIES, TOPIC_PREFIX, clash, parse_address, unresolved_reason
 from .capture import Run
 from .config import DEFAULT_DEAD_LETTER_SUFFIX, BrokerConfig, QueueOptions, StreamOptions
-from .kinds import NODE_KINDS, make_queue
+from .kinds import NODE_KINDS
 from .node import Node, NodeServices
 from .publish import Publisher, Source
 from .queue import Queue
@@ -95,18 +95,31 @@ class Router:
 
     # -------------------------------------------------------------- nodes
 
-    def declare(self, name: str, kind: str, options: Any = None) -> Node:
-        """Create a node of ``kind`` (kinds.py), or return the existing one of that name and kind."""
+    def declare(self, kind: str, name: str, options: Any = None) -> Node:
+        """Create a node of ``kind`` (kinds.py) with ``options`` (its ``OPTIONS`` type; None: the
+        defaults), or return the existing one of that name and kind, ``options`` applied if given."""
+        cls = NODE_KINDS.get(kind)
+        if cls is None:
+            raise NodeError(f"no node kind {kind!r}; the kinds are {sorted(NODE_KINDS)}")
+        if options is not None and (cls.OPTIONS is None or not isinstance(options, cls.OPTIONS)):
+            wanted = "no options" if cls.OPTIONS is None else f"{cls.OPTIONS.__name__} or None"
+            raise TypeError(f"a {kind} takes {wanted}, got {options!r}")
         node = self.nodes.get(name)
         if node is not None:
             if node.KIND != kind:
                 raise NodeError(f"{name!r} is a {node.KIND}; {clash(kind, node.KIND)}")
+            if options is not None:
+                node.configure(options, self.now())
             return node
-        factory = NODE_KINDS.get(kind)
-        if factory is None:
-            raise NodeError(f"no node kind {kind!r}; the kinds are {sorted(NODE_KINDS)}")
-        node = factory(name, self.services, self.counters.setdefault(name, NodeCounters()), options)
+        node = cls.make(name, self.services, self.counters.setdefault(name, NodeCounters()), options)
         self._add(node)
+        return node
+
+    def node(self, name: str) -> Node:
+        """The node named ``name`` (any kind)."""
+        node = self.nodes.get(name)
+        if node is None:
+            raise NodeError(f"no queue, topic or stream named {name!r}")
         return node
 
     def _add(self, node: Node) -> None:
@@ -116,33 +129,25 @@ class Router:
 
     def declare_queue(self, name: str, options: QueueOptions | None = None, temporary: bool = False) -> Queue:
         """Create a queue, or return the existing one of that name (taking ``options`` if given)."""
-        queue = self.queues.get(name)
-        if queue is None:
-            if name in self.nodes:
-                self.declare(name, Queue.KIND)  # raises: the name is taken by another kind
-            counters = self.counters.setdefault(name, NodeCounters())
-            queue = make_queue(name, self.services, counters, options, temporary)
-            self._add(queue)
-        elif options is not None and options != queue.options:
-            queue.options = options
-        return queue
+        return self._temporary(name) if temporary else cast(Queue, self.declare(Queue.KIND, name, options))
 
     def declare_topic(self, name: str) -> Topic:
         """Create a topic, or return the existing one of that name."""
-        self.declare(name, Topic.KIND)
-        return self.topics[name]
+        return cast(Topic, self.declare(Topic.KIND, name))
 
     def declare_stream(self, name: str, options: StreamOptions | None = None) -> Stream:
         """Create a stream, or return the existing one of that name (with ``options``, if given:
         a smaller limit drops what it no longer keeps at once)."""
-        stream = self.streams.get(name)
-        if stream is None:
-            self.declare(name, Stream.KIND, options)
-            return self.streams[name]
-        if options is not None and options != stream.options:
-            stream.options = options
-            stream.expire(self.now())
-        return stream
+        return cast(Stream, self.declare(Stream.KIND, name, options))
+
+    def _temporary(self, name: str) -> Queue:
+        """A queue that goes when its link ends (:meth:`drop_temporary`), or the queue already of that name."""
+        queue = self.queues.get(name)
+        if queue is None:
+            self.declare(Queue.KIND, name)  # makes it, or raises: the name is taken by another kind
+            queue = self.queues[name]
+            queue.temporary = True
+        return queue
 
     def declare_dynamic(self) -> tuple[str, Queue]:
         """A temporary queue under a fresh address, for a dynamic terminus (broker paper 2.3.13)."""
@@ -188,7 +193,7 @@ class Router:
             return node if not explicit or node.KIND == kind else None
         if not name or not self.config.auto_create or not create or self.auto_create_refusal() is not None:
             return None
-        node = self.declare_queue(name) if kind == Queue.KIND else self.declare(name, kind)
+        node = self.declare(kind, name)
         self.auto_created.add(name)
         return node
 
@@ -304,19 +309,25 @@ class Router:
 
     # --------------------------------------------------------- snapshots
 
+    def snapshot(self, name: str, now: float, run: Run | None = None, kind: str | None = None) -> Any:
+        """The snapshot of a node (its kind's ``SNAPSHOT``) or of a topic subscription's queue, by name;
+        ``kind`` given: only a node of that kind.  Counters now; a queue's messages are copied only when
+        read (``run`` runs that copy in the broker's thread)."""
+        node: Node | None = self.nodes.get(name)
+        if node is not None and kind is not None and node.KIND != kind:
+            node = None
+        if node is None and kind in (None, Queue.KIND):
+            node = next((queue for queue in self.all_queues() if queue.name == name), None)
+        if node is None:
+            known = sorted(self.nodes if kind is None else self.by_kind.get(kind, ()))
+            raise NodeError(f"no {kind or 'node'} named {name!r}; known {kind or 'node'}s: {known}")
+        return node.snapshot(now, run)
+
     def queue_snapshot(self, name: str, now: float, run: Run | None = None) -> QueueSnapshot:
-        """Counters now; messages copied only when read (``run`` runs that copy in the broker's thread)."""
-        queue = self.queues.get(name) or self.queue_named(name)
-        return queue.snapshot(now, run)
+        return cast(QueueSnapshot, self.snapshot(name, now, run, Queue.KIND))
 
     def stream_snapshot(self, name: str) -> StreamSnapshot:
-        stream = self.streams.get(name)
-        if stream is None:
-            raise NodeError(f"no stream named {name!r}; known streams: {sorted(self.streams)}")
-        return stream.snapshot(self.now())
+        return cast(StreamSnapshot, self.snapshot(name, self.now(), kind=Stream.KIND))
 
     def topic_snapshot(self, name: str) -> TopicSnapshot:
-        topic = self.topics.get(name)
-        if topic is None:
-            raise NodeError(f"no topic named {name!r}; known topics: {sorted(self.topics)}")
-        return topic.snapshot(self.now())
+        return cast(TopicSnapshot, self.snapshot(name, self.now(), kind=Topic.KIND))

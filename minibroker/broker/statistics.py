@@ -353,6 +353,11 @@ class StreamSnapshot:
     def offsets(self) -> list[int]:
         return self.messages.offsets()
 
+    @property
+    def depth(self) -> int:
+        """Messages retained (``count``): what every node snapshot calls its depth."""
+        return self.count
+
 
 @dataclass(frozen=True, slots=True)
 class SubscriptionSnapshot:
@@ -371,6 +376,11 @@ class TopicSnapshot:
     name: str
     subscriptions: tuple[SubscriptionSnapshot, ...]
     statistics: NodeStatistics
+
+    @property
+    def depth(self) -> int:
+        """Messages its subscriptions hold (a topic holds none itself)."""
+        return sum(subscription.depth for subscription in self.subscriptions)
 
 
 @dataclass(frozen=True, slots=True)

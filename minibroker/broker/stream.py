@@ -40,6 +40,7 @@ from ..amqp.transactions import TransactionalState
 from ..protocol.endpoints import Delivery, Link
 from .config import StreamOptions
 from .consuming import Client
+from .duplicates import RecentIds
 from .statistics import NodeCounters, StreamMessages, StreamSnapshot
 from .stored import StoredMessage
 from .streamfilters import StreamFilter
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from ..amqp.performatives import Error
     from .capture import Run
     from .consuming import ConsumerRequest, NodeConsumer
+    from .node import NodeServices
     from .queue import Queue
 
 __all__ = ["OFFSET_ANNOTATION", "SCAN", "Reader", "Stream", "StreamConsumer", "delivery_payload"]
@@ -82,8 +84,20 @@ class Stream:
     readers from their own offsets."""
 
     KIND: ClassVar[str] = "stream"
+    OPTIONS: ClassVar[type[Any] | None] = StreamOptions
+    SNAPSHOT: ClassVar[type[Any]] = StreamSnapshot
     #: A dead-lettered copy routed here keeps its header as it was (a stream expires nothing by ttl).
     DEAD_LETTER_TTL: ClassVar[bool] = True
+    KEEPS_READ: ClassVar[bool] = True  # a reader moves its own position; the log stays
+    HOLDS_MESSAGES: ClassVar[bool] = True
+    REFUSES_WHEN_FULL: ClassVar[bool] = False  # retention (``max_bytes``) drops the oldest instead
+    EXPIRES_BY_TTL: ClassVar[bool] = False  # retention is by ``max_age``, not by a message's ttl
+    KEEPS_TRANSIENT: ClassVar[bool] = True  # a stream is a durable log: a restart keeps it whole
+
+    @classmethod
+    def make(cls, name: str, services: NodeServices, counters: NodeCounters, options: StreamOptions | None) -> Stream:
+        """A stream (``options`` None: unbounded retention)."""
+        return cls(name, options or StreamOptions(), counters, services.expiry_added)
 
     def __init__(
         self,
@@ -99,6 +113,8 @@ class Stream:
         #: Readers stopped by :data:`SCAN` with credit left: their next slice is due (insertion-ordered set).
         self.pending: dict[Reader, None] = {}
         self.on_expiry = on_expiry  # told of a new retention deadline, so a timer can be rescheduled
+        #: The ids appended recently, with ``duplicate_window`` (duplicates.py; ``Publisher.publish`` reads it).
+        self.duplicates: RecentIds | None = RecentIds(options.duplicate_window) if options.duplicate_window else None
 
     @property
     def options(self) -> StreamOptions:
@@ -107,6 +123,13 @@ class Stream:
     @options.setter
     def options(self, options: StreamOptions) -> None:
         self.log.options = options
+        window = options.duplicate_window
+        if not window:
+            self.duplicates = None
+        elif self.duplicates is None:
+            self.duplicates = RecentIds(window)
+        else:
+            self.duplicates.window = window  # the ids remembered stay
 
     # ----------------------------------------------------------- contents
 
@@ -142,6 +165,19 @@ class Stream:
     def admit(self, message: StoredMessage, staged: Collection[StoredMessage] | None = None) -> Error | None:
         """A stream takes every message: retention (``max_bytes``, ``max_age``) drops the oldest instead."""
         return None
+
+    @property
+    def limited(self) -> bool:
+        return False  # nothing to count: :meth:`admit` never refuses
+
+    def configure(self, options: StreamOptions, now: float) -> None:
+        """Declared again with ``options``: a smaller retention limit drops what it no longer keeps at once."""
+        if options != self.options:
+            self.options = options
+            self.expire(now)
+
+    def reserve_seq(self) -> int | None:
+        return None  # a stream numbers by offset, given when a message is appended
 
     def put(self, message: StoredMessage, now: float, seq: int | None = None) -> None:
         """Append (publish.py is the only caller; a stream numbers by offset, so ``seq`` means nothing

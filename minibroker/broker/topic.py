@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Callable, Collection, Iterator
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .config import DEFAULT_DEAD_LETTER_SUFFIX
 from .filters import selector_matches
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..amqp.performatives import Error
     from .capture import Run
     from .consuming import ConsumerRequest, NodeConsumer
+    from .duplicates import RecentIds
     from .node import NodeServices
     from .selector import Selector
 
@@ -54,8 +55,21 @@ class Topic:
     """A topic node: each subscriber reads its own copy from its subscription queue; a :class:`~.node.Node`."""
 
     KIND: ClassVar[str] = "topic"
+    OPTIONS: ClassVar[type[Any] | None] = None  # a topic takes none: its subscriptions take ``BrokerConfig.queue_defaults``
+    SNAPSHOT: ClassVar[type[Any]] = TopicSnapshot
+    #: No duplicate detection on a topic (its subscriptions' queues may have it).
+    duplicates: RecentIds | None = None
     #: A copy dead-lettered to a topic passes on to its subscriptions with its ttl.
     DEAD_LETTER_TTL: ClassVar[bool] = True
+    KEEPS_READ: ClassVar[bool] = False  # each subscription is a queue: what its reader accepts leaves
+    HOLDS_MESSAGES: ClassVar[bool] = False  # its subscriptions do: with none, a message goes nowhere
+    REFUSES_WHEN_FULL: ClassVar[bool] = True  # when any subscription queue is full (``admit``)
+    EXPIRES_BY_TTL: ClassVar[bool] = True  # in its subscription queues
+    KEEPS_TRANSIENT: ClassVar[bool] = False  # its subscription queues lose what was not sent durable
+
+    @classmethod
+    def make(cls, name: str, services: NodeServices, counters: NodeCounters, options: None) -> Topic:
+        return cls(name, counters, services)
 
     def __init__(self, name: str, counters: NodeCounters, services: NodeServices | None = None) -> None:
         self.name = name
@@ -121,6 +135,17 @@ class Topic:
             if refused is not None:
                 return refused
         return None
+
+    @property
+    def limited(self) -> bool:
+        """Whether any subscription queue is bounded (only then can :meth:`admit` refuse)."""
+        return any(subscription.queue.limited for subscription in self.subscriptions.values())
+
+    def configure(self, options: None, now: float) -> None:
+        """Declared again: a topic has nothing to change."""
+
+    def reserve_seq(self) -> int | None:
+        return None  # a topic numbers nothing: each subscription queue numbers its own copies
 
     def put(self, message: StoredMessage, now: float, seq: int | None = None) -> None:
         """Copy to every subscription (``seq`` is a queue's notion: a topic numbers nothing) and dispatch."""

@@ -17,6 +17,7 @@ What each method of the exchange, queue, basic, confirm and tx classes does (0-9
   acknowledged once it is in every queue it routes to (or routes nowhere), nacked when a queue's
   ``x-overflow: reject-publish`` refused it; an unroutable mandatory message is returned
   (``basic.return`` 312 ``NO_ROUTE``) before its ack, as RabbitMQ orders them.
+* direct reply-to (``amq.rabbitmq.reply-to``): see :mod:`.replyto`.
 * transactions (``tx.select``, RabbitMQ >= 2.8 semantics): publishes, acks and rejects are held
   until ``tx.commit`` and dropped by ``tx.rollback``; errors such as a missing exchange are
   reported at once; returns for unroutable mandatory messages are sent on commit.
@@ -24,6 +25,7 @@ What each method of the exchange, queue, basic, confirm and tx classes does (0-9
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -80,14 +82,17 @@ from ..amqp091.methods import (
     TxSelectOk,
 )
 from ..amqp091.properties import BasicProperties
+from ..amqp091.values import long
 from ..broker.publish import Source
 from ..broker.queue import Queue
 from ..broker.stored import Entry, StoredMessage
+from ..broker.stream import Stream
 from ..rabbitmq.exchanges import Binding
 from . import consumers
 from .access import Kind
-from .consumers import Consumer091
+from .consumers import AnyConsumer, Consumer091, Ranking, StreamReader091, stream_offset
 from .conversion import from_amqp10, to_amqp10
+from .replyto import REPLY_TO
 
 if TYPE_CHECKING:
     from .connection import Connection091
@@ -102,11 +107,12 @@ _TX_OVERHEAD = 1024
 
 
 class _Unacked:
-    """A message delivered on this channel and not yet acknowledged."""
+    """A message delivered on this channel and not yet acknowledged (``queue`` and ``entry`` None:
+    read from a stream, where settling it removes nothing)."""
 
     __slots__ = ("queue", "entry", "consumer")
 
-    def __init__(self, queue: Queue, entry: Entry, consumer: Consumer091 | None) -> None:
+    def __init__(self, queue: Queue | None, entry: Entry | None, consumer: AnyConsumer | None) -> None:
         self.queue = queue
         self.entry = entry
         self.consumer = consumer
@@ -136,7 +142,7 @@ class Channel:
         self.vhost = connection.vhost
         #: Delivery tag -> what it delivered, in tag order (a dict keeps insertion order).
         self.unacked: dict[int, _Unacked] = {}
-        self.consumers: dict[str, Consumer091] = {}
+        self.consumers: dict[str, AnyConsumer] = {}
         self._tag = 0
         #: ``basic.qos`` prefetch-count for consumers started after it (``global=false``), and for the channel.
         self.prefetch = 0
@@ -155,6 +161,10 @@ class Channel:
         #: The queue this channel declared last: an empty queue name in a later method means it (§1.7.2.1).
         self._last_queue = ""
         self._consumer_serial = 0
+        #: Direct reply-to: the tag of this channel's ``amq.rabbitmq.reply-to`` consumer and the
+        #: token its requests' ``reply-to`` carries.
+        self.reply_tag: str | None = None
+        self._reply_token = ""
 
     # ----------------------------------------------------------------- dispatch
 
@@ -267,7 +277,9 @@ class Channel:
             self.vhost.check_owner(name, self.connection, 50, 40)
             if method.if_unused and queue.consumers:
                 raise AMQP091Error(codes.PRECONDITION_FAILED, f"queue '{name}' in vhost '/' in use", 50, 40)
-            if method.if_empty and queue.depth:
+            # RabbitMQ counts ready messages only: one delivered and not yet acknowledged does
+            # not keep the queue (aio-pika's Queue.delete() sends if-empty by default).
+            if method.if_empty and queue.available_count:
                 raise AMQP091Error(codes.PRECONDITION_FAILED, f"queue '{name}' in vhost '/' is not empty", 50, 40)
             count = queue.available_count
         self.vhost.delete_queue(name)
@@ -286,39 +298,143 @@ class Channel:
         self._dispatch_all()  # a larger window lets more go out now
 
     def _basic_consume(self, method: BasicConsume) -> None:
+        if method.queue == REPLY_TO:
+            self._consume_replies(method)
+            return
         name = self._queue_name(method.queue, 60, 20)
         self.connection.access.require("read", "queue", name, 60, 20)
+        stream = self.vhost.stream(name)
+        if stream is not None:
+            self._consume_stream(method, stream)
+            return
         queue = self.vhost.queue(name, 60, 20)
         self.vhost.check_owner(name, self.connection, 60, 20)
-        tag = method.consumer_tag
-        if not tag:
-            self._consumer_serial += 1
-            tag = f"amq.ctag-{self.number}.{self._consumer_serial}-{id(self):x}"
-        if tag in self.consumers:
-            # RabbitMQ: a connection error (530) naming the tag.
-            raise AMQP091Error(codes.NOT_ALLOWED, f"attempt to reuse consumer tag '{tag}'", 60, 20)
+        tag = self._consumer_tag(method)
         if method.exclusive and queue.consumers:
             raise AMQP091Error(codes.ACCESS_REFUSED, f"queue '{name}' in vhost '/' in exclusive use", 60, 20)
-        consumer = Consumer091(self, tag, queue, method.no_ack, self.prefetch)
+        priority = method.arguments.get("x-priority", 0)
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise AMQP091Error(
+                codes.PRECONDITION_FAILED, f"invalid x-priority {priority!r}: expected an integer (RabbitMQ's default 0)",
+                60, 20,
+            )  # fmt: skip
+        spec = self.vhost.specs.get(name)
+        ranking = self.vhost.rankings.setdefault(name, Ranking())
+        consumer = Consumer091(
+            self, tag, queue, method.no_ack, self.prefetch, priority=priority, ranking=ranking,
+            single_active=spec is not None and spec.single_active_consumer,
+            quorum=spec is not None and spec.type == "quorum",
+        )  # fmt: skip
+        if priority:
+            ranking.prioritised += 1
         self.consumers[tag] = consumer
         self.connection.consumer_added(consumer)
         self._reply(BasicConsumeOk(consumer_tag=tag), method.nowait)  # before its first delivery
         queue.add_consumer(consumer)
         queue.dispatch(self.connection.broker.now())
 
+    def _consume_stream(self, method: BasicConsume, stream: Stream) -> None:
+        """A consumer of a stream from its ``x-stream-offset``, as RabbitMQ's: acknowledging (540
+        for no-ack) with a prefetch (406 without one), reading without removing."""
+        name = stream.name
+        if method.no_ack:
+            raise AMQP091Error(
+                codes.NOT_IMPLEMENTED,
+                f"automatic acknowledgement not supported by stream queues queue '{name}' in vhost '/'", 60, 20,
+            )  # fmt: skip
+        if not self.prefetch:
+            raise AMQP091Error(
+                codes.PRECONDITION_FAILED, f"consumer prefetch count is not set for 'queue '{name}' in vhost '/''", 60, 20
+            )
+        now = self.connection.broker.now()
+        offset = method.arguments.get("x-stream-offset")
+        spec = stream_offset(offset, now)
+        if spec is None:
+            raise AMQP091Error(
+                codes.PRECONDITION_FAILED,
+                f"invalid x-stream-offset {offset!r} for stream '{name}': expected first, last, next, an offset, "
+                "a timestamp or an interval such as '10m'",
+                60, 20,
+            )  # fmt: skip
+        if method.exclusive and stream.readers:
+            raise AMQP091Error(codes.ACCESS_REFUSED, f"queue '{name}' in vhost '/' in exclusive use", 60, 20)
+        reader = StreamReader091(self, self._consumer_tag(method), stream, self.prefetch)
+        self.consumers[reader.tag] = reader
+        self.connection.consumer_added(reader)
+        self._reply(BasicConsumeOk(consumer_tag=reader.tag), method.nowait)
+        reader.start(spec, now)
+
+    def deliver_stream(self, reader: StreamReader091, offset: int, message: StoredMessage) -> None:
+        """Send the stream's message at ``offset`` to ``reader`` with its ``x-stream-offset`` header (a long, as RabbitMQ's)."""
+        delivered = from_amqp10(message.decode(), message.message_annotations, reader.name, message.payload)
+        headers = dict(delivered.properties.headers or {})
+        headers["x-stream-offset"] = long(offset)
+        tag = self._next_tag()
+        deliver = BasicDeliver(
+            consumer_tag=reader.tag, delivery_tag=tag, redelivered=False, exchange=delivered.exchange,
+            routing_key=delivered.routing_key,
+        )  # fmt: skip
+        properties = dataclasses.replace(delivered.properties, headers=headers)
+        self.connection.engine.send_content(self.number, deliver, properties, delivered.body)
+        self.connection.mark_dirty()
+        self.unacked[tag] = _Unacked(None, None, reader)
+        reader.unacked += 1
+
+    def _consumer_tag(self, method: BasicConsume) -> str:
+        tag = method.consumer_tag
+        if not tag:
+            self._consumer_serial += 1
+            tag = f"amq.ctag-{self.number}.{self._consumer_serial}-{id(self):x}"
+        if tag in self.consumers or tag == self.reply_tag:
+            # RabbitMQ: a connection error (530) naming the tag.
+            raise AMQP091Error(codes.NOT_ALLOWED, f"attempt to reuse consumer tag '{tag}'", 60, 20)
+        return tag
+
+    def _consume_replies(self, method: BasicConsume) -> None:
+        """Direct reply-to's consumer: no-ack only, one per channel (RabbitMQ's rules and texts)."""
+        if not method.no_ack:
+            raise AMQP091Error(codes.PRECONDITION_FAILED, "reply consumer cannot acknowledge", 60, 20)
+        if self.reply_tag is not None:
+            raise AMQP091Error(codes.PRECONDITION_FAILED, "reply consumer already set", 60, 20)
+        self.reply_tag = self._consumer_tag(method)
+        self._reply_token = self.vhost.replies.register(self)
+        self._reply(BasicConsumeOk(consumer_tag=self.reply_tag), method.nowait)
+
+    def _end_replies(self) -> None:
+        if self.reply_tag is not None:
+            self.vhost.replies.unregister(self._reply_token)
+            self.reply_tag = None
+
+    def deliver_reply(self, routing_key: str, properties: BasicProperties, body: bytes) -> None:
+        """A reply published to this channel's ``amq.rabbitmq.reply-to.<token>``: straight to its
+        reply consumer (no queue holds it, no-ack), as through the default exchange."""
+        assert self.reply_tag is not None
+        deliver = BasicDeliver(
+            consumer_tag=self.reply_tag, delivery_tag=self._next_tag(), redelivered=False, exchange="",
+            routing_key=routing_key,
+        )  # fmt: skip
+        self.connection.engine.send_content(self.number, deliver, properties, body)
+        self.connection.mark_dirty()
+
     def _basic_cancel(self, method: BasicCancel) -> None:
         consumer = self.consumers.get(method.consumer_tag)
         if consumer is not None:
             self.end_consumer(consumer)
+        elif method.consumer_tag == self.reply_tag:
+            self._end_replies()
         # Unknown tags are answered too (§1.8.3.5: cancelling a consumer that is gone is no error).
         self._reply(BasicCancelOk(consumer_tag=method.consumer_tag), method.nowait)
 
-    def end_consumer(self, consumer: Consumer091, notify: bool = False) -> None:
+    def end_consumer(self, consumer: AnyConsumer, notify: bool = False) -> None:
         """Stop a consumer (its unacknowledged messages stay the channel's until settled);
         ``notify``: the broker ends it (its queue was deleted), so the client is told with
         ``basic.cancel`` (RabbitMQ's consumer cancel notification)."""
         self.consumers.pop(consumer.tag, None)
-        consumer.queue.remove_consumer(consumer)
+        consumer.detach()
+        if isinstance(consumer, Consumer091) and consumer.priority:
+            consumer.ranking.prioritised -= 1
+        # A single active consumer's successor, or lower-priority consumers, may take over now.
+        consumer.dispatch(self.connection.broker.now())
         self.connection.consumer_removed(consumer)
         if notify:
             self.connection.engine.send(self.number, BasicCancel(consumer_tag=consumer.tag, nowait=True))
@@ -336,17 +452,22 @@ class Channel:
                 60, 70,
             )  # fmt: skip
         broker = self.connection.broker
+        self.vhost.used(name)  # a basic.get restarts an x-expires queue's idle time
         entry = queue.take(None, broker.now())
         if entry is None:
             self._reply(BasicGetEmpty())
             return
         tag = self._next_tag()
-        delivered = from_amqp10(entry.message.decode(), entry.merged_annotations(), queue.name)
+        delivered = from_amqp10(entry.message.decode(), entry.merged_annotations(), queue.name, entry.message.payload)
         get_ok = BasicGetOk(
             delivery_tag=tag, redelivered=entry.acquired_before, exchange=delivered.exchange,
             routing_key=delivered.routing_key, message_count=queue.available_count,
         )  # fmt: skip
-        self.connection.engine.send_content(self.number, get_ok, delivered.properties, delivered.body)
+        spec = self.vhost.specs.get(name)
+        properties = delivered.properties
+        if spec is not None and spec.type == "quorum":
+            properties = _delivery_count(properties, entry)
+        self.connection.engine.send_content(self.number, get_ok, properties, delivered.body)
         if method.no_ack:
             queue.accept(entry)
         else:
@@ -356,7 +477,7 @@ class Channel:
         """Send ``entry`` to ``consumer`` (called by its queue, which acquired it for the consumer)."""
         queue = consumer.queue
         try:
-            delivered = from_amqp10(entry.message.decode(), entry.merged_annotations(), queue.name)
+            delivered = from_amqp10(entry.message.decode(), entry.merged_annotations(), queue.name, entry.message.payload)
         except (AMQPDecodeError, IndexError) as exc:
             # A body an AMQP 1.0 client sent that does not decode (only its other sections are
             # checked on arrival): rejected (dead-lettered where the queue says), so neither this
@@ -369,7 +490,8 @@ class Channel:
             exchange=delivered.exchange, routing_key=delivered.routing_key,
         )  # fmt: skip
         connection = self.connection
-        connection.engine.send_content(self.number, deliver, delivered.properties, delivered.body)
+        properties = _delivery_count(delivered.properties, entry) if consumer.quorum else delivered.properties
+        connection.engine.send_content(self.number, deliver, properties, delivered.body)
         connection.mark_dirty()
         if consumer.no_ack:
             queue.accept(entry)
@@ -387,15 +509,18 @@ class Channel:
         self._settle(method.delivery_tag, method.multiple, self._accept, 60, 80)
 
     def _basic_reject(self, method: BasicReject) -> None:
-        self._settle(method.delivery_tag, False, self._requeue if method.requeue else self._reject, 60, 90)
+        self._settle(method.delivery_tag, False, self._requeue if method.requeue else self._reject, 60, 90, True)
 
     def _basic_nack(self, method: BasicNack) -> None:
-        self._settle(method.delivery_tag, method.multiple, self._requeue if method.requeue else self._reject, 60, 120)
+        outcome = self._requeue if method.requeue else self._reject
+        self._settle(method.delivery_tag, method.multiple, outcome, 60, 120, True)
 
     def _settle(
-        self, tag: int, multiple: bool, outcome: Callable[[_Unacked], None], class_id: int, method_id: int
-    ) -> None:
-        """Settle ``tag`` (with ``multiple``, every tag up to it; 0: all) with ``outcome``."""
+        self, tag: int, multiple: bool, outcome: Callable[[_Unacked], None], class_id: int, method_id: int,
+        refusal: bool = False,
+    ) -> None:  # fmt: skip
+        """Settle ``tag`` (with ``multiple``, every tag up to it; 0: all) with ``outcome``
+        (``refusal``: a nack or reject, which a stream's deliveries do not take)."""
         if multiple:
             tags = [t for t in self.unacked if tag == 0 or t <= tag]
             if tag and not tags and tag not in self.unacked:
@@ -404,6 +529,17 @@ class Channel:
             tags = [tag]
         else:
             raise AMQP091Error(codes.PRECONDITION_FAILED, f"unknown delivery tag {tag}", class_id, method_id)
+        if refusal:
+            for t in tags:
+                held = self.unacked[t]
+                if held.queue is None and held.consumer is not None:
+                    # RabbitMQ 3.10: a connection error, the stream named.
+                    raise AMQP091Error(
+                        codes.NOT_IMPLEMENTED,
+                        f"basic.nack and basic.reject not supported by stream queues queue '{held.consumer.name}' "
+                        "in vhost '/'",
+                        class_id, method_id,
+                    )  # fmt: skip
         if self.transactional:
             # Held until commit (RabbitMQ >= 2.8: acks and rejects are transactional).
             self._tx_settles.extend((t, self.unacked.pop(t), outcome) for t in tags)
@@ -415,24 +551,47 @@ class Channel:
 
     def _settled(self, settled: list[tuple[_Unacked, Callable[[_Unacked], None]]]) -> None:
         """Apply each outcome to what it settles, then let the queues involved send again."""
-        queues: dict[int, Queue] = {}
+        queues: dict[int, Queue | StreamReader091] = {}
         for held, outcome in settled:
-            if held.consumer is not None:
-                held.consumer.unacked -= 1
+            consumer = held.consumer
+            if consumer is not None:
+                consumer.unacked -= 1
             outcome(held)
-            queues[id(held.queue)] = held.queue
+            if held.queue is not None:
+                queues[id(held.queue)] = held.queue
+            elif isinstance(consumer, StreamReader091):
+                queues[id(consumer)] = consumer  # a stream's reader: its window has room
         now = self.connection.broker.now()
         for queue in queues.values():
             queue.dispatch(now)  # room in the prefetch window, or a requeued message
 
+    # A stream's delivery (queue None) is settled by freeing its room in the window alone.
+
     def _accept(self, held: _Unacked) -> None:
-        held.queue.accept(held.entry)
+        if held.queue is not None and held.entry is not None:
+            held.queue.accept(held.entry)
 
     def _requeue(self, held: _Unacked) -> None:
-        held.queue.release(held.entry, self.connection.broker.now())
+        queue, entry = held.queue, held.entry
+        if queue is None or entry is None:
+            return
+        spec = self.vhost.specs.get(queue.name)
+        if spec is not None and spec.type == "quorum":
+            # A quorum queue counts a requeue as a failed delivery; past x-delivery-limit (20 by
+            # default in RabbitMQ 4) the message is dead-lettered, or dropped without a DLX.
+            queue.modify(entry, self.connection.broker.now(), True, False, None, None)
+        else:
+            queue.release(entry, self.connection.broker.now())
+
+    def _release(self, held: _Unacked) -> None:
+        """Back to the queue because the channel went, not the consumer: no failed delivery counted
+        (RabbitMQ 4's quorum queues count only requeues a consumer asked for)."""
+        if held.queue is not None and held.entry is not None:
+            held.queue.release(held.entry, self.connection.broker.now())
 
     def _reject(self, held: _Unacked) -> None:
-        held.queue.reject(held.entry, "rejected", None)
+        if held.queue is not None and held.entry is not None:
+            held.queue.reject(held.entry, "rejected", None)
 
     def _basic_recover(self, method: BasicRecover | BasicRecoverAsync) -> None:
         """Redeliver every unacknowledged message: RabbitMQ requeues them whatever ``requeue`` says."""
@@ -462,6 +621,10 @@ class Channel:
                     codes.PRECONDITION_FAILED, f"invalid expiration '{properties.expiration}': no_integer", 60, 40
                 )
             ttl = int(properties.expiration)
+        if properties.reply_to == REPLY_TO:
+            if self.reply_tag is None:
+                raise AMQP091Error(codes.PRECONDITION_FAILED, "fast reply consumer does not exist", 60, 40)
+            properties = dataclasses.replace(properties, reply_to=f"{REPLY_TO}.{self._reply_token}")
         queues = self.vhost.route(method.exchange, method.routing_key, properties.headers)
         now = connection.broker.now()
         message = StoredMessage(to_amqp10(method.exchange, method.routing_key, properties, body, ttl), now)
@@ -487,7 +650,13 @@ class Channel:
         for name in queues:
             if router.route(router.nodes[name], message, now, Source.CLIENT) is not None:
                 refused = True  # x-overflow reject-publish: the queue is full
-        if not queues and method.mandatory:
+        routed = bool(queues)
+        if not routed:
+            replying = self.vhost.replies.find(method.exchange, method.routing_key)
+            if replying is not None:
+                replying.deliver_reply(method.routing_key, properties, body)
+                routed = True
+        if not routed and method.mandatory:
             returned = BasicReturn(
                 reply_code=codes.NO_ROUTE, reply_text="NO_ROUTE", exchange=method.exchange,
                 routing_key=method.routing_key,
@@ -552,8 +721,8 @@ class Channel:
 
     def _dispatch_all(self) -> None:
         now = self.connection.broker.now()
-        for queue in {id(c.queue): c.queue for c in self.consumers.values()}.values():
-            queue.dispatch(now)
+        for consumer in {id(c.queue if isinstance(c, Consumer091) else c): c for c in self.consumers.values()}.values():
+            consumer.dispatch(now)
 
     def pump(self) -> None:
         """The connection's output drained: send what the consumers may now."""
@@ -563,9 +732,16 @@ class Channel:
         """The channel is gone: its consumers end and what it held goes back, redelivered (§1.8)."""
         for consumer in list(self.consumers.values()):
             self.end_consumer(consumer)
+        self._end_replies()
         self._tx_publishes.clear()
         self._unsettle()
-        self._apply(list(self.unacked), self._requeue)
+        self._apply(list(self.unacked), self._release)
+
+
+def _delivery_count(properties: BasicProperties, entry: Entry) -> BasicProperties:
+    """A quorum queue's delivery: its failed deliveries so far in the header ``x-delivery-count``
+    (a long, 0 on the first), as RabbitMQ 3.10 sends it."""
+    return dataclasses.replace(properties, headers={**(properties.headers or {}), "x-delivery-count": long(entry.delivery_count)})
 
 
 _HANDLERS: dict[type[Method], Callable[[Channel, Any], None]] = {

@@ -33,7 +33,7 @@ from ..amqp091.events import (
 from ..broker.client_connection import OUTPUT_BOUND
 from .access import Access
 from .channel import Channel
-from .consumers import Consumer091
+from .consumers import AnyConsumer
 from .vhost import vhost_of
 
 if TYPE_CHECKING:
@@ -51,6 +51,8 @@ CAPABILITIES: dict[str, Any] = {
     "connection.blocked": True,
     "per_consumer_qos": True,
     "authentication_failure_close": True,
+    "consumer_priorities": True,
+    "direct_reply_to": True,
 }
 SERVER_PROPERTIES: dict[str, Any] = {
     "product": "minibroker",
@@ -249,16 +251,19 @@ class Connection091:
 
     # ------------------------------------------------------------- consumers
 
-    def consumer_added(self, consumer: Consumer091) -> None:
-        self.vhost.readers.setdefault(consumer.queue.name, {})[consumer] = None
+    def consumer_added(self, consumer: AnyConsumer) -> None:
+        self.vhost.readers.setdefault(consumer.name, {})[consumer] = None
 
-    def consumer_removed(self, consumer: Consumer091) -> None:
-        readers = self.vhost.readers.get(consumer.queue.name)
+    def consumer_removed(self, consumer: AnyConsumer) -> None:
+        readers = self.vhost.readers.get(consumer.name)
         if readers is not None:
             readers.pop(consumer, None)
             if not readers:
-                del self.vhost.readers[consumer.queue.name]
-        spec = self.vhost.specs.get(consumer.queue.name)
-        if spec is not None and spec.auto_delete and not consumer.queue.consumers:
-            # RabbitMQ: an auto-delete queue goes when its last consumer does.
-            self.vhost.delete_queue(consumer.queue.name)
+                del self.vhost.readers[consumer.name]
+        spec = self.vhost.specs.get(consumer.name)
+        if spec is not None and not consumer.remaining():
+            if spec.auto_delete:
+                # RabbitMQ: an auto-delete queue goes when its last consumer does.
+                self.vhost.delete_queue(consumer.name)
+            else:
+                self.vhost.used(consumer.name)  # an x-expires queue's idle time starts

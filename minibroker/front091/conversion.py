@@ -18,15 +18,24 @@ correlation-id      properties ``correlation-id``
 reply-to            properties ``reply-to``
 user-id             properties ``user-id`` (binary)
 timestamp (s)       properties ``creation-time`` (ms)
-headers             application-properties (§3.2.5): simple values only; a long string
-                    that is UTF-8 becomes a string, else binary; a timestamp a
-                    timestamp; nested tables, arrays and decimals are not carried
+headers             a key starting ``x-``: message-annotations (a symbol key), tables as
+                    maps and arrays as lists; any other key: application-properties
+                    (§3.2.5) when its value is simple. A long string that is UTF-8
+                    becomes a string, else binary; a timestamp a timestamp. What
+                    RabbitMQ 4 does not convert (a table or array under a key without
+                    ``x-``, a decimal anywhere) is kept, still 0-9-1-encoded, in the
+                    annotation ``x-amqp-0-9-1-headers`` for 0-9-1 consumers alone
 type, app-id        message-annotations ``x-basic-type``, ``x-basic-app-id``
+x-death,            message-annotations of the same names, set when the message is
+x-first-death-*     dead-lettered (:func:`record_death`), sent back as these headers
 exchange, key       message-annotations ``x-exchange``, ``x-routing-key`` (as the
                     RabbitMQ 4 layer sets them)
 ==================  ==========================================================
 
-The other way, a ``data`` body is the 0-9-1 body; an ``amqp-value`` holding a string is sent
+The other way, application-properties and ``x-`` message-annotations become headers (maps as
+tables, lists as arrays, symbols as strings, a 1.0 ``long`` a ``long``), besides the annotations
+that carry 0-9-1 fields; the header ``priority`` is passed on when the sender set it (4, AMQP
+1.0's default, only when the header section carries it explicitly).  A ``data`` body is the 0-9-1 body; an ``amqp-value`` holding a string is sent
 as its UTF-8 bytes and one holding bytes as those bytes (what a 0-9-1 consumer expects of a
 python-qpid-proton ``Message(body="text")``); any other body is sent AMQP-encoded.
 """
@@ -39,16 +48,31 @@ from typing import Any
 from ..amqp.codec import encode
 from ..amqp.message import Message
 from ..amqp.messaging import Header, Properties
-from ..amqp.types import symbol, timestamp
+from ..amqp.types import byte, float32, int32, short, symbol, timestamp, ubyte, uint, ulong, ushort
+from ..amqp091.errors import FrameError
 from ..amqp091.properties import BasicProperties
-from ..amqp091.values import LongStr
+from ..amqp091.values import LongStr, decode_table, encode_table, long
 
-__all__ = ["Delivered", "X_EXCHANGE", "X_ROUTING_KEY", "from_amqp10", "to_amqp10"]
+__all__ = ["Delivered", "X_EXCHANGE", "X_ROUTING_KEY", "from_amqp10", "record_death", "to_amqp10"]
 
 X_EXCHANGE = symbol("x-exchange")
 X_ROUTING_KEY = symbol("x-routing-key")
 X_BASIC_TYPE = symbol("x-basic-type")
 X_BASIC_APP_ID = symbol("x-basic-app-id")
+X_DEATH = symbol("x-death")
+#: RabbitMQ 3.10's headers saying where a message was dead-lettered first.
+_FIRST_DEATH = tuple(symbol(f"x-first-death-{part}") for part in ("exchange", "queue", "reason"))
+#: The broker's reasons for dead-lettering, as RabbitMQ names them in ``x-death`` (the rest: "rejected").
+_DEATH_REASONS = {"TTLExpiredException": "expired", "MaxLengthExceeded": "maxlen"}
+#: Headers RabbitMQ 4 would not convert to AMQP 1.0, as an encoded 0-9-1 field table: RabbitMQ
+#: keeps a 0-9-1 message as it came, so a 0-9-1 consumer still gets them; so does this one.
+X_HEADERS_091 = symbol("x-amqp-0-9-1-headers")
+#: Annotations that carry 0-9-1 fields or the broker's own data, not headers.
+_NOT_HEADERS = frozenset((X_EXCHANGE, X_ROUTING_KEY, X_BASIC_TYPE, X_BASIC_APP_ID, X_HEADERS_091))
+#: AMQP 1.0 values a 0-9-1 header takes as they are (a 1.0 ``long``, a plain int, does not).
+_AS_IS = frozenset((str, bytes, bool, float, float32, byte, ubyte, short, ushort, int32, uint))
+#: What :func:`_to_amqp` answers for a value RabbitMQ 4 does not convert (a decimal).
+_UNCONVERTED = object()
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 #: Application-property values AMQP 1.0 allows (§3.2.5: simple types, no maps or lists).
@@ -87,12 +111,24 @@ def to_amqp10(exchange: str, routing_key: str, properties: BasicProperties, body
     if properties.app_id is not None:
         annotations[X_BASIC_APP_ID] = properties.app_id
     application_properties = None
-    if properties.headers:
+    if properties.headers is not None:  # an empty table too: amqplib sends one, and reads it back
         application_properties = {}
+        kept: dict[str, Any] = {}
         for name, value in properties.headers.items():
+            if name.startswith("x-") and symbol(name) not in _NOT_HEADERS:
+                converted = _to_amqp(value)
+                if converted is _UNCONVERTED:
+                    kept[name] = value
+                else:
+                    annotations[symbol(name)] = converted
+                continue
             converted = _to_simple(value)
-            if converted is not None:
+            if converted is _UNCONVERTED:
+                kept[name] = value
+            elif converted is not None:
                 application_properties[name] = converted
+        if kept:
+            annotations[X_HEADERS_091] = encode_table(kept)
     return Message(
         body=body,
         body_kind="data",
@@ -115,28 +151,51 @@ class Delivered:
         self.routing_key = routing_key
 
 
-def from_amqp10(message: Message, annotations: dict[Any, Any] | None, queue: str) -> Delivered:
-    """A stored message as a 0-9-1 consumer receives it (``annotations``: the entry's current ones)."""
+def from_amqp10(
+    message: Message, annotations: dict[Any, Any] | None, queue: str, payload: bytes | memoryview = b""
+) -> Delivered:
+    """A stored message as a 0-9-1 consumer receives it (``annotations``: the entry's current ones;
+    ``payload``: its encoding, looked at only for a header priority of 4)."""
     header = message.header
     props = message.properties
     annotations = annotations or {}
     headers: dict[str, Any] | None = None
-    if message.application_properties:
+    if message.application_properties is not None:
         headers = {}
         for name, value in message.application_properties.items():
-            converted = _from_simple(value)
+            converted = _from_amqp(value)
             if converted is not None:
                 headers[str(name)] = converted
+    if len(annotations) > 2 or not (X_EXCHANGE in annotations and X_ROUTING_KEY in annotations):
+        # Anything but the usual exchange and key: x- annotations are headers (RabbitMQ 4).
+        for key, value in annotations.items():
+            if isinstance(key, symbol) and key.startswith("x-") and key not in _NOT_HEADERS:
+                headers = headers if headers is not None else {}
+                headers[str(key)] = _from_amqp(value)
+        kept = annotations.get(X_HEADERS_091)
+        if isinstance(kept, bytes):
+            try:
+                table = decode_table(kept)
+            except FrameError:
+                table = {}  # not ours (an AMQP 1.0 sender set it): left out, as any unconvertible value
+            if table:
+                headers = headers if headers is not None else {}
+                headers.update(table)
+    if X_DEATH in annotations:  # dead-lettered: RabbitMQ's headers saying where and why
+        headers = {**(headers or {}), **_death_headers(annotations)}
+    priority = None
+    if header is not None and (header.priority != 4 or _explicit_priority(payload)):
+        priority = header.priority
     properties = BasicProperties(
         content_type=_text(props.content_type) if props is not None else None,
         content_encoding=_text(props.content_encoding) if props is not None else None,
         headers=headers,
         delivery_mode=(2 if header.durable else 1) if header is not None else None,
-        # A 1.0 header always has a priority (4 when not sent, §3.2.1): only another one is passed on.
-        priority=header.priority if header is not None and header.priority != 4 else None,
+        priority=priority,
         correlation_id=_text(props.correlation_id) if props is not None else None,
         reply_to=_text(props.reply_to) if props is not None else None,
-        expiration=str(header.ttl) if header is not None and header.ttl is not None else None,
+        # ttl decodes as a uint, whose str() is "uint(30000)": the expiration is its digits.
+        expiration=str(int(header.ttl)) if header is not None and header.ttl is not None else None,
         message_id=_text(props.message_id) if props is not None else None,
         timestamp=_seconds(props.creation_time) if props is not None and props.creation_time is not None else None,
         type=_text(annotations.get(X_BASIC_TYPE)),
@@ -167,6 +226,55 @@ def _millis(moment: datetime.datetime) -> int:
     return millis
 
 
+def record_death(annotations: dict[Any, Any], queue: str, reason: str, now: float) -> dict[Any, Any]:
+    """The annotations that record one more dead-lettering of a message from ``queue``.
+
+    RabbitMQ 3.10 (``rabbit_dead_letter``): the ``x-death`` header lists one table per queue and
+    reason, the latest first, each with ``count``, ``reason``, ``queue``, ``time``, ``exchange``
+    and ``routing-keys`` (the message's before this death); dying again from the same queue for
+    the same reason counts up that table and moves it first.  ``x-first-death-exchange``,
+    ``-queue`` and ``-reason`` name the first death and never change.  Kept as message
+    annotations (a list of maps) and made headers for each 0-9-1 delivery (kombu and Celery
+    count retries by ``x-death``).
+    """
+    why = _DEATH_REASONS.get(reason, "rejected")
+    exchange = str(annotations.get(X_EXCHANGE, ""))
+    key = annotations.get(X_ROUTING_KEY)
+    deaths = _deaths(annotations)
+    count = 1
+    for index, death in enumerate(deaths):
+        if death.get("queue") == queue and death.get("reason") == why:
+            earlier = deaths.pop(index).get("count")
+            count += earlier if isinstance(earlier, int) else 0
+            break
+    latest = {
+        "count": count, "reason": why, "queue": queue, "time": timestamp(int(now) * 1000),
+        "exchange": exchange, "routing-keys": [str(key) if key is not None else queue],
+    }  # fmt: skip
+    recorded: dict[Any, Any] = {X_DEATH: [latest, *deaths]}
+    if _FIRST_DEATH[0] not in annotations:
+        recorded.update(zip(_FIRST_DEATH, (exchange, queue, why), strict=True))
+    return recorded
+
+
+def _deaths(annotations: dict[Any, Any]) -> list[dict[Any, Any]]:
+    """The ``x-death`` tables recorded so far (an AMQP 1.0 client may have sent anything there)."""
+    recorded = annotations.get(X_DEATH)
+    return [death for death in recorded if isinstance(death, dict)] if isinstance(recorded, list) else []
+
+
+def _death_headers(annotations: dict[Any, Any]) -> dict[str, Any]:
+    """``x-death`` and ``x-first-death-*`` as RabbitMQ 3.10 sends them (times as timestamps)."""
+    deaths = [
+        {str(field): _seconds(value) if field == "time" and isinstance(value, int) else value
+         for field, value in death.items()}
+        for death in _deaths(annotations)
+    ]  # fmt: skip
+    headers: dict[str, Any] = {"x-death": deaths}
+    headers.update((str(name), str(annotations[name])) for name in _FIRST_DEATH if name in annotations)
+    return headers
+
+
 def _seconds(millis: int) -> datetime.datetime:
     return _EPOCH + datetime.timedelta(seconds=millis // 1000)
 
@@ -181,6 +289,19 @@ def _text(value: Any) -> str | None:
 
 
 def _to_simple(value: Any) -> Any:
+    """An application-property value; :data:`_UNCONVERTED` for a table, an array, a decimal
+    (RabbitMQ 4 does not convert them) or void, which a 0-9-1 consumer then gets back as sent
+    (Celery's task headers carry voids: ``eta``, ``expires``, ``parent_id``)."""
+    if isinstance(value, LongStr) or not isinstance(value, _SIMPLE):
+        if value is None:
+            return _UNCONVERTED
+        return _UNCONVERTED if isinstance(value, dict | list | tuple) else _to_amqp(value)
+    return value  # the common case, first
+
+
+def _to_amqp(value: Any) -> Any:
+    """A 0-9-1 field value as AMQP 1.0 (RabbitMQ 4's type conversions): :data:`_UNCONVERTED`
+    when it is or holds a decimal, which has no conversion."""
     if isinstance(value, LongStr):
         try:
             return bytes(value).decode("utf-8")
@@ -188,16 +309,56 @@ def _to_simple(value: Any) -> Any:
             return bytes(value)
     if isinstance(value, datetime.datetime):
         return _millis(value)
-    if isinstance(value, _SIMPLE):
+    if isinstance(value, dict):
+        table = {}
+        for key, item in value.items():
+            converted = _to_amqp(item)
+            if converted is _UNCONVERTED:
+                return _UNCONVERTED
+            table[symbol(key) if key.startswith("x-") else key] = converted
+        return table
+    if isinstance(value, list | tuple):
+        items = [_to_amqp(item) for item in value]
+        return _UNCONVERTED if any(item is _UNCONVERTED for item in items) else items
+    if value is None or isinstance(value, _SIMPLE):
         return value
-    return None  # a nested table, an array, a decimal: not an application-property value
+    return _UNCONVERTED  # a decimal
 
 
-def _from_simple(value: Any) -> Any:
+def _from_amqp(value: Any) -> Any:
+    """An AMQP 1.0 value as a 0-9-1 field value (RabbitMQ 4's type conversions)."""
+    if type(value) in _AS_IS:
+        return value  # the common case, first
     if isinstance(value, timestamp):
         return _seconds(value)
     if isinstance(value, symbol):
         return str(value)
-    if isinstance(value, _SIMPLE):
+    if isinstance(value, ulong) or type(value) is int:
+        return long(value) if -(2**63) <= value < 2**63 else str(value)  # 1.0 long, ulong: a long
+    if isinstance(value, dict):
+        return {str(key): _from_amqp(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_from_amqp(item) for item in value]
+    if value is None or isinstance(value, _SIMPLE):
         return value
-    return str(value) if value is not None else None  # a uuid, a char: as text
+    return str(value)  # a uuid, a char: as text
+
+
+def _explicit_priority(payload: bytes | memoryview) -> bool:
+    """Whether the message's header section carries its priority (Part 3 §3.2.1: omitted, it is 4;
+    sent, 4 is passed on as RabbitMQ passes any header priority).  The header is the first section:
+    ``00 53 70``, a list8 or list32, then ``durable`` (null, true, false or ``56 xx``), then
+    ``priority`` (``50 xx`` when sent)."""
+    if bytes(payload[:3]) != b"\x00\x53\x70" or len(payload) < 8:
+        return False
+    code = payload[3]
+    if code == 0xC0:
+        count, at = payload[5], 6
+    elif code == 0xD0:
+        count, at = int.from_bytes(payload[8:12], "big"), 12
+    else:
+        return False
+    if count < 2 or at >= len(payload):
+        return False
+    at += 2 if payload[at] == 0x56 else 1
+    return at < len(payload) and payload[at] == 0x50

@@ -25,13 +25,16 @@ from ..broker.config import QueueOptions, RabbitMQOptions
 from ..broker.publish import Source
 from ..broker.queue import Queue
 from ..broker.stored import Entry, StoredMessage
+from ..broker.stream import Stream
 from ..rabbitmq.arguments import QueueSpec, queue_spec
 from ..rabbitmq.exchanges import DEFAULT_EXCHANGES, Binding, ExchangeError, Exchanges, RoutingRefused
-from .conversion import X_EXCHANGE, X_ROUTING_KEY
+from .consumers import Ranking
+from .conversion import X_EXCHANGE, X_ROUTING_KEY, record_death
+from .replyto import ReplyTargets
 
 if TYPE_CHECKING:
     from ..broker.engine import Broker
-    from .consumers import Consumer091
+    from .consumers import AnyConsumer
 
 __all__ = ["VirtualHost", "vhost_of"]
 
@@ -44,6 +47,8 @@ _STATUS_CODES = {
     404: codes.NOT_FOUND,
     409: codes.PRECONDITION_FAILED,
 }
+#: The methods a stream refuses, as RabbitMQ names them in its 540 reply.
+_STREAM_REFUSED = {(60, 70): "basic.get", (50, 30): "queue.purge"}
 _HOSTS: weakref.WeakKeyDictionary[Broker, VirtualHost] = weakref.WeakKeyDictionary()
 
 
@@ -84,7 +89,14 @@ class VirtualHost:
         #: Exclusive queues by the connection that declared them (deleted when it closes).
         self.owners: dict[str, object] = {}
         #: The 0-9-1 consumers of each queue (told with ``basic.cancel`` when it is deleted).
-        self.readers: dict[str, dict[Consumer091, None]] = {}
+        self.readers: dict[str, dict[AnyConsumer, None]] = {}
+        #: Channels consuming ``amq.rabbitmq.reply-to`` (direct reply-to), by token.
+        self.replies = ReplyTargets()
+        #: Queues with ``x-expires``: since when each has been unused (RabbitMQ's queue TTL).
+        self.idle_since: dict[str, float] = {}
+        #: Per queue, how many of its 0-9-1 consumers have an ``x-priority`` (consumers.py).
+        self.rankings: dict[str, Ranking] = {}
+        broker.timers.add(self)
         broker.reset_hooks.append(self.reset)
         broker.node_deleted_hooks.append(self.node_deleted)
 
@@ -93,6 +105,9 @@ class VirtualHost:
         self.specs.clear()
         self.owners.clear()
         self.readers.clear()
+        self.replies.clear()
+        self.idle_since.clear()
+        self.rankings.clear()
 
     @property
     def exchanges(self) -> Exchanges:
@@ -109,14 +124,18 @@ class VirtualHost:
         queue = self.broker.router.queues.get(name)
         if queue is None:
             if name in self.broker.router.streams:
+                # RabbitMQ 3.10 closes the connection (540) for what a stream cannot do.
+                what = _STREAM_REFUSED.get((class_id, method_id), "this method")
                 raise AMQP091Error(
-                    codes.PRECONDITION_FAILED,
-                    f"queue '{name}' in vhost '/' is a stream: reading it over AMQP 0-9-1 is not supported here "
-                    "yet; read it over AMQP 1.0",
+                    codes.NOT_IMPLEMENTED, f"{what} not supported by stream queues queue '{name}' in vhost '/'",
                     class_id, method_id,
                 )  # fmt: skip
             raise not_found("queue", name, class_id, method_id)
         return queue
+
+    def stream(self, name: str) -> Stream | None:
+        """The stream named ``name``, if it is one."""
+        return self.broker.router.streams.get(name)
 
     def check_owner(self, name: str, owner: object, class_id: int, method_id: int) -> None:
         """405 RESOURCE_LOCKED when another connection declared ``name`` exclusive."""
@@ -159,6 +178,14 @@ class VirtualHost:
                         f"received '{_shown(wanted)}' but current is '{_shown(current)}'",
                         40, 10,
                     )  # fmt: skip
+            wanted_ae, current_ae = arguments.get("alternate-exchange"), existing.arguments.get("alternate-exchange")
+            if wanted_ae != current_ae:
+                raise AMQP091Error(
+                    codes.PRECONDITION_FAILED,
+                    f"inequivalent arg 'alternate-exchange' for exchange '{name}' in vhost '/': "
+                    + _ae_inequivalence(wanted_ae, current_ae),
+                    40, 10,
+                )  # fmt: skip
             return
         try:
             exchanges.declare(
@@ -215,6 +242,7 @@ class VirtualHost:
             if not self.is_queue(name):
                 raise not_found("queue", name, 50, 10)
             self.check_owner(name, owner, 50, 10)
+            self.used(name)
             return name, router.queues.get(name)
         if not name:
             name = "amq.gen-" + base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
@@ -239,10 +267,12 @@ class VirtualHost:
                     raise AMQP091Error(
                         codes.PRECONDITION_FAILED,
                         f"inequivalent arg '{differs}' for queue '{name}' in vhost '/': "
-                        f"received {_argument(spec, differs)} but current is {_argument(existing, differs)}",
+                        f"received {_argument(spec, differs, existing)} but current is {_argument(existing, differs, spec)}",
                         50, 10,
                     )  # fmt: skip
+                self.used(name)
                 return name, router.queues.get(name)
+        _check_replicated(spec)
         limit = self.options.max_queues
         if limit is not None and len(self.specs) >= limit:
             raise AMQP091Error(
@@ -264,6 +294,7 @@ class VirtualHost:
             queue.options = spec.options  # a queue made over AMQP 1.0 or the API takes the declaration
         if spec.dead_letter_exchange is not None:
             queue.dead_letter = self._dead_letter
+        self.used(name)
         return name, queue
 
     def delete_queue(self, name: str) -> int:
@@ -283,6 +314,8 @@ class VirtualHost:
         and its 0-9-1 consumers are told with ``basic.cancel`` (RabbitMQ's consumer cancel notification)."""
         self.specs.pop(name, None)
         self.owners.pop(name, None)
+        self.idle_since.pop(name, None)
+        self.rankings.pop(name, None)
         self.exchanges.drop_destination(name, "queue")
         for consumer in list(self.readers.pop(name, {})):
             consumer.channel.end_consumer(consumer, notify=True)
@@ -306,9 +339,54 @@ class VirtualHost:
                 codes.ACCESS_REFUSED, f"cannot publish to internal exchange '{exchange}' in vhost '/'", 60, 40
             )
         try:
-            return exchanges.route(exchange, key, headers)
+            queues = exchanges.route(exchange, key, headers)
+            # RabbitMQ's alternate exchanges: what an exchange routes nowhere goes to its
+            # ``alternate-exchange`` (and on to that one's), each exchange tried once.
+            tried = {exchange}
+            while not queues:
+                alternate = found.arguments.get("alternate-exchange")
+                if not isinstance(alternate, str) or alternate in tried or alternate not in exchanges.exchanges:
+                    break
+                tried.add(alternate)
+                found = exchanges.exchanges[alternate]
+                queues = exchanges.route(alternate, key, headers)
+            return queues
         except RoutingRefused as exc:
             raise AMQP091Error(codes.PRECONDITION_FAILED, str(exc), 60, 40) from None
+
+    # ---------------------------------------------------------------- x-expires
+    #
+    # RabbitMQ's queue TTL: a queue unused for ``x-expires`` ms is deleted.  Unused: no
+    # consumers, not redeclared and not read with ``basic.get`` since; on the broker's clock.
+
+    def used(self, name: str) -> None:
+        """``name`` was declared or read, or lost its last consumer: its idle time starts again."""
+        spec = self.specs.get(name)
+        if spec is None or spec.expires is None:
+            return
+        now = self.broker.now()
+        first = self.next_deadline()
+        self.idle_since[name] = now
+        if (first is None or now + spec.expires < first) and self.broker.on_timers_changed is not None:
+            self.broker.on_timers_changed()
+
+    def _expires_at(self, name: str, since: float) -> float | None:
+        spec = self.specs.get(name)
+        queue = self.broker.router.queues.get(name)
+        if spec is None or spec.expires is None or queue is None or queue.consumers:
+            return None  # in use: its time starts again when its last consumer goes
+        return since + spec.expires
+
+    def next_deadline(self) -> float | None:
+        """When the first unused ``x-expires`` queue is due (timers.py)."""
+        deadlines = [at for name, since in self.idle_since.items() if (at := self._expires_at(name, since)) is not None]
+        return min(deadlines) if deadlines else None
+
+    def run_timers(self, now: float) -> None:
+        for name, since in list(self.idle_since.items()):
+            at = self._expires_at(name, since)
+            if at is not None and at <= now:
+                self.delete_queue(name)
 
     def _dead_letter(self, queue: Queue, entry: Entry, reason: str, description: str | None) -> None:
         """Republish a dead letter to the queue's ``x-dead-letter-exchange`` with
@@ -324,8 +402,8 @@ class VirtualHost:
         if key is None:
             original = annotations.get(X_ROUTING_KEY)
             key = str(original) if original is not None else queue.name
-        entry.annotate({X_EXCHANGE: exchange, X_ROUTING_KEY: key})
         now = self.broker.now()
+        entry.annotate({**record_death(annotations, queue.name, reason, now), X_EXCHANGE: exchange, X_ROUTING_KEY: key})
         queue.counters.dead_lettered += 1
         # RabbitMQ drops the message's TTL when it dead-letters it, so it does not expire again.
         message = StoredMessage(entry.payload_for_delivery(now, keep_ttl=False), now)
@@ -334,14 +412,42 @@ class VirtualHost:
             router.route(router.nodes[name], message, now, Source.DEAD_LETTER)
 
 
+def _ae_inequivalence(wanted: Any, current: Any) -> str:
+    """RabbitMQ 3.10's words for a redeclared exchange's other ``alternate-exchange`` (checked against it)."""
+    if wanted is not None and current is not None:
+        return f"received '{wanted}' but current is '{current}'"
+    if wanted is not None:
+        return f"received the value '{wanted}' of type 'longstr' but current is none"
+    return f"received none but current is the value '{current}' of type 'longstr'"
+
+
+def _check_replicated(spec: QueueSpec) -> None:
+    """Quorum queues and streams are durable, shared and kept: RabbitMQ refuses a new one declared
+    auto-delete, exclusive or non-durable, in that order (``rabbit_quorum_queue:declare``,
+    ``rabbit_stream_queue:declare``), with 406 naming the property."""
+    if spec.type not in ("quorum", "stream"):
+        return
+    for refused, flagged in (("auto-delete", spec.auto_delete), ("exclusive-owner", spec.exclusive),
+                             ("non-durable", not spec.durable)):  # fmt: skip
+        if flagged:
+            raise AMQP091Error(
+                codes.PRECONDITION_FAILED, f"invalid property '{refused}' for queue '{spec.name}' in vhost '/'", 50, 10
+            )
+
+
 def _shown(value: Any) -> str:
     if isinstance(value, bool):
         return str(value).lower()
     return str(int(value)) if isinstance(value, int) else str(value)  # int32(3) shown as 3
 
 
-def _argument(spec: QueueSpec, argument: str) -> str:
-    """How RabbitMQ shows one side of an inequivalent queue argument."""
+def _argument(spec: QueueSpec, argument: str, other: QueueSpec) -> str:
+    """How RabbitMQ shows one side of an inequivalent queue argument (``other``: the other side).
+
+    ``rabbit_misc:assert_args_equivalence``: when both sides have the argument only the values
+    are shown ("received '4' but current is '3'"); when one side lacks it, it is ``none`` and the
+    other is shown with its type ("the value '3' of type 'signedint'").
+    """
     if argument in ("durable", "exclusive", "auto_delete"):
         return f"'{_shown(getattr(spec, argument))}'"
     if argument == "x-queue-type":
@@ -349,5 +455,7 @@ def _argument(spec: QueueSpec, argument: str) -> str:
     if argument not in spec.arguments:
         return "none"
     value = spec.arguments[argument]
+    if argument in other.arguments:
+        return f"'{_shown(value)}'"
     kind = "signedint" if isinstance(value, int) and not isinstance(value, bool) else "longstr"
     return f"the value '{_shown(value)}' of type '{kind}'"

@@ -15,8 +15,8 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
     from ._state import ConnectionState as ConnectionState
     from ._state import LinkState as LinkState
     from ._state import SessionState as SessionState
+    from .config import ConnectionConfig as ConnectionConfig
     from .connection import Connection as Connection
-    from .connection import ConnectionConfig as ConnectionConfig
     from .endpoints import Delivery as Delivery
     from .endpoints import Link as Link
     from .endpoints import Session as Session
@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
 #: Public name -> the module it comes from (the same pairs as the imports above).
 _NAMES = {
     "ConnectionState": "._state", "LinkState": "._state", "SessionState": "._state",
-    "Connection": ".connection", "ConnectionConfig": ".connection",
+    "Connection": ".connection", "ConnectionConfig": ".config",
     "Delivery": ".endpoints", "Link": ".endpoints", "Session": ".endpoints",
     "AMQPProtocolError": ".errors",
 }  # fmt: skip

@@ -20,6 +20,10 @@ connection going away).  Four tables say which inputs each state takes:
 * :data:`LINK_TRANSITIONS`: attach and detach, Part 2 §2.6.3-§2.6.5; a link
   is also detached when its session ends.
 
+Beside the tables, a few names (``SESSION_HANDLES``, ``LINK_TAKES_FLOW``,
+...) say in which states the frames that move no endpoint are handled, and
+where a frame is ignored because the endpoint is going away.
+
 A pair missing from a table is a protocol violation: :func:`advance` raises
 :class:`IllegalTransition`, a connection error ``amqp:illegal-state`` naming
 the endpoint, the state it was in and the input it could not take.  The
@@ -40,6 +44,8 @@ from .errors import ConnectionError_
 __all__ = [
     "Phase", "ConnectionState", "SessionState", "LinkState", "Input", "PHASE_TRANSITIONS",
     "CONNECTION_TRANSITIONS", "SESSION_TRANSITIONS", "LINK_TRANSITIONS", "advance", "IllegalTransition",
+    "CONNECTION_DISCARDING", "CONNECTION_CLOSING", "CONNECTION_AWAITS_OPEN", "SESSION_HANDLES", "LINK_TAKES_FLOW", "LINK_TRANSFERS",
+    "LINK_AWAITS_ANSWER",
 ]  # fmt: skip
 
 
@@ -146,6 +152,33 @@ LINK_TRANSITIONS: dict[tuple[LinkState, Input], LinkState] = {
     # The session ended: its links are detached without being closed (§2.6.5).
     **{(state, In.SESSION_ENDED): L.DETACHED for state in L},
 }
+
+# Frames a state takes without a transition, and frames it ignores.  The tables above say which
+# performatives move an endpoint; these say where the others (flow, transfer, disposition) are
+# handled, and where a frame that is no violation is read and dropped because the endpoint is
+# going away: the peer may have sent it before it saw our close, end or detach.  Identity tests
+# against these names (``state is not SESSION_HANDLES``) cost no more than the bare member.
+
+#: §2.4.3: once we sent close, every frame but the peer's close is read and discarded.
+CONNECTION_DISCARDING = C.CLOSE_SENT
+#: §2.4.3: the connection states in which our own close is a no-op: we sent one already.
+CONNECTION_CLOSING = (C.CLOSE_SENT, C.END)
+#: §2.4.1: the only connection state in which a frame other than open or close is an error.
+CONNECTION_AWAITS_OPEN = C.HDR_EXCH
+#: §2.5.5: the session state whose attach, flow, transfer, disposition and detach are handled; in
+#: END_SENT they are ignored until the peer's end.  Dispositions we have queued for a session in
+#: any other state are dropped, and ``end_session`` on one is a no-op.
+SESSION_HANDLES = S.MAPPED
+#: A flow naming a link in another state (we sent detach) was sent before the peer saw our
+#: detach: it grants no credit (§2.6.5, §2.7.4).
+LINK_TAKES_FLOW = (L.ATTACHED, L.ATTACH_RCVD)
+#: The link state that takes transfers; in another (we sent detach), a late transfer still counts
+#: against the session window (§2.5.6) and is then dropped.  Our own transfers, flows, drain
+#: answers and detaches go out in this state only.
+LINK_TRANSFERS = L.ATTACHED
+#: The link state our attach answers (``accept_link``, ``refuse_link``): in any other the link is
+#: already gone with its session or connection, and the answer is a no-op.
+LINK_AWAITS_ANSWER = L.ATTACH_RCVD
 
 _TABLES: dict[type[enum.Enum], tuple[str, Mapping[tuple[Any, Input], Any]]] = {
     Phase: ("connection", PHASE_TRANSITIONS),

@@ -10,14 +10,23 @@ queued, and nothing else: it never touches a socket or a clock.
   SASL ANONYMOUS and PLAIN are offered; a bare AMQP header is anonymous when
   that is allowed).  Then each unit is a frame: its header is read by
   :func:`~.framing.frame_header`, its performative decoded, and a handler
-  per performative (``_dispatch``) updates the session and link endpoints
+  per performative (``_HANDLERS``) updates the session and link endpoints
   (:mod:`.endpoints`) and appends events (:mod:`.events`) for the broker.
   An incomplete frame stays buffered for the next call.
+* The connection keeps the framing, the dispatch and the connection's own
+  states (headers, SASL, ``open``, ``close``, time-outs).  The handlers of
+  the other performatives are plain functions beside the endpoints they
+  change: :mod:`.sessions` (begin, end), :mod:`.links` (attach, detach),
+  :mod:`.flow`, :mod:`.deliveries` (transfer) and :mod:`.dispositions`; they
+  see the connection as an :class:`~._engine.Engine`, and the broker's calls
+  among them are bound here as methods, so a call costs what a method does.
 * Every state change of the connection, a session or a link goes through
   :func:`~._state.advance`; a frame the state does not allow is a protocol
-  error.  Errors carry their scope (:mod:`.errors`): a link error detaches
-  that link, a session error ends that session, anything else closes the
-  connection, always with the condition the specification names.
+  error, and the states in which a frame is ignored are named beside the
+  tables (``_state.SESSION_HANDLES`` and the like).  Errors carry their
+  scope (:mod:`.errors`): a link error detaches that link, a session error
+  ends that session, anything else closes the connection, always with the
+  condition the specification names.
 * The broker answers through method calls (``accept_link``, ``refuse_link``,
   ``grant_credit``, ``send_transfer``, ``settle``, ``detach_link``,
   ``end_session``, ``close``), which queue frames.  Dispositions are
@@ -32,17 +41,13 @@ queued, and nothing else: it never touches a socket or a clock.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from ..amqp import codec
 from ..amqp import errors as conditions
 from ..amqp.composite import Composite
 from ..amqp.errors import AMQPDecodeError
-from ..amqp.messaging import Accepted
 from ..amqp.performatives import (
-    ROLE_RECEIVER,
-    ROLE_SENDER,
     Attach,
     Begin,
     Close,
@@ -57,10 +62,23 @@ from ..amqp.performatives import (
 )
 from ..amqp.sasl_frames import SASL_AUTH, SASL_OK, SaslInit, SaslMechanisms, SaslOutcome
 from ..amqp.types import symbol
+from . import deliveries, dispositions, flow, links, sasl, sessions
 from . import events as ev
-from . import sasl
-from ._state import ConnectionState, Input, LinkState, Phase, SessionState, advance
-from .endpoints import SERIAL_MOD, Delivery, Link, Session
+from ._state import (
+    CONNECTION_AWAITS_OPEN,
+    CONNECTION_CLOSING,
+    CONNECTION_DISCARDING,
+    LINK_TRANSFERS,
+    SESSION_HANDLES,
+    ConnectionState,
+    Input,
+    Phase,
+    advance,
+)
+from .config import ConnectionConfig
+from .deliveries import MAX_FRAGMENTS, transfer
+from .dispositions import disposition
+from .endpoints import INCOMING_WINDOW, Link, Session
 from .errors import AMQPProtocolError, ConnectionError_, LinkError, SessionError, framing_error
 from .framing import (
     AMQP_HEADER,
@@ -74,81 +92,14 @@ from .framing import (
     frame_header,
 )
 from .hooks import FrameHook
-from .transfers import (
-    DISPOSITION_LIST8,
-    TRANSFER_LIST8,
-    accepted_disposition_frame,
-    read_disposition,
-    read_transfer,
-    settled_transfer_frames,
-    transfer_frame,
-)
+from .links import MAX_ATTACH_BYTES
+from .transfers import DISPOSITION_LIST8, TRANSFER_LIST8, read_disposition, read_transfer
 
-__all__ = ["Connection", "ConnectionConfig"]
+# The limits and the window are the handler modules' own; named here too, as they always were.
+__all__ = ["Connection", "ConnectionConfig", "INCOMING_WINDOW", "MAX_ATTACH_BYTES", "MAX_FRAGMENTS"]
 
-#: The session incoming window we advertise; replenished when half is used (§2.5.6).
-#: The largest a serial number allows (RFC-1982, §2.8.9): flow control is link credit's job.
-INCOMING_WINDOW = 2**31 - 1
-#: Serial-number distances at or beyond half the space are "behind", not "ahead" (RFC-1982, §2.8.9).
-SERIAL_HALF = 2**31
-#: Bytes a transfer frame spends before its payload: the 8-byte frame header (§2.3.1) plus a
-#: bound on the transfer's own fields (handle, delivery-id, message-format, settled, more:
-#: at most 5 bytes each, and the list and descriptor headers) besides its delivery-tag.
-TRANSFER_OVERHEAD = 8 + 64
-#: §2.8.7: a delivery-tag is at most 32 bytes; the fast path's list8 relies on it.
-MAX_TAG = 32
-#: Transfer frames one delivery may take (§2.6.14 lets a delivery span any number): 65,536 frames of
-#: the smallest legal max-frame-size (512 bytes) carry 32 MiB, of ours (256 KiB) 16 GiB; a peer that
-#: splits finer, or sends empty continuation frames, is sending frames, not a message.
-MAX_FRAGMENTS = 2**16
-#: Bytes of attach frames the links of one connection may hold together (a link keeps its attach
-#: and termini while it lives).  A usual attach is a few hundred bytes; 16 MiB is 16 KiB for each
-#: of 1024 links, where max-frame-size alone would allow 256 MiB.
-MAX_ATTACH_BYTES = 16 * 1024 * 1024
-
-
-@dataclass(slots=True)
-class ConnectionConfig:
-    """What the engine offers in ``open``/``begin`` and how it authenticates."""
-
-    container_id: str = "minibroker"
-    #: Largest frame we take (§2.7.1): room for a 256 KiB message in one transfer.
-    max_frame_size: int = 256 * 1024
-    #: Sessions per connection and links per session we allow (§2.7.1, §2.7.2): a test's
-    #: clients use a handful; the bound keeps a misbehaving peer's tables small.
-    channel_max: int = 255
-    handle_max: int = 1023
-    #: Seconds of silence from the peer after which the connection is closed
-    #: (advertised as idle-time-out, §2.4.5); None disables it.
-    idle_timeout: float | None = 60.0
-    #: Seconds from the first :meth:`Connection.tick` (the transport's start) to the peer's
-    #: ``open``, SASL included, before the connection is closed; None: no bound.  Unlike the
-    #: idle time-out, bytes trickling in do not extend it.
-    handshake_timeout: float | None = 10.0
-    #: SASL PLAIN users, name -> password (never shown in repr).
-    users: dict[str, str] = field(default_factory=dict, repr=False)
-    allow_anonymous: bool = True
-    #: Largest message accepted from the peer, advertised in attach (§2.7.3); None: no limit.
-    max_message_size: int | None = None
-    #: Deliveries the peer sent on one link that it has not settled yet (rcv-settle-mode ``second``,
-    #: §2.6.12: we keep each until the peer settles): at this many the link gets no more credit, and
-    #: credit comes back as the peer settles.  The default matches the broker's ``link_credit``.
-    max_unsettled_incoming: int = 1000
-    #: The same over all links of the connection together (each kept delivery is ~0.4 KiB of
-    #: bookkeeping, never the message: 16,384 of them ~6 MiB).
-    max_unsettled_incoming_total: int = 16384
-    offered_capabilities: tuple[str, ...] = ()
-    properties: dict[str, Any] = field(default_factory=dict)
-    #: Asked about the peer's ``open`` (its hostname) before we answer it: an error ends the
-    #: connection there, with no ``open`` and no ``close`` of ours (the transport just closes), as
-    #: RabbitMQ 4 refuses an ``open`` naming a virtual host it does not have.  None accepts any.
-    open_refusal: Callable[[str | None], Error | None] | None = field(default=None, repr=False)
-    #: With ``receive_data(..., max_frames)``, a receiving peer's attach ends the batch, so its
-    #: answer is written before the flow read with it turns into transfers: RabbitMQ 4's order,
-    #: which rabbitmq-amqp-python-client 0.6.0's consumer relies on.  It costs a write and a
-    #: scheduler pass per such attach (500 pipelined in one read: ~40 -> ~80 ms), so only the
-    #: RabbitMQ identity turns it on.
-    attach_answer_alone: bool = False
+#: A performative's handler: the connection, the channel, the performative, the frame's payload.
+Handler = Callable[["Connection", int, Any, bytes], None]
 
 
 class Connection:
@@ -210,17 +161,6 @@ class Connection:
         #: The open range ``settle`` last grew or started (one of ``_dispositions``' values): the
         #: next delivery of the same session, role and state usually extends it.
         self._last_disposition: list[Any] | None = None
-        self._dispatch: dict[type, Callable[[int, Any, bytes], None]] = {
-            Open: self._on_open,
-            Begin: self._on_begin,
-            Attach: self._on_attach,
-            Flow: self._on_flow,
-            Transfer: self._on_transfer,
-            Disposition: self._on_disposition,
-            Detach: self._on_detach,
-            End: self._on_end,
-            Close: self._on_close,
-        }
 
     # ------------------------------------------------------------------ I/O
 
@@ -249,7 +189,7 @@ class Connection:
     def data_to_send(self) -> bytes:
         """Bytes queued for the peer since the last call."""
         if self._dispositions:
-            self._flush_disposition()
+            dispositions.flush(self)
         if not self._out:
             return b""
         self._sent = True
@@ -341,10 +281,13 @@ class Connection:
     # -------------------------------------------------------------- parsing
 
     def _process(self, max_frames: int | None) -> None:
+        """Handle the whole units buffered in ``_in`` (at most ``max_frames`` frames); keep the rest."""
         buf = self._in
         pos = 0
         end = len(buf)
         frames = 0
+        # Asked once per call, not per frame: whether a receiving peer's attach ends the pass.
+        alone = max_frames is not None and self.config.attach_answer_alone
         try:
             while not self.finished:
                 if max_frames is not None and frames >= max_frames:
@@ -366,7 +309,7 @@ class Connection:
                 except FrameHeaderError as exc:
                     raise framing_error(str(exc)) from None
                 if end - pos < size:
-                    break
+                    break  # an incomplete frame waits for the rest of its bytes
                 frame_end = pos + size
                 body = pos + doff * 4
                 pos = frame_end
@@ -374,92 +317,36 @@ class Connection:
                 if body == frame_end:
                     continue  # an empty frame: keep-alive (§2.4.5)
                 if phase is Phase.SASL:
-                    if frame_type != FRAME_SASL:
-                        raise framing_error(f"expected a SASL frame, got frame type {frame_type}")
-                    if self.hold_logins and sasl.is_plain_init(buf[body:frame_end]):
-                        pos = frame_end - size  # judged when the server lets it go (its turn)
-                        self.login_held = True
+                    if not self._sasl_unit(buf[body:frame_end], frame_type):
+                        pos = frame_end - size  # held: judged when the server lets it go (its turn)
                         break
-                    self._on_sasl_frame(buf[body:frame_end])
                     continue
                 if frame_type != FRAME_AMQP:
                     raise framing_error(f"expected an AMQP frame (type 0), got type {frame_type}")
-                if (
-                    buf.startswith(DISPOSITION_LIST8, body)
-                    and self.hook is None
-                    and self.state is ConnectionState.OPENED
-                ):
-                    # The usual disposition, read without building a Disposition (transfers.py).
-                    read = read_disposition(buf, body, frame_end)
-                    if read is not None and read[5] == frame_end:
-                        try:
-                            self._disposition(channel, read[0], read[1], read[2], read[3], read[4])
-                        except (LinkError, SessionError) as exc:
-                            self._fail(exc)
-                            if self.finished:
-                                break
+                if self.hook is None and self.state is ConnectionState.OPENED:
+                    # The usual disposition and transfer, read without building a performative
+                    # (transfers.py); a frame of another shape goes on to the codec below.  No
+                    # hook may watch: it is owed the decoded performative.
+                    try:
+                        if buf.startswith(DISPOSITION_LIST8, body):
+                            read = read_disposition(buf, body, frame_end)
+                            if read is not None and read[5] == frame_end:
+                                disposition(self, channel, read[0], read[1], read[2], read[3], read[4])
+                                continue
+                        elif buf.startswith(TRANSFER_LIST8, body):
+                            fields = read_transfer(buf, body, frame_end)
+                            if fields is not None:
+                                handle, delivery_id, tag, message_format, settled, more, perf_end = fields
+                                payload = buf[perf_end:frame_end]
+                                transfer(
+                                    self, channel, handle, delivery_id, tag, message_format, settled, more, None,
+                                    False, payload,
+                                )  # fmt: skip
+                                continue
+                    except (LinkError, SessionError) as exc:
+                        self._fail(exc)  # only that link or session ends (see _decoded)
                         continue
-                if (
-                    buf.startswith(TRANSFER_LIST8, body)
-                    and self.hook is None
-                    and self.state is ConnectionState.OPENED
-                ):
-                    # The usual transfer, read without building a Transfer (transfers.py).
-                    fields = read_transfer(buf, body, frame_end)
-                    if fields is not None:
-                        handle, delivery_id, tag, message_format, settled, more, perf_end = fields
-                        try:
-                            self._transfer(
-                                channel, handle, delivery_id, tag, message_format, settled, more, None, False,
-                                buf[perf_end:frame_end],
-                            )
-                        except (LinkError, SessionError) as exc:
-                            self._fail(exc)
-                            if self.finished:
-                                break
-                        continue
-                try:
-                    performative, perf_end = codec.decode_at(buf, body)
-                    if perf_end > frame_end:
-                        raise AMQPDecodeError(f"performative runs {perf_end - frame_end} bytes past its frame")
-                except AMQPDecodeError as exc:
-                    raise ConnectionError_(conditions.DECODE_ERROR, f"undecodable frame body: {exc}") from None
-                handler = self._dispatch.get(type(performative))
-                if handler is None:
-                    raise ConnectionError_(
-                        conditions.DECODE_ERROR,
-                        f"frame body is not a performative: {type(performative).__name__}",
-                    )
-                if self.hook is not None:
-                    self.hook.frame_in(channel, performative)
-                if self.state is ConnectionState.CLOSE_SENT and not isinstance(performative, Close):
-                    continue  # discarding until the peer's close (§2.4.3)
-                if self.state is ConnectionState.HDR_EXCH and not isinstance(performative, (Open, Close)):
-                    raise ConnectionError_(
-                        conditions.ILLEGAL_STATE,
-                        f"{type(performative).__name__.lower()} on channel {channel} before open "
-                        "(the first frame after the protocol header is open, Part 2 §2.4.1)",
-                    )
-                try:
-                    self._frame_size = size
-                    handler(channel, performative, buf[perf_end:frame_end] if perf_end < frame_end else b"")
-                except (LinkError, SessionError) as exc:
-                    # Only that link or session ends; the frames after it in this read still count.
-                    self._fail(exc)
-                    if self.finished:
-                        break
-                except TypeError as exc:
-                    # Decoding does not check field types: e.g. a list where a handle belongs ends up here.
-                    raise ConnectionError_(
-                        conditions.DECODE_ERROR,
-                        f"{type(performative).__name__.lower()} has a field of the wrong type: {exc}",
-                    ) from None
-                if (
-                    max_frames is not None
-                    and type(performative) is Attach
-                    and performative.role
-                    and self.config.attach_answer_alone
-                ):
+                if self._decoded(buf, body, frame_end, channel, size) and alone:
                     # A receiving peer's attach ends the pass: the caller writes our answer before
                     # the flow read with it turns into transfers, so the answer leaves in a write of
                     # its own, as RabbitMQ's does (a blocking client, Proton's BlockingConnection, can
@@ -468,6 +355,54 @@ class Connection:
                     break
         finally:
             self._in = buf[pos:] if pos < end else b""
+
+    def _decoded(self, buf: bytes, body: int, frame_end: int, channel: int, size: int) -> bool:
+        """Decode the frame's performative and hand it to its handler; True for a receiving peer's attach."""
+        try:
+            performative, perf_end = codec.decode_at(buf, body)
+            if perf_end > frame_end:
+                raise AMQPDecodeError(f"performative runs {perf_end - frame_end} bytes past its frame")
+        except AMQPDecodeError as exc:
+            raise ConnectionError_(conditions.DECODE_ERROR, f"undecodable frame body: {exc}") from None
+        handler = self._HANDLERS.get(type(performative))
+        if handler is None:
+            raise ConnectionError_(
+                conditions.DECODE_ERROR,
+                f"frame body is not a performative: {type(performative).__name__}",
+            )
+        if self.hook is not None:
+            self.hook.frame_in(channel, performative)
+        if self.state is CONNECTION_DISCARDING and not isinstance(performative, Close):
+            return False  # discarding until the peer's close (§2.4.3)
+        if self.state is CONNECTION_AWAITS_OPEN and not isinstance(performative, (Open, Close)):
+            raise ConnectionError_(
+                conditions.ILLEGAL_STATE,
+                f"{type(performative).__name__.lower()} on channel {channel} before open "
+                "(the first frame after the protocol header is open, Part 2 §2.4.1)",
+            )
+        try:
+            self._frame_size = size
+            handler(self, channel, performative, buf[perf_end:frame_end] if perf_end < frame_end else b"")
+        except (LinkError, SessionError) as exc:
+            # Only that link or session ends; the frames after it in this read still count.
+            self._fail(exc)
+        except TypeError as exc:
+            # Decoding does not check field types: e.g. a list where a handle belongs ends up here.
+            raise ConnectionError_(
+                conditions.DECODE_ERROR,
+                f"{type(performative).__name__.lower()} has a field of the wrong type: {exc}",
+            ) from None
+        return type(performative) is Attach and bool(performative.role) and not self.finished
+
+    def _sasl_unit(self, body: bytes, frame_type: int) -> bool:
+        """A frame of the SASL exchange (Part 5 §5.3); False when a PLAIN login is held back."""
+        if frame_type != FRAME_SASL:
+            raise framing_error(f"expected a SASL frame, got frame type {frame_type}")
+        if self.hold_logins and sasl.is_plain_init(body):
+            self.login_held = True
+            return False
+        self._on_sasl_frame(body)
+        return True
 
     def _bad_header(self, got: bytes) -> None:
         self._out.append(AMQP_HEADER)
@@ -539,11 +474,13 @@ class Connection:
     # ------------------------------------------------------------- frames out
 
     def _send(self, channel: int, performative: Composite, payload: bytes = b"") -> None:
+        """Queue a frame after the dispositions still pending (a flow or detach must not overtake them)."""
         if self._dispositions:
-            self._flush_disposition()
+            dispositions.flush(self)
         self._write(channel, performative, payload)
 
     def _write(self, channel: int, performative: Composite, payload: bytes = b"") -> None:
+        """Queue a frame now: a transfer or a disposition, which nothing pending need precede."""
         out = bytearray()
         performative.encode_into(out)
         if payload:
@@ -557,6 +494,7 @@ class Connection:
     # ---------------------------------------------------------- connection
 
     def _on_open(self, channel: int, open_: Open, payload: bytes) -> None:
+        """The peer's open: ours answers it at once, unless ``open_refusal`` turns it away (§2.4.1)."""
         self.state = advance(self.state, Input.RECV_OPEN, "endpoint")
         self.remote_container_id = open_.container_id
         self.remote_properties = open_.properties
@@ -567,6 +505,7 @@ class Connection:
             self.finished = True
             self._events.append(ev.ConnectionClosed(refusal, by_peer=False))
             return
+        # We never write frames larger than our own maximum either, nor below the spec's floor (§2.7.1).
         self.remote_max_frame_size = max(MIN_MAX_FRAME_SIZE, min(open_.max_frame_size, self.config.max_frame_size))
         self.remote_channel_max = open_.channel_max
         self.remote_idle_timeout = open_.idle_time_out / 1000 if open_.idle_time_out else None
@@ -586,9 +525,10 @@ class Connection:
         self._events.append(ev.ConnectionOpened(open_.container_id, open_.hostname, self.user))
 
     def _on_close(self, channel: int, close: Close, payload: bytes) -> None:
+        """The peer's close: answer it, unless it answers ours (§2.4.3); either way the transport ends."""
         self.state = advance(self.state, Input.RECV_CLOSE, "endpoint")
         self._teardown(None)
-        if self.state is ConnectionState.CLOSE_RCVD:
+        if self.state is ConnectionState.CLOSE_RCVD:  # the peer began: it is owed our close
             self._send(0, Close())
             self.state = advance(self.state, Input.SEND_CLOSE, "endpoint")
             self._events.append(ev.ConnectionClosed(close.error, by_peer=True))
@@ -596,7 +536,7 @@ class Connection:
 
     def close(self, error: Error | None = None) -> None:
         """Close the connection (§2.4.3); the transport closes once this is flushed."""
-        if self.state in (ConnectionState.CLOSE_SENT, ConnectionState.END) or self.finished:
+        if self.state in CONNECTION_CLOSING or self.finished:
             return
         if self.state is ConnectionState.START:
             self.finished = True
@@ -614,118 +554,39 @@ class Connection:
     def _teardown(self, error: Error | None) -> None:
         """Report every link and session as gone, once, when the connection ends."""
         for session in list(self.sessions.values()):
-            self._drop_session(session, error)
+            sessions.drop_session(self, session, error)
 
     def _fail(self, exc: AMQPProtocolError) -> None:
+        """End what the error's scope names (:mod:`.errors`): a link, a session, or the connection."""
         error = amqp_error(exc.condition, exc.description)
         if isinstance(exc, LinkError):
             session = self.sessions.get(exc.channel)
             link = session.links_by_remote.get(exc.handle) if session else None
-            if link is not None and link.state is LinkState.ATTACHED:
+            if link is not None and link.state is LINK_TRANSFERS:
+                # Our detach closes the link; the event is raised here, as the peer's detach
+                # that completes it raises none (it answers ours).
                 self.detach_link(link, error)
                 self._events.append(ev.LinkDetached(link, True, error))
                 return
         if isinstance(exc, SessionError):
             session = self.sessions.get(exc.channel)
-            if session is not None and session.state is SessionState.MAPPED:
+            if session is not None and session.state is SESSION_HANDLES:
                 self.end_session(session, error)
                 return
+        # No narrower scope, or the link or session is already ending: the connection goes.
         self.close(error)
 
-    # ------------------------------------------------------------- sessions
+    # ------------------------------------------------------------ endpoints
 
     def _session(self, channel: int) -> Session:
+        """The session on the peer's ``channel``, or a connection error."""
         session = self.sessions.get(channel)
         if session is None:
             raise framing_error(f"frame on channel {channel}, which has no session (send begin first)")
         return session
 
-    def _on_begin(self, channel: int, begin: Begin, payload: bytes) -> None:
-        if begin.remote_channel is not None:
-            raise ConnectionError_(
-                conditions.NOT_ALLOWED,
-                f"begin on channel {channel} names remote-channel {begin.remote_channel}, "
-                "but this server never begins sessions itself",
-            )
-        if channel > self.config.channel_max:
-            raise framing_error(f"channel {channel} exceeds channel-max {self.config.channel_max}")
-        if channel in self.sessions:
-            raise ConnectionError_(conditions.ILLEGAL_STATE, f"channel {channel} already has a session")
-        local = next(c for c in range(len(self._sessions_local) + 1) if c not in self._sessions_local)
-        session = Session(local, channel, min(begin.handle_max, self.config.handle_max))
-        session.state = advance(session.state, Input.RECV_BEGIN, f"on channel {channel}")
-        session.next_incoming_id = begin.next_outgoing_id
-        session.remote_incoming_window = begin.incoming_window
-        session.remote_outgoing_window = begin.outgoing_window
-        session.incoming_window = INCOMING_WINDOW
-        self.sessions[channel] = session
-        self._sessions_local[local] = session
-        self._send(
-            local,
-            Begin(
-                remote_channel=channel,
-                next_outgoing_id=session.next_outgoing_id,
-                incoming_window=session.incoming_window,
-                outgoing_window=session.outgoing_window,
-                handle_max=session.handle_max,
-            ),
-        )
-        session.state = advance(session.state, Input.SEND_BEGIN, f"on channel {channel}")
-        self._events.append(ev.SessionBegun(session))
-
-    def _on_end(self, channel: int, end: End, payload: bytes) -> None:
-        session = self._session(channel)
-        session.state = advance(session.state, Input.RECV_END, f"on channel {channel}")
-        if session.state is SessionState.END_RCVD:
-            self._send(session.channel, End())
-            self._session_gone(session, end.error)
-            session.state = advance(session.state, Input.SEND_END, f"on channel {channel}")
-        self._unmap(session)
-
-    def end_session(self, session: Session, error: Error | None = None) -> None:
-        """End a session (§2.5.7); its links are reported detached."""
-        if session.state is not SessionState.MAPPED:
-            return
-        self._send(session.channel, End(error=error))
-        session.state = advance(session.state, Input.SEND_END, f"on channel {session.remote_channel}")
-        self._session_gone(session, error)
-
-    def _drop_session(self, session: Session, error: Error | None) -> None:
-        """The connection ended: the session goes with it."""
-        if session.state is SessionState.MAPPED or session.state is SessionState.END_RCVD:
-            self._session_gone(session, error)
-        session.state = advance(session.state, Input.CONNECTION_ENDED, f"on channel {session.remote_channel}")
-        self._unmap(session)
-
-    def _session_gone(self, session: Session, error: Error | None) -> None:
-        """Report the session ended, after its links; they are detached without being closed (§2.6.5)."""
-        for link in list(session.links_by_handle.values()):
-            self.attach_bytes -= link.attach_size
-            if link.state is not LinkState.ATTACH_RCVD:
-                self.links_answered -= 1
-            if link.state is not LinkState.DETACHED:
-                self._events.append(ev.LinkDetached(link, False, error))
-            link.state = advance(link.state, Input.SESSION_ENDED, repr(link.name))
-            link.credit = 0
-            # The link may live on in reference cycles until a collection: its buffers need not.
-            self._drop_incoming(link)
-            self._starved.pop(link, None)
-            link.outgoing = None
-            link.unsettled.clear()
-        session.links_by_handle.clear()
-        session.links_by_remote.clear()
-        session.outgoing_unsettled.clear()
-        session.incoming_unsettled.clear()
-        self._events.append(ev.SessionEnded(session, error))
-
-    def _unmap(self, session: Session) -> None:
-        """Forget an ended session's channels (its state is already UNMAPPED)."""
-        self.sessions.pop(session.remote_channel, None)
-        self._sessions_local.pop(session.channel, None)
-
-    # ---------------------------------------------------------------- links
-
     def _link(self, session: Session, handle: int | None, what: str) -> Link:
+        """The link on the peer's ``handle``, or a session error ``amqp:unattached-handle``."""
         link = session.links_by_remote.get(handle) if handle is not None else None
         if link is None:
             raise SessionError(
@@ -735,696 +596,32 @@ class Connection:
             )
         return link
 
-    def _on_attach(self, channel: int, attach: Attach, payload: bytes) -> None:
-        session = self._session(channel)
-        if session.state is not SessionState.MAPPED:
-            return  # discarding after we ended the session
-        if attach.handle > session.handle_max:
-            raise ConnectionError_(
-                conditions.FRAMING_ERROR,
-                f"attach handle {attach.handle} exceeds handle-max {session.handle_max}",
-            )
-        if attach.handle in session.links_by_remote:
-            raise SessionError(
-                conditions.HANDLE_IN_USE, f"handle {attach.handle} is already attached", channel
-            )
-        size = self._frame_size
-        if self.attach_bytes + size > MAX_ATTACH_BYTES:
-            raise ConnectionError_(
-                conditions.RESOURCE_LIMIT_EXCEEDED,
-                f"the links of this connection hold {self.attach_bytes} bytes of attach frames; one more of "
-                f"{size} bytes would pass {MAX_ATTACH_BYTES} (detach links, or send smaller termini)",
-            )
-        handles = session.links_by_handle
-        local = next(h for h in range(len(handles) + 1) if h not in handles)
-        link = Link(session, attach, local)
-        link.attach_size = size
-        link.receive_limit = None if link.is_sender else self.config.max_message_size  # accept_link may lower it
-        self.attach_bytes += size
-        session.links_by_remote[attach.handle] = link
-        handles[local] = link
-        self._events.append(ev.LinkAttached(link))
+    #: The handler of each performative (Part 2 §2.7): the connection's own for open and close,
+    #: the rest beside the endpoints they change.
+    _HANDLERS: ClassVar[dict[type, Handler]] = {
+        Open: _on_open,
+        Begin: sessions.on_begin,
+        Attach: links.on_attach,
+        Flow: flow.on_flow,
+        Transfer: deliveries.on_transfer,
+        Disposition: dispositions.on_disposition,
+        Detach: links.on_detach,
+        End: sessions.on_end,
+        Close: _on_close,
+    }
 
-    def accept_link(
-        self,
-        link: Link,
-        *,
-        source: Any,
-        target: Any,
-        snd_settle_mode: int | None = None,
-        rcv_settle_mode: int | None = None,
-        offered_capabilities: list[str] | None = None,
-        properties: dict[Any, Any] | None = None,
-        max_message_size: int | None = None,
-    ) -> None:
-        """Answer the peer's attach, establishing the link (§2.6.3).
-
-        ``max_message_size`` lowers, for a link the peer sends on, the connection's
-        max-message-size (a service's own quota); larger messages end the link with
-        ``amqp:link:message-size-exceeded`` (§2.7.3).  A no-op when the link is already
-        gone: the peer may end the session or close the connection in the same bytes as the attach.
-        """
-        if link.state is not LinkState.ATTACH_RCVD:
-            return
-        if not link.is_sender:
-            limit = self.config.max_message_size
-            link.receive_limit = min(limit, max_message_size) if limit and max_message_size else (limit or max_message_size)
-        link.source = source
-        link.target = target
-        if snd_settle_mode is not None:
-            link.snd_settle_mode = snd_settle_mode
-        if rcv_settle_mode is not None:
-            link.rcv_settle_mode = rcv_settle_mode
-        self._send(
-            link.session.channel,
-            Attach(
-                name=link.name,
-                handle=link.handle,
-                role=ROLE_SENDER if link.is_sender else ROLE_RECEIVER,
-                snd_settle_mode=link.snd_settle_mode,
-                rcv_settle_mode=link.rcv_settle_mode,
-                source=source,
-                target=target,
-                initial_delivery_count=link.delivery_count if link.is_sender else None,
-                max_message_size=link.receive_limit,
-                offered_capabilities=[symbol(c) for c in offered_capabilities] if offered_capabilities else None,
-                properties=properties,
-            ),
-        )
-        link.state = advance(link.state, Input.SEND_ATTACH, repr(link.name))
-        self.links_answered += 1
-
-    def refuse_link(self, link: Link, error: Error) -> None:
-        """Refuse a link: attach with a null source or target, then detach (§2.6.3)."""
-        if link.state is not LinkState.ATTACH_RCVD:
-            return  # already gone with its session or connection
-        self._send(
-            link.session.channel,
-            Attach(
-                name=link.name,
-                handle=link.handle,
-                role=ROLE_SENDER if link.is_sender else ROLE_RECEIVER,
-                source=None if link.is_sender else link.source,
-                target=link.target if link.is_sender else None,
-                initial_delivery_count=0 if link.is_sender else None,
-            ),
-        )
-        link.state = advance(link.state, Input.SEND_ATTACH, repr(link.name))
-        self.links_answered += 1
-        self.detach_link(link, error)
-
-    def detach_link(self, link: Link, error: Error | None = None, closed: bool = True) -> None:
-        """Detach a link from our side (§2.6.5); the peer's detach completes it."""
-        if link.state is not LinkState.ATTACHED:
-            return
-        self._send(link.session.channel, Detach(handle=link.handle, closed=closed, error=error))
-        link.state = advance(link.state, Input.SEND_DETACH, repr(link.name))
-        self._forget_deliveries(link)
-
-    def _forget_deliveries(self, link: Link) -> None:
-        session = link.session
-        table = session.outgoing_unsettled if link.is_sender else session.incoming_unsettled
-        for delivery_id in link.unsettled:
-            table.pop(delivery_id, None)
-        link.unsettled.clear()
-        self._drop_incoming(link)
-        self._starved.pop(link, None)
-        link.outgoing = None
-        link.credit = 0  # nothing more may be sent on it (§2.6.7), even for events still queued
-
-    def _on_detach(self, channel: int, detach: Detach, payload: bytes) -> None:
-        session = self._session(channel)
-        if session.state is not SessionState.MAPPED:
-            return
-        link = self._link(session, detach.handle, "detach")
-        if link.state is not LinkState.ATTACH_RCVD:
-            self.links_answered -= 1
-        if link.state is LinkState.ATTACH_RCVD:
-            # The peer detached before we answered its attach (both in one write):
-            # answer the attach, echoing its termini, so the detach below completes it.
-            self._send(
-                session.channel,
-                Attach(
-                    name=link.name,
-                    handle=link.handle,
-                    role=ROLE_SENDER if link.is_sender else ROLE_RECEIVER,
-                    source=link.source,
-                    target=link.target,
-                    initial_delivery_count=0 if link.is_sender else None,
-                ),
-            )
-            link.state = advance(link.state, Input.SEND_ATTACH, repr(link.name))
-        link.state = advance(link.state, Input.RECV_DETACH, repr(link.name))
-        if link.state is LinkState.DETACH_RCVD:
-            self._send(session.channel, Detach(handle=link.handle, closed=detach.closed))
-            link.state = advance(link.state, Input.SEND_DETACH, repr(link.name))
-            self._events.append(ev.LinkDetached(link, detach.closed, detach.error))
-        self._forget_deliveries(link)
-        del session.links_by_remote[detach.handle]
-        self.attach_bytes -= link.attach_size
-        session.links_by_handle.pop(link.handle, None)
-
-    # ----------------------------------------------------------------- flow
-
-    def _on_flow(self, channel: int, flow: Flow, payload: bytes) -> None:
-        session = self._session(channel)
-        if session.state is not SessionState.MAPPED:
-            return
-        was_blocked = session.remote_incoming_window <= 0
-        next_incoming = flow.next_incoming_id if flow.next_incoming_id is not None else 0
-        session.remote_incoming_window = (
-            next_incoming + flow.incoming_window - session.next_outgoing_id
-        ) % SERIAL_MOD
-        if session.remote_incoming_window > SERIAL_HALF:
-            session.remote_incoming_window = 0  # the peer has not seen all we sent yet
-        session.remote_outgoing_window = flow.outgoing_window
-        if was_blocked and session.remote_incoming_window > 0:
-            for waiting in list(session.links_by_handle.values()):
-                if waiting.outgoing is not None:
-                    self._send_frames(waiting)
-        if flow.handle is None:
-            if flow.echo:
-                self._send_session_flow(session)
-            if was_blocked and session.remote_incoming_window > 0:
-                self._events.append(ev.SessionWindowOpened(session))
-            return
-        link = self._link(session, flow.handle, "flow")
-        if link.state is not LinkState.ATTACHED and link.state is not LinkState.ATTACH_RCVD:
-            return  # sent before the peer saw our detach: no credit for a link we are ending
-        if link.is_sender:
-            # §2.6.7: link-credit(snd) = delivery-count(rcv) + link-credit(rcv) - delivery-count(snd)
-            peer_count = flow.delivery_count if flow.delivery_count is not None else 0
-            credit = flow.link_credit or 0
-            link.credit = max(0, (peer_count + credit - link.delivery_count) % SERIAL_MOD)
-            if link.credit > SERIAL_HALF:
-                # Serial numbers wrap (RFC-1982): a difference over half the space is negative.
-                # The flow was stale (it counted fewer deliveries than we have sent since):
-                # the credit it granted is already used up, not four billion messages.
-                link.credit = 0
-            link.drain = flow.drain
-            link.flow_properties = flow.properties
-            self._events.append(ev.CreditChanged(link, flow.drain, flow.properties))
-        else:
-            link.available = flow.available or 0
-            if flow.delivery_count is not None:
-                # The sender's delivery-count is authoritative (§2.6.7): transfers it says it
-                # made (e.g. consuming credit on drain) use up the credit we granted.
-                advanced = (flow.delivery_count - link.delivery_count) % SERIAL_MOD
-                if 0 < advanced < SERIAL_HALF:
-                    link.credit = max(0, link.credit - advanced)
-                    link.delivery_count = flow.delivery_count
-        if flow.echo:
-            self.send_link_flow(link)
-        if was_blocked and session.remote_incoming_window > 0:
-            self._events.append(ev.SessionWindowOpened(session))
-
-    def _send_session_flow(self, session: Session) -> None:
-        self._send(
-            session.channel,
-            Flow(
-                next_incoming_id=session.next_incoming_id,
-                incoming_window=session.incoming_window,
-                next_outgoing_id=session.next_outgoing_id,
-                outgoing_window=session.outgoing_window,
-            ),
-        )
-
-    def send_link_flow(self, link: Link, echo: bool = False) -> None:
-        """Send the link's flow state (§2.7.4); nothing while the link is not attached both ways."""
-        if link.state is not LinkState.ATTACHED:
-            return
-        session = link.session
-        self._send(
-            session.channel,
-            Flow(
-                next_incoming_id=session.next_incoming_id,
-                incoming_window=session.incoming_window,
-                next_outgoing_id=session.next_outgoing_id,
-                outgoing_window=session.outgoing_window,
-                handle=link.handle,
-                delivery_count=link.delivery_count,
-                link_credit=link.credit,
-                available=link.available if link.is_sender else None,
-                drain=link.drain,
-                echo=echo,
-            ),
-        )
-
-    def grant_credit(self, link: Link, credit: int) -> None:
-        """Set the credit of a link the peer sends on, and tell the peer (§2.6.7).
-
-        The credit is capped so that the deliveries the peer has not settled, plus the ones it
-        may still send, stay within ``max_unsettled_incoming``; the rest is granted as it settles.
-        """
-        if not link.is_sender:
-            link.wanted_credit = credit
-            config = self.config
-            kept = sum(len(session.incoming_unsettled) for session in self.sessions.values())  # <= 256 sessions
-            room = min(
-                config.max_unsettled_incoming - len(link.unsettled), config.max_unsettled_incoming_total - kept
-            )
-            if credit > room:
-                credit = max(0, room)
-                self._starved[link] = None
-            else:
-                self._starved.pop(link, None)
-        link.credit = credit
-        self.send_link_flow(link)
-
-    def drained(self, link: Link) -> None:
-        """Answer a drain request once nothing more can be sent (§2.6.7).
-
-        The remaining credit is consumed by advancing the delivery-count, and
-        a flow tells the peer so, even when no message was sent.
-        """
-        if not link.drain or link.state is not LinkState.ATTACHED:
-            return
-        link.delivery_count = (link.delivery_count + link.credit) % SERIAL_MOD
-        link.credit = 0
-        self.send_link_flow(link)
-        link.drain = False
-
-    # ------------------------------------------------------------- transfer
-
-    def _on_transfer(self, channel: int, transfer: Transfer, payload: bytes) -> None:
-        self._transfer(
-            channel,
-            transfer.handle,
-            transfer.delivery_id,
-            transfer.delivery_tag,
-            transfer.message_format,
-            transfer.settled,
-            transfer.more,
-            transfer.state,
-            transfer.aborted,
-            payload,
-        )
-
-    def _transfer(
-        self,
-        channel: int,
-        handle: int,
-        delivery_id: int | None,
-        tag: bytes | None,
-        message_format: int | None,
-        settled: bool | None,
-        more: bool,
-        state: Any,
-        aborted: bool,
-        payload: bytes,
-    ) -> None:
-        """A transfer's fields (§2.7.5), from :meth:`_on_transfer` or read directly (transfers.py)."""
-        session = self.sessions.get(channel)
-        if session is None:
-            session = self._session(channel)  # raises
-        if session.state is not SessionState.MAPPED:
-            return
-        link = session.links_by_remote.get(handle)
-        if link is None:
-            link = self._link(session, handle, "transfer")  # raises
-        session.next_incoming_id = (session.next_incoming_id + 1) % SERIAL_MOD
-        session.incoming_window -= 1
-        if session.incoming_window < 0:
-            raise SessionError(
-                conditions.WINDOW_VIOLATION,
-                f"transfer beyond the session incoming window of {INCOMING_WINDOW}",
-                channel,
-            )
-        if session.incoming_window < INCOMING_WINDOW // 2:
-            session.incoming_window = INCOMING_WINDOW
-            self._send_session_flow(session)
-        if link.state is not LinkState.ATTACHED:
-            return  # the link is being detached; late transfers are dropped
-        if link.is_sender:
-            raise LinkError(
-                conditions.NOT_ALLOWED,
-                f"transfer on link {link.name!r}, where the broker is the sender",
-                channel,
-                handle,
-            )
-        delivery = link.incoming
-        if delivery is None:
-            if link.credit <= 0:
-                raise LinkError(
-                    conditions.TRANSFER_LIMIT_EXCEEDED,
-                    f"transfer on link {link.name!r} without link credit (wait for a flow granting credit)",
-                    channel,
-                    handle,
-                )
-            if delivery_id is None or tag is None:
-                raise LinkError(
-                    conditions.INVALID_FIELD,
-                    "the first transfer of a delivery must carry delivery-id and delivery-tag",
-                    channel,
-                    handle,
-                )
-            if len(tag) > MAX_TAG:  # held for as long as the delivery is unsettled: the spec's bound
-                raise LinkError(
-                    conditions.INVALID_FIELD,
-                    f"a delivery-tag is at most {MAX_TAG} bytes (Part 2 §2.8.7), got {len(tag)}",
-                    channel,
-                    handle,
-                )
-            settled = bool(settled) or link.snd_settle_mode == 1
-            delivery = Delivery(delivery_id, tag, link, False)
-            delivery.remote_settled = settled
-            delivery.message_format = message_format or 0
-            delivery.state = state
-            link.credit -= 1
-            link.delivery_count = (link.delivery_count + 1) % SERIAL_MOD
-        elif delivery_id is not None and delivery_id != delivery.delivery_id:
-            raise LinkError(
-                conditions.INVALID_FIELD,
-                f"transfer continues delivery {delivery.delivery_id} but names delivery-id {delivery_id}",
-                channel,
-                handle,
-            )
-        else:
-            if settled:
-                delivery.remote_settled = True
-            if state is not None:
-                delivery.state = state
-        if aborted:
-            self._drop_incoming(link)  # an aborted delivery is discarded (§2.6.14)
-            return
-        if more or delivery.frames is not None:
-            # One growing buffer and a frame count: each frame costs its own bytes, never the
-            # fragments before it, and empty continuation frames count against MAX_FRAGMENTS.
-            if delivery.frames is None:
-                delivery.frames = bytearray()
-            link.incoming = delivery
-            delivery.frames += payload
-            self.assembling += len(payload)
-            delivery.sent += 1
-            if delivery.sent > MAX_FRAGMENTS:
-                self._drop_incoming(link)
-                raise LinkError(
-                    conditions.RESOURCE_LIMIT_EXCEEDED,
-                    f"a delivery may span at most {MAX_FRAGMENTS} transfer frames; send larger frames "
-                    f"(up to max-frame-size {self.config.max_frame_size})",
-                    channel,
-                    handle,
-                )
-            if link.receive_limit:
-                self._check_size(link, len(delivery.frames), channel, handle)
-            limit = self.config.max_message_size
-            if limit and self.assembling > limit:
-                # All deliveries in progress on this connection together: one message's worth.
-                self._drop_incoming(link)
-                raise LinkError(
-                    conditions.RESOURCE_LIMIT_EXCEEDED,
-                    f"deliveries in progress on this connection hold over {limit} bytes (max-message-size); "
-                    "finish one delivery before starting the next",
-                    channel,
-                    handle,
-                )
-            if more:
-                return
-            delivery.payload = bytes(delivery.frames)
-            self._drop_incoming(link)
-        else:  # the common single-frame message: no list to build
-            if link.receive_limit:
-                self._check_size(link, len(payload), channel, handle)
-            delivery.payload = payload
-        link.incoming = None
-        if not delivery.remote_settled:
-            session.incoming_unsettled[delivery.delivery_id] = delivery
-            if link.rcv_settle_mode:  # second: we keep it until the peer settles, so it counts per link
-                link.unsettled[delivery.delivery_id] = delivery
-        self._events.append(ev.MessageReceived(link, delivery))
-
-    def _drop_incoming(self, link: Link) -> None:
-        """The link's delivery in progress is complete, aborted or refused: stop counting its bytes."""
-        delivery = link.incoming
-        if delivery is not None:
-            if delivery.frames is not None:
-                self.assembling -= len(delivery.frames)
-                delivery.frames = None
-            link.incoming = None
-
-    def _check_size(self, link: Link, size: int, channel: int, handle: int) -> None:
-        """Enforce the max-message-size we advertised for links the peer sends on (§2.7.3)."""
-        limit = link.receive_limit
-        if limit and size > limit:
-            self._drop_incoming(link)
-            raise LinkError(
-                conditions.MESSAGE_SIZE_EXCEEDED,
-                f"a message of {size} bytes or more exceeds this link's max-message-size {limit}: "
-                "send messages of at most that size",
-                channel,
-                handle,
-            )
-
-    def can_send(self, link: Link) -> bool:
-        """Whether a transfer may go out now: link credit and session window allow it."""
-        return (
-            link.credit > 0 and link.session.remote_incoming_window > 0 and link.state is LinkState.ATTACHED
-        )
-
-    def send_transfer(
-        self, link: Link, tag: bytes, payload: bytes, settled: bool = False, state: Any = None
-    ) -> Delivery:
-        """Send a message on a sending link, split to max-frame-size (§2.6.12, §2.7.5).
-
-        Transfers are written straight away; pending dispositions are not
-        flushed first, since no transfer depends on them.  A message of several
-        frames goes out as far as the peer's session window allows (§2.5.6); the
-        rest follows when a flow opens the window, and until then the link takes
-        no new delivery (``link.outgoing`` is set).
-        """
-        session = link.session
-        delivery_id = session.next_delivery_id
-        session.next_delivery_id = (delivery_id + 1) % SERIAL_MOD
-        delivery = Delivery(delivery_id, tag, link, settled)
-        room = self.remote_max_frame_size - TRANSFER_OVERHEAD - len(tag)
-        if len(payload) <= room and state is None and len(tag) <= MAX_TAG:
-            data = transfer_frame(session.channel, link.handle, delivery_id, tag, settled, payload)
-            if self.hook is not None:
-                # The hook sees what the bytes encode; the bytes stay those of the fast path.
-                transfer = Transfer(
-                    handle=link.handle, delivery_id=delivery_id, delivery_tag=tag, message_format=0, settled=settled
-                )
-                data = self.hook.frame_out(session.channel, transfer, data)
-            self._out.append(data)
-            self.output_size += len(data)
-            session.next_outgoing_id = (session.next_outgoing_id + 1) % SERIAL_MOD
-            session.remote_incoming_window -= 1
-        else:
-            delivery.payload = payload
-            delivery.state = state
-            delivery.sent = 0
-            link.outgoing = delivery
-            self._send_frames(link)
-        link.delivery_count = (link.delivery_count + 1) % SERIAL_MOD
-        link.credit -= 1
-        if not settled:
-            session.outgoing_unsettled[delivery_id] = delivery
-            link.unsettled[delivery_id] = delivery
-        return delivery
-
-    def send_settled(self, link: Link, tag: bytes, payload: bytes) -> bool:
-        """Send a pre-settled delivery of one frame and keep no :class:`Delivery` for it; False if
-        it needs :meth:`send_transfer` (more than one frame, a long tag, or a hook watching frames).
-
-        A pre-settled delivery is never settled again (§2.6.12), so nothing refers to it once
-        written: readers of a stream send one per message, and the object would be garbage at once.
-        """
-        if self.hook is not None or len(payload) > self.remote_max_frame_size - TRANSFER_OVERHEAD - len(tag):
-            return False
-        if len(tag) > MAX_TAG:
-            return False
-        session = link.session
-        delivery_id = session.next_delivery_id
-        session.next_delivery_id = (delivery_id + 1) % SERIAL_MOD
-        data = transfer_frame(session.channel, link.handle, delivery_id, tag, True, payload)
-        self._out.append(data)
-        self.output_size += len(data)
-        session.next_outgoing_id = (session.next_outgoing_id + 1) % SERIAL_MOD
-        session.remote_incoming_window -= 1
-        link.delivery_count = (link.delivery_count + 1) % SERIAL_MOD
-        link.credit -= 1
-        return True
-
-    def settled_run_room(self) -> int | None:
-        """The largest payload :meth:`send_settled_run` sends in one frame, or None when a hook
-        watches frames (each delivery must then go through :meth:`send_transfer`)."""
-        if self.hook is not None:
-            return None
-        return self.remote_max_frame_size - TRANSFER_OVERHEAD - 4
-
-    def send_settled_run(self, link: Link, tag: int, payloads: list[bytes], lead: bytes = b"", number: int = 0) -> None:
-        """:meth:`send_settled` for many deliveries at once: one frame each, delivery-tags the
-        4-byte numbers from ``tag`` on (``transfers.settled_transfer_frames``, also for ``lead``
-        and ``number``: bytes every payload starts with), written as one string.
-
-        The caller checks what :meth:`send_settled` would: no hook and every payload (with its
-        lead and number) at most :meth:`settled_run_room`; and that the link's credit and the
-        session's outgoing window (§2.5.6, §2.6.7) take them all.
-        """
-        count = len(payloads)
-        if not count:
-            return
-        session = link.session
-        delivery_id = session.next_delivery_id
-        data = settled_transfer_frames(session.channel, link.handle, delivery_id, tag, payloads, lead, number)
-        self._out.append(data)
-        self.output_size += len(data)
-        session.next_delivery_id = (delivery_id + count) % SERIAL_MOD
-        session.next_outgoing_id = (session.next_outgoing_id + count) % SERIAL_MOD
-        session.remote_incoming_window -= count
-        link.delivery_count = (link.delivery_count + count) % SERIAL_MOD
-        link.credit -= count
-
-    def _send_frames(self, link: Link) -> None:
-        """Write the frames of the link's multi-frame delivery that the session window allows."""
-        delivery = link.outgoing
-        if delivery is None:
-            return
-        session = link.session
-        payload = delivery.payload
-        room = self.remote_max_frame_size - TRANSFER_OVERHEAD - len(delivery.tag)
-        while session.remote_incoming_window > 0 and link.state is LinkState.ATTACHED:
-            offset = delivery.sent
-            if offset == 0:
-                transfer = Transfer(
-                    handle=link.handle,
-                    delivery_id=delivery.delivery_id,
-                    delivery_tag=delivery.tag,
-                    message_format=0,
-                    settled=delivery.settled,
-                    state=delivery.state,
-                )
-            else:
-                transfer = Transfer(handle=link.handle)
-            transfer.more = offset + room < len(payload)
-            self._write(session.channel, transfer, payload[offset : offset + room])
-            delivery.sent = offset + room
-            session.next_outgoing_id = (session.next_outgoing_id + 1) % SERIAL_MOD
-            session.remote_incoming_window -= 1
-            if not transfer.more:
-                link.outgoing = None
-                delivery.payload = b""
-                return
-
-    # ---------------------------------------------------------- disposition
-
-    def _on_disposition(self, channel: int, disposition: Disposition, payload: bytes) -> None:
-        self._disposition(
-            channel, disposition.role, disposition.first, disposition.last, disposition.settled, disposition.state
-        )
-
-    def _disposition(
-        self, channel: int, role: bool, first: int, last: int | None, settled: bool, state: Any
-    ) -> None:
-        """A disposition's fields (§2.7.6), from :meth:`_on_disposition` or read directly (transfers.py)."""
-        session = self._session(channel)
-        if session.state is not SessionState.MAPPED:
-            return
-        last = last if last is not None else first
-        width = (last - first) % SERIAL_MOD
-        if width >= SERIAL_HALF:
-            # RFC-1982 (§2.8.9): last is "before" first, so the range names nothing sensible.
-            raise SessionError(
-                conditions.INVALID_FIELD, f"disposition range {first}..{last} ends before it starts", channel
-            )
-        # The peer as receiver settles what we sent; as sender, what we received.
-        table = session.outgoing_unsettled if role == ROLE_RECEIVER else session.incoming_unsettled
-        # The work is bounded by the unsettled deliveries, not by the range the peer names: a wide
-        # range walks the table (kept in delivery-id order, as ids are assigned), a narrow one the ids.
-        if width == 0:
-            ids: Any = (first,)  # the usual case, one delivery: no generator per disposition
-        elif width < len(table):
-            if first + width < SERIAL_MOD:
-                ids = range(first, first + width + 1)  # no wrap: a plain range
-            else:
-                ids = ((first + offset) % SERIAL_MOD for offset in range(width + 1))
-        else:
-            ids = [delivery_id for delivery_id in table if (delivery_id - first) % SERIAL_MOD <= width]
-        released = False
-        for delivery_id in ids:
-            delivery = table.get(delivery_id)
-            if delivery is not None:
-                delivery.state = state if state is not None else delivery.state
-                if settled:
-                    delivery.remote_settled = True
-                    del table[delivery_id]
-                    delivery.link.unsettled.pop(delivery_id, None)
-                    released = released or not delivery.link.is_sender
-                self._events.append(ev.DeliveryUpdated(delivery.link, delivery, state, settled))
-        if released and self._starved:  # the peer settled: the credit held back is granted now
-            for link in list(self._starved):
-                if link.state is LinkState.ATTACHED:
-                    self.grant_credit(link, link.wanted_credit)
-                else:
-                    self._starved.pop(link, None)
-
-    def settle(self, delivery: Delivery, state: Any, settled: bool = True) -> None:
-        """Tell the peer a delivery's state, settling it (§2.7.6).
-
-        Dispositions are coalesced into ``first..last`` ranges of consecutive
-        delivery-ids with the same state, and written before any frame other
-        than a transfer (which they never need to precede) and at the latest
-        when output is collected.
-        """
-        link = delivery.link
-        session = link.session
-        if settled:
-            delivery.settled = True
-            if link.is_sender:
-                session.outgoing_unsettled.pop(delivery.delivery_id, None)
-                link.unsettled.pop(delivery.delivery_id, None)
-            else:
-                session.incoming_unsettled.pop(delivery.delivery_id, None)
-                if link.rcv_settle_mode:
-                    link.unsettled.pop(delivery.delivery_id, None)
-        if not link.is_sender:
-            # The outcome is decided: the message is in a node now, if anywhere; waiting for the
-            # peer to settle (rcv-settle-mode second) holds the delivery's state, not its bytes.
-            delivery.payload = b""
-        if session.state is not SessionState.MAPPED:
-            return
-        role = ROLE_SENDER if link.is_sender else ROLE_RECEIVER
-        delivery_id = delivery.delivery_id
-        last = self._last_disposition
-        if (
-            last is not None
-            and last[0] is session
-            and last[1] is role
-            and last[4] is settled
-            and last[5] is state
-            and (last[3] + 1) % SERIAL_MOD == delivery_id
-        ):
-            last[3] = delivery_id  # the usual case: the next delivery, the same outcome object
-            return
-        key = (id(session), role, settled, type(state))
-        pending = self._dispositions.get(key)
-        if pending is not None:
-            if (pending[3] + 1) % SERIAL_MOD == delivery_id and (pending[5] is state or pending[5] == state):
-                pending[3] = delivery_id
-                self._last_disposition = pending
-                return
-            self._disposition_ranges.append(pending)
-        pending = self._dispositions[key] = [session, role, delivery_id, delivery_id, settled, state]
-        self._last_disposition = pending
-
-    def _flush_disposition(self) -> None:
-        ranges = self._disposition_ranges
-        ranges.extend(self._dispositions.values())
-        self._dispositions = {}
-        self._disposition_ranges = []
-        self._last_disposition = None
-        for session, role, first, last, settled, state in ranges:
-            if session.state is not SessionState.MAPPED:
-                continue
-            if type(state) is Accepted and self.hook is None:
-                # The usual outcome, written directly (transfers.py): the same bytes as below.
-                data = accepted_disposition_frame(session.channel, role, first, last if last != first else None, settled)
-                self._out.append(data)
-                self.output_size += len(data)
-            else:
-                self._write(
-                    session.channel,
-                    Disposition(
-                        role=role, first=first, last=last if last != first else None, settled=settled, state=state
-                    ),
-                )
+    # The broker's calls on sessions, links and deliveries: functions of the handler modules,
+    # bound here as methods (no call in between; see the module docstring).
+    end_session = sessions.end_session
+    accept_link = links.accept_link
+    refuse_link = links.refuse_link
+    detach_link = links.detach_link
+    send_link_flow = flow.send_link_flow
+    grant_credit = flow.grant_credit
+    drained = flow.drained
+    can_send = deliveries.can_send
+    send_transfer = deliveries.send_transfer
+    send_settled = deliveries.send_settled
+    settled_run_room = deliveries.settled_run_room
+    send_settled_run = deliveries.send_settled_run
+    settle = dispositions.settle

@@ -2,19 +2,26 @@
 
 These objects belong to the engine; the broker reads them and hangs its own
 state on ``context``.  Sequence numbers follow RFC-1982 serial arithmetic
-modulo 2**32 (§2.8.9).
+modulo 2**32 (§2.8.9).  :func:`attach_frame` and :func:`flow_frame` are the
+one place each where the engine's ``attach`` and ``flow`` are built from an
+endpoint's state.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..amqp.performatives import Attach
+from ..amqp.performatives import RCV_FIRST, ROLE_RECEIVER, ROLE_SENDER, SND_MIXED, Attach, Flow
 from ._state import Input, LinkState, SessionState, advance
 
-__all__ = ["Delivery", "Link", "Session", "SERIAL_MOD"]
+__all__ = ["Delivery", "Link", "Session", "SERIAL_MOD", "SERIAL_HALF", "INCOMING_WINDOW", "attach_frame", "flow_frame"]
 
 SERIAL_MOD = 2**32
+#: Serial-number distances at or beyond half the space are "behind", not "ahead" (RFC-1982, §2.8.9).
+SERIAL_HALF = 2**31
+#: The session incoming window we advertise; replenished when half is used (§2.5.6).
+#: The largest a serial number allows (RFC-1982, §2.8.9): flow control is link credit's job.
+INCOMING_WINDOW = 2**31 - 1
 
 
 class Delivery:
@@ -129,3 +136,60 @@ class Session:
 
     def __repr__(self) -> str:
         return f"<Session channel={self.channel} {self.state.value}>"
+
+
+def attach_frame(
+    link: Link,
+    source: Any,
+    target: Any,
+    *,
+    snd_settle_mode: int = SND_MIXED,
+    rcv_settle_mode: int = RCV_FIRST,
+    max_message_size: int | None = None,
+    offered_capabilities: list[Any] | None = None,
+    properties: dict[Any, Any] | None = None,
+) -> Attach:
+    """Our attach answering the peer's for ``link`` (§2.6.3, §2.7.3), in the role opposite to its.
+
+    A sender states its initial delivery-count (§2.6.7: 0, as nothing is sent before the answer);
+    a receiver leaves it out.  The settle modes left at their defaults are encoded as absent.
+    """
+    return Attach(
+        name=link.name,
+        handle=link.handle,
+        role=ROLE_SENDER if link.is_sender else ROLE_RECEIVER,
+        snd_settle_mode=snd_settle_mode,
+        rcv_settle_mode=rcv_settle_mode,
+        source=source,
+        target=target,
+        initial_delivery_count=link.delivery_count if link.is_sender else None,
+        max_message_size=max_message_size,
+        offered_capabilities=offered_capabilities,
+        properties=properties,
+    )
+
+
+def flow_frame(session: Session, link: Link | None = None, echo: bool = False) -> Flow:
+    """Our flow (§2.7.4): the session's windows, and with ``link`` that link's flow state too.
+
+    ``available`` is ours to state only as the sender (§2.6.7); as the receiver the peer states it.
+    """
+    if link is None:
+        return Flow(
+            next_incoming_id=session.next_incoming_id,
+            incoming_window=session.incoming_window,
+            next_outgoing_id=session.next_outgoing_id,
+            outgoing_window=session.outgoing_window,
+        )
+    return Flow(
+        next_incoming_id=session.next_incoming_id,
+        incoming_window=session.incoming_window,
+        next_outgoing_id=session.next_outgoing_id,
+        outgoing_window=session.outgoing_window,
+        handle=link.handle,
+        delivery_count=link.delivery_count,
+        link_credit=link.credit,
+        available=link.available if link.is_sender else None,
+        drain=link.drain,
+        echo=echo,
+    )

@@ -39,6 +39,7 @@ from ..amqp.performatives import RCV_FIRST, Error, amqp_error
 from ..amqp.types import symbol, ulong
 from ..broker.client_connection import BrokerConnection
 from ..broker.config import SERVICE_BUS_MESSAGE_SIZE, EntityProperties, ServiceBusOptions
+from ..broker.node import Node
 from ..broker.permissions import ANONYMOUS_USER
 from ..broker.publish import Source
 from ..broker.queue import Queue
@@ -331,8 +332,8 @@ class ServiceBusLayer:
         the service does) with ``com.microsoft:argument-out-of-range``, before anything is stored.
         A duplicate-detecting entity remembers an id only once its message is stored or scheduled.
         """
-        node = self.broker.resolve(address)
-        if not isinstance(node, (Queue, Topic)):
+        node = _entity(self.broker.resolve(address))
+        if node is None:
             return _rejected(amqp_error(conditions.NOT_FOUND, f"no queue or topic {address!r}"))
         refused = _overlong_id(messages)
         if refused is not None:
@@ -379,8 +380,8 @@ class ServiceBusLayer:
             properties = self.options.entities.get(node.name)
             if properties is None or not properties.forward_to or not isinstance(node, Queue):
                 break
-            target = self.broker.resolve(properties.forward_to)
-            if not isinstance(target, (Queue, Topic)):
+            target = _entity(self.broker.resolve(properties.forward_to))
+            if target is None:
                 break  # nowhere to go (auto-create off): it stays
             node = target
         return node
@@ -389,9 +390,9 @@ class ServiceBusLayer:
         """A subscription's rules that pass what they take on to ``target_name`` instead of keeping it."""
 
         def forward(message: StoredMessage) -> list[StoredMessage]:
-            target = self.broker.resolve(target_name)
+            target = _entity(self.broker.resolve(target_name))
             copies = ruleset(message)
-            if not isinstance(target, (Queue, Topic)) or self._forward_depth >= MAX_FORWARD_HOPS:
+            if target is None or self._forward_depth >= MAX_FORWARD_HOPS:
                 return copies  # nowhere to go, or a forwarding loop: the subscription keeps them
             self._forward_depth += 1
             try:
@@ -405,7 +406,7 @@ class ServiceBusLayer:
 
     def _enqueue_scheduled(self, node: Queue | Topic, message: StoredMessage, number: int, now: float) -> None:
         target = self._forward_target(node)  # a forwarding queue passes it on when it comes due
-        seq = number if isinstance(node, Queue) and target is node else None  # the queue reserved the number
+        seq = number if target is node else None  # the number the node reserved (a topic's is ignored)
         self.broker.router.publisher.publish(target, message, now, Source.SCHEDULE, seq)
 
     # ------------------------------------------------------------- timers
@@ -428,7 +429,7 @@ class ServiceBusLayer:
         if not sessions:
             return
         target = self._forward_target(node)
-        reached = {target.name} if isinstance(target, Queue) else {q.queue.name for q in target.subscriptions.values()}
+        reached = {queue.name for queue in target.queues()}  # the queue itself, or a topic's subscriptions
         if self.sessions.any_free(reached, sessions):
             self._serve_waiting(now, reached)
 
@@ -493,6 +494,12 @@ _NO_ENTITY = EntityProperties()
 #: The condition Service Bus answers an argument out of its range with (the SDKs map it to an
 #: ArgumentOutOfRangeException / ServiceBusError, and do not retry it).
 ARGUMENT_OUT_OF_RANGE = "com.microsoft:argument-out-of-range"
+
+
+def _entity(node: Node | None) -> Queue | Topic | None:
+    """The Service Bus entity ``node`` is: a queue or a topic (the service has no other kind; a
+    stream, such as an event hub's partition, is no entity a Service Bus sender can reach)."""
+    return node if isinstance(node, (Queue, Topic)) else None
 
 
 def _rejected(error: Error) -> Rejected:

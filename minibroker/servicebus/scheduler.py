@@ -38,22 +38,21 @@ class Scheduler:
         self._scheduled: dict[tuple[str, int], tuple[Queue | Topic, StoredMessage]] = {}
         self._waiting: dict[str, dict[int, StoredMessage]] = {}  # by node name: what it will get
         self._due = SortedList()  # (enqueue time, node, sequence number)
-        self._topic_numbers: dict[str, int] = {}
+        self._own_numbers: dict[str, int] = {}
 
     def refusal(self, node: Queue | Topic, message: StoredMessage) -> Error | None:
         """The error to refuse scheduling ``message`` for ``node`` with (it would not fit beside what the
         node holds and what is scheduled for it), or None."""
-        if isinstance(node, Queue) and not node.limited:
+        if not node.limited:
             return None  # the common case: nothing to count
         return node.admit(message, list(self._waiting.get(node.name, {}).values()))
 
     def schedule(self, node: Queue | Topic, message: StoredMessage, at: float) -> int:
         """Hold a message until clock time ``at``; returns its sequence number."""
-        if isinstance(node, Queue):
-            number = node.reserve_seq()
-        else:
-            number = self._topic_numbers.get(node.name, 0) + 1
-            self._topic_numbers[node.name] = number
+        number = node.reserve_seq()  # a queue's own arrival number: its copy arrives as if sent then
+        if number is None:  # a topic numbers nothing (each subscription numbers its copies): count here
+            number = self._own_numbers.get(node.name, 0) + 1
+            self._own_numbers[node.name] = number
         self._scheduled[(node.name, number)] = (node, message)
         self._waiting.setdefault(node.name, {})[number] = message
         first = self.next_due()
@@ -91,4 +90,4 @@ class Scheduler:
         self._scheduled.clear()
         self._waiting.clear()
         self._due.clear()
-        self._topic_numbers.clear()
+        self._own_numbers.clear()

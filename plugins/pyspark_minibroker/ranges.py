@@ -16,7 +16,9 @@ message annotation ``x-stream-offset``.  So:
 
 Spark's checkpoint holds the offsets (one next offset per address), so a restarted query reads
 each range again exactly: every message once in the sink, with nothing held on the driver.
-Offsets the stream no longer retains are skipped (a range read starts at the first retained).
+Offsets the stream no longer retains when a task reads its range (retention dropped them) fail
+the task with :class:`DataLost`, as Kafka's ``failOnDataLoss`` does by default; with that
+option false the range is read from the first retained offset.
 """
 
 from __future__ import annotations
@@ -26,13 +28,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from minibroker.client import Client, Delivery, LinkDetached
+from minibroker.client import Client, Delivery, LinkDetached, Receiver
 
 from .columns import Rows
 from .options import Options
+from .retry import LOST, Backoff
 
 __all__ = [
-    "Bounds", "FetchWindow", "OffsetRange", "bounds", "fetch_size", "is_stream", "plan", "read_range", "split", "starting_offsets",
+    "Bounds", "DataLost", "FetchWindow", "OffsetRange", "batch_spans", "bounds", "fetch_size", "is_stream", "plan",
+    "read_range", "split", "starting_offsets",
 ]  # fmt: skip
 
 #: Messages asked for per fetch while reading a range, at most (one Arrow batch each).
@@ -117,13 +121,21 @@ def is_stream(options: Options, address: str) -> bool:
     return True
 
 
+class DataLost(RuntimeError):
+    """Offsets a task was to read are no longer retained (option ``failOnDataLoss``, default true)."""
+
+
+def _given(spec: str | None) -> dict[str, Any]:
+    """The offsets per address of a JSON ``startingOffsets``/``endingOffsets`` (none for a word)."""
+    return {} if spec is None or spec in ("earliest", "latest") else dict(json.loads(spec))
+
+
 def starting_offsets(options: Options) -> dict[str, int]:
-    """Where a new query starts, per address: ``earliest`` (the first retained), ``latest`` (the
-    next to come) or a JSON object of offsets per address (``{"events": 120}``; others: earliest)."""
+    """Where a new query starts, per address: ``earliest`` (the first retained; the default),
+    ``latest`` (the next to come) or a JSON object of offsets per address (``{"events": 120}``;
+    others: earliest)."""
     spec = options.starting_offsets
-    given: dict[str, Any] = {}
-    if spec not in ("earliest", "latest"):
-        given = json.loads(spec)
+    given = _given(spec)
     start: dict[str, int] = {}
     for address in options.addresses:
         if address in given:
@@ -135,6 +147,29 @@ def starting_offsets(options: Options) -> dict[str, int]:
         else:
             start[address] = found.first if found.first is not None else 0
     return start
+
+
+def batch_spans(options: Options) -> dict[str, tuple[int, int]]:
+    """What a batch read of streams reads, per address: from ``startingOffsets`` (``earliest``, the
+    default, or JSON) to before ``endingOffsets`` (``latest``, the default: the next offset when
+    the read is planned, or JSON, at most that), as Kafka's batch queries are bounded.  A span
+    whose start is at its end or past it is left out."""
+    if options.starting_offsets == "latest":
+        raise ValueError(
+            "option startingOffsets='latest' reads nothing in a batch read (as in Kafka's batch queries): "
+            "use 'earliest' or a JSON object of offsets per address"
+        )
+    starts, ends = _given(options.starting_offsets), _given(options.ending_offsets)
+    spans: dict[str, tuple[int, int]] = {}
+    for address in options.addresses:
+        found = bounds(options, address)
+        if found.next is None:
+            continue  # retains nothing: nothing to read
+        start = int(starts[address]) if address in starts else found.first
+        end = min(int(ends[address]), found.next) if address in ends else found.next
+        if start is not None and start < end:
+            spans[address] = (start, end)
+    return spans
 
 
 def split(address: str, start: int, end: int, size: int) -> list[OffsetRange]:
@@ -152,27 +187,76 @@ def plan(options: Options, spans: dict[str, tuple[int, int]]) -> list[OffsetRang
     return [piece for address, (start, end) in spans.items() for piece in split(address, start, end, size)]
 
 
-def read_range(options: Options, piece: OffsetRange) -> Iterator[Rows]:
-    """The rows of one range's messages in offset order, a fetch at a time; offsets no longer
-    retained are skipped.  The same :class:`Rows` comes back each time, with the next rows."""
-    rows = Rows()
+def _lost(options: Options, piece: OffsetRange, start: int, found: int) -> None:
+    """Offsets ``start`` to ``found`` (exclusive) of the range were dropped by retention: fail
+    with :class:`DataLost` unless ``failOnDataLoss`` is false."""
+    if found > start and options.fail_on_data_loss:
+        raise DataLost(
+            f"amqp data source: offsets {start} to {found - 1} of stream {piece.address!r} are no longer retained "
+            f"(its retention dropped them before this read of {piece.start} to {piece.end - 1} got to them); "
+            "set option failOnDataLoss to 'false' to read on from the first retained offset instead"
+        )
+
+
+def read_range(options: Options, piece: OffsetRange, rows: Rows | None = None) -> Iterator[Rows]:
+    """The rows of one range's messages in offset order, a fetch at a time.  The same
+    :class:`Rows` (``rows``, or a new one) comes back each time, with the next rows.
+
+    Offsets no longer retained (the broker starts a reader at an offset it dropped from its first
+    retained one) raise :class:`DataLost`, or are skipped when ``failOnDataLoss`` is false: checked
+    once, on the range's first fetch, not per message (retention drops a stream's head, and a
+    stream's offsets are consecutive, so the first offset that came tells).
+
+    A lost connection (a broker restart or outage) is not the end of the range: the read goes on
+    from the next offset it has no row of, on a new connection, tried with backoff for
+    ``reconnectTimeout`` seconds (:mod:`.retry`); the rows made before the loss are kept, so each
+    message still gives one row."""
+    rows = Rows() if rows is None else rows
     window = fetch_size(WINDOW, WINDOW_BYTES, 0, 0)
     taken = 0  # messages fetched (rows.taken_bytes: their bytes)
-    with options.connect() as client:
-        receiver = client.receiver(piece.address, offset=piece.start, credit=window, timeout=options.timeout)
-        rows.read_stream(piece.address, piece.start, piece.end)
+    backoff = Backoff(options.reconnect_timeout)
+    client: Client | None = None
+    receiver: Receiver | None = None
+    rows.read_stream(piece.address, piece.start, piece.end)
+    try:
         while rows.next < piece.end:
-            # Exactly what is left of the range (a drain: the broker says when it has no more),
-            # each message made a row as it arrives.
-            rows.clear()
-            got = receiver.fetch_into(min(window, piece.end - rows.next), rows.take, options.timeout)
+            try:
+                if receiver is None:
+                    client = options.connect(backoff)
+                    receiver = client.receiver(piece.address, offset=rows.next, credit=window, timeout=options.timeout)
+                # Exactly what is left of the range (a drain: the broker says when it has no more),
+                # each message made a row as it arrives.
+                got = receiver.fetch_into(min(window, piece.end - rows.next), rows.take, options.timeout)
+            except LOST:
+                if client is not None:
+                    client.close(timeout=0.5)
+                client = receiver = None
+                if not backoff.wait():
+                    raise
+                continue
+            backoff.reset()
             if not got:
-                return  # nothing more retained from here (the range's end was dropped, or filtered out)
+                break  # nothing more from here (a range past the stream's end; retention drops from the head)
+            if not taken:  # the first offset that came: how far the fetch moved less the rows it made
+                _lost(options, piece, piece.start, min(rows.next, piece.end) - len(rows))
             taken += got
             window = fetch_size(WINDOW, WINDOW_BYTES, taken, rows.taken_bytes)
             if rows.next < piece.end:
-                # The next fetch's messages come while Spark takes these (at most what is left).
-                receiver.prefetch(min(window, piece.end - rows.next))
+                try:
+                    # The next fetch's messages come while Spark takes these (at most what is left).
+                    receiver.prefetch(min(window, piece.end - rows.next))
+                except LOST:
+                    receiver = None  # the next fetch finds out, on a new connection
             if rows:
                 yield rows
-        receiver.close(options.timeout)
+                rows.clear()
+        if rows:
+            yield rows  # what a lost fetch had made before the range found its end
+        if receiver is not None:
+            try:
+                receiver.close(options.timeout)
+            except LOST:
+                pass  # every row is made: the link's end no longer matters
+    finally:
+        if client is not None:
+            client.close(timeout=1)

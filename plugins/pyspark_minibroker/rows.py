@@ -13,7 +13,7 @@ from minibroker.amqp.messaging import Header, Properties
 from minibroker.client import Delivery
 
 __all__ = [
-    "CREATED", "READ_FIELDS", "READ_SCHEMA", "WRITE_COLUMNS", "app_values", "bad_record_message",
+    "ALL_FIELDS", "CREATED", "POSITION_SCHEMA", "READ_FIELDS", "READ_SCHEMA", "WRITE_COLUMNS", "app_values", "bad_record_message",
     "datetime_of", "fingerprint", "header_values", "message_from_row", "message_values", "project",
     "projection", "property_values", "read_struct_type", "redelivered", "row_digest", "row_from_delivery",
 ]  # fmt: skip
@@ -25,23 +25,36 @@ READ_SCHEMA = (
     "delivery_count int, creation_time timestamp, application_properties map<string,string>"
 )
 
+#: Where each row's message was, as Kafka's source gives topic, partition, offset and timestamp:
+#: the address it was read from, its stream offset (null from a queue) and when the broker took
+#: it (its ``x-opt-enqueued-time`` annotation when the broker sends one, else null).  Added to the
+#: schema by option ``includePosition`` (or by naming them in ``.schema(...)``), so the default
+#: schema, and a read DataFrame written back as it is, stay as they were.
+POSITION_SCHEMA = "address string, offset bigint, timestamp timestamp"
+
+
+def _fields(schema: str) -> tuple[tuple[str, str], ...]:
+    return tuple((name, kind) for name, kind in (part.split(" ", 1) for part in schema.split(", ")))
+
+
 #: READ_SCHEMA's (name, type) pairs, types as Spark's ``simpleString()`` writes them.
-READ_FIELDS: tuple[tuple[str, str], ...] = tuple(
-    (name, kind) for name, kind in (part.split(" ", 1) for part in READ_SCHEMA.split(", "))
-)
+READ_FIELDS: tuple[tuple[str, str], ...] = _fields(READ_SCHEMA)
+#: READ_FIELDS and then the position columns: where a projection's indices point.
+ALL_FIELDS: tuple[tuple[str, str], ...] = READ_FIELDS + _fields(POSITION_SCHEMA)
 
 
 def projection(fields: list[tuple[str, str]]) -> tuple[int, ...] | None:
-    """Where in a READ_SCHEMA row each (name, type) of a schema given with ``.schema()`` is;
-    None for READ_SCHEMA itself.  A column it does not have, or has with another type,
-    raises ``ValueError`` saying what to read instead."""
+    """Where in a READ_SCHEMA row, followed by the position columns, each (name, type) of a schema
+    given with ``.schema()`` is; None for READ_SCHEMA itself.  A column it does not have, or has
+    with another type, raises ``ValueError`` saying what to read instead."""
     if tuple(fields) == READ_FIELDS:
         return None
-    known = {name: (i, kind) for i, (name, kind) in enumerate(READ_FIELDS)}
+    known = {name: (i, kind) for i, (name, kind) in enumerate(ALL_FIELDS)}
     columns = []
     for name, kind in fields:
         if name not in known:
-            raise ValueError(f"the amqp source reads the columns of {READ_SCHEMA!r}: {name!r} is not one of them")
+            raise ValueError(f"the amqp source reads the columns of {READ_SCHEMA!r} (and with option includePosition "
+                             f"{POSITION_SCHEMA!r}): {name!r} is not one of them")  # fmt: skip
         at, expected = known[name]
         if kind != expected:
             raise ValueError(f"the amqp source reads {name!r} as {expected}, not {kind}: read it as {expected} "
@@ -157,10 +170,16 @@ def read_struct_type() -> Any:
     return types.StructType([types.StructField(name, kinds[kind]) for name, kind in READ_FIELDS])
 
 
+#: Hex digits of a fingerprint: 48 bits.  A redelivered message of another reader is taken for one
+#: of ours only if its fingerprint equals one of the at most ``PENDING_BATCHES * maxBatch`` kept
+#: (100,000 by default): odds of 100,000 / 2**48, about 4e-10, per such message.
+FINGERPRINT_DIGITS = 12
+
+
 def fingerprint(delivery: Delivery) -> str:
     """A short hash of the bare message (§3.2: what the broker never changes), to recognise a redelivery."""
     start, end = split_sections(delivery.payload).bare
-    return hashlib.sha256(delivery.payload[start:end]).hexdigest()[:20]
+    return hashlib.sha256(delivery.payload[start:end]).hexdigest()[:FINGERPRINT_DIGITS]
 
 
 def redelivered(delivery: Delivery) -> bool:

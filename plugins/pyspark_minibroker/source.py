@@ -45,8 +45,20 @@ from minibroker.client import Client, ClientTimeout, ConnectionClosed, Delivery,
 
 from .columns import Rows
 from .options import Options, parse_options
-from .ranges import FetchWindow, OffsetRange, bounds, is_stream, plan, read_range, starting_offsets
+from .positions import PositionRows
+from .ranges import (
+    FetchWindow,
+    OffsetRange,
+    batch_spans,
+    bounds,
+    is_stream,
+    plan,
+    read_range,
+    starting_offsets,
+)
 from .rows import (
+    POSITION_SCHEMA,
+    READ_FIELDS,
     READ_SCHEMA,
     WRITE_COLUMNS,
     bad_record_message,
@@ -67,11 +79,13 @@ log = logging.getLogger("pyspark_minibroker")
 class AmqpDataSource(DataSource):
     """``spark.read.format("amqp")`` / ``df.write.format("amqp")``, batch and streaming.
 
-    Options: ``url`` (``amqp://[user:password@]host:port``) and ``address`` (required),
-    ``mode`` (``browse`` default, or ``consume``; batch reads), ``maxBatch`` and
-    ``maxBatchBytes`` (queues: most messages and bytes per fetch and per micro-batch, default
-    10,000 and 16 MiB), ``timeout`` (seconds, default 10), ``retries``
-    (writes: resends after a lost link or connection, default 3), ``user``, ``password``.
+    Options (:data:`.options.OPTIONS`, documented in docs/spark.md; any other is refused):
+    ``url`` (``amqp://[user:password@]host:port``) and ``address`` (required), ``mode``
+    (``browse`` default, or ``consume``; batch reads), ``maxBatch`` and ``maxBatchBytes``
+    (queues), ``timeout``, ``retries``, ``user``, ``password``, ``kind``, and for streams
+    ``startingOffsets``, ``endingOffsets`` (batch reads), ``failOnDataLoss`` and the
+    partitioning options; ``includePosition`` (reads: the position columns),
+    ``reconnectTimeout`` (outages, :mod:`.retry`); ``onBadRecord`` and ``deadLetterAddress`` for writes.
     """
 
     def __init__(self, options: dict[str, str]) -> None:
@@ -83,14 +97,20 @@ class AmqpDataSource(DataSource):
         return "amqp"
 
     def schema(self) -> str:
-        return READ_SCHEMA
+        return f"{READ_SCHEMA}, {POSITION_SCHEMA}" if self.parsed.include_position else READ_SCHEMA
 
     def _kind(self) -> str:
-        """``stream`` or ``queue``: the ``kind`` option, else learned by attaching (driver side)."""
+        """``stream`` or ``queue``: the ``kind`` option, else learned by attaching (driver side).
+        A queue read refuses the options that bound streams by offset."""
         options = self.parsed
         kind = options.kind or ("stream" if is_stream(options, options.addresses[0]) else "queue")
         if kind == "queue" and len(options.addresses) > 1:
             raise ValueError(f"option 'address' lists several addresses {options.addresses}; only streams read several")
+        if kind == "queue" and (options.starting_offsets is not None or options.ending_offsets is not None):
+            raise ValueError(
+                f"options startingOffsets and endingOffsets bound reads of streams; {options.address!r} is a queue "
+                "(a queue has no offsets): leave them out, or read a stream"
+            )
         return kind
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -101,6 +121,11 @@ class AmqpDataSource(DataSource):
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         """A stream is read by offset ranges on executors; for a queue Spark falls back to the
         driver-side :meth:`simpleStreamReader` (it does so only on ``PySparkNotImplementedError``)."""
+        if self.parsed.ending_offsets is not None:
+            raise ValueError(
+                "option 'endingOffsets' bounds batch reads only (as in Kafka); a streaming query reads on: "
+                "use .trigger(availableNow=True) to stop at what is there when it starts"
+            )
         if self._kind() == "queue":
             raise PySparkNotImplementedError(errorClass="NOT_IMPLEMENTED", messageParameters={"feature": "streamReader"})
         return _OffsetStreamReader(self.parsed, _shape(schema))
@@ -138,6 +163,13 @@ class _Shape:
     arrow: Any
     columns: tuple[int, ...] | None
 
+    def rows(self, address: str) -> Rows:
+        """Rows for this shape: :class:`.positions.PositionRows` when it has a position column
+        (only then is each message's position kept), for messages read from ``address``."""
+        if self.columns is not None and max(self.columns, default=0) >= len(READ_FIELDS):
+            return PositionRows(address)
+        return Rows()
+
 
 def _shape(schema: StructType) -> _Shape:
     """The shape of rows for ``schema``: READ_SCHEMA, or some of its columns given with ``.schema(...)``
@@ -160,11 +192,11 @@ def _hand_over(rows: Rows, shape: _Shape) -> Iterator[Any]:
         yield rows.arrow(shape.arrow, shape.columns)
 
 
-def _batches(deliveries: list[Delivery], shape: _Shape) -> Iterator[Any]:
+def _batches(deliveries: list[Delivery], shape: _Shape, address: str) -> Iterator[Any]:
     """A list iterator (Spark copies it) of the Arrow batch of ``deliveries``' rows (none for none):
     what a stream reader on the driver returns, so Spark's runner sends it on as it is instead of
     converting a tuple per message value by value."""
-    rows = Rows()
+    rows = shape.rows(address)
     for delivery in deliveries:
         rows.add(delivery.payload)
     return iter(list(_hand_over(rows, shape)))
@@ -188,7 +220,7 @@ class _BatchReader(DataSourceReader):
         window = FetchWindow()  # a fetch brings about maxBatchBytes
         with options.connect() as client:
             receiver = client.receiver(options.address, credit=options.max_batch, browse=browse)
-            rows = Rows()
+            rows = self.shape.rows(options.address)
             while True:
                 chunk = receiver.fetch(window.size(options.max_batch, options.max_batch_bytes))
                 if not chunk:
@@ -220,25 +252,27 @@ def _ranges(pieces: list[OffsetRange]) -> list[InputPartition]:
 
 
 def _read(options: Options, partition: InputPartition, shape: _Shape) -> Iterator[Any]:
-    assert isinstance(partition, _Range)
-    for rows in read_range(options, OffsetRange(partition.address, partition.start, partition.end)):
+    """The rows of one task's range; none for the partition Spark makes up when a plan has no range
+    (``InputPartition(None)``: an empty stream, or a bounded read with nothing in its bounds)."""
+    if not isinstance(partition, _Range):
+        if partition.value is None:
+            return
+        raise TypeError(f"the amqp data source reads stream ranges, not {partition!r}")
+    piece = OffsetRange(partition.address, partition.start, partition.end)
+    for rows in read_range(options, piece, shape.rows(partition.address)):
         yield from _hand_over(rows, shape)
 
 
 class _StreamBatchReader(DataSourceReader):
-    """A stream's retained messages, split into offset ranges that tasks read in parallel."""
+    """A stream's retained messages (or those within ``startingOffsets`` and ``endingOffsets``),
+    split into offset ranges that tasks read in parallel."""
 
     def __init__(self, options: Options, shape: _Shape) -> None:
         self.options = options
         self.shape = shape
 
     def partitions(self) -> list[InputPartition]:
-        spans: dict[str, tuple[int, int]] = {}
-        for address in self.options.addresses:
-            found = bounds(self.options, address)
-            if found.first is not None and found.next is not None:
-                spans[address] = (found.first, found.next)
-        return _ranges(plan(self.options, spans))
+        return _ranges(plan(self.options, batch_spans(self.options)))
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return _read(self.options, partition, self.shape)
@@ -407,6 +441,8 @@ class _OffsetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         self.shape = shape
         #: The offsets an ``availableNow`` run stops at (set by ``prepareForTriggerAvailableNow``).
         self.target: dict[str, int] | None = None
+        #: Each stream's next offset as the last ``latestOffset`` found it (``reportLatestOffset``).
+        self.latest: dict[str, int] = {}
 
     def initialOffset(self) -> dict[str, int]:
         return starting_offsets(self.options)
@@ -427,7 +463,7 @@ class _OffsetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         end: dict[str, int] = {}
         for address in self.options.addresses:
             begin = int(start.get(address, 0))  # an address added since the checkpoint starts at 0: the first retained
-            latest = self._next(address, begin)
+            latest = self.latest[address] = self._next(address, begin)
             if self.target is not None:
                 latest = min(latest, self.target.get(address, latest))
             latest = max(begin, latest)
@@ -436,6 +472,13 @@ class _OffsetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
                 budget -= latest - begin
             end[address] = latest
         return end
+
+    def reportLatestOffset(self) -> dict[str, int] | None:
+        """Each stream's next offset when the micro-batch was planned, whatever ``maxOffsetsPerTrigger``
+        or ``availableNow`` took: the query's progress shows it as ``latestOffset`` beside
+        ``endOffset``, their difference being the lag (as Kafka's source reports it).  Spark asks
+        after ``latestOffset``, so its answer is reused: no extra trip to the broker."""
+        return dict(self.latest) or None
 
     def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
         return _ranges(plan(self.options, {address: (int(start.get(address, 0)), int(stop)) for address, stop in end.items()}))
@@ -474,10 +517,10 @@ class _StreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow): 
 
     def read(self, start: dict[str, Any]) -> tuple[Iterator[Any], dict[str, Any]]:
         batch, end = self._state().next_batch(start)
-        return _batches(batch, self.shape), end
+        return _batches(batch, self.shape, self.options.address), end
 
     def readBetweenOffsets(self, start: dict[str, Any], end: dict[str, Any]) -> Iterator[Any]:
-        return _batches(StreamState.replay(self.options, end), self.shape)
+        return _batches(StreamState.replay(self.options, end), self.shape, self.options.address)
 
     def commit(self, end: dict[str, Any]) -> None:
         self._state().settle_through(int(end["n"]))

@@ -156,12 +156,12 @@ class BrokerSettings:
 
     def declare(self, broker: Any) -> None:
         """Create the queues, topics and streams on ``broker`` (a ``ThreadedBroker`` or ``TrioBroker``)."""
-        for name, options in self.queues.items():
-            broker.declare_queue(name, **options)
-        for name in self.topics:
-            broker.declare_topic(name)
-        for name, options in self.streams.items():
-            broker.declare_stream(name, **options)
+        nodes: dict[str, dict[str, dict[str, Any]]] = {
+            "queue": self.queues, "topic": {name: {} for name in self.topics}, "stream": self.streams,
+        }  # fmt: skip
+        for kind, declared in nodes.items():
+            for name, options in declared.items():
+                broker.declare(kind, name, **options)
         for name, options in self.exchanges.items():
             broker.declare_exchange(name, **options)
         for binding in self.bindings:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import decimal
+import struct
 import typing
 from typing import Any
 
@@ -26,7 +27,7 @@ from minibroker.amqp091.errors import AMQP091Error, FrameError
 from minibroker.amqp091.frames import HEARTBEAT, Frame, FrameReader, content_frames, method_frame
 from minibroker.amqp091.methods import METHODS, BasicPublish, Method, decode_method, encode_method
 from minibroker.amqp091.properties import BasicProperties, decode_content_header
-from minibroker.amqp091.values import MAX_NESTING, LongStr, decode_table, encode_table
+from minibroker.amqp091.values import MAX_NESTING, LongStr, decode_table, encode_table, long
 
 shortstr = st.text(max_size=40).filter(lambda s: len(s.encode()) <= 255)
 
@@ -147,7 +148,8 @@ def test_tables_are_pikas_bytes_and_decode_back(table: dict[str, Any]) -> None:
         (ushort(60000), b"u"),
         (int32(-(2**31)), b"I"),
         (uint(2**32 - 1), b"i"),
-        (2**40, b"l"),
+        (long(2**40), b"l"),
+        (long(5), b"l"),  # RabbitMQ's x-stream-offset: a small long stays a long
         (float32(1.5), b"f"),
         (-2.25, b"d"),
         (LongStr(b"\xff\xfe"), b"S"),
@@ -259,3 +261,9 @@ def test_reply_text_is_rabbitmqs_form_and_fits_a_short_string() -> None:
     assert len(AMQP091Error(406, "é" * 300).reply_text.encode()) <= 255
     with pytest.raises(ValueError, match="not an AMQP 0-9-1 error reply code"):
         AMQP091Error(999, "x")
+
+
+def test_an_L_integer_is_read_as_signed_64_bit() -> None:
+    # py-amqp writes integers past 32 bits as 'L'; RabbitMQ reads it as signed 64-bit.
+    table = b"\x03neg" + b"L" + struct.pack(">q", -(2**40))
+    assert decode_table(struct.pack(">I", len(table)) + table) == {"neg": -(2**40)}

@@ -114,7 +114,15 @@ def test_queue_arguments_map_onto_queue_options(client: Client, broker: Broker) 
     assert close.reply_code == 406
     assert close.reply_text == (
         "PRECONDITION_FAILED - inequivalent arg 'x-max-length' for queue 'q' in vhost '/': "
-        "received the value '4' of type 'signedint' but current is the value '3' of type 'signedint'"
+        "received '4' but current is '3'"
+    )
+    # Without the argument on one side, that side is "none" and the other is shown with its type.
+    client.method(2, m.ChannelOpen())
+    client.method(2, m.QueueDeclare(queue="q", arguments={k: v for k, v in arguments.items() if k != "x-max-length"}))
+    _ok, close = client.methods()
+    assert close.reply_text == (
+        "PRECONDITION_FAILED - inequivalent arg 'x-max-length' for queue 'q' in vhost '/': "
+        "received none but current is the value '3' of type 'signedint'"
     )
 
 
@@ -319,14 +327,6 @@ def test_max_connections_counts_both_protocols() -> None:
     assert limited.opened_connections() == 1
 
 
-def test_reading_a_stream_says_it_is_not_supported_yet(client: Client, broker: Broker) -> None:
-    client.method(1, m.QueueDeclare(queue="log", durable=True, arguments={"x-queue-type": "stream"}))
-    assert "log" in broker.streams
-    client.method(1, m.BasicConsume(queue="log"))
-    _ok, close = client.methods()
-    assert close.reply_code == 406 and "is a stream" in close.reply_text
-
-
 def test_a_refused_login_is_reported_to_the_servers_login_guard(broker: Broker) -> None:
     refused = Client(broker)
     refused.send(PROTOCOL_HEADER)
@@ -345,3 +345,23 @@ def test_a_1_0_body_that_does_not_decode_is_rejected_not_delivered(client: Clien
     broker.publish("q", b"\x00\x53\x75\xa0\x02ok")
     assert [item[3] for item in client.read()] == [b"ok"]
     assert broker.queues["q"].depth == 0 and broker.errors == []
+
+
+@pytest.mark.parametrize(
+    ("flags", "refused"),
+    [
+        ({"durable": False, "auto_delete": True, "exclusive": True}, "auto-delete"),
+        ({"durable": False, "exclusive": True}, "exclusive-owner"),
+        ({"durable": False}, "non-durable"),
+    ],
+)
+@pytest.mark.parametrize("kind", ["quorum", "stream"])
+def test_quorum_queues_and_streams_must_be_durable_shared_and_kept(
+    client: Client, broker: Broker, flags: dict[str, bool], refused: str, kind: str
+) -> None:
+    client.method(1, m.QueueDeclare(queue="replicated", arguments={"x-queue-type": kind}, **flags))
+    [close] = client.methods()
+    assert (close.reply_code, close.reply_text) == (
+        406, f"PRECONDITION_FAILED - invalid property '{refused}' for queue 'replicated' in vhost '/'",
+    )  # fmt: skip
+    assert "replicated" not in broker.queues and "replicated" not in broker.streams

@@ -26,6 +26,7 @@ from minibroker import (
     open_broker,
 )
 from minibroker.amqp.types import symbol
+from minibroker.broker.kinds import NODE_KINDS
 
 T0 = 1_700_000_000.0
 
@@ -572,3 +573,38 @@ def test_a_queued_header_shows_the_remaining_ttl_and_arrived_what_was_published(
     # The queue's default ttl counts as the expiry a consumer is told of; the producer sent none.
     (defaulted,) = manual.queue("slow").messages
     assert defaulted.header.ttl == 50_000 and defaulted.arrived.header is None
+
+
+# ------------------------------------------------------- every node kind, generically
+
+
+@pytest.mark.parametrize("kind", sorted(NODE_KINDS))
+def test_declare_snapshot_and_list_any_kind(broker: ThreadedBroker, kind: str) -> None:
+    broker.declare(kind, f"{kind}://n")
+    assert broker.nodes(kind) == ["n"] and broker.nodes() == ["n"]
+    snapshot = broker.snapshot("n")
+    assert type(snapshot) is NODE_KINDS[kind].SNAPSHOT and snapshot.name == "n" and snapshot.depth == 0
+    assert type(broker.snapshot(f"{kind}://n")) is NODE_KINDS[kind].SNAPSHOT
+    for other in sorted(set(NODE_KINDS) - {kind}):
+        assert broker.nodes(other) == []
+        with pytest.raises(NodeError, match=rf"'n' is a {kind}, not a {other}: use broker\.{kind}\('n'\)"):
+            broker.snapshot(f"{other}://n")
+    broker.delete(f"{kind}://n")
+    assert broker.nodes() == []
+    with pytest.raises(NodeError, match="no node named 'n'"):
+        broker.snapshot("n")
+
+
+def test_declare_takes_the_kinds_options_by_name(broker: ThreadedBroker) -> None:
+    broker.declare("queue", "q", max_depth=2)
+    broker.declare("stream", "s", max_age=60.0)
+    assert broker.stream("s").options.max_age == 60.0
+    with pytest.raises(TypeError, match=r"unknown stream option\(s\) \['depth'\]; use any of \['duplicate_window', 'max_age', 'max_bytes'\]"):
+        broker.declare("stream", "s", depth=1)
+    with pytest.raises(TypeError, match=r"a topic takes no options, got \['max_depth'\]"):
+        broker.declare("topic", "t", max_depth=1)
+    with pytest.raises(ValueError, match="no node kind 'exchange'; the kinds are"):
+        broker.declare("exchange", "x")
+    assert broker._broker.queues["q"].options.max_depth == 2
+    broker.declare("queue", "q")  # no options: the queue keeps its own
+    assert broker._broker.queues["q"].options.max_depth == 2

@@ -32,7 +32,7 @@ from minibroker.api import build_message
 from minibroker.broker.clock import ManualClock
 from minibroker.broker.engine import Broker, BrokerConnection
 from minibroker.broker.tap import Observer, Tap, TapConnection
-from minibroker.protocol import connection as connection_module
+from minibroker.protocol import deliveries as deliveries_module
 from minibroker.protocol import events as ev
 from minibroker.testing import Peer, ProtocolHeader, connect, parse_frames
 
@@ -153,13 +153,13 @@ def test_an_observer_sees_every_frame_of_a_conversation_both_ways() -> None:
 
 def test_observing_does_not_change_a_single_byte(monkeypatch: pytest.MonkeyPatch) -> None:
     fast_path: list[int] = []
-    build = connection_module.transfer_frame
+    build = deliveries_module.transfer_frame
 
     def counted(*args: Any) -> bytes:
         fast_path.append(1)
         return build(*args)
 
-    monkeypatch.setattr(connection_module, "transfer_frame", counted)
+    monkeypatch.setattr(deliveries_module, "transfer_frame", counted)
     sent_plain, written_plain = conversation(None)
     plain_fast = len(fast_path)
     sent_seen, written_seen = conversation(Recorder())

@@ -325,3 +325,90 @@ def test_a_proton_send_is_read_by_pika_with_its_properties(
     assert (props.message_id, props.correlation_id, props.content_type) == ("p-1", "c-9", "text/plain")
     assert props.headers == {"kind": "greeting", "n": 2}
     assert (props.delivery_mode, props.priority) == (2, 6)
+
+
+def test_direct_reply_to_rpc(broker: minibroker.ThreadedBroker, connection: pika.BlockingConnection,
+                             channel: BlockingChannel) -> None:  # fmt: skip
+    """An RPC over ``amq.rabbitmq.reply-to``: the server's reply reaches the client's no-ack consumer."""
+    replies: list[tuple[Any, Any, bytes]] = []
+    channel.basic_consume("amq.rabbitmq.reply-to", lambda _c, method, props, body: replies.append((method, props, body)),
+                          auto_ack=True)  # fmt: skip
+    channel.queue_declare("rpc")
+    channel.basic_publish("", "rpc", b"2+2", pika.BasicProperties(reply_to="amq.rabbitmq.reply-to", correlation_id="1"))
+    server = pika.BlockingConnection(pika.URLParameters(_url(broker)))
+    try:
+        serving = server.channel()
+        [(method, props, body)] = _consume(server, serving, "rpc", 1, auto_ack=True)
+        assert props.reply_to.startswith("amq.rabbitmq.reply-to.")
+        serving.basic_publish("", props.reply_to, b"4", pika.BasicProperties(correlation_id=props.correlation_id))
+        for _ in range(TIMEOUT * 10):
+            if replies:
+                break
+            connection.process_data_events(time_limit=0.1)
+    finally:
+        server.close()
+    [(method, props, body)] = replies
+    assert (body, props.correlation_id, method.exchange, method.routing_key.startswith("amq.rabbitmq.reply-to.")) == (
+        b"4", "1", "", True,
+    )  # fmt: skip
+
+
+def test_a_stream_read_from_an_offset_with_acks(broker: minibroker.ThreadedBroker, connection: pika.BlockingConnection,
+                                                channel: BlockingChannel) -> None:  # fmt: skip
+    """A stream consumed with ``x-stream-offset`` and a prefetch, as RabbitMQ's streams are read
+    over 0-9-1: each delivery carries its offset; acks remove nothing."""
+    channel.queue_declare("events", durable=True, arguments={"x-queue-type": "stream"})
+    for i in range(4):
+        channel.basic_publish("", "events", b"e%d" % i)
+    channel.basic_qos(prefetch_count=2)
+    got: list[tuple[int, bytes]] = []
+
+    def on_message(ch: Any, method: Any, props: Any, body: bytes) -> None:
+        got.append((props.headers["x-stream-offset"], body))
+        ch.basic_ack(method.delivery_tag)
+
+    channel.basic_consume("events", on_message, arguments={"x-stream-offset": 1})
+    for _ in range(TIMEOUT * 10):
+        if len(got) >= 3:
+            break
+        connection.process_data_events(time_limit=0.1)
+    assert got == [(1, b"e1"), (2, b"e2"), (3, b"e3")]
+    assert broker.stream("events").count == 4
+
+
+def test_queue_and_exchange_arguments(broker: minibroker.ThreadedBroker, channel: BlockingChannel) -> None:
+    """``x-delivery-limit`` on a quorum queue dead-letters after the limit's requeues;
+    ``alternate-exchange`` catches what routes nowhere."""
+    channel.exchange_declare("dlx", "fanout")
+    channel.queue_declare("dead")
+    channel.queue_bind("dead", "dlx")
+    channel.queue_declare("work", durable=True, arguments={
+        "x-queue-type": "quorum", "x-delivery-limit": 1, "x-dead-letter-exchange": "dlx",
+    })  # fmt: skip
+    channel.basic_publish("", "work", b"poison")
+    counts = []
+    while (got := channel.basic_get("work"))[0] is not None:
+        method, props, _body = got
+        counts.append(props.headers["x-delivery-count"])
+        channel.basic_nack(method.delivery_tag, requeue=True)
+    assert counts == [0, 1]
+    assert broker.queue("dead").bodies == [b"poison"]
+    channel.exchange_declare("ae", "fanout")
+    channel.queue_declare("unrouted")
+    channel.queue_bind("unrouted", "ae")
+    channel.exchange_declare("main", "direct", arguments={"alternate-exchange": "ae"})
+    channel.basic_publish("main", "nobody", b"caught")
+    method, _props, body = channel.basic_get("unrouted", auto_ack=True)
+    assert (method.exchange, method.routing_key, body) == ("main", "nobody", b"caught")
+
+
+def test_nested_headers_survive_a_pika_round_trip(channel: BlockingChannel) -> None:
+    """Tables, arrays and decimals in headers come back to a 0-9-1 consumer as they were sent."""
+    import decimal
+
+    headers = {"table": {"a": 1, "b": ["x", 2]}, "array": [1, {"k": "v"}], "price": decimal.Decimal("1.50"),
+               "x-meta": {"n": 3}, "plain": "text"}  # fmt: skip
+    channel.queue_declare("nested")
+    channel.basic_publish("", "nested", b"x", pika.BasicProperties(headers=headers))
+    _method, props, _body = channel.basic_get("nested", auto_ack=True)
+    assert props.headers == headers

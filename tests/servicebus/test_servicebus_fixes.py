@@ -168,6 +168,34 @@ def test_next_available_session_waits_for_a_session_to_get_messages(clock: minib
         assert broker.queue("orders").depth == 0
 
 
+def test_a_send_to_a_topic_wakes_a_subscription_receiver_waiting_for_a_session(clock: minibroker.ManualClock) -> None:
+    """The send reaches the topic's subscription queues, so those are where a freed session is looked for."""
+    got: list[str | None] = []
+    options = ServiceBusOptions(topics={"events": ("audit",)})
+    with minibroker.ThreadedBroker(clock=clock, servicebus=options, frame_log=500) as broker:
+        with ServiceBusClient.from_connection_string(connection_string(broker.port), **CLIENT_OPTIONS) as client:
+
+            def receive() -> None:
+                with client.get_subscription_receiver(
+                    "events", "audit", session_id=NEXT_AVAILABLE_SESSION, prefetch_count=10
+                ) as receiver:
+                    got.append(receiver.session.session_id)
+                    (message,) = receiver.receive_messages(max_wait_time=5)
+                    receiver.complete_message(message)
+
+            waiter = threading.Thread(target=receive, daemon=True)
+            waiter.start()
+            broker.wait_for(_session_attach_arrived, timeout=10)  # held: no session has messages yet
+            assert not got
+            with ServiceBusClient.from_connection_string(connection_string(broker.port), **CLIENT_OPTIONS) as other:
+                with other.get_topic_sender("events") as sender:
+                    sender.send_messages(ServiceBusMessage("hello", session_id="late"))
+            waiter.join(timeout=20)
+            assert not waiter.is_alive()
+        assert got == ["late"]
+        assert broker.queue("events/Subscriptions/audit").depth == 0
+
+
 def test_next_available_session_times_out_on_the_broker_clock(
     broker: minibroker.ThreadedBroker, client: ServiceBusClient, clock: minibroker.ManualClock
 ) -> None:

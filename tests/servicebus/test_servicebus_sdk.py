@@ -154,6 +154,20 @@ def test_schedule_and_cancel_on_the_manual_clock(
         receiver.complete_message(message)
 
 
+def test_schedule_and_cancel_on_a_topic(
+    broker: minibroker.ThreadedBroker, client: ServiceBusClient, clock: minibroker.ManualClock
+) -> None:
+    """A topic numbers nothing itself: the scheduler gives its messages their own numbers to cancel by."""
+    at = _utc(clock.now() + 30)
+    with client.get_topic_sender("events") as sender:
+        kept, cancelled = sender.schedule_messages([ServiceBusMessage("kept"), ServiceBusMessage("cancelled")], at)
+        assert kept != cancelled
+        sender.cancel_scheduled_messages(cancelled)
+    broker.clock.advance(30)
+    for subscription in ("audit", "billing"):
+        assert [m.message.body for m in broker.queue(f"events/Subscriptions/{subscription}").messages] == [b"kept"]
+
+
 def test_lock_renewal_and_expiry_on_the_manual_clock(
     broker: minibroker.ThreadedBroker, client: ServiceBusClient, clock: minibroker.ManualClock
 ) -> None:

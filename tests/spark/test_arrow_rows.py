@@ -19,6 +19,7 @@ from pyspark.sql.types import (  # noqa: E402
     BinaryType,
     BooleanType,
     IntegerType,
+    LongType,
     MapType,
     StringType,
     StructField,
@@ -166,18 +167,19 @@ def test_the_queue_stream_reader_hands_spark_the_batch_it_would_build_from_the_r
     import copy
 
     deliveries = [delivery(m) for m in MESSAGES * 2]
-    batches = _batches(deliveries, _shape(schema))
+    batches = _batches(deliveries, _shape(schema), "jobs")
     again = copy.copy(batches)
     got = list(batches)
     assert len(got) == 1 and got[0].equals(spark_batch(deliveries, schema))
     assert list(again) == got
-    assert list(_batches([], _shape(schema))) == []
+    assert list(_batches([], _shape(schema), "jobs")) == []
 
 
 @pytest.mark.parametrize(
     ("field", "error"),
     [
-        (StructField("offset", IntegerType()), "'offset' is not one of them"),
+        (StructField("partition", IntegerType()), "'partition' is not one of them"),
+        (StructField("offset", IntegerType()), "reads 'offset' as bigint, not int"),
         (StructField("body", StringType()), r"reads 'body' as binary, not string: .*cast\(body as string\)"),
     ],
 )
@@ -240,3 +242,54 @@ def test_rows_of_stream_messages_taken_one_by_one_are_the_batch_spark_builds(sch
     assert taken.rows == [row_from_delivery(d) for d in deliveries]
     if schema is SCHEMA:  # add (the queue reader's and the tests' way in) keeps bodies alone the same way
         assert arrow_batch(deliveries, shape.arrow).equals(expected)
+
+
+#: The position columns with some others, in the order a user might give them with ``.schema(...)``.
+POSITIONED = StructType([
+    StructField("offset", LongType()), StructField("body", BinaryType()), StructField("address", StringType()),
+    StructField("timestamp", TimestampType()), StructField("subject", StringType()),
+])  # fmt: skip
+
+
+def test_position_columns_of_a_queue_batch_name_the_queue_and_the_enqueued_time() -> None:
+    """From a queue: the address read, no offset, and the broker's ``x-opt-enqueued-time`` when it
+    sends one (the rest of the row as without position columns)."""
+    enqueued = 1_700_000_000_250
+    messages = [
+        Message(body=b"a", body_kind="data", message_annotations={symbol("x-opt-enqueued-time"): timestamp(enqueued)}),
+        Message(body="b", properties=Properties(subject="s")),
+    ]  # fmt: skip
+    (batch,) = list(_batches([delivery(m) for m in messages], _shape(POSITIONED), "jobs"))
+    assert batch.schema.names == ["offset", "body", "address", "timestamp", "subject"]
+    got = batch.to_pylist()
+    assert [(r["offset"], r["body"], r["address"], r["subject"]) for r in got] == [
+        (None, b"a", "jobs", None), (None, b"b", "jobs", "s"),
+    ]  # fmt: skip
+    assert got[0]["timestamp"].timestamp() == enqueued / 1000 and got[1]["timestamp"] is None
+    without = list(_batches([delivery(m) for m in messages], _shape(SOME), "jobs"))[0]
+    assert "address" not in without.schema.names  # no position column asked for: none made
+
+
+def test_a_source_with_include_position_reads_streams_with_their_offsets() -> None:
+    from pyspark_minibroker.rows import ALL_FIELDS, READ_SCHEMA
+    from pyspark_minibroker.source import AmqpDataSource, _Range, _read
+
+    from minibroker import ThreadedBroker
+
+    with ThreadedBroker() as broker:
+        broker.declare_stream("a")
+        broker.declare_stream("b")
+        broker.publish_many("a", ["a0", "a1", "a2"])
+        broker.publish_many("b", ["b0", "b1"])
+        source = AmqpDataSource({"url": broker.url, "address": "a,b", "includePosition": "true"})
+        assert source.schema().endswith("address string, offset bigint, timestamp timestamp")
+        assert AmqpDataSource({"url": broker.url, "address": "a"}).schema() == READ_SCHEMA  # the default, unchanged
+        every = StructType([*read_struct_type().fields, StructField("address", StringType()),
+                            StructField("offset", LongType()), StructField("timestamp", TimestampType())])  # fmt: skip
+        assert [(f.name, f.dataType.simpleString()) for f in every.fields] == list(ALL_FIELDS)
+        shape = _shape(every)
+        rows = [r for address, end in (("a", 3), ("b", 2)) for batch in _read(source.parsed, _Range(address, 1, end), shape)
+                for r in batch.to_pylist()]  # fmt: skip
+        assert [(r["address"], r["offset"], r["body"], r["timestamp"]) for r in rows] == [
+            ("a", 1, b"a1", None), ("a", 2, b"a2", None), ("b", 1, b"b1", None),
+        ]  # fmt: skip

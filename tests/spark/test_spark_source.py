@@ -169,8 +169,9 @@ def test_missing_option_and_unreachable_broker_are_named(spark: Any, broker: Thr
     with Client(broker.url) as probe:
         port = probe.port
     broker.stop()
-    with pytest.raises(Exception, match=f"option url='amqp://127.0.0.1:{port}'"):
-        spark.read.format("amqp").option("url", f"amqp://127.0.0.1:{port}").option("address", "q").load().count()
+    with pytest.raises(Exception, match=f"option url='amqp://127.0.0.1:{port}'.*tried again for 1 s: option reconnectTimeout"):
+        reader = spark.read.format("amqp").option("url", f"amqp://127.0.0.1:{port}").option("reconnectTimeout", "1")
+        reader.option("address", "q").load().count()
 
 
 def test_write_to_a_refused_address_fails_the_job_naming_it(spark: Any) -> None:
@@ -276,6 +277,103 @@ def test_a_batch_read_of_a_stream_splits_into_ranges(spark: Any, broker: Threade
     assert sorted(r.body for r in df.select("body").collect()) == sorted(f"m{i}".encode() for i in range(30))
 
 
+def test_a_batch_read_of_an_empty_stream_is_an_empty_dataframe(spark: Any, broker: ThreadedBroker) -> None:
+    broker.declare_stream("empty")
+    for options in ({}, {"kind": "stream"}):
+        assert amqp(spark.read, broker, "empty", **options).load().count() == 0
+
+
+def test_options_are_checked_and_bound_a_batch_read_of_a_stream(
+    spark: Any, broker: ThreadedBroker, tmp_path: Path
+) -> None:
+    broker.declare_stream("events")
+    broker.publish_many("events", [f"m{i}" for i in range(30)])
+    with pytest.raises(Exception, match=r"(?i)no option 'maxBatchSize' \(did you mean 'maxBatch'\?\)"):
+        amqp(spark.read, broker, "events", maxBatchSize="10").load().collect()
+    bounded = amqp(spark.read, broker, "events", startingOffsets='{"events": 10}', endingOffsets='{"events": 14}')
+    assert sorted(bytes(r.body) for r in bounded.load().collect()) == [f"m{i}".encode() for i in range(10, 14)]
+    # Spark's own options pass: load(path), and a streaming query's checkpointLocation (both ends).
+    assert amqp(spark.read, broker, "events").load("ignored/path").count() == 30
+    streaming = amqp(spark.readStream, broker, "events", endingOffsets="latest").load().writeStream.format("noop")
+    query = streaming.option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start()
+    try:
+        with pytest.raises(Exception, match="'endingOffsets' bounds batch reads only"):
+            query.awaitTermination(WAIT)
+    finally:
+        query.stop()
+
+
+def test_a_stream_query_whose_offsets_retention_dropped_fails_saying_how_to_go_on(
+    spark: Any, tmp_path: Path
+) -> None:
+    with ThreadedBroker(config=BrokerConfig()) as broker:
+        broker.declare_stream("events", max_bytes=500)
+        broker.publish_many("events", [f"m{i:03}" for i in range(100)])
+        first = broker.stream("events").first_offset
+        broker.declare_queue("out")
+        source = amqp(spark.readStream, broker, "events", startingOffsets='{"events": 0}').load()
+        query = amqp(source.select("body").writeStream, broker, "out").option(
+            "checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start()  # fmt: skip
+        try:
+            with pytest.raises(Exception, match="are no longer retained.*set option failOnDataLoss to 'false'"):
+                query.awaitTermination(WAIT)
+        finally:
+            query.stop()
+        assert broker.queue("out").depth == 0
+        lenient = amqp(spark.readStream, broker, "events", startingOffsets='{"events": 0}', failOnDataLoss="false")
+        run_available_now(amqp(lenient.load().select("body").writeStream, broker, "out"), tmp_path / "ck2")
+        assert broker.queue("out").depth == 100 - first
+
+
+def test_a_lost_connection_mid_read_or_write_is_ridden_out(spark: Any, broker: ThreadedBroker, tmp_path: Path) -> None:
+    """A broker restart drops every connection: a stream's range read goes on from its next
+    offset on a new connection, and a write resends what was not confirmed."""
+    broker.declare_stream("events")
+    broker.publish_many("events", [f"m{i}" for i in range(50)])
+    fault = broker.faults.drop_connection("events", after=20, times=1, must_fire=True)
+    rows = amqp(spark.read, broker, "events").load().select("body").collect()
+    assert sorted(bytes(r.body) for r in rows) == sorted(f"m{i}".encode() for i in range(50)) and fault.fired == 1
+    source = amqp(spark.readStream, broker, "events").load().select("body")
+    broker.faults.drop_connection("events", after=30, times=1, must_fire=True)
+    broker.faults.drop_connection("out", after=10, times=1, must_fire=True)
+    run_available_now(amqp(source.writeStream, broker, "out"), tmp_path / "ck")
+    assert sorted(set(bodies(broker, "out"))) == sorted(f"m{i}".encode() for i in range(50))
+
+
+def test_progress_shows_the_lag_of_streams_and_queues(spark: Any, broker: ThreadedBroker, tmp_path: Path) -> None:
+    """A stream's ``latestOffset`` beside ``endOffset`` (reportLatestOffset); a queue's backlog in
+    its ``endOffset`` (Spark asks a simple stream reader for no latest offset)."""
+    import json
+
+    broker.declare_stream("events")
+    broker.publish_many("events", [f"e{i}" for i in range(30)])
+    broker.publish_many("jobs", [f"j{i}" for i in range(30)])
+    progress = {}
+    for address, options in (("events", {"maxOffsetsPerTrigger": "10"}), ("jobs", {"maxBatch": "10"})):
+        source = amqp(spark.readStream, broker, address, **options).load()
+        query = source.writeStream.format("noop").option("checkpointLocation", str(tmp_path / address)).start()
+        try:
+            query.processAllAvailable()  # both sources are bounded here: 30 messages each
+            first = [p for p in query.recentProgress if p["numInputRows"]][0]
+            progress[address] = first["sources"][0]
+        finally:
+            query.stop()
+    assert json.loads(progress["events"]["endOffset"]) == {"events": 10}
+    assert json.loads(progress["events"]["latestOffset"]) == {"events": 30}  # 20 behind after the first batch
+    assert json.loads(progress["jobs"]["endOffset"])["backlog"] == 20
+    assert len(json.dumps(progress["jobs"]["endOffset"])) < 200  # 10 fingerprints, packed
+
+
+def test_a_job_run_twice_into_a_deduplicating_stream_appends_each_row_once(spark: Any, broker: ThreadedBroker) -> None:
+    broker.declare_stream("log", duplicate_window=3600)
+    df = spark.range(30).selectExpr("concat('r', cast(id as string)) as body").repartition(2)
+    for _ in range(2):  # a rerun of the same job repeats its default message-ids
+        amqp(df.write, broker, "log").mode("append").save()
+    broker.assert_stream("log", count=30)
+    assert sorted(bytes(r.body) for r in amqp(spark.read, broker, "log").load().collect()) == sorted(
+        f"r{i}".encode() for i in range(30))  # fmt: skip
+
+
 def test_a_schema_of_some_columns_reads_just_those_from_streams_and_queues(
     spark: Any, broker: ThreadedBroker, tmp_path: Path
 ) -> None:
@@ -297,8 +395,30 @@ def test_a_schema_of_some_columns_reads_just_those_from_streams_and_queues(
                           tmp_path / checkpoint)  # fmt: skip
     assert sorted(bodies(broker, "out-events")) == sorted(f"e{i}".encode() for i in range(12))
     assert sorted(bodies(broker, "out-jobs")) == sorted(f"j{i}".encode() for i in range(5))
-    with pytest.raises(Exception, match="'offset' is not one of them"):
-        amqp(spark.read.schema("offset long"), broker, "events").load().collect()
+    with pytest.raises(Exception, match="'partition' is not one of them"):
+        amqp(spark.read.schema("partition int"), broker, "events").load().collect()
+
+
+def test_position_columns_tell_rows_of_several_streams_apart(spark: Any, broker: ThreadedBroker, tmp_path: Path) -> None:
+    broker.declare_stream("a")
+    broker.declare_stream("b")
+    broker.publish_many("a", ["a0", "a1", "a2"])
+    broker.publish_many("b", ["b0", "b1"])
+    df = amqp(spark.read, broker, "a,b", includePosition="true").load()
+    assert df.columns[-3:] == ["address", "offset", "timestamp"]
+    assert sorted((r.address, r.offset, bytes(r.body)) for r in df.collect()) == [
+        ("a", 0, b"a0"), ("a", 1, b"a1"), ("a", 2, b"a2"), ("b", 0, b"b0"), ("b", 1, b"b1"),
+    ]  # fmt: skip
+    assert amqp(spark.read, broker, "a").load().columns[-1] == "application_properties"  # the default schema
+    picked = amqp(spark.read.schema("offset bigint, body binary"), broker, "b").load()  # named: no option needed
+    assert sorted((r.offset, bytes(r.body)) for r in picked.collect()) == [(0, b"b0"), (1, b"b1")]
+    broker.publish_many("jobs", ["j0", "j1"])
+    source = amqp(spark.readStream, broker, "jobs", includePosition="true").load()
+    run_available_now(source.selectExpr("cast(body as string) as body", "address as subject").writeStream.format("amqp")
+                      .option("url", broker.url).option("address", "out"), tmp_path / "ck")  # fmt: skip
+    assert sorted((m.message.body, m.message.properties.subject) for m in broker.queue("out").messages) == [
+        ("j0", "jobs"), ("j1", "jobs"),
+    ]  # fmt: skip
 
 
 def test_kill_9_of_the_driver_mid_stream_then_a_restart_leaves_every_id_once(
@@ -332,3 +452,52 @@ def test_kill_9_of_the_driver_mid_stream_then_a_restart_leaves_every_id_once(
     assert "finished" in done.stdout, done.stderr[-3000:]
     ids = [row.id for row in spark.read.json(str(sink)).collect()]
     assert sorted(ids) == [f"id-{i:04}" for i in range(600)]  # every id, each exactly once
+
+
+@pytest.mark.timeout(600)  # four driver processes, each starting its own JVM
+def test_kill_9_of_the_driver_three_times_while_writing_to_a_deduplicating_queue_leaves_every_id_once(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Each kill comes while a micro-batch is being written (rows of it on the queue, its commit not):
+    the restart replays it under the same message-ids, and the queue's duplicate detection drops
+    what had arrived already."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    with ThreadedBroker() as broker:
+        broker.declare_stream("ids")
+        broker.publish_many("ids", [f"id-{i:04}" for i in range(1000)])
+        broker.declare_queue("out", duplicate_window=3600)
+        # Each acceptance reaches the writer 1 s late: a batch's rows are on the queue well before
+        # the writer's task ends and Spark commits the batch.
+        broker.faults.delay(1.0, "out", frames="disposition", times=None)
+        checkpoint = tmp_path / "ck"
+        driver = [sys.executable, str(Path(__file__).with_name("stream_driver.py")), broker.url, "ids", "amqp:out",
+                  str(checkpoint)]  # fmt: skip
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+
+        def count(log: str) -> int:
+            folder = checkpoint / log
+            return len(list(folder.glob("[0-9]*"))) if folder.is_dir() else 0
+
+        for _ in range(3):
+            before = count("commits")
+            slow = subprocess.Popen([*driver, "slow"], env=env, start_new_session=True,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+            try:
+                deadline = time.monotonic() + WAIT
+                # A batch committed by this run, then rows of the next on the queue before its commit.
+                while not (count("commits") > before and broker.queue("out").depth > 50 * count("commits")):
+                    assert slow.poll() is None, "the driver ended before it was killed"
+                    assert time.monotonic() < deadline, "no micro-batch was written in time"
+                    time.sleep(0.02)  # polling a directory another process writes: no broker event to wait on
+            finally:
+                os.killpg(slow.pid, signal.SIGKILL)
+                slow.wait(30)
+        done = subprocess.run([*driver, "finish"], env=env, capture_output=True, text=True, timeout=WAIT * 2)
+        assert "finished" in done.stdout, done.stderr[-3000:]
+        ids = sorted(m.message.body for m in broker.queue("out").messages)
+        assert ids == [f"id-{i:04}".encode() for i in range(1000)]  # every id, each exactly once

@@ -10,6 +10,7 @@ import pickle
 from collections.abc import Iterator
 
 import pytest
+from pyspark.sql.datasource import InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from pyspark_minibroker import ranges
 from pyspark_minibroker.columns import Rows
@@ -141,7 +142,9 @@ def test_max_offsets_per_trigger_and_available_now(broker: ThreadedBroker) -> No
     reader = _OffsetStreamReader(options(broker, maxOffsetsPerTrigger="10"), _shape(read_struct_type()))
     assert reader.getDefaultReadLimit() == ReadMaxRows(10)
     start = reader.initialOffset()
+    assert reader.reportLatestOffset() is None  # nothing asked of the broker yet
     assert reader.latestOffset(start, ReadMaxRows(10)) == {"events": 10}
+    assert reader.reportLatestOffset() == {"events": 25}  # the lag: 15 offsets beyond this micro-batch
     reader.prepareForTriggerAvailableNow()
     broker.publish("events", "after the trigger")
     assert reader.latestOffset({"events": 20}, ReadAllAvailable()) == {"events": 25}  # not past the target
@@ -167,15 +170,84 @@ def test_the_source_picks_the_reader_by_kind(broker: ThreadedBroker) -> None:
         AmqpDataSource({"url": broker.url, "address": "jobs,other", "kind": "queue"}).reader(schema)
 
 
-def test_retention_during_a_query_skips_what_was_dropped() -> None:
+def test_retention_during_a_query_fails_it_unless_fail_on_data_loss_is_false() -> None:
     with ThreadedBroker(config=BrokerConfig()) as broker:
         broker.declare_stream("events", max_bytes=500)
         broker.publish_many("events", [f"m{i:03}" for i in range(100)])
-        opts = parse_options({"url": broker.url, "address": "events", "timeout": str(TIMEOUT)})
         first = broker.stream("events").first_offset
         assert first > 0
-        got = bodies(read_range(opts, OffsetRange("events", 0, 100)))
+        opts = parse_options({"url": broker.url, "address": "events", "timeout": str(TIMEOUT)})
+        assert opts.fail_on_data_loss  # Kafka's default
+        with pytest.raises(ranges.DataLost, match=f"offsets 0 to {first - 1} of stream 'events' are no longer "
+                           "retained.*set option failOnDataLoss to 'false'"):  # fmt: skip
+            list(read_range(opts, OffsetRange("events", 0, 100)))
+        with pytest.raises(ranges.DataLost, match=f"offsets 3 to {first - 1} "):
+            list(read_range(opts, OffsetRange("events", 3, first + 2)))
+        with pytest.raises(ranges.DataLost, match="offsets 0 to 1 "):  # the whole range dropped
+            list(read_range(opts, OffsetRange("events", 0, 2)))
+        assert bodies(read_range(opts, OffsetRange("events", first, 100))) == [f"m{i:03}" for i in range(first, 100)]
+        skip = parse_options({"url": broker.url, "address": "events", "timeout": str(TIMEOUT), "failOnDataLoss": "false"})
+        got = bodies(read_range(skip, OffsetRange("events", 0, 100)))
         assert got == [f"m{i:03}" for i in range(first, 100)]
+        with pytest.raises(ValueError, match="option 'failOnDataLoss' must be 'true' or 'false'"):
+            parse_options({"url": broker.url, "address": "events", "failOnDataLoss": "no"})
+
+
+def test_unknown_options_are_refused_naming_the_valid_ones() -> None:
+    base = {"url": "amqp://127.0.0.1:5672", "address": "events"}
+    with pytest.raises(ValueError, match=r"no option 'maxBatchSize' \(did you mean 'maxBatch'\?\); its options are url, "
+                       r"address, .*failOnDataLoss.* \(and Spark's path, paths, checkpointLocation\)"):  # fmt: skip
+        parse_options({**base, "maxBatchSize": "10"})
+    with pytest.raises(ValueError, match="no option 'colour'; its options"):
+        parse_options({**base, "colour": "red"})
+    # Spark hands options over lower-cased; its own generic options pass.
+    parsed = parse_options({"url": base["url"], "address": "events", "maxbatch": "7", "failondataloss": "false",
+                            "path": "/x", "checkpointlocation": "/ck"})  # fmt: skip
+    assert (parsed.max_batch, parsed.fail_on_data_loss) == (7, False)
+
+
+def test_offsets_naming_an_address_not_read_are_refused() -> None:
+    base = {"url": "amqp://127.0.0.1:5672", "address": "events, audit"}
+    assert parse_options({**base, "startingOffsets": '{"audit": 3}'}).starting_offsets == '{"audit": 3}'
+    with pytest.raises(ValueError, match=r"option 'startingOffsets' names \['orders'\], which option 'address' does "
+                       r"not read \(it reads \['events', 'audit'\]\)"):  # fmt: skip
+        parse_options({**base, "startingOffsets": '{"events": 1, "orders": 3}'})
+    with pytest.raises(ValueError, match="option 'endingOffsets' names"):
+        parse_options({**base, "endingOffsets": '{"order": 3}'})
+    with pytest.raises(ValueError, match="option 'endingOffsets' is 'latest' or a JSON object"):
+        parse_options({**base, "endingOffsets": "earliest"})
+
+
+def test_a_batch_read_of_a_stream_is_bounded_by_starting_and_ending_offsets(broker: ThreadedBroker) -> None:
+    """As Kafka's batch queries: ``startingOffsets`` (default earliest) to before ``endingOffsets``
+    (default latest); an address the JSON leaves out is read whole; an end past the stream's is its end."""
+    broker.declare_stream("audit")
+    broker.publish_many("audit", [f"a{i}" for i in range(10)])
+    schema = read_struct_type()
+
+    def read(**extra: str) -> list[str]:
+        reader = AmqpDataSource({"url": broker.url, "address": "events,audit", "timeout": str(TIMEOUT), **extra}).reader(schema)
+        return sorted(bytes(body).decode() for p in reader.partitions() for batch in reader.read(p)
+                      for body in batch.column("body").to_pylist())  # fmt: skip
+
+    everything = sorted([f"e{i}" for i in range(25)] + [f"a{i}" for i in range(10)])
+    assert read() == everything
+    assert read(startingOffsets="earliest", endingOffsets="latest") == everything
+    assert read(startingOffsets='{"events": 20}', endingOffsets='{"audit": 2, "events": 99}') == sorted(
+        [f"e{i}" for i in range(20, 25)] + ["a0", "a1"])  # fmt: skip
+    assert read(startingOffsets='{"events": 5, "audit": 4}', endingOffsets='{"events": 5, "audit": 3}') == []
+    with pytest.raises(ValueError, match="startingOffsets='latest' reads nothing in a batch read"):
+        read(startingOffsets="latest")
+
+
+def test_offset_bounds_are_refused_where_they_do_not_apply(broker: ThreadedBroker) -> None:
+    schema = read_struct_type()
+    with pytest.raises(ValueError, match="option 'endingOffsets' bounds batch reads only"):
+        AmqpDataSource({"url": broker.url, "address": "events", "endingOffsets": "latest"}).streamReader(schema)
+    broker.declare_queue("jobs")
+    for option in ("startingOffsets", "endingOffsets"):
+        with pytest.raises(ValueError, match="'jobs' is a queue"):
+            AmqpDataSource({"url": broker.url, "address": "jobs", option: "latest"}).reader(schema)
 
 
 def test_bad_record_options_are_checked() -> None:
@@ -230,3 +302,16 @@ def test_default_message_ids_of_a_batch_write_depend_only_on_the_row() -> None:
     assert row_digest(row) == row_digest(dict(reversed(list(row.items()))))  # the same row, the same digest
     assert row_digest(row) != row_digest({**row, "subject": "t"})
     assert row_digest({"body": "1"}) != row_digest({"body": b"1"})  # a string and bytes are different bodies
+
+
+def test_a_batch_read_of_an_empty_stream_gives_no_rows() -> None:
+    """No range to read: Spark plans one ``InputPartition(None)`` instead, and its task reads nothing."""
+    with ThreadedBroker() as broker:
+        broker.declare_stream("empty")
+        for options in ({}, {"kind": "stream"}):
+            source = AmqpDataSource({"url": broker.url, "address": "empty", **options})
+            reader = source.reader(read_struct_type())
+            assert isinstance(reader, _StreamBatchReader) and reader.partitions() == []
+            assert list(reader.read(InputPartition(None))) == []
+        with pytest.raises(TypeError, match="reads stream ranges"):
+            list(reader.read(InputPartition(3)))

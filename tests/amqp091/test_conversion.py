@@ -1,0 +1,42 @@
+"""AMQP 0-9-1 <-> 1.0 message conversion: headers 1.0 cannot hold, and dead-lettering records."""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+
+from minibroker.amqp.message import Message, decode_message
+from minibroker.amqp091.properties import BasicProperties
+from minibroker.front091.conversion import X_DEATH, X_HEADERS_091, from_amqp10, record_death, to_amqp10
+
+
+def test_headers_that_1_0_cannot_hold_come_back_as_sent() -> None:
+    headers = {"simple": "x", "none": None, "list": [1, "two", None], "table": {"d": 1}, "dec": decimal.Decimal("1.5")}
+    stored = decode_message(to_amqp10("", "q", BasicProperties(headers=headers), b"body", None))
+    assert stored.application_properties == {"simple": "x"}
+    delivered = from_amqp10(stored, stored.message_annotations, "q")
+    assert delivered.properties.headers == headers
+
+
+def test_a_malformed_annotation_from_an_amqp_1_0_client_is_ignored() -> None:
+    annotations = {X_HEADERS_091: b"\x00\x00\x00\x09garbage", X_DEATH: ["not a table", {"count": "x"}]}
+    message = Message(body=b"b", body_kind="data", application_properties={"k": "v"}, message_annotations=annotations)
+    delivered = from_amqp10(message, annotations, "q")
+    assert delivered.properties.headers == {"k": "v", "x-death": [{"count": "x"}]}
+    recorded = record_death(annotations, "q", "rejected", 0.0)
+    assert [death["count"] for death in recorded[X_DEATH]] == [1, "x"]
+
+
+def test_dying_again_in_the_same_queue_for_the_same_reason_counts_up_and_moves_first() -> None:
+    annotations: dict[object, object] = {}
+    for queue, reason, now in [("work", "rejected", 10.0), ("retry", "TTLExpiredException", 11.0), ("work", "rejected", 12.0)]:
+        annotations.update(record_death(annotations, queue, reason, now))
+    deaths = annotations[X_DEATH]
+    assert isinstance(deaths, list)
+    assert [(d["queue"], d["reason"], d["count"], d["time"]) for d in deaths] == [
+        ("work", "rejected", 2, 12000), ("retry", "expired", 1, 11000),
+    ]  # fmt: skip
+    delivered = from_amqp10(Message(body=b"", body_kind="data"), annotations, "work")
+    assert delivered.properties.headers is not None
+    assert delivered.properties.headers["x-first-death-queue"] == "work"
+    assert delivered.properties.headers["x-death"][0]["time"] == datetime.datetime(1970, 1, 1, 0, 0, 12, tzinfo=datetime.UTC)
