@@ -339,6 +339,17 @@ class BrokerAPI:
             name = node_name(name, "stream" if stream else "queue")
         return self._call(self._broker.purge, name)
 
+    def block_publishers(self, reason: str = "low on memory") -> None:
+        """Raise the broker's resource alarm (RabbitMQ's memory or disk alarm): AMQP 0-9-1
+        publishers get ``connection.blocked`` with ``reason`` (if their client announced the
+        capability) and are not read once they publish, until :meth:`unblock_publishers`.
+        AMQP 1.0 clients are not affected."""
+        self._call(self._broker.block_publishers, reason)
+
+    def unblock_publishers(self) -> None:
+        """Clear the alarm: blocked 0-9-1 publishers get ``connection.unblocked`` and are read again."""
+        self._call(self._broker.unblock_publishers)
+
     def reset(self) -> None:
         """Back to empty: all connections closed, all nodes, messages and transactions gone."""
         self._call(self._broker.reset)

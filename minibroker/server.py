@@ -46,6 +46,8 @@ READ_SIZE = 256 * 1024
 #: Output queued for a peer that does not read, beyond which its reader stops reading (and the
 #: broker routes nothing more to it: ``ServedConnection.output_full``).
 HIGH_WATER = OUTPUT_BOUND
+#: How often the reader looks whether a paused connection may be read again (seconds).
+PAUSED_POLL = 0.05
 #: Backlog at which routing to a connection that went over ``HIGH_WATER`` resumes.
 LOW_WATER = HIGH_WATER // 2
 #: Chunks a reader handles back to back before it lets other tasks run.
@@ -529,6 +531,10 @@ async def _read(
                 break
             data = b""
             await trio.lowlevel.checkpoint()  # others run between batches of this peer's frames
+        while protocol.read_paused and not connection.finished:
+            # An AMQP 0-9-1 publisher blocked by the broker's alarm: not read until it clears
+            # (RabbitMQ's blocked connections); the writer still sends it what it is owed.
+            await trio.sleep(PAUSED_POLL)
         if protocol.login_failed:
             logins.failed(_address(connection.peer), trio.current_time())
         waker.clear()  # everything queued for this connection has been handed to the sender

@@ -96,7 +96,11 @@ from .methods import (
 from .properties import BASIC_CLASS_ID, BasicProperties, decode_content_header
 from .values import read_table
 
-__all__ = ["Connection", "ConnectionConfig", "Gatekeeper"]
+__all__ = ["CLOSING_TIMEOUT", "Connection", "ConnectionConfig", "Gatekeeper"]
+
+#: Seconds a ``connection.close`` of ours waits for the peer's ``close-ok`` before the
+#: connection is dropped anyway (RabbitMQ's ``CLOSING_TIMEOUT`` in ``rabbit_reader``, 30 s).
+CLOSING_TIMEOUT: Final = 30.0
 
 #: Methods a client may send on an open channel that the broker acts on (the specification's
 #: "accepted-by server" methods of these classes, plus RabbitMQ's extensions).  Any other method
@@ -202,6 +206,18 @@ class Connection:
         self._wrote_since_tick = False
         self._last_read = 0.0
         self._last_write = 0.0
+        self._unframed = False
+        # The broker's resource alarm (RabbitMQ's connection.blocked extension): its reason while
+        # raised; whether this connection published, was told, and stopped being read.
+        self._alarm: str | None = None
+        self._published = False
+        self._told_blocked = False
+        #: Reading stopped: a publish came while the alarm was raised (the server reads no more).
+        self.read_paused = False
+        #: Frames read but not handled when reading stopped, handled by :meth:`unblock`.
+        self._held: list[Frame] = []
+        #: When our ``connection.close`` was first seen by ``tick`` (None: not closing).
+        self._closing_since: float | None = None
 
     # ------------------------------------------------------------------ output
 
@@ -258,6 +274,7 @@ class Connection:
         ))  # fmt: skip
         self._close_channels(error)
         self.state = ConnectionState.CLOSING
+        self.read_paused = False  # a blocked publisher is read again: its close-ok must be seen
         self._events.append(ConnectionClosed(error, by_peer=False))
 
     def connection_lost(self) -> list[Event]:
@@ -297,13 +314,27 @@ class Connection:
             data = self._protocol_header(data)
             if not data:
                 return self.take_events()
+        if self._unframed:
+            return self.take_events()  # the stream lost its framing: nothing after can be read
         try:
-            frames = self._reader.feed(data)
+            frames = self._held + self._reader.feed(data)
+            self._held = []
         except FrameError as error:
+            # No frame boundary can be trusted after this (§4.2.3), so what follows is dropped
+            # unread, not buffered while the peer keeps writing and never answers our close.
+            self._unframed = True
+            self._reader = FrameReader(self.frame_max)
             self.close(error)
             return self.take_events()
-        for frame in frames:
+        self._handle(frames)
+        return self.take_events()
+
+    def _handle(self, frames: list[Frame]) -> None:
+        for at, frame in enumerate(frames):
             if self.finished:  # a frame before this one ended the connection
+                break
+            if self.read_paused:  # a publish under the alarm: the rest waits for unblock()
+                self._held = frames[at:]
                 break
             try:
                 self._frame(frame)
@@ -312,7 +343,37 @@ class Connection:
                     self.close(error)
                 else:
                     self.close_channel(frame.channel, error)
+
+    # ------------------------------------------------------------------ alarm
+
+    def block(self, reason: str) -> None:
+        """The broker's resource alarm is raised (RabbitMQ's "Blocked Connection Notifications"):
+        a connection that has published is told ``connection.blocked`` now (if its client
+        announced the capability), any other at its first publish; each stops being read once it
+        publishes, its publishes so far kept."""
+        self._alarm = reason
+        if self._published:
+            self._tell_blocked()
+
+    def unblock(self) -> list[Event]:
+        """The alarm is cleared: ``connection.unblocked`` to those told, reading resumes with the frames held."""
+        self._alarm = None
+        if self._told_blocked and self.state is ConnectionState.OPEN:
+            self.send(0, ConnectionUnblocked())
+        self._told_blocked = False
+        if self.read_paused:
+            self.read_paused = False
+            held, self._held = self._held, []
+            self._handle(held)
         return self.take_events()
+
+    def _tell_blocked(self) -> None:
+        capabilities = self.client_properties.get("capabilities")
+        announced = isinstance(capabilities, dict) and capabilities.get("connection.blocked") is True
+        if announced and not self._told_blocked and self.state is ConnectionState.OPEN:
+            assert self._alarm is not None
+            self.send(0, ConnectionBlocked(reason=self._alarm))
+            self._told_blocked = True
 
     def _protocol_header(self, data: bytes) -> bytes:
         """Read the 8-byte protocol header (§4.2.2); a wrong one is answered with ours and a close."""
@@ -537,11 +598,27 @@ class Connection:
                     f"content body of {content.received} bytes is larger than the {content.size} its header declared",
                     60, 40,
                 )  # fmt: skip
+            if len(self._content) > 1 and content.received < content.size:
+                # Publishes interleaved on several channels: together they hold at most one
+                # message's worth, not one per channel (2,047 of 128 MiB otherwise).
+                held = sum(other.received for other in self._content.values())
+                if held > self.config.max_message_size:
+                    del self._content[channel]
+                    raise AMQP091Error(
+                        codes.PRECONDITION_FAILED,
+                        f"publishes in progress on this connection's channels hold {held} bytes together, more "
+                        f"than the max message size {self.config.max_message_size}; finish one before the next",
+                        60, 40,
+                    )  # fmt: skip
             content.parts.append(frame.payload)
         if content.received == content.size:
             del self._content[channel]
             body = content.parts[0] if len(content.parts) == 1 else b"".join(content.parts)
             self._events.append(Published(channel, content.method, content.properties, body))
+            self._published = True
+            if self._alarm is not None:
+                self._tell_blocked()
+                self.read_paused = True
 
     # ------------------------------------------------------------------ time
 
@@ -551,14 +628,24 @@ class Connection:
             return None
         if self._started is None:
             self._started = self._last_read = self._last_write = now
-        if self.state is not ConnectionState.OPEN and self.state is not ConnectionState.CLOSING:
+        if self.state is ConnectionState.CLOSING:
+            # RabbitMQ waits CLOSING_TIMEOUT for close-ok, then drops the socket (rabbit_reader).
+            if self._closing_since is None:
+                self._closing_since = now
+            deadline = self._closing_since + CLOSING_TIMEOUT
+            if now >= deadline:
+                self.state = ConnectionState.CLOSED  # its channels were ended by close()
+                return None
+            return deadline
+        if self.state is not ConnectionState.OPEN:
             deadline = self._started + self.config.handshake_timeout
             if now >= deadline:
                 # RabbitMQ closes the socket of a handshake that takes too long without a close.
                 self._end(AMQP091Error(codes.CONNECTION_FORCED, "handshake timeout"), by_peer=False)
                 return None
             return deadline
-        if self._read_since_tick:
+        if self._read_since_tick or self.read_paused:
+            # Not reading a blocked publisher is our doing: its silence is no missed heartbeat.
             self._last_read, self._read_since_tick = now, False
         if self._wrote_since_tick:
             self._last_write, self._wrote_since_tick = now, False

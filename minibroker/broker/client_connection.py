@@ -197,6 +197,9 @@ class BrokerConnection:
         """The broker is stopping: ``close`` without an error, as :meth:`Broker.close_connections` sends it."""
         self.close(None)
 
+    def alarm(self, reason: str | None) -> None:
+        """The resource alarm is for AMQP 0-9-1 publishers; AMQP 1.0 producers are held back by credit."""
+
     def connection_lost(self) -> None:
         """The transport is gone: every link ends as if detached without closing."""
         if self.open:

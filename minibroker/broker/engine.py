@@ -85,6 +85,8 @@ class Broker:
         self.connections: set[BrokerConnection] = set()
         #: Connections served by another wire front end (frontends.py): AMQP 0-9-1, ...
         self.other_connections: set[ServedConnection] = set()
+        #: The resource alarm's reason while raised (:meth:`block_publishers`), else None.
+        self.alarm: str | None = None
         #: The one point every inbound event and every frame in or out passes (see :mod:`.tap`).
         self.tap = Tap(self._tap_changed)
         self.frame_log: FrameLog | None = None
@@ -240,6 +242,21 @@ class Broker:
         for other in list(self.other_connections):
             other.close_forced()
 
+    def block_publishers(self, reason: str = "low on memory") -> None:
+        """Raise the broker's resource alarm, as RabbitMQ does when low on memory or disk: AMQP
+        0-9-1 connections that publish are told ``connection.blocked`` with ``reason`` (when
+        their client announced the capability) and stop being read once they publish, until
+        :meth:`unblock_publishers`.  Connections opened meanwhile are blocked too."""
+        self.alarm = reason
+        for other in list(self.other_connections):
+            other.alarm(reason)
+
+    def unblock_publishers(self) -> None:
+        """Clear the alarm: ``connection.unblocked`` to those told, and they are read again."""
+        self.alarm = None
+        for other in list(self.other_connections):
+            other.alarm(None)
+
     def mark_dirty(self, connection: BrokerConnection | ServedConnection) -> None:
         self._dirty.add(connection)
 
@@ -390,8 +407,9 @@ class Broker:
         return sum(node.purge() for node in self.router.nodes.values())
 
     def reset(self) -> None:
-        """Back to empty: every connection closed; nodes, transactions, counters, errors, frame log and faults gone."""
+        """Back to empty: every connection closed; nodes, transactions, counters, errors, frame log, faults and the resource alarm gone."""
         self.close_connections(amqp_error(conditions.CONNECTION_FORCED, "broker reset"))
+        self.alarm = None
         self.router.clear()
         clear_header_cache()
         self.consumers.clear()

@@ -35,6 +35,9 @@ class ReadState(Protocol):
     login_failed: bool
     #: Frames were left unhandled by the last read's bound (``max_frames``): handle them before reading again.
     backlogged: bool
+    @property
+    def read_paused(self) -> bool:
+        """Do not read until this clears (an AMQP 0-9-1 publisher blocked by the broker's resource alarm)."""
 
 
 class ServedConnection(Protocol):
@@ -75,6 +78,9 @@ class ServedConnection(Protocol):
 
     def close_forced(self) -> None:
         """The broker is stopping or resetting: close with the protocol's "forced" condition."""
+
+    def alarm(self, reason: str | None) -> None:
+        """The broker's resource alarm is raised (``reason``) or cleared (None): see ``Broker.block_publishers``."""
 
     def notify(self) -> None:
         """Have its output written (the broker calls it when work for another connection queued some)."""

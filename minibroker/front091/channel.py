@@ -26,7 +26,7 @@ What each method of the exchange, queue, basic, confirm and tx classes does (0-9
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..amqp.errors import AMQPDecodeError
@@ -88,6 +88,8 @@ from ..broker.queue import Queue
 from ..broker.stored import Entry, StoredMessage
 from ..broker.stream import Stream
 from ..rabbitmq.exchanges import Binding
+from . import consumers
+from .access import Kind
 from .consumers import AnyConsumer, Consumer091, Ranking, StreamReader091, stream_offset
 from .conversion import from_amqp10, to_amqp10
 from .replyto import REPLY_TO
@@ -187,6 +189,13 @@ class Channel:
     # ---------------------------------------------------------------- exchange
 
     def _exchange_declare(self, method: ExchangeDeclare) -> None:
+        if not method.passive:
+            access = self.connection.access
+            access.require("configure", "exchange", method.exchange, 40, 10)
+            alternate = method.arguments.get("alternate-exchange")
+            if isinstance(alternate, str):
+                access.require("read", "exchange", method.exchange, 40, 10)
+                access.require("write", "exchange", alternate, 40, 10)
         self.vhost.declare_exchange(
             method.exchange, method.type, passive=method.passive, durable=method.durable,
             auto_delete=method.auto_delete, internal=method.internal, arguments=method.arguments,
@@ -194,18 +203,27 @@ class Channel:
         self._reply(ExchangeDeclareOk(), method.nowait)
 
     def _exchange_delete(self, method: ExchangeDelete) -> None:
+        self.connection.access.require("configure", "exchange", method.exchange, 40, 20)
         self.vhost.delete_exchange(method.exchange, method.if_unused)
         self._reply(ExchangeDeleteOk(), method.nowait)
 
     def _exchange_bind(self, method: ExchangeBind) -> None:
+        self._require_bind(method.source, method.destination, "exchange", 40, 30)
         binding = Binding(method.source, method.destination, "exchange", method.routing_key, dict(method.arguments))
         self.vhost.bind(binding, 40, 30)
         self._reply(ExchangeBindOk(), method.nowait)
 
     def _exchange_unbind(self, method: ExchangeUnbind) -> None:
+        self._require_bind(method.source, method.destination, "exchange", 40, 40)
         binding = Binding(method.source, method.destination, "exchange", method.routing_key, dict(method.arguments))
         self.vhost.bind(binding, 40, 40, unbind=True)
         self._reply(ExchangeUnbindOk(), method.nowait)
+
+    def _require_bind(self, exchange: str, destination: str, kind: Kind, class_id: int, method_id: int) -> None:
+        """A binding: write on its destination, read on its source exchange (RabbitMQ checks them in that order)."""
+        access = self.connection.access
+        access.require("write", kind, destination, class_id, method_id)
+        access.require("read", "exchange", exchange, class_id, method_id)
 
     # ------------------------------------------------------------------- queue
 
@@ -213,32 +231,46 @@ class Channel:
         name, queue = self.vhost.declare_queue(
             method.queue, owner=self.connection, passive=method.passive, durable=method.durable,
             exclusive=method.exclusive, auto_delete=method.auto_delete, arguments=method.arguments,
+            authorise=self._authorise_queue,
         )  # fmt: skip
         self._last_queue = name
         count = queue.available_count if queue is not None else 0
         consumers = len(queue.consumers) if queue is not None else 0
         self._reply(QueueDeclareOk(queue=name, message_count=count, consumer_count=consumers), method.nowait)
 
+    def _authorise_queue(self, name: str, arguments: Mapping[str, Any]) -> None:
+        """``queue.declare`` (not passive), once the name is known (a server-named one too)."""
+        access = self.connection.access
+        access.require("configure", "queue", name, 50, 10)
+        dead_letter_exchange = arguments.get("x-dead-letter-exchange")
+        if isinstance(dead_letter_exchange, str):
+            access.require("read", "queue", name, 50, 10)
+            access.require("write", "exchange", dead_letter_exchange, 50, 10)
+
     def _queue_bind(self, method: QueueBind) -> None:
         name = self._queue_name(method.queue, 50, 20)
+        self._require_bind(method.exchange, name, "queue", 50, 20)
         self.vhost.check_owner(name, self.connection, 50, 20)
         self.vhost.bind(Binding(method.exchange, name, "queue", method.routing_key, dict(method.arguments)), 50, 20)
         self._reply(QueueBindOk(), method.nowait)
 
     def _queue_unbind(self, method: QueueUnbind) -> None:
         name = self._queue_name(method.queue, 50, 50)
+        self._require_bind(method.exchange, name, "queue", 50, 50)
         binding = Binding(method.exchange, name, "queue", method.routing_key, dict(method.arguments))
         self.vhost.bind(binding, 50, 50, unbind=True)
         self._reply(QueueUnbindOk())
 
     def _queue_purge(self, method: QueuePurge) -> None:
         name = self._queue_name(method.queue, 50, 30)
+        self.connection.access.require("read", "queue", name, 50, 30)
         queue = self.vhost.queue(name, 50, 30)
         self.vhost.check_owner(name, self.connection, 50, 30)
         self._reply(QueuePurgeOk(message_count=queue.purge()), method.nowait)
 
     def _queue_delete(self, method: QueueDelete) -> None:
         name = self._queue_name(method.queue, 50, 40)
+        self.connection.access.require("configure", "queue", name, 50, 40)
         queue = self.connection.broker.router.queues.get(name)
         count = 0
         if queue is not None:
@@ -270,6 +302,7 @@ class Channel:
             self._consume_replies(method)
             return
         name = self._queue_name(method.queue, 60, 20)
+        self.connection.access.require("read", "queue", name, 60, 20)
         stream = self.vhost.stream(name)
         if stream is not None:
             self._consume_stream(method, stream)
@@ -408,8 +441,16 @@ class Channel:
 
     def _basic_get(self, method: BasicGet) -> None:
         name = self._queue_name(method.queue, 60, 70)
+        self.connection.access.require("read", "queue", name, 60, 70)
         queue = self.vhost.queue(name, 60, 70)
         self.vhost.check_owner(name, self.connection, 60, 70)
+        if not method.no_ack and len(self.unacked) >= consumers.MAX_UNACKED:
+            raise AMQP091Error(
+                codes.PRECONDITION_FAILED,
+                f"the channel holds {len(self.unacked)} unacknowledged deliveries, the most it may "
+                f"({consumers.MAX_UNACKED}); acknowledge some before the next basic.get",
+                60, 70,
+            )  # fmt: skip
         broker = self.connection.broker
         self.vhost.used(name)  # a basic.get restarts an x-expires queue's idle time
         entry = queue.take(None, broker.now())
@@ -572,6 +613,7 @@ class Channel:
                 f"user_id property set to '{properties.user_id}' but authenticated user was '{connection.engine.user}'",
                 60, 40,
             )  # fmt: skip
+        connection.access.require_publish(method.exchange)
         ttl = None
         if properties.expiration is not None:
             if not properties.expiration.isdigit():

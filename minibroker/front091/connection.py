@@ -14,6 +14,7 @@ of ``RabbitMQOptions.vhosts`` (all of them the same nodes here); another is refu
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,7 @@ from ..amqp091.events import (
     Published,
 )
 from ..broker.client_connection import OUTPUT_BOUND
+from .access import Access
 from .channel import Channel
 from .consumers import AnyConsumer
 from .vhost import vhost_of
@@ -85,11 +87,18 @@ class Connection091:
                 # No bound configured: RabbitMQ's own (128 MiB), checked from the content header.
                 max_message_size=config.max_message_size or ConnectionConfig.max_message_size,
                 handshake_timeout=config.handshake_timeout if config.handshake_timeout is not None else float("inf"),
+                # The heartbeat offered in tune (§4.2.7): the 1.0 idle timeout in whole seconds
+                # (60 by default, RabbitMQ's own); None or 0 offers none.
+                heartbeat=math.ceil(config.idle_timeout) if config.idle_timeout else 0,
             ),
             self,
         )
         self.vhost = vhost_of(broker)
+        if broker.alarm is not None:
+            self.engine.block(broker.alarm)
         self.channels: dict[int, Channel] = {}
+        #: The logged-in user under ``BrokerConfig.permissions`` (access.py), set by ``connection.open``.
+        self.access = Access(None, None, "/")
 
     # ------------------------------------------------------------ Gatekeeper
 
@@ -172,6 +181,19 @@ class Connection091:
         self.engine.close(None)
         self._run(self.engine.take_events)
 
+    def alarm(self, reason: str | None) -> None:
+        if reason is not None:
+            self.engine.block(reason)
+            self.broker.mark_dirty(self)
+            self.broker.flush()
+        else:
+            self._run(self.engine.unblock)
+
+    @property
+    def read_paused(self) -> bool:
+        """A publish came under the broker's alarm: the server reads nothing more until it clears."""
+        return self.engine.read_paused
+
     def mark_dirty(self) -> None:
         self.broker.mark_dirty(self)
 
@@ -210,7 +232,8 @@ class Connection091:
             self.channels.clear()
             self.vhost.connection_closed(self)
         elif isinstance(event, ConnectionOpened):
-            pass  # the engine answered open-ok; channels come next
+            # The engine answered open-ok; channels come next, each checked as this user.
+            self.access = Access(self.broker.permissions, event.user, event.vhost)
 
     def _on_channel(self, number: int, act: Callable[[Channel], None]) -> None:
         channel = self.channels.get(number)

@@ -34,7 +34,13 @@ from ..broker.streamlog import Instant, OffsetSpec, StreamLog, interval_seconds
 if TYPE_CHECKING:
     from .channel import Channel
 
-__all__ = ["AnyConsumer", "Consumer091", "Ranking", "StreamReader091", "UNLIMITED", "stream_offset"]
+__all__ = ["AnyConsumer", "Consumer091", "MAX_UNACKED", "Ranking", "StreamReader091", "UNLIMITED", "stream_offset"]
+
+#: Unacknowledged deliveries one channel holds at most, whatever ``basic.qos`` says (RabbitMQ
+#: keeps no such bound; a prefetch-count is a short, so 65535 is the largest window a client
+#: can ask for): past it the channel's consumers get nothing more until it acknowledges, and a
+#: ``basic.get`` is refused with 406.
+MAX_UNACKED = 65535
 
 #: Credit of a consumer with no window: the queue sends while the connection's output has room.
 UNLIMITED = 1 << 30
@@ -104,6 +110,8 @@ class Consumer091:
         if self.no_ack:  # _room inlined: credit is asked before each message
             return UNLIMITED
         room = self.prefetch - self.unacked if self.prefetch else UNLIMITED
+        # No prefetch (or a large one on many consumers): the channel's own bound stops it.
+        room = min(room, MAX_UNACKED - len(channel.unacked))
         if channel.global_prefetch:
             room = min(room, channel.global_prefetch - len(channel.unacked))
         return room
@@ -113,6 +121,7 @@ class Consumer091:
             return UNLIMITED
         channel = self.channel
         room = self.prefetch - self.unacked if self.prefetch else UNLIMITED
+        room = min(room, MAX_UNACKED - len(channel.unacked))
         if channel.global_prefetch:
             room = min(room, channel.global_prefetch - len(channel.unacked))
         return room

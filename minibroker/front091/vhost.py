@@ -16,8 +16,8 @@ from __future__ import annotations
 import base64
 import uuid
 import weakref
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 from ..amqp091 import errors as codes
 from ..amqp091.errors import AMQP091Error
@@ -77,7 +77,9 @@ class VirtualHost:
     """Exchanges, declarations and exclusive queues of the 0-9-1 clients of one broker (vhost ``/``)."""
 
     def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+        # Weakly: ``_HOSTS`` keys this by its broker weakly, and a value holding its key strongly
+        # would keep every broker that had a 0-9-1 client, with all its messages, for ever.
+        self.broker = cast("Broker", weakref.proxy(broker))
         # The RabbitMQ layer's declaration bounds apply to 0-9-1 clients too (docs/limits-and-security.md).
         self.options = broker.config.rabbitmq or RabbitMQOptions()
         options = self.options
@@ -229,10 +231,12 @@ class VirtualHost:
 
     def declare_queue(
         self, name: str, *, owner: object, passive: bool, durable: bool, exclusive: bool, auto_delete: bool,
-        arguments: Mapping[str, Any],
+        arguments: Mapping[str, Any], authorise: Callable[[str, Mapping[str, Any]], None] | None = None,
     ) -> tuple[str, Queue | None]:  # fmt: skip
         """``queue.declare`` (§1.7.2.1): the queue's name (server-named when empty) and the queue
-        (None for a stream, which is declared but read only over AMQP 1.0 here)."""
+        (None for a stream, which is declared but read only over AMQP 1.0 here); ``authorise``
+        checks the declaring user's permissions once the name is chosen (RabbitMQ checks a
+        server-made name too)."""
         router = self.broker.router
         if passive:
             if not self.is_queue(name):
@@ -244,6 +248,8 @@ class VirtualHost:
             name = "amq.gen-" + base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         elif name.startswith("amq."):
             raise AMQP091Error(codes.ACCESS_REFUSED, f"queue name '{name}' contains reserved prefix 'amq.*'", 50, 10)
+        if authorise is not None:
+            authorise(name, arguments)
         try:
             spec = queue_spec(
                 name,

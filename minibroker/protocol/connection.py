@@ -125,6 +125,8 @@ class Connection:
         self.links_answered = 0
         #: Set when ``receive_data(..., max_frames=N)`` left buffered frames to handle.
         self.backlogged = False
+        #: Never set here: AMQP 1.0 producers are held back by credit, not by stopping reads.
+        self.read_paused = False
         #: Bytes of the deliveries in progress (multi-frame, not yet complete) over all links: at
         #: most ``max_message_size``, so a connection holds one message's worth, not one per link.
         self.assembling = 0
