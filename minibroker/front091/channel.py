@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..amqp.errors import AMQPDecodeError
 from ..amqp091 import errors as codes
@@ -95,15 +95,39 @@ from .conversion import from_amqp10, to_amqp10
 from .replyto import REPLY_TO
 
 if TYPE_CHECKING:
-    from .connection import Connection091
+    from ..amqp091.connection import Connection
+    from ..broker.engine import Broker
+    from .access import Access
+    from .vhost import VirtualHost
 
-__all__ = ["Channel", "MAX_TX_BYTES"]
+__all__ = ["Channel", "ChannelOwner", "MAX_TX_BYTES"]
 
 #: The message bytes one 0-9-1 transaction may hold until ``tx.commit`` (each publish counted
 #: with 1 KiB of bookkeeping besides), as ``max_transaction_bytes`` bounds an AMQP 1.0 one: past
 #: it the channel is closed with 406, the transaction's publishes dropped.
 MAX_TX_BYTES = 8 * 1024 * 1024
 _TX_OVERHEAD = 1024
+
+
+class ChannelOwner(Protocol):
+    """What a channel reads and calls on its connection (``.connection.Connection091``, a floor
+    above this module, described here rather than imported; read-only, so nothing is wrapped)."""
+
+    @property
+    def broker(self) -> Broker: ...
+
+    @property
+    def engine(self) -> Connection: ...
+
+    @property
+    def access(self) -> Access: ...
+
+    @property
+    def vhost(self) -> VirtualHost: ...
+
+    def output_full(self) -> bool: ...
+
+    def mark_dirty(self) -> None: ...
 
 
 class _Unacked:
@@ -136,7 +160,7 @@ class _Publish:
 class Channel:
     """A channel's state and the handlers of the methods the broker acts on."""
 
-    def __init__(self, connection: Connection091, number: int) -> None:
+    def __init__(self, connection: ChannelOwner, number: int) -> None:
         self.connection = connection
         self.number = number
         self.vhost = connection.vhost
@@ -328,7 +352,7 @@ class Channel:
         if priority:
             ranking.prioritised += 1
         self.consumers[tag] = consumer
-        self.connection.consumer_added(consumer)
+        self.vhost.consumer_added(consumer)
         self._reply(BasicConsumeOk(consumer_tag=tag), method.nowait)  # before its first delivery
         queue.add_consumer(consumer)
         queue.dispatch(self.connection.broker.now())
@@ -360,7 +384,7 @@ class Channel:
             raise AMQP091Error(codes.ACCESS_REFUSED, f"queue '{name}' in vhost '/' in exclusive use", 60, 20)
         reader = StreamReader091(self, self._consumer_tag(method), stream, self.prefetch)
         self.consumers[reader.tag] = reader
-        self.connection.consumer_added(reader)
+        self.vhost.consumer_added(reader)
         self._reply(BasicConsumeOk(consumer_tag=reader.tag), method.nowait)
         reader.start(spec, now)
 
@@ -435,7 +459,7 @@ class Channel:
             consumer.ranking.prioritised -= 1
         # A single active consumer's successor, or lower-priority consumers, may take over now.
         consumer.dispatch(self.connection.broker.now())
-        self.connection.consumer_removed(consumer)
+        self.vhost.consumer_removed(consumer)
         if notify:
             self.connection.engine.send(self.number, BasicCancel(consumer_tag=consumer.tag, nowait=True))
 

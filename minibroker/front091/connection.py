@@ -33,7 +33,6 @@ from ..amqp091.events import (
 from ..broker.client_connection import OUTPUT_BOUND
 from .access import Access
 from .channel import Channel
-from .consumers import AnyConsumer
 from .vhost import vhost_of
 
 if TYPE_CHECKING:
@@ -248,22 +247,3 @@ class Connection091:
                 self.engine.close_channel(number, error)
             for event in self.engine.take_events():
                 self._event(event)
-
-    # ------------------------------------------------------------- consumers
-
-    def consumer_added(self, consumer: AnyConsumer) -> None:
-        self.vhost.readers.setdefault(consumer.name, {})[consumer] = None
-
-    def consumer_removed(self, consumer: AnyConsumer) -> None:
-        readers = self.vhost.readers.get(consumer.name)
-        if readers is not None:
-            readers.pop(consumer, None)
-            if not readers:
-                del self.vhost.readers[consumer.name]
-        spec = self.vhost.specs.get(consumer.name)
-        if spec is not None and not consumer.remaining():
-            if spec.auto_delete:
-                # RabbitMQ: an auto-delete queue goes when its last consumer does.
-                self.vhost.delete_queue(consumer.name)
-            else:
-                self.vhost.used(consumer.name)  # an x-expires queue's idle time starts

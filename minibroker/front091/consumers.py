@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import datetime
 import itertools
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sized
+from typing import Any, Protocol
 
 from ..broker.queue import Queue
 from ..broker.stored import Entry, StoredMessage
@@ -31,10 +32,7 @@ from ..broker.stream import Stream
 from ..broker.streamfilters import StreamFilter
 from ..broker.streamlog import Instant, OffsetSpec, StreamLog, interval_seconds
 
-if TYPE_CHECKING:
-    from .channel import Channel
-
-__all__ = ["AnyConsumer", "Consumer091", "MAX_UNACKED", "Ranking", "StreamReader091", "UNLIMITED", "stream_offset"]
+__all__ = ["AnyConsumer", "Consumer091", "ConsumerChannel", "ConsumerConnection", "MAX_UNACKED", "Ranking", "StreamReader091", "UNLIMITED", "stream_offset"]
 
 #: Unacknowledged deliveries one channel holds at most, whatever ``basic.qos`` says (RabbitMQ
 #: keeps no such bound; a prefetch-count is a short, so 65535 is the largest window a client
@@ -47,6 +45,39 @@ UNLIMITED = 1 << 30
 #: Link ids for 0-9-1 consumers, apart from the broker's (a queue remembers ids a message may
 #: not go back to; 0-9-1 never asks for that, but the ids must not collide).
 _IDS = itertools.count(1 << 48)
+
+
+class ConsumerConnection(Protocol):
+    """What a consumer (and the vhost ending one) asks of its channel's connection
+    (``.connection.Connection091``)."""
+
+    def output_full(self) -> bool: ...
+
+    def mark_dirty(self) -> None: ...
+
+
+class ConsumerChannel(Protocol):
+    """What a consumer (and the vhost ending one) reads and calls on its channel
+    (``.channel.Channel``, a floor above this module, described here rather than imported;
+    read-only members, so nothing is wrapped at run time)."""
+
+    @property
+    def connection(self) -> ConsumerConnection: ...
+
+    @property
+    def active(self) -> bool: ...
+
+    @property
+    def global_prefetch(self) -> int: ...
+
+    @property
+    def unacked(self) -> Sized: ...
+
+    def deliver(self, consumer: Consumer091, entry: Entry) -> None: ...
+
+    def deliver_stream(self, reader: StreamReader091, offset: int, message: StoredMessage) -> None: ...
+
+    def end_consumer(self, consumer: AnyConsumer, notify: bool = False) -> None: ...
 
 
 class Ranking:
@@ -64,7 +95,7 @@ class Consumer091:
     browse = False
 
     def __init__(
-        self, channel: Channel, tag: str, queue: Queue, no_ack: bool, prefetch: int, *, single_active: bool = False,
+        self, channel: ConsumerChannel, tag: str, queue: Queue, no_ack: bool, prefetch: int, *, single_active: bool = False,
         priority: int = 0, quorum: bool = False, ranking: Ranking | None = None,
     ) -> None:  # fmt: skip
         self.channel = channel
@@ -147,7 +178,7 @@ class StreamReader091:
     no_ack = False  # RabbitMQ refuses no-ack consumers of streams (540)
     stream_filter = StreamFilter()
 
-    def __init__(self, channel: Channel, tag: str, stream: Stream, prefetch: int) -> None:
+    def __init__(self, channel: ConsumerChannel, tag: str, stream: Stream, prefetch: int) -> None:
         self.channel = channel
         self.tag = tag
         self.stream = stream

@@ -21,24 +21,31 @@ from __future__ import annotations
 
 import base64
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from .channel import Channel
+    from ..amqp091.properties import BasicProperties
 
-__all__ = ["REPLY_TO", "REPLY_PREFIX", "ReplyTargets"]
+__all__ = ["REPLY_TO", "REPLY_PREFIX", "ReplyConsumer", "ReplyTargets"]
 
 REPLY_TO = "amq.rabbitmq.reply-to"
 REPLY_PREFIX = REPLY_TO + "."
+
+
+class ReplyConsumer(Protocol):
+    """What a reply is handed to: a channel with a reply consumer (``.channel.Channel``, a floor
+    above this module, described here rather than imported)."""
+
+    def deliver_reply(self, routing_key: str, properties: BasicProperties, body: bytes) -> None: ...
 
 
 class ReplyTargets:
     """The channels with a reply consumer, by the token their requests' ``reply-to`` carries."""
 
     def __init__(self) -> None:
-        self._channels: dict[str, Channel] = {}
+        self._channels: dict[str, ReplyConsumer] = {}
 
-    def register(self, channel: Channel) -> str:
+    def register(self, channel: ReplyConsumer) -> str:
         """A new token for ``channel``'s reply consumer (random: a reply cannot guess its way in)."""
         token = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         self._channels[token] = channel
@@ -47,7 +54,7 @@ class ReplyTargets:
     def unregister(self, token: str) -> None:
         self._channels.pop(token, None)
 
-    def find(self, exchange: str, routing_key: str) -> Channel | None:
+    def find(self, exchange: str, routing_key: str) -> ReplyConsumer | None:
         """The channel a publish to ``exchange`` with ``routing_key`` replies to, if any."""
         if exchange or not routing_key.startswith(REPLY_PREFIX):
             return None

@@ -109,6 +109,25 @@ class VirtualHost:
         self.idle_since.clear()
         self.rankings.clear()
 
+    def consumer_added(self, consumer: AnyConsumer) -> None:
+        """A channel started ``consumer``: it is told with ``basic.cancel`` if its queue goes."""
+        self.readers.setdefault(consumer.name, {})[consumer] = None
+
+    def consumer_removed(self, consumer: AnyConsumer) -> None:
+        """A channel ended ``consumer``: its queue's auto-delete or ``x-expires`` idle time may start."""
+        readers = self.readers.get(consumer.name)
+        if readers is not None:
+            readers.pop(consumer, None)
+            if not readers:
+                del self.readers[consumer.name]
+        spec = self.specs.get(consumer.name)
+        if spec is not None and not consumer.remaining():
+            if spec.auto_delete:
+                # RabbitMQ: an auto-delete queue goes when its last consumer does.
+                self.delete_queue(consumer.name)
+            else:
+                self.used(consumer.name)  # an x-expires queue's idle time starts
+
     @property
     def exchanges(self) -> Exchanges:
         """The RabbitMQ 4 layer's exchanges when it is on (shared with its AMQP 1.0 clients), else ours."""
