@@ -43,6 +43,7 @@ def test_declares_and_leaves_its_connection_open(amqp_broker):
     channel.exchange_declare("logs", "topic")
     channel.queue_declare("orders", durable=True)
     channel.queue_bind("orders", "logs", "order.*")
+    channel.confirm_delivery()
     channel.basic_publish("logs", "order.new", b"one")
     amqp_broker.assert_queue("orders", [b"one"])
     assert amqp_broker.statistics().connections == 1
