@@ -49,7 +49,9 @@ class FlakyGateway:
         return f"paid {invoice_id}"
 
 
-def test_a_retry_with_countdown(amqp_broker: Any, amqp_celery_worker: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_retry_with_countdown(
+    amqp_broker: Any, amqp_celery_worker: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     gateway = FlakyGateway(failures=2)
     monkeypatch.setattr(invoicing, "gateway", gateway)
     amqp_celery_worker(app)
@@ -112,5 +114,7 @@ def test_an_acks_late_task_is_delivered_again_when_its_worker_connection_drops(
     # runs: its late ack cannot come, so the broker delivers the message again.
     amqp_broker.restart()
     archive.release.set()
-    amqp_broker.wait_for(lambda broker: broker.queue("celery").depth == 0 and len(archive.redelivered) == 2, timeout=10)
+    amqp_broker.wait_for(
+        lambda broker: broker.queue("celery").depth == 0 and len(archive.redelivered) == 2, timeout=10
+    )
     assert archive.redelivered == [False, True]
