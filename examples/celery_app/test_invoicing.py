@@ -24,6 +24,17 @@ def test_a_task_round_trip(amqp_broker: Any, amqp_celery_worker: Any) -> None:
     amqp_broker.assert_queue("celery", [])
 
 
+def test_a_task_waits_in_the_queue_for_a_worker(amqp_broker: Any, amqp_celery_worker: Any) -> None:
+    app.conf.update(broker_url=amqp_broker.amqp091_url, result_backend="rpc://")
+    result = total.delay(LINES)  # no worker yet: the message waits on the broker
+    (message,) = amqp_broker.wait_for(
+        lambda broker: broker.queue("celery", missing_ok=True).messages, timeout=5
+    )
+    assert message.application_properties["task"] == "invoicing.total"  # Celery's headers
+    amqp_celery_worker(app)
+    assert result.get(timeout=10) == 10.0
+
+
 def test_a_chain(amqp_celery_worker: Any) -> None:
     amqp_celery_worker(app)
     assert chain(total.s(LINES), format_total.s()).delay().get(timeout=10) == "10.00 EUR"
