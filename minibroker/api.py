@@ -68,6 +68,23 @@ class BrokerAPI:
         """Run ``fn`` in the broker's thread; it only reads, so waiters are not woken."""
         raise NotImplementedError
 
+    @property
+    def url(self) -> str:
+        """``amqp://HOST:PORT`` (``amqps://`` with TLS): each subclass says where it serves."""
+        raise NotImplementedError
+
+    @property
+    def amqp091_url(self) -> str:
+        """The URL an AMQP 0-9-1 client (Celery, kombu, pika, aio-pika) takes as it is:
+        ``amqp://guest:guest@127.0.0.1:PORT/%2F`` (``amqps://`` with TLS).
+
+        ``guest``/``guest`` logs in and ``/`` is the virtual host, as on a fresh RabbitMQ
+        (docs/amqp091.md), spelled out so the URL does not rest on a client's defaults; the
+        vhost ``/`` is written ``%2F``, as RabbitMQ's URI specification escapes it.
+        """
+        scheme, _, authority = self.url.partition("://")
+        return f"{scheme}://guest:guest@{authority}/%2F"
+
     # ------------------------------------------------- extension surface (the pytest plugin)
 
     @property

@@ -13,6 +13,8 @@ Fixtures
     ``amqp_broker_factory``: more brokers in one test.  ``amqp_broker_trio``: a
     :class:`minibroker.TrioBroker` in the test's own trio run (needs pytest-trio).
     ``amqp_broker_config``: override it in ``conftest.py`` to set defaults.
+    ``amqp_celery_worker``: ``amqp_celery_worker(app)`` runs a Celery worker on ``amqp_broker``
+    over AMQP 0-9-1 for this test (docs/celery.md).
 Marker
     ``@pytest.mark.amqp_broker("orders", queues=[...], topics=[...], streams=[...], clock="manual",
     tls=True, ssl_context=..., **BrokerConfig fields)``; on a test that uses no fixture reading it, it warns.
@@ -35,11 +37,13 @@ import pytest
 if TYPE_CHECKING:
     from minibroker import ThreadedBroker, TrioBroker
 
+    from .celery_worker import CeleryWorkers
     from .report import Recorder
     from .settings import BrokerSettings
 
 __all__ = [
     "MarkerIgnoredWarning", "amqp_broker", "amqp_broker_config", "amqp_broker_factory", "amqp_broker_trio",
+    "amqp_celery_worker",
     "pytest_addhooks", "pytest_addoption", "pytest_collection_modifyitems", "pytest_configure",
     "pytest_runtest_makereport",
     "pytest_unconfigure",
@@ -384,6 +388,20 @@ def amqp_broker_factory(
     finally:
         for broker in started:
             broker.stop()
+
+
+@pytest.fixture
+def amqp_celery_worker(amqp_broker: ThreadedBroker) -> Iterator[CeleryWorkers]:
+    """Run a Celery worker on this test's broker: ``amqp_celery_worker(app)`` points ``app`` at
+    ``amqp_broker.amqp091_url`` with the ``rpc://`` result backend, starts a worker for it in a
+    thread and returns it; the worker stops (within milliseconds) when the test ends."""
+    from .celery_worker import CeleryWorkers
+
+    workers = CeleryWorkers(amqp_broker.amqp091_url)
+    try:
+        yield workers
+    finally:
+        workers.close()
 
 
 @pytest.fixture
