@@ -28,6 +28,7 @@ from ..broker.stored import Entry, StoredMessage
 from ..broker.stream import Stream
 from ..rabbitmq.arguments import QueueSpec, queue_spec
 from ..rabbitmq.exchanges import DEFAULT_EXCHANGES, Binding, ExchangeError, Exchanges, RoutingRefused
+from ..rabbitmq.expiry import QueueExpiry
 from .consumers import Ranking
 from .conversion import X_EXCHANGE, X_ROUTING_KEY, record_death
 from .replyto import ReplyTargets
@@ -92,8 +93,15 @@ class VirtualHost:
         self.readers: dict[str, dict[AnyConsumer, None]] = {}
         #: Channels consuming ``amq.rabbitmq.reply-to`` (direct reply-to), by token.
         self.replies = ReplyTargets()
-        #: Queues with ``x-expires``: since when each has been unused (RabbitMQ's queue TTL).
-        self.idle_since: dict[str, float] = {}
+        #: Queues with ``x-expires``: deleted once unused that long (RabbitMQ's queue TTL).
+        # Through the proxy, never a bound method of the broker's (that would hold it strongly).
+        self.expiry = QueueExpiry(
+            self.specs,
+            lambda name: self.broker.router.queues.get(name),
+            lambda: self.broker.now(),
+            self.delete_queue,
+            self._timers_changed,
+        )
         #: Per queue, how many of its 0-9-1 consumers have an ``x-priority`` (consumers.py).
         self.rankings: dict[str, Ranking] = {}
         broker.timers.add(self)
@@ -106,7 +114,7 @@ class VirtualHost:
         self.owners.clear()
         self.readers.clear()
         self.replies.clear()
-        self.idle_since.clear()
+        self.expiry.clear()
         self.rankings.clear()
 
     def consumer_added(self, consumer: AnyConsumer) -> None:
@@ -333,7 +341,7 @@ class VirtualHost:
         and its 0-9-1 consumers are told with ``basic.cancel`` (RabbitMQ's consumer cancel notification)."""
         self.specs.pop(name, None)
         self.owners.pop(name, None)
-        self.idle_since.pop(name, None)
+        self.expiry.forget(name)
         self.rankings.pop(name, None)
         self.exchanges.drop_destination(name, "queue")
         for consumer in list(self.readers.pop(name, {})):
@@ -380,32 +388,18 @@ class VirtualHost:
 
     def used(self, name: str) -> None:
         """``name`` was declared or read, or lost its last consumer: its idle time starts again."""
-        spec = self.specs.get(name)
-        if spec is None or spec.expires is None:
-            return
-        now = self.broker.now()
-        first = self.next_deadline()
-        self.idle_since[name] = now
-        if (first is None or now + spec.expires < first) and self.broker.on_timers_changed is not None:
-            self.broker.on_timers_changed()
+        self.expiry.used(name)
 
-    def _expires_at(self, name: str, since: float) -> float | None:
-        spec = self.specs.get(name)
-        queue = self.broker.router.queues.get(name)
-        if spec is None or spec.expires is None or queue is None or queue.consumers:
-            return None  # in use: its time starts again when its last consumer goes
-        return since + spec.expires
+    def _timers_changed(self) -> None:
+        if self.broker.on_timers_changed is not None:
+            self.broker.on_timers_changed()
 
     def next_deadline(self) -> float | None:
         """When the first unused ``x-expires`` queue is due (timers.py)."""
-        deadlines = [at for name, since in self.idle_since.items() if (at := self._expires_at(name, since)) is not None]
-        return min(deadlines) if deadlines else None
+        return self.expiry.next_deadline()
 
     def run_timers(self, now: float) -> None:
-        for name, since in list(self.idle_since.items()):
-            at = self._expires_at(name, since)
-            if at is not None and at <= now:
-                self.delete_queue(name)
+        self.expiry.run_timers(now)
 
     def _dead_letter(self, queue: Queue, entry: Entry, reason: str, description: str | None) -> None:
         """Republish a dead letter to the queue's ``x-dead-letter-exchange`` with

@@ -45,6 +45,7 @@ from .addresses import (
 )
 from .arguments import QueueSpec
 from .exchanges import MAX_KEY_BYTES, Binding, ExchangeError, Exchanges, RoutingRefused, key_too_long
+from .expiry import QueueExpiry
 from .links import X_EXCHANGE, X_ROUTING_KEY, ManagementRequests, Publisher, RabbitConsumer
 from .snapshots import BindingSnapshot, ExchangeSnapshot
 
@@ -81,8 +82,10 @@ class RabbitMQLayer:
         self.specs: dict[str, QueueSpec] = {}
         #: Messages no queue received (settled ``released``), over all exchanges.
         self.unroutable = 0
-        #: Queues with ``x-expires``: since when each has been unused (no consumer, no declare or get).
-        self.idle_since: dict[str, float] = {}
+        #: Queues with ``x-expires``: deleted once unused that long (no consumer, no declare or get).
+        self.expiry = QueueExpiry(
+            self.specs, lambda name: broker.router.queues.get(name), broker.now, self.delete_queue, self._timers_changed
+        )
         if broker.permissions is not None:  # RabbitMQ addresses never create a node: send/receive rights suffice
             broker.permissions.creates_nothing = is_rabbitmq_address
 
@@ -296,7 +299,7 @@ class RabbitMQLayer:
     def delete_queue(self, name: str) -> int:
         """``DELETE /queues/{name}``: the queue, its bindings and declaration; its ready-message count."""
         self.specs.pop(name, None)
-        self.idle_since.pop(name, None)
+        self.expiry.forget(name)
         self.exchanges.drop_destination(name, "queue")
         node = self.broker.router.nodes.get(name)
         if node is None or node.KIND not in QUEUE_KINDS:
@@ -398,14 +401,7 @@ class RabbitMQLayer:
 
     def used(self, name: str) -> None:
         """``name`` was declared or read: an ``x-expires`` queue's idle time starts again."""
-        spec = self.specs.get(name)
-        if spec is None or spec.expires is None:
-            return
-        now = self.broker.now()
-        first = self.next_deadline()
-        self.idle_since[name] = now
-        if first is None or now + spec.expires < first:
-            self._timers_changed()
+        self.expiry.used(name)
 
     def _consumer_ended(self, name: str, now: float) -> None:
         spec = self.specs.get(name)
@@ -415,22 +411,11 @@ class RabbitMQLayer:
             return
         self.used(name)
 
-    def _expires_at(self, name: str, since: float) -> float | None:
-        spec = self.specs.get(name)
-        queue = self.broker.router.queues.get(name)
-        if spec is None or spec.expires is None or queue is None or queue.consumers:
-            return None  # a queue with consumers is in use; its time starts when the last one goes
-        return since + spec.expires
-
     def next_deadline(self) -> float | None:
-        deadlines = [at for name, since in self.idle_since.items() if (at := self._expires_at(name, since)) is not None]
-        return min(deadlines) if deadlines else None
+        return self.expiry.next_deadline()
 
     def run_timers(self, now: float) -> None:
-        for name, since in list(self.idle_since.items()):
-            at = self._expires_at(name, since)
-            if at is not None and at <= now:
-                self.delete_queue(name)
+        self.expiry.run_timers(now)
 
     def _timers_changed(self) -> None:
         if self.broker.on_timers_changed is not None:
@@ -439,7 +424,7 @@ class RabbitMQLayer:
     def reset(self) -> None:
         self.exchanges.reset()
         self.specs.clear()
-        self.idle_since.clear()
+        self.expiry.clear()
         self.unroutable = 0
 
 
