@@ -70,18 +70,6 @@ class Client:
         self.read()
 
 
-@pytest.fixture
-def broker() -> Broker:
-    return Broker(BrokerConfig(), clock=ManualClock())
-
-
-@pytest.fixture
-def client(broker: Broker) -> Client:
-    opened = Client(broker)
-    opened.open()
-    return opened
-
-
 def test_declare_ok_counts_and_a_server_name(client: Client, broker: Broker) -> None:
     client.method(1, m.QueueDeclare(queue="q"))
     broker.publish("q", b"\x00\x53\x75\xa0\x01x")  # one message sent over 1.0 (a data section)

@@ -13,20 +13,7 @@ from minibroker.amqp.messaging import Header
 from minibroker.amqp.types import symbol
 from minibroker.amqp091 import methods as m
 from minibroker.broker.clock import ManualClock
-from minibroker.broker.config import BrokerConfig
 from minibroker.broker.engine import Broker
-
-
-@pytest.fixture
-def broker() -> Broker:
-    return Broker(BrokerConfig(), clock=ManualClock())
-
-
-@pytest.fixture
-def client(broker: Broker) -> Client:
-    opened = Client(broker)
-    opened.open()
-    return opened
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """AMQP 0-9-1 transactions as RabbitMQ >= 2.8 implements them, row by row of its "Semantics of tx"
-table (``/work/shared/spec/003_*``), in memory.
+table ("Semantics of tx", RabbitMQ's AMQP 0-9-1 semantics page), in memory.
 
 Rows: transactional publish, ack and reject; declarations not transactional; consuming and
 getting not transactional; error detection immediate; the ``no_route`` return sent on commit;
@@ -13,20 +13,13 @@ import pytest
 from test_front_end import Client  # tests/amqp091 is on sys.path
 
 from minibroker.amqp091 import methods as m
-from minibroker.broker.clock import ManualClock
-from minibroker.broker.config import BrokerConfig
 from minibroker.broker.engine import Broker
 
 
 @pytest.fixture
-def broker() -> Broker:
-    return Broker(BrokerConfig(), clock=ManualClock())
-
-
-@pytest.fixture
-def client(broker: Broker) -> Client:
-    opened = Client(broker)
-    opened.open()
+def client(client: Client) -> Client:
+    """The shared client (conftest.py) with queue ``q`` declared."""
+    opened = client
     opened.method(1, m.QueueDeclare(queue="q"))
     opened.read()
     return opened
