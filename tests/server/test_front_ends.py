@@ -46,6 +46,13 @@ class _Echo:
     def handshaking(self) -> bool:
         return False
 
+    @property
+    def read_paused(self) -> bool:
+        return False
+
+    def alarm(self, reason: str | None) -> None:
+        pass  # the broker's resource alarm means nothing to an echo
+
     def receive_data(self, data: bytes, max_frames: int | None = None) -> None:
         self._out += data.upper()
         if b"bye" in data:
