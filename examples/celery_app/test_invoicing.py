@@ -18,9 +18,9 @@ LINES = [{"quantity": 2, "price": 1.25}, {"quantity": 1, "price": 7.5}]
 
 def test_a_task_round_trip(amqp_broker: Any, amqp_celery_worker: Any) -> None:
     amqp_celery_worker(app)
-    assert total.delay(LINES).get(timeout=10) == 10.0
+    assert total.delay(LINES).get(timeout=30) == 10.0
     # The result can come before the ack: the worker's loop sends an ack on its next turn.
-    amqp_broker.wait_for(lambda broker: broker.statistics().nodes["celery"].acknowledged == 1, timeout=10)
+    amqp_broker.wait_for(lambda broker: broker.statistics().nodes["celery"].acknowledged == 1, timeout=30)
     amqp_broker.assert_queue("celery", [])
 
 
@@ -28,22 +28,22 @@ def test_a_task_waits_in_the_queue_for_a_worker(amqp_broker: Any, amqp_celery_wo
     app.conf.update(broker_url=amqp_broker.amqp091_url, result_backend="rpc://")
     result = total.delay(LINES)  # no worker yet: the message waits on the broker
     (message,) = amqp_broker.wait_for(
-        lambda broker: broker.queue("celery", missing_ok=True).messages, timeout=5
+        lambda broker: broker.queue("celery", missing_ok=True).messages, timeout=15
     )
     assert message.application_properties["task"] == "invoicing.total"  # Celery's headers
     amqp_celery_worker(app)
-    assert result.get(timeout=10) == 10.0
+    assert result.get(timeout=30) == 10.0
 
 
 def test_a_chain(amqp_celery_worker: Any) -> None:
     amqp_celery_worker(app)
-    assert chain(total.s(LINES), format_total.s()).delay().get(timeout=10) == "10.00 EUR"
+    assert chain(total.s(LINES), format_total.s()).delay().get(timeout=30) == "10.00 EUR"
 
 
 def test_a_group(amqp_celery_worker: Any) -> None:
     amqp_celery_worker(app)
     result = totals([LINES, [{"quantity": 3, "price": 2.0}]]).delay()
-    assert result.get(timeout=10) == [10.0, 6.0]
+    assert result.get(timeout=30) == [10.0, 6.0]
 
 
 class FlakyGateway:
@@ -66,7 +66,7 @@ def test_a_retry_with_countdown(
     gateway = FlakyGateway(failures=2)
     monkeypatch.setattr(invoicing, "gateway", gateway)
     amqp_celery_worker(app)
-    assert charge.delay("inv-1", 10.0).get(timeout=10) == "paid inv-1"
+    assert charge.delay("inv-1", 10.0).get(timeout=30) == "paid inv-1"
     assert gateway.calls == ["inv-1"] * 3
     # Each retry is a new message through the broker, held by the worker until its countdown ends.
     assert amqp_broker.statistics().nodes["celery"].enqueued == 3
@@ -77,7 +77,7 @@ def test_retries_give_up_after_max_retries(amqp_celery_worker: Any, monkeypatch:
     monkeypatch.setattr(invoicing, "gateway", gateway)
     amqp_celery_worker(app)
     with pytest.raises(GatewayDown):
-        charge.delay("inv-2", 10.0).get(timeout=10)
+        charge.delay("inv-2", 10.0).get(timeout=30)
     assert len(gateway.calls) == 1 + charge.max_retries
 
 
@@ -89,11 +89,11 @@ def test_a_revoked_task_does_not_run(amqp_celery_worker: Any, monkeypatch: pytes
     # connection of its own: remote control does not retry on the app's pooled connection, which
     # the broker's reset between tests dropped.
     with app.connection_for_write() as connection:
-        replies = app.control.revoke("charge-inv-3", connection=connection, reply=True, limit=1, timeout=5)
+        replies = app.control.revoke("charge-inv-3", connection=connection, reply=True, limit=1, timeout=15)
     assert [list(reply) for reply in replies] == [[worker.hostname]]
     result = charge.apply_async(("inv-3", 10.0), task_id="charge-inv-3")
     with pytest.raises(TaskRevokedError):
-        result.get(timeout=10)
+        result.get(timeout=30)
     assert gateway.calls == []
 
 
@@ -126,6 +126,6 @@ def test_an_acks_late_task_is_delivered_again_when_its_worker_connection_drops(
     amqp_broker.restart()
     archive.release.set()
     amqp_broker.wait_for(
-        lambda broker: broker.queue("celery").depth == 0 and len(archive.redelivered) == 2, timeout=10
+        lambda broker: broker.queue("celery").depth == 0 and len(archive.redelivered) == 2, timeout=30
     )
     assert archive.redelivered == [False, True]

@@ -24,6 +24,11 @@ class CeleryWorkers:
         ``rpc://`` unless given, ``None`` keeps the app's), start a worker for it in a thread (Celery's
         ``start_worker``: the solo pool, no ping task unless ``perform_ping_check=True``; other
         keywords go to it) and return the worker; it stops when the test ends."""
+        # Connections an earlier test left in the app's pools were closed when the broker was reset
+        # between tests; kombu would hand one out for the next publish (a chain's next task fails
+        # with "channel is None ... not bound").  Drop them as Celery does in a forked child
+        # (its connection and producer pools, and the rpc:// backend's consumer, start afresh).
+        app._after_fork()
         app.conf.broker_url = self.url
         # As Celery's own test app (celery.contrib.testing.app): without heartbeats the worker's
         # event loop polls at most 1 s, so an acknowledgement kombu schedules for its next turn
