@@ -26,7 +26,7 @@ from ..broker.publish import Source
 from ..broker.queue import Queue
 from ..broker.stored import Entry, StoredMessage
 from ..broker.stream import Stream
-from ..rabbitmq.arguments import QueueSpec, queue_spec
+from ..rabbitmq.arguments import QueueSpec, dead_letter_target, queue_spec
 from ..rabbitmq.exchanges import DEFAULT_EXCHANGES, Binding, ExchangeError, Exchanges, RoutingRefused
 from ..rabbitmq.expiry import QueueExpiry
 from .consumers import Ranking
@@ -404,17 +404,13 @@ class VirtualHost:
     def _dead_letter(self, queue: Queue, entry: Entry, reason: str, description: str | None) -> None:
         """Republish a dead letter to the queue's ``x-dead-letter-exchange`` with
         ``x-dead-letter-routing-key`` or its own key (RabbitMQ's dead-lettering; dropped without one)."""
-        spec = self.specs.get(queue.name)
-        if spec is None or spec.dead_letter_exchange is None:
-            return
-        exchange = spec.dead_letter_exchange
-        if exchange not in self.exchanges.exchanges:
-            return
         annotations = entry.merged_annotations() or {}
-        key = spec.dead_letter_routing_key
-        if key is None:
-            original = annotations.get(X_ROUTING_KEY)
-            key = str(original) if original is not None else queue.name
+        target = dead_letter_target(
+            self.specs.get(queue.name), self.exchanges.exchanges, annotations.get(X_ROUTING_KEY), queue.name
+        )
+        if target is None:
+            return
+        exchange, key = target
         now = self.broker.now()
         entry.annotate({**record_death(annotations, queue.name, reason, now), X_EXCHANGE: exchange, X_ROUTING_KEY: key})
         queue.counters.dead_lettered += 1

@@ -25,7 +25,7 @@ with 400, an unknown queue type too).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +33,7 @@ from ..broker.config import QueueOptions, StreamOptions
 from ..broker.streamlog import interval_seconds
 from .exchanges import ExchangeError
 
-__all__ = ["QUEUE_TYPES", "QueueSpec", "queue_spec", "QUORUM_DELIVERY_LIMIT"]
+__all__ = ["QUEUE_TYPES", "QueueSpec", "dead_letter_target", "queue_spec", "QUORUM_DELIVERY_LIMIT"]
 
 QUEUE_TYPES = ("classic", "quorum", "stream")
 #: RabbitMQ 4 quorum queues dead-letter (or drop) a message after 20 failed deliveries.
@@ -147,3 +147,19 @@ def queue_spec(name: str, body: Mapping[str, Any], defaults: QueueOptions) -> Qu
         expires=arguments["x-expires"] / 1000 if arguments.get("x-expires") else None,
         stream=stream,
     )
+
+
+def dead_letter_target(
+    spec: QueueSpec | None, exchanges: Container[str], routing_key: object, queue: str
+) -> tuple[str, str] | None:
+    """Where a dead letter from ``queue`` goes (RabbitMQ's dead-lettering): the queue's
+    ``x-dead-letter-exchange`` with ``x-dead-letter-routing-key``, else the message's own key
+    (``routing_key``; the queue's name when it had none).  None: dropped, as RabbitMQ drops it,
+    when the queue names no exchange or the exchange does not exist.  Shared by the RabbitMQ 4
+    layer and the AMQP 0-9-1 front end, which then record the death each in its own form."""
+    if spec is None or spec.dead_letter_exchange is None or spec.dead_letter_exchange not in exchanges:
+        return None
+    key = spec.dead_letter_routing_key
+    if key is None:
+        key = str(routing_key) if routing_key is not None else queue
+    return spec.dead_letter_exchange, key

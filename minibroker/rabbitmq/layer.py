@@ -43,7 +43,7 @@ from .addresses import (
     parse_destination,
     queue_address,
 )
-from .arguments import QueueSpec
+from .arguments import QueueSpec, dead_letter_target
 from .exchanges import MAX_KEY_BYTES, Binding, ExchangeError, Exchanges, RoutingRefused, key_too_long
 from .expiry import QueueExpiry
 from .links import X_EXCHANGE, X_ROUTING_KEY, ManagementRequests, Publisher, RabbitConsumer
@@ -344,17 +344,13 @@ class RabbitMQLayer:
         own; ``x-first-death-*`` and ``x-last-death-*`` annotations say where
         and why.  With no such exchange the message is dropped, as RabbitMQ does.
         """
-        spec = self.specs.get(queue.name)
-        if spec is None or spec.dead_letter_exchange is None:
-            return
-        exchange = spec.dead_letter_exchange
-        if exchange not in self.exchanges.exchanges:
-            return
         annotations = entry.merged_annotations() or {}
-        key = spec.dead_letter_routing_key
-        if key is None:
-            original = annotations.get(X_ROUTING_KEY)
-            key = str(original) if original is not None else queue.name
+        target = dead_letter_target(
+            self.specs.get(queue.name), self.exchanges.exchanges, annotations.get(X_ROUTING_KEY), queue.name
+        )
+        if target is None:
+            return
+        exchange, key = target
         why = _DEATH_REASONS.get(reason, "rejected")
         death = {
             symbol("x-last-death-queue"): queue.name,
