@@ -93,7 +93,7 @@ from .methods import (
     TxSelect,
     decode_method,
 )
-from .observed import FrameHook, MethodFrame
+from .observed import FrameHook, MethodFrame, redacted
 from .properties import BASIC_CLASS_ID, BasicProperties, decode_content_header
 from .values import read_table
 
@@ -430,7 +430,7 @@ class Connection:
         """The method a frame carries, told to the hook unless content follows it (told whole, later)."""
         method = decode_method(frame.payload)
         if self.hook is not None and not method.HAS_CONTENT:
-            self.hook.frame_in(frame.channel, MethodFrame(method))
+            self.hook.frame_in(frame.channel, MethodFrame(redacted(method)))  # never a password
         return method
 
     def _closing(self, frame: Frame) -> None:

@@ -12,8 +12,9 @@ out are told as ``frame_out(0, None, bytes)``, as 1.0 keep-alives are; heartbeat
 :class:`MethodFrame` describes itself for the protocol-neutral frame record
 (:class:`minibroker.broker.statistics.FrameRecord`): its ``name`` (``basic.deliver``), key
 ``fields`` (``delivery-tag``, ``consumer-tag``, ``routing-key`` ...), a one-line ``summary()``
-and a short ``body_summary()``.  Credentials (``connection.start-ok``'s response, a secret) are
-never shown.
+and a short ``body_summary()``.  Credentials are never shown: the engine hands observers
+:func:`redacted` methods (``connection.start-ok``'s PLAIN response keeps the user name and loses
+the password, as a 1.0 ``sasl-init`` does; AMQPLAIN's and a new secret are replaced whole).
 """
 
 from __future__ import annotations
@@ -25,7 +26,12 @@ from typing import Any, ClassVar, Protocol
 from .methods import Method
 from .properties import BasicProperties
 
-__all__ = ["FrameHook", "MethodFrame"]
+__all__ = ["REDACTED", "FrameHook", "MethodFrame", "redacted"]
+
+#: What replaces a password or secret in what observers see.
+REDACTED = b"<redacted>"
+#: Method arguments that carry credentials (§1.4.2.2 start-ok, §1.4.2.4 secure-ok, RabbitMQ's update-secret).
+SECRETS = ("response", "new_secret")
 
 #: Longest body shown in a summary (repr characters).
 BODY_SHOWN = 60
@@ -51,6 +57,18 @@ class FrameHook(Protocol):
     def frame_out(self, channel: int, frame: MethodFrame | None, data: bytes) -> bytes:
         """``data`` (the method's frames, or a heartbeat when ``frame`` is None) is about to be
         queued: return the bytes to queue instead (``b""``: none)."""
+
+
+def redacted(method: Method) -> Method:
+    """``method`` fit to be logged: a PLAIN response (``\\0user\\0password``, RFC 4616) keeps its
+    user, any other credential is replaced whole; a method without credentials is returned as is."""
+    changes: dict[str, bytes] = {}
+    for key in SECRETS:
+        secret = getattr(method, key, None)
+        if isinstance(secret, bytes) and secret:
+            parts = secret.split(b"\x00")
+            changes[key] = b"\x00".join([*parts[:2], REDACTED]) if len(parts) == 3 else REDACTED
+    return dataclasses.replace(method, **changes) if changes else method  # type: ignore[type-var]
 
 
 def _shown(value: Any) -> str:

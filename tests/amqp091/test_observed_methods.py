@@ -9,8 +9,8 @@ from typing import Any
 from test_connection import Client  # tests/amqp091 is on sys.path
 
 from minibroker.amqp091 import methods as m
-from minibroker.amqp091.frames import HEARTBEAT, content_frames, method_frame
-from minibroker.amqp091.observed import MethodFrame
+from minibroker.amqp091.frames import HEARTBEAT, PROTOCOL_HEADER, content_frames, method_frame
+from minibroker.amqp091.observed import MethodFrame, redacted
 from minibroker.amqp091.properties import BasicProperties
 from minibroker.broker.statistics import FrameRecord
 
@@ -121,3 +121,20 @@ def test_the_record_names_methods_and_key_fields_and_hides_credentials() -> None
     assert long_body.body is not None and len(long_body.body) == 60 and long_body.body.endswith("...")
     login = record(MethodFrame(m.ConnectionStartOk(response=b"\x00guest\x00secret", client_properties={"a": 1})))
     assert "secret" not in login.summary and "response" not in login.fields and login.body is None
+
+
+def test_observers_never_see_a_password() -> None:
+    client, hook = _hooked()
+    client.server.gatekeeper.users["alice"] = "alice-pw"  # type: ignore[attr-defined]
+    client.send(PROTOCOL_HEADER)
+    client.method(0, m.ConnectionStartOk(response=b"\x00alice\x00alice-pw"))
+    assert client.server.user == "alice"  # the engine itself read the real response
+    client.method(0, m.ConnectionUpdateSecret(new_secret=b"token-2", reason="refresh"))
+    told = [frame for direction, _channel, frame in hook.seen if direction == "in"]
+    start_ok = told[0]
+    assert start_ok is not None and isinstance(start_ok.method, m.ConnectionStartOk)
+    assert start_ok.method.response == b"\x00alice\x00<redacted>"  # the user stays, as in a 1.0 sasl-init
+    assert redacted(m.ConnectionStartOk(mechanism="AMQPLAIN", response=b"\x05LOGINS\x00\x00\x00\x05alice")).response == (
+        b"<redacted>"
+    )
+    assert all(b"alice-pw" not in repr(frame).encode() and "token-2" not in repr(frame) for frame in told)
