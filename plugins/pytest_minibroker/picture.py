@@ -10,7 +10,7 @@ a producer's, ``<- 'orders'`` a consumer's).  AMQP 0-9-1 connections have lanes 
 headed by the client's connection name or product, with the queues it consumed from (``<-
 'orders' [ctag]``) and where it published (``-> 'orders'`` through the default exchange, ``->
 'logs' key 'order.new'`` through another); their arrows are methods (``basic.publish``,
-``basic.deliver`` with its channel and delivery-tag), a message's content on its method's arrow.  An arrow per frame over time (into the broker or out
+``basic.deliver`` with its channel and delivery-tag), a message's body on its method's arrow.  An arrow per frame over time (into the broker or out
 of it), labelled with its performative between the arrow's lane and the lane left of it, so no
 label crosses another lane (cut short with ``...`` when it does not fit; whole on hover); a note
 on the broker's lane for every message it routed, with the body inline (and in full on hover);
@@ -240,9 +240,32 @@ def _placed(firings: list[Any], events: tuple[Frame | Routed, ...], lanes: list[
 # --------------------------------------------------------------------------- the page
 
 
+#: 0-9-1 arguments an arrow's label leaves to its hover text: long (pika's consumer tags are 38
+#: characters, and the lane's header names them) or seldom what a reader looks for.
+LABEL_LEFT_OUT = frozenset(
+    {"consumer-tag", "message-count", "consumer-count", "content-type", "delivery-mode", "correlation-id",
+     "reply-to", "message-id", "expiration"}
+)  # fmt: skip
+
+
+def _label_091(record: FrameRecord) -> str:
+    """A 0-9-1 arrow's label: the method, its telling arguments, then the body (as a 1.0 transfer's
+    label ends with its message), so that a cut label still shows the delivery-tag and body."""
+    parts = [record.name]
+    for key, value in record.fields.items():
+        if key in LABEL_LEFT_OUT or (key == "exchange" and value == ""):
+            continue
+        parts.append(key if value is True else f"{key}={value!r}" if isinstance(value, str) else f"{key}={value}")
+    text = " ".join(parts)
+    return text if record.body is None else f"{text}: {record.body}"
+
+
 def _label(event: Frame) -> tuple[str, str]:
     """An arrow's label and its hover text."""
     record = event.record
+    if record.protocol != AMQP10:
+        label = f"[{record.channel}] {_label_091(record)}"
+        return label, f"[{record.channel}] {record.summary}\n{record.performative!r}"
     summary = record.summary
     if isinstance(record.performative, Attach):  # role and termini first: a long name may be cut
         name = f" {str(record.performative.name)!r}"

@@ -103,15 +103,18 @@ def test_the_picture_draws_091_connections_in_lanes_beside_10_ones(pytester: pyt
     assert worker[2:] == ["<- 'orders' [basic.get]", worker[3]] and re.fullmatch(r"<- 'orders' \[ctag1\.\w+\]", worker[3])
     lanes = sorted(float(line.get("x1", "nan")) for line in svg.iter(f"{{{NS['s']}}}line") if line.get("class") == "lane")
     broker_x, producer_x, worker_x = lanes
-    arrows = []
+    arrows = []  # (direction, the connection's lane, label shown, the hover's first line)
     for group in svg.iterfind("s:g", NS):
         line, text, title = group.find("s:line", NS), group.find("s:text", NS), group.find("s:title", NS)
-        if line is not None and text is not None and line.get("class") in ("in", "out"):
+        if line is not None and text is not None and title is not None and line.get("class") in ("in", "out"):
             lane_x = float(line.get("x1" if line.get("class") == "in" else "x2", "nan"))
-            arrows.append((line.get("class"), lane_x, (title.text or "").split("\n")[0] if title is not None else ""))
-    assert ("in", producer_x) in {(d, x) for d, x, label in arrows if label.startswith("[0] transfer handle=0 delivery-id=0")}
-    [get_ok] = [(d, x) for d, x, label in arrows if label.startswith("[1] basic.get-ok delivery-tag=1 ")]
-    assert get_ok == ("out", worker_x)
-    assert [(d, x) for d, x, label in arrows if label == "[1] basic.ack delivery-tag=1"] == [("in", worker_x)]
-    assert any(label.startswith("[1] basic.get-ok") and label.endswith("body=b'lamp'") for _d, _x, label in arrows)
+            arrows.append((line.get("class"), lane_x, text.text or "", (title.text or "").split("\n")[0]))
+    assert ("in", producer_x) in {(d, x) for d, x, label, _ in arrows if label.startswith("[0] transfer handle=0 delivery-id=0")}
+    # The label keeps the delivery-tag and the body; the hover has every argument.
+    [get_ok] = [arrow for arrow in arrows if arrow[2].startswith("[1] basic.get-ok")]
+    assert get_ok[:3] == ("out", worker_x, "[1] basic.get-ok delivery-tag=1 routing-key='orders': b'lamp'")
+    assert re.fullmatch(r"\[1\] basic\.get-ok delivery-tag=1 exchange='' routing-key='orders' .*body=b'lamp'", get_ok[3])
+    assert [(d, x) for d, x, label, _ in arrows if label == "[1] basic.ack delivery-tag=1"] == [("in", worker_x)]
+    [consume] = [hover for _d, _x, label, hover in arrows if label == "[1] basic.consume queue='orders'"]
+    assert re.fullmatch(r"\[1\] basic\.consume queue='orders' consumer-tag='ctag1\.\w+'", consume)
     assert broker_x < producer_x < worker_x
