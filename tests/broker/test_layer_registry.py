@@ -136,3 +136,27 @@ def test_reset_resets_every_layer_and_keeps_them_on() -> None:
 def test_an_unregistered_layer_is_named_with_those_that_are() -> None:
     with pytest.raises(KeyError, match="no layer 'missing' is registered"):
         Broker(BrokerConfig(layers={"missing": {}}))
+
+
+def test_the_built_in_layers_declare_their_conflict_and_the_azure_pair_comes_on_together() -> None:
+    from minibroker import BrokerConfig as PublicConfig
+    from minibroker.rabbitmq import RabbitMQOptions
+    from minibroker.servicebus import ServiceBusOptions
+
+    with pytest.raises(ValueError, match="'servicebus' and 'rabbitmq' layers cannot run on one broker"):
+        Broker(PublicConfig(servicebus=ServiceBusOptions(), rabbitmq=RabbitMQOptions()))
+    broker = Broker(PublicConfig(servicebus=ServiceBusOptions()))
+    assert broker.layers.names() == ["claims", "servicebus"]
+    attach(broker, "$cbs")  # an Azure SDK's first attach: Event Hubs comes on beside Service Bus, before it
+    assert broker.layers.names() == ["claims", "event_hubs", "servicebus"]
+    attach(broker, "/management")  # RabbitMQ's first attach: it stays off beside them
+    assert "rabbitmq" not in broker.layers.names()
+
+
+def test_the_public_keywords_and_the_layers_mapping_are_one_setting() -> None:
+    from minibroker import BrokerConfig as PublicConfig
+    from minibroker.rabbitmq import RabbitMQOptions
+
+    options = RabbitMQOptions(version="4.1.0")
+    assert PublicConfig(rabbitmq=options).layers == {"rabbitmq": options}
+    assert PublicConfig(layers={"rabbitmq": options}).rabbitmq is options
