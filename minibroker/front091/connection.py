@@ -78,7 +78,7 @@ class Connection091:
         # one is reported in ``login_failed``, and the engine handles a read whole.
         self.hold_logins = self.login_held = self.login_failed = self.backlogged = False
         config = broker.config
-        rabbitmq = config.rabbitmq
+        rabbitmq = config.layers.get("rabbitmq")  # the RabbitMQ layer's options (users, virtual hosts)
         self._users = {**DEFAULT_USERS, **(dict(rabbitmq.users) if rabbitmq is not None else {}), **config.users}
         self._vhosts = tuple(rabbitmq.vhosts) if rabbitmq is not None else ("/",)
         self.engine = Connection(
