@@ -34,43 +34,53 @@ from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parents[2]
 PORT = 5672
-CLIENTS = ("pika", "amqp", "kombu")
-
+TLS_PORT = 5671
+CLIENTS = ("pika", "pika-tls", "amqp", "kombu")
 
 
 class Suite(NamedTuple):
-    """What runs of a client's tests: the files that talk to a broker (the others are unit tests
-    against mocks), and what is left out (pytest ``--deselect`` prefixes or a ``-k`` expression),
-    each with why."""
+    """What runs of a client's tests: its distribution, the files that talk to a broker (the
+    others are unit tests against mocks), what is left out (pytest ``--deselect`` prefixes or a
+    ``-k`` expression, each with why), more pytest options, and where the suite keeps the TLS
+    certificates its broker must serve on 5671 (None: no TLS)."""
 
+    project: str
     paths: list[str]
     deselect: dict[str, str]
     keyword: tuple[str, str] | None = None
+    options: tuple[str, ...] = ()
+    certificates: str | None = None
+
+
+PIKA_OFFLINE = {
+    "tests/acceptance/io_services_tests.py::TestGetaddrinfoWWWGoogleDotComPort80": (
+        "resolves www.google.com: needs the internet, not a broker"
+    ),
+}
 
 
 SUITES = {
     # The sdist ships no tests: the tagged source from GitHub.
-    "pika": Suite(
-        ["tests/acceptance"],
-        {
-            "tests/acceptance/io_services_tests.py::TestGetaddrinfoWWWGoogleDotComPort80": (
-                "resolves www.google.com: needs the internet, not a broker"
-            ),
-        },
-    ),
+    "pika": Suite("pika", ["tests/acceptance"], PIKA_OFFLINE),
+    # The same with its --use-tls: the asynchronous adapters' tests connect to localhost:5671 with
+    # a client certificate, checking the broker's against testdata/certs (the blocking ones stay
+    # on 5672).  minibroker serves that port from a second `minibroker serve` (one port each).
+    "pika-tls": Suite("pika", ["tests/acceptance"], PIKA_OFFLINE, options=("--use-tls",), certificates="testdata/certs"),
     # t/integration/test_integration.py is py-amqp's own classes against mocks (it passes with no
     # broker at all): not broker-facing.
     "amqp": Suite(
+        "amqp",
         ["t/integration/test_rmq.py"],
         {},
         (
             "not tls",
-            "TLS: the suite's CI certificates (t/certs) are not shipped, and two tests connect to a "
-            "host named 'rabbitmq' on 5671",
+            "TLS: 13 need a broker whose certificate their CA (t/certs, in the git repository) signed; "
+            "that one is in their CI's docker image and the CA's key is not published; 2 connect to "
+            "tls-v1-2.badssl.com (the internet)",
         ),
     ),
     # The other t/integration files test the redis, mongodb, SQS... transports.
-    "kombu": Suite(["t/integration/test_py_amqp.py"], {}),
+    "kombu": Suite("kombu", ["t/integration/test_py_amqp.py"], {}),
 }
 
 #: pika's adapters under test that the project's environment does not carry.
@@ -99,7 +109,7 @@ def main() -> int:
     brokers = (["rabbitmq"] if args.rabbitmq else []) + ["minibroker"]
     results: dict[tuple[str, str], dict[str, str]] = {}
     for client in clients:
-        fetch_suite(args.workdir, client, args.pika_source)
+        fetch_suite(args.workdir, SUITES[client].project, args.pika_source)
         for broker in brokers:
             junit = args.workdir / f"{client}-{broker}.xml"
             junit.unlink(missing_ok=True)
@@ -174,12 +184,15 @@ def namespace_prefix() -> list[str]:
 
 def inner(workdir: Path, client: str, broker: str, junit: str) -> int:
     loopback_up()
-    process = start_broker(workdir, broker)
+    suite = SUITES[client]
+    tree = workdir / f"{suite.project}-{importlib.metadata.version(suite.project)}"
+    certificates = tree / suite.certificates if suite.certificates is not None else None
+    processes = start_broker(workdir, broker, certificates)
     try:
         wait_for_port(PORT)
-        suite = SUITES[client]
-        tree = workdir / f"{client}-{importlib.metadata.version(client)}"
-        command = [str(workdir / "venv" / "bin" / "python"), "-m", "pytest", *suite.paths]
+        if certificates is not None:
+            wait_for_port(TLS_PORT)
+        command = [str(workdir / "venv" / "bin" / "python"), "-m", "pytest", *suite.paths, *suite.options]
         # Their own settings but the output options (pika's addopts asks for -v); no reruns.
         command += ["-q", "-p", "no:cacheprovider", "-o", "addopts=", "-W", "ignore", "--timeout", "120"]
         command += ["--junitxml", junit, "-rfE"]
@@ -190,7 +203,7 @@ def inner(workdir: Path, client: str, broker: str, junit: str) -> int:
         env = {**os.environ, "RABBITMQ_HOST": "127.0.0.1", "RABBITMQ_5672_TCP": str(PORT)}
         return subprocess.run(command, cwd=tree, env=env, check=False).returncode
     finally:
-        stop_broker(workdir, broker, process)
+        stop_broker(workdir, broker, processes)
 
 
 def loopback_up() -> None:
@@ -201,21 +214,35 @@ def loopback_up() -> None:
         fcntl.ioctl(sock, siocsifflags, struct.pack("16sh", b"lo", flags | iff_up))
 
 
-def start_broker(workdir: Path, broker: str) -> subprocess.Popen[bytes]:
+def start_broker(workdir: Path, broker: str, certificates: Path | None) -> list[subprocess.Popen[bytes]]:
+    """The broker on 5672, and on 5671 over TLS with the suite's ``server_certificate.pem`` when
+    ``certificates`` is given (minibroker: a second process; RabbitMQ: the suite's own
+    ``rabbitmq.conf``, pika's ``testdata/rabbitmq.conf.in``)."""
     log = open(workdir / f"{broker}.log", "wb")  # noqa: SIM115 - the broker's output, open while it runs
     if broker == "minibroker":
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "plugins")])}
-        command = [sys.executable, "-m", "minibroker", "serve", "--port", str(PORT)]
-        return subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+        serve = [sys.executable, "-m", "minibroker", "serve", "--port"]
+        started = [subprocess.Popen([*serve, str(PORT)], env=env, stdout=log, stderr=subprocess.STDOUT)]
+        if certificates is not None:
+            tls = ["--ssl-certfile", str(certificates / "server_certificate.pem")]
+            tls += ["--ssl-keyfile", str(certificates / "server_key.pem")]
+            started.append(subprocess.Popen([*serve, str(TLS_PORT), *tls], env=env, stdout=log, stderr=subprocess.STDOUT))
+        return started
     home = workdir / "rabbitmq"
     shutil.rmtree(home, ignore_errors=True)
     for sub in ("mnesia", "log"):
         (home / sub).mkdir(parents=True)
+    env = rabbitmq_env(home)
+    if certificates is not None:
+        # The node reads them as its own user: a copy inside its home.
+        shutil.copytree(certificates, home / "certs")
+        template = (certificates.parents[0] / "rabbitmq.conf.in").read_text()
+        (home / "rabbitmq.conf").write_text(template.replace("PIKA_DIR/testdata", str(home)))
+        env["RABBITMQ_CONFIG_FILE"] = str(home / "rabbitmq.conf")
     if os.geteuid() == 0:
-        shutil.chown(home, "rabbitmq", "rabbitmq")
-        for sub in ("mnesia", "log"):
-            shutil.chown(home / sub, "rabbitmq", "rabbitmq")
-    return subprocess.Popen(["rabbitmq-server"], env=rabbitmq_env(home), cwd=home, stdout=log, stderr=subprocess.STDOUT)
+        for path in [home, *home.rglob("*")]:
+            shutil.chown(path, "rabbitmq", "rabbitmq")
+    return [subprocess.Popen(["rabbitmq-server"], env=env, cwd=home, stdout=log, stderr=subprocess.STDOUT)]
 
 
 def rabbitmq_env(home: Path) -> dict[str, str]:
@@ -237,15 +264,16 @@ def wait_for_port(port: int, bound: float = 120.0) -> None:
     raise SystemExit(f"no broker accepted on 127.0.0.1:{port} within {bound:.0f} s; see the broker's log in the workdir")
 
 
-def stop_broker(workdir: Path, broker: str, process: subprocess.Popen[bytes]) -> None:
+def stop_broker(workdir: Path, broker: str, processes: list[subprocess.Popen[bytes]]) -> None:
     if broker == "rabbitmq":
         subprocess.run(["rabbitmqctl", "-n", "rabbit@localhost", "stop"], env=rabbitmq_env(workdir / "rabbitmq"), check=False)
-    process.terminate()
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+    for process in processes:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
     if broker == "rabbitmq":
         # The node started epmd in this namespace, which would outlive the run (epmd refuses
         # -kill while a node is registered, so only after the node is gone).
@@ -268,14 +296,14 @@ def outcomes(junit: Path) -> dict[str, str]:
 
 
 def report(clients: list[str], brokers: list[str], results: dict[tuple[str, str], dict[str, str]]) -> None:
-    print("\nclient  version  broker      ran  passed  failed  skipped")
+    print("\nclient   version  broker      ran  passed  failed  skipped")
     for client in clients:
         for broker in brokers:
             found = results[client, broker]
             counts = {kind: sum(1 for v in found.values() if v == kind) for kind in ("passed", "skipped")}
             failed = len(found) - counts["passed"] - counts["skipped"]
-            version = importlib.metadata.version(client)
-            print(f"{client:7} {version:8} {broker:11} {len(found):3} {counts['passed']:7} {failed:7} {counts['skipped']:8}")
+            version = importlib.metadata.version(SUITES[client].project)
+            print(f"{client:8} {version:8} {broker:11} {len(found):3} {counts['passed']:7} {failed:7} {counts['skipped']:8}")
         if "rabbitmq" in brokers:
             theirs, ours = results[client, "rabbitmq"], results[client, "minibroker"]
             missed = sorted(name for name, kind in theirs.items() if kind == "passed" and ours.get(name) != "passed")
