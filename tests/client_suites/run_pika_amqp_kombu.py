@@ -21,6 +21,7 @@ import fcntl
 import importlib.metadata
 import os
 import shutil
+import signal
 import socket
 import struct
 import subprocess
@@ -35,6 +36,8 @@ from typing import NamedTuple
 REPO = Path(__file__).resolve().parents[2]
 PORT = 5672
 TLS_PORT = 5671
+#: The network namespace the script was started in, for its runs to tell their own from it.
+OUTER_NAMESPACE = "MINIBROKER_SUITES_OUTER_NET"
 CLIENTS = ("pika", "pika-tls", "amqp", "kombu")
 
 
@@ -116,7 +119,8 @@ def main() -> int:
             command = [*namespace_prefix(), sys.executable, __file__, "--workdir", str(args.workdir)]
             command += ["--inner", client, broker, str(junit)]
             print(f"== {client} against {broker}", flush=True)
-            subprocess.run(command, timeout=args.timeout, check=False)
+            env = {**os.environ, OUTER_NAMESPACE: os.readlink("/proc/self/ns/net")}
+            subprocess.run(command, timeout=args.timeout, check=False, env=env)
             results[client, broker] = outcomes(junit)
     report(clients, brokers, results)
     return 0
@@ -274,10 +278,24 @@ def stop_broker(workdir: Path, broker: str, processes: list[subprocess.Popen[byt
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-    if broker == "rabbitmq":
-        # The node started epmd in this namespace, which would outlive the run (epmd refuses
-        # -kill while a node is registered, so only after the node is gone).
-        subprocess.run(["epmd", "-kill"], check=False, capture_output=True)
+    end_leftovers()
+
+
+def end_leftovers() -> None:
+    """End what is left in this run's network namespace: epmd, which the RabbitMQ node starts
+    and which outlives it (it refuses ``epmd -kill`` while the stopping node is registered).
+    Everything in the namespace was started by this run; nothing is done outside one."""
+    ours = os.readlink("/proc/self/ns/net")
+    if ours == os.environ.get(OUTER_NAMESPACE):
+        return
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if os.readlink(entry / "ns" / "net") == ours:
+                os.kill(int(entry.name), signal.SIGTERM)
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
 
 
 # ---------------------------------------------------------------- counting
