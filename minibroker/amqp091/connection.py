@@ -25,6 +25,7 @@ from . import errors as codes
 from ._state import HANDSHAKE, ChannelState, ConnectionState
 from .errors import AMQP091Error, FrameError
 from .events import (
+    Answer,
     ChannelClosed,
     ChannelOpened,
     ConnectionClosed,
@@ -528,11 +529,11 @@ class Connection:
             raise AMQP091Error(codes.UNEXPECTED_FRAME, "expected method frame, got non method frame instead")
         method = self._decode(frame)
         if isinstance(method, ConnectionClose):
-            self.send(0, ConnectionCloseOk())
+            self._answer(0, ConnectionCloseOk())
             self._end(None, by_peer=True)
         elif isinstance(method, ConnectionUpdateSecret):
             # Nothing here expires with a token, so a new secret changes nothing (RabbitMQ's OAuth 2 extension).
-            self.send(0, ConnectionUpdateSecretOk())
+            self._answer(0, ConnectionUpdateSecretOk())
         elif isinstance(method, ConnectionBlocked | ConnectionUnblocked | ConnectionCloseOk):
             return  # a client's own blocked notices, and a stray close-ok, need no answer
         else:
@@ -573,19 +574,32 @@ class Connection:
         if state is None:
             raise AMQP091Error(codes.CHANNEL_ERROR, "expected 'channel.open'", method.CLASS_ID, method.METHOD_ID)
         if isinstance(method, ChannelClose):
-            self.send(channel, ChannelCloseOk())
+            self._answer(channel, ChannelCloseOk())
             del self.channels[channel]
             self._content.pop(channel, None)
             self._events.append(ChannelClosed(channel, None, by_peer=True))
         elif isinstance(method, BasicPublish):
             self._content[channel] = _Content(method)
         elif isinstance(method, AccessRequest):
-            self.send(channel, AccessRequestOk())  # deprecated realms: RabbitMQ grants ticket 1
+            self._answer(channel, AccessRequestOk())  # deprecated realms: RabbitMQ grants ticket 1
         elif type(method) in BROKER_METHODS:
             self._events.append(MethodReceived(channel, method))
         else:
             # A method only a server sends (declare-ok, deliver, ...), or close-ok with no close.
             raise AMQP091Error(codes.COMMAND_INVALID, "unimplemented method", method.CLASS_ID, method.METHOD_ID)
+
+    def _answer(self, channel: int, method: Method) -> None:
+        """Send the engine's own reply now, or as an :class:`Answer` event after methods of the
+        same read still to be answered by the owner: on this channel, or on any for channel 0
+        (RabbitMQ sends connection.close-ok once every channel has finished its work).  Looked
+        up only for these rare replies, so a publish costs nothing more."""
+        if any(
+            isinstance(event, MethodReceived | Published) and (channel == 0 or event.channel == channel)
+            for event in self._events
+        ):
+            self._events.append(Answer(channel, method))
+        else:
+            self.send(channel, method)
 
     def _content_frame(self, channel: int, content: _Content, frame: Frame) -> None:
         """The content header and body frames of a publish (§4.2.6), and nothing else, until complete."""

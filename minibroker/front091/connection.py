@@ -22,6 +22,7 @@ from ..amqp091 import errors as codes
 from ..amqp091.connection import Connection, ConnectionConfig
 from ..amqp091.errors import AMQP091Error
 from ..amqp091.events import (
+    Answer,
     ChannelClosed,
     ChannelOpened,
     ConnectionClosed,
@@ -250,6 +251,9 @@ class Connection091:
             self._on_channel(event.channel, lambda channel: channel.handle(event.method))
         elif isinstance(event, Published):
             self._on_channel(event.channel, lambda channel: channel.publish(event.method, event.properties, event.body))
+        elif isinstance(event, Answer):
+            # The engine's close-ok (or the like) after the replies to the methods before it.
+            self.engine.send(event.channel, event.method)
         elif isinstance(event, ChannelOpened):
             self.channels[event.channel] = Channel(self, event.channel)
         elif isinstance(event, ChannelClosed):
