@@ -153,7 +153,8 @@ class _Unacked:
         self.queue = queue
         self.entry = entry
         self.consumer = consumer
-        #: A ``release``/``modify`` fault with ``at="outcome"``: the client's settlement is taken as a requeue.
+        #: Requeued by a ``release``/``modify`` fault (.faults): the client's settlement is taken as a
+        #: requeue (``at="outcome"``), or does nothing (already requeued: ``queue`` and ``entry`` None).
         self.lost = False
 
 
@@ -582,7 +583,7 @@ class Channel:
         if refusal:
             for t in tags:
                 held = self.unacked[t]
-                if held.queue is None and held.consumer is not None:
+                if held.queue is None and held.consumer is not None and not held.lost:
                     # RabbitMQ 3.10: a connection error, the stream named.
                     raise AMQP091Error(
                         codes.NOT_IMPLEMENTED,
@@ -611,6 +612,8 @@ class Channel:
                 queues[id(held.queue)] = held.queue
             elif isinstance(consumer, StreamReader091):
                 queues[id(consumer)] = consumer  # a stream's reader: its window has room
+            elif consumer is not None:
+                queues[id(consumer.queue)] = consumer.queue  # requeued by a fault: its window has room
         now = self.connection.broker.now()
         for queue in queues.values():
             queue.dispatch(now)  # room in the prefetch window, or a requeued message
@@ -734,19 +737,18 @@ class Channel:
     def requeue_delivery(self, tag: int, delivery_failed: bool | None, at_outcome: bool) -> None:
         """A ``release`` (``delivery_failed`` None) or ``modify`` fault: the delivery of ``tag`` goes
         back to its queue, to come again with ``redelivered`` set; the tag stays known, so the
-        client's acknowledgement of it is no error (and does nothing).  ``at_outcome``: the
-        message stays out until the client settles the tag, and that settlement is taken as a requeue."""
+        client's acknowledgement of it is no error (and does nothing); until it comes, the tag
+        holds its place in the consumer's prefetch window, as the client still holds it.
+        ``at_outcome``: the message stays out until the client settles the tag, and that
+        settlement is taken as a requeue."""
         held = self.unacked.get(tag)
         if held is None or held.queue is None or held.entry is None:
             return  # settled meanwhile, or its channel is gone
+        held.lost = True
         if at_outcome:
-            held.lost = True
             return
         queue, entry = held.queue, held.entry
         held.queue = held.entry = None
-        if held.consumer is not None:
-            held.consumer.unacked -= 1  # its window has room again
-            held.consumer = None
         now = self.connection.broker.now()
         if delivery_failed is None:
             queue.release(entry, now)

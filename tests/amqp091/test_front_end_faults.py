@@ -124,3 +124,23 @@ def test_the_alarm_of_a_fault_clears_on_the_broker_clock(broker: Broker) -> None
 def test_the_091_kinds_are_in_the_table_and_plannable() -> None:
     assert set(AMQP091_KINDS) <= set(FAULT_KINDS)
     assert all(FAULT_KINDS[kind].plannable for kind in AMQP091_KINDS)
+
+
+def test_a_requeued_tag_keeps_its_place_in_the_prefetch_window_until_settled(client: Client, broker: Broker) -> None:
+    """The client still holds the tag a release requeued: with prefetch 1 the message comes again
+    only once it settles that tag (no second delivery behind a client's synchronous call)."""
+    broker.declare_queue("jobs")
+    broker.publish("jobs", b"\x00\x53\x75\xa0\x01x")
+    broker.faults.release(address="jobs")
+    client.method(1, m.BasicQos(prefetch_count=1))
+    client.method(1, m.BasicConsume(queue="jobs", consumer_tag="c"))
+    first = [item[1] for item in client.read() if isinstance(item[1], m.BasicDeliver)]
+    assert [(d.delivery_tag, d.redelivered) for d in first] == [(1, False)]
+    client.method(1, m.QueueDeclare(queue="other"))
+    assert [type(item[1]) for item in client.read()] == [m.QueueDeclareOk]  # nothing else meanwhile
+    client.method(1, m.BasicAck(delivery_tag=1))  # no error, and the window has room again
+    again = [item[1] for item in client.read()]
+    assert [(d.delivery_tag, d.redelivered) for d in again if isinstance(d, m.BasicDeliver)] == [(2, True)]
+    client.method(1, m.BasicAck(delivery_tag=2))
+    client.read()
+    assert broker.queue_snapshot("jobs").depth == 0
