@@ -238,8 +238,8 @@ class Connection091:
         self.connection_lost()
         self.notify()  # its writer wakes, finds it finished and closes the socket
 
-    def hold(self, until: float) -> None:
-        """Hold the output from what is queued next until the fault's timer calls :meth:`release_hold`."""
+    def hold(self) -> None:
+        """Hold the output from what is queued next until the fault's timer (.faults) calls :meth:`release_hold`."""
         if self._hold is None:
             self._hold = _Hold(self.engine.output_size)
 

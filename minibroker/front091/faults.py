@@ -76,7 +76,7 @@ class FaultConnection(Protocol):
 
     def drop(self) -> None: ...
 
-    def hold(self, until: float) -> None: ...
+    def hold(self) -> None: ...
 
     def release_hold(self) -> None: ...
 
@@ -210,7 +210,7 @@ def delay(channel: FaultChannel, method: str, address: str | None) -> None:
         if fault.params["frames"] in (None, method) and fault.consider(site, lambda: method):
             now = broker.clock.now()
             broker.faults.record(fault, site, now)
-            channel.connection.hold(now + fault.params["seconds"])
+            channel.connection.hold()
             timers_of(broker).hold(channel.connection, now + fault.params["seconds"])
             return
 

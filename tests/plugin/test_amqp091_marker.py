@@ -68,3 +68,35 @@ def test_exchanges_and_bindings_route_pika_publishes(amqp_broker):
 def test_the_markers_declarations_serve_pika(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(TESTS)
     pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=3)
+
+
+def test_a_failing_tests_report_lists_the_091_faults_that_fired(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+import pika
+import pytest
+from minibroker.testing import faults
+
+
+@pytest.mark.amqp_broker(queues=["jobs"], faults=[faults.cancel_consumer(address="jobs")])
+def test_fails(amqp_broker):
+    connection = pika.BlockingConnection(pika.URLParameters(amqp_broker.amqp091_url))
+    channel = connection.channel()
+    channel.basic_publish("", "jobs", b"job 1")
+    cancelled = []
+    channel.basic_consume("jobs", lambda *args: None, consumer_tag="worker")
+    channel.add_on_cancel_callback(lambda frame: cancelled.append(frame))
+    for _ in range(100):
+        if cancelled:
+            break
+        connection.process_data_events(time_limit=0.05)
+    assert not cancelled
+"""
+    )
+    result = pytester.runpytest("-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*faults fired:*",
+        "*faults.cancel_consumer(address='jobs') connection=127.0.0.1:* link=worker address=jobs "
+        "on basic.deliver channel=1 delivery-tag=1*",
+    ])  # fmt: skip
