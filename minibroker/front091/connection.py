@@ -244,7 +244,7 @@ class Connection091:
             self._hold = _Hold(self.engine.output_size)
 
     def release_hold(self) -> None:
-        if self._hold is not None:
+        if self._hold is not None and self.open:
             self._hold.done = True
             self.mark_dirty()
 

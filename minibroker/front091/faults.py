@@ -25,7 +25,8 @@ Each firing is counted and recorded in ``broker.faults`` as a 1.0 one is, so ``f
 ``must_fire``, ``broker.faults.history``, the failure report and ``fault_plans`` treat both
 protocols alike.  A delivery fault acts after the batch (``FaultInjector.later``: the queue is
 mid-dispatch when it fires); publish and declare faults act at once, through the channel
-error path a real refusal takes.  Kinds with no 0-9-1 meaning (``detach_link``,
+error path a real refusal takes.  Publishes in a transaction (``tx.select``), ``basic.get`` and
+stream deliveries are not offered.  Kinds with no 0-9-1 meaning (``detach_link``,
 ``refuse_attach``, ``stall_credit``, ``fail_discharge``) are never offered 0-9-1 events, so they
 neither fire nor count here.
 """
