@@ -38,7 +38,7 @@ from typing import Any, TypedDict, Unpack
 from ..amqp import errors as conditions
 
 __all__ = [
-    "FAULT_KINDS", "Fault", "FaultBuilder", "FaultKind", "FaultNotFired", "FaultPlan", "FaultSet", "Firing", "KINDS",
+    "AMQP091_KINDS", "FAULT_KINDS", "Fault", "FaultBuilder", "FaultKind", "FaultNotFired", "FaultPlan", "FaultSet", "Firing", "KINDS",
     "Site", "Trigger", "fault_kind",
 ]  # fmt: skip
 
@@ -51,7 +51,9 @@ class FaultKind:
     #: The events it is offered: ``attach`` (a client's attach), ``transfer`` (a message in either
     #: direction), ``delivery`` (a message the broker sends), ``publish`` (a message a client
     #: sends), ``frame`` (any frame the broker sends), ``credit`` (credit the broker grants a
-    #: producer), ``discharge`` (a commit).
+    #: producer), ``discharge`` (a commit); AMQP 0-9-1's own: ``channel`` (a message on a channel),
+    #: ``consumer`` (a delivery to a consumer), ``declare`` (a queue or exchange declare), ``alarm``
+    #: (a publish).
     point: str
     #: What the injector does when it fires (injection.py dispatches on it; each is one method there).
     action: str
@@ -81,8 +83,24 @@ FAULT_KINDS: dict[str, FaultKind] = {
         FaultKind("delay", "frame", "hold", {"frames": None}, plannable=False, planned_by_default=False),
         FaultKind("stall_credit", "credit", "stall", plannable=False, planned_by_default=False),
         FaultKind("fail_discharge", "discharge", "rollback", planned_by_default=False, addressed=False),
+        # AMQP 0-9-1 only (minibroker.front091.faults applies them; the points are 0-9-1's own, so
+        # the AMQP 1.0 injector never meets them).  drop_connection, close_connection, release,
+        # modify, reject_publish and delay above apply to 0-9-1 connections too.
+        FaultKind("close_channel", "channel", "close_channel", {"code": 406, "text": None}, planned_by_default=False),
+        FaultKind("cancel_consumer", "consumer", "cancel", planned_by_default=False),
+        FaultKind("refuse_declare", "declare", "refuse_declare", {"code": 403, "text": None}, planned_by_default=False),
+        FaultKind(
+            "block_publishers", "alarm", "alarm", {"reason": "low on memory", "seconds": 0.2}, planned_by_default=False
+        ),
     )
 }
+
+#: The kinds that act on AMQP 0-9-1 connections, in shrinking order (likeliest culprits first):
+#: ``fault_plans(addresses=..., kinds=AMQP091_KINDS)`` searches them for a pika or kombu scenario.
+AMQP091_KINDS: tuple[str, ...] = (
+    "release", "drop_connection", "close_connection", "reject_publish", "close_channel", "cancel_consumer",
+    "refuse_declare", "block_publishers", "modify",
+)  # fmt: skip
 
 #: Each kind and the events it is offered (derived from :data:`FAULT_KINDS`).
 KINDS: dict[str, str] = {name: row.point for name, row in FAULT_KINDS.items()}
@@ -101,8 +119,10 @@ def fault_kind(name: str) -> FaultKind:
     return row
 
 
-#: Frame names ``delay(frames=...)`` accepts (the performatives the broker sends).
+#: Frame names ``delay(frames=...)`` accepts: the performatives the broker sends (AMQP 1.0), and
+#: the AMQP 0-9-1 methods a 0-9-1 delay can start from (a delivery, a publisher confirm).
 FRAME_NAMES = frozenset({"open", "begin", "attach", "flow", "transfer", "disposition", "detach", "end", "close"})
+AMQP091_FRAME_NAMES = frozenset({"basic.deliver", "basic.ack", "basic.nack"})
 
 Match = str | Callable[[str], Any] | None
 
@@ -324,6 +344,19 @@ def _check_at(at: str) -> str:
     return at
 
 
+#: AMQP 0-9-1 reply codes a fault may close with (0-9-1 §1.2; RabbitMQ's names).
+_REPLY_CODES = frozenset({311, 312, 313, 320, 402, 403, 404, 405, 406, 501, 502, 503, 504, 505, 506, 530, 540, 541})
+
+
+def _reply_code(code: int) -> int:
+    if not _is_int(code) or code not in _REPLY_CODES:
+        raise ValueError(
+            f"code={code!r}: give an AMQP 0-9-1 error reply code, one of {sorted(_REPLY_CODES)} (e.g. 406 "
+            "PRECONDITION_FAILED closes the channel, 320 CONNECTION_FORCED the connection)"
+        )
+    return code
+
+
 def _direct(fn: Callable[..., Any], *args: Any) -> Any:
     return fn(*args)
 
@@ -420,8 +453,11 @@ class FaultSet:
             raise TypeError(f"delay({seconds!r}): give the delay as a number of seconds (int or float), e.g. delay(5)")
         if not seconds > 0:
             raise ValueError(f"delay({seconds!r}): give a positive number of seconds")
-        if frames is not None and frames not in FRAME_NAMES:
-            raise ValueError(f"frames={frames!r}: use one of {sorted(FRAME_NAMES)} or None for any")
+        if frames is not None and frames not in FRAME_NAMES | AMQP091_FRAME_NAMES:
+            raise ValueError(
+                f"frames={frames!r}: use one of {sorted(FRAME_NAMES)} (AMQP 1.0), {sorted(AMQP091_FRAME_NAMES)} "
+                "(AMQP 0-9-1) or None for any"
+            )
         return self._add(Fault("delay", address, params={"seconds": seconds, "frames": frames}, **trigger))
 
     def stall_credit(self, address: str | None = None, **trigger: Unpack[Trigger]) -> Fault:
@@ -432,6 +468,55 @@ class FaultSet:
     def fail_discharge(self, **trigger: Unpack[Trigger]) -> Fault:
         """Answer a commit with ``amqp:transaction:rollback``; nothing of the transaction happens (Part 4 §4.4)."""
         return self._add(Fault("fail_discharge", **trigger))
+
+    # ------------------------------------------------ AMQP 0-9-1 only
+
+    def close_channel(
+        self, address: str | None = None, *, code: int = 406, text: str | None = None, **trigger: Unpack[Trigger]
+    ) -> Fault:
+        """On a 0-9-1 message to or from ``address``, close its channel with ``code`` (0-9-1 §1.2).
+
+        A soft code (311-406, e.g. 406 PRECONDITION_FAILED) closes the channel (``channel.close``),
+        a hard one (e.g. 320 CONNECTION_FORCED, 541) the connection (``connection.close``), as
+        RabbitMQ does.  ``text`` follows RabbitMQ's ``"PRECONDITION_FAILED - "`` prefix; None
+        names the fault.  A publish it fires on is not taken; a delivery goes back to the queue,
+        redelivered (what a closed channel held, §1.8).
+        """
+        return self._add(Fault("close_channel", address, params={"code": _reply_code(code), "text": text}, **trigger))
+
+    def cancel_consumer(self, address: str | None = None, **trigger: Unpack[Trigger]) -> Fault:
+        """On a delivery from ``address`` to a 0-9-1 consumer, the broker cancels that consumer.
+
+        A client that announced the ``consumer_cancel_notify`` capability (pika, kombu, aio-pika
+        do) is sent ``basic.cancel``, as RabbitMQ tells it when the queue is deleted or fails
+        over; another's consumer just ends.  The delivery itself stays the channel's to acknowledge.
+        """
+        return self._add(Fault("cancel_consumer", address, **trigger))
+
+    def refuse_declare(
+        self, address: str | None = None, *, code: int = 403, text: str | None = None, **trigger: Unpack[Trigger]
+    ) -> Fault:
+        """Answer a 0-9-1 ``queue.declare`` or ``exchange.declare`` of ``address`` with ``code``.
+
+        403 ACCESS_REFUSED (the default) comes with RabbitMQ's words for a missing permission
+        (``access to queue 'jobs' in vhost '/' refused for user 'guest'``); another code with
+        ``text`` (None names the fault).  Soft codes close the channel, hard ones the connection.
+        """
+        return self._add(Fault("refuse_declare", address, params={"code": _reply_code(code), "text": text}, **trigger))
+
+    def block_publishers(
+        self, address: str | None = None, *, reason: str = "low on memory", seconds: float = 0.2, **trigger: Unpack[Trigger]
+    ) -> Fault:
+        """On a 0-9-1 publish to ``address``, raise the broker's resource alarm for ``seconds`` of broker-clock time.
+
+        What ``broker.block_publishers(reason)`` does, as RabbitMQ's memory alarm: publishing
+        connections are told ``connection.blocked`` with ``reason`` and not read until the alarm
+        clears, ``seconds`` later (``connection.unblocked``; with a ``ManualClock`` when the test
+        advances it).  The publish that raised it is taken.
+        """
+        if not _is_number(seconds) or not seconds > 0:
+            raise ValueError(f"seconds={seconds!r}: give how long the alarm stays raised, a positive number of seconds")
+        return self._add(Fault("block_publishers", address, params={"reason": reason, "seconds": seconds}, **trigger))
 
     def add(self, fault: Fault) -> Fault:
         """Install a :class:`Fault` built elsewhere (e.g. one drawn by ``minibroker.testing.fault_plans``)."""

@@ -475,6 +475,13 @@ class FaultInjector(Observer):
                 self._silenced.discard(connection)
             connection.mark_dirty()  # its writer wakes, finds it finished and closes the socket
 
+    # ------------------------------------------- other front ends' faults
+
+    def later(self, action: Callable[[], None]) -> None:
+        """Run ``action`` after the batch, with this injector's own (``run_pending``): how another
+        front end (``minibroker.front091.faults``) acts on a fault it fired mid-batch."""
+        self._actions.append(action)
+
     # ------------------------------------------------------------- timers
 
     def next_deadline(self) -> float | None:

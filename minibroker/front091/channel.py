@@ -88,7 +88,7 @@ from ..broker.queue import Queue
 from ..broker.stored import Entry, StoredMessage
 from ..broker.stream import Stream
 from ..rabbitmq.exchanges import Binding
-from . import consumers
+from . import consumers, faults
 from .access import Kind
 from .consumers import AnyConsumer, Consumer091, Ranking, StreamReader091, stream_offset
 from .conversion import from_amqp10, to_amqp10
@@ -125,21 +125,37 @@ class ChannelOwner(Protocol):
     @property
     def vhost(self) -> VirtualHost: ...
 
+    @property
+    def peer(self) -> str: ...
+
     def output_full(self) -> bool: ...
 
     def mark_dirty(self) -> None: ...
 
+    # What a fault does to the connection (.faults, while one is live).
+
+    def fail(self, number: int, error: AMQP091Error) -> None: ...
+
+    def drop(self) -> None: ...
+
+    def hold(self) -> None: ...
+
+    def release_hold(self) -> None: ...
+
 
 class _Unacked:
     """A message delivered on this channel and not yet acknowledged (``queue`` and ``entry`` None:
-    read from a stream, where settling it removes nothing)."""
+    read from a stream, where settling it removes nothing, or requeued by a fault, the tag kept)."""
 
-    __slots__ = ("queue", "entry", "consumer")
+    __slots__ = ("queue", "entry", "consumer", "lost")
 
     def __init__(self, queue: Queue | None, entry: Entry | None, consumer: AnyConsumer | None) -> None:
         self.queue = queue
         self.entry = entry
         self.consumer = consumer
+        #: Requeued by a ``release``/``modify`` fault (.faults): the client's settlement is taken as a
+        #: requeue (``at="outcome"``), or does nothing (already requeued: ``queue`` and ``entry`` None).
+        self.lost = False
 
 
 class _Publish:
@@ -213,6 +229,8 @@ class Channel:
     # ---------------------------------------------------------------- exchange
 
     def _exchange_declare(self, method: ExchangeDeclare) -> None:
+        if self.connection.broker.injector is not None:  # a refuse_declare fault (.faults)
+            faults.on_declare(self, "exchange", method.exchange, 40)
         if not method.passive:
             access = self.connection.access
             access.require("configure", "exchange", method.exchange, 40, 10)
@@ -252,6 +270,8 @@ class Channel:
     # ------------------------------------------------------------------- queue
 
     def _queue_declare(self, method: QueueDeclare) -> None:
+        if self.connection.broker.injector is not None:  # a refuse_declare fault (.faults)
+            faults.on_declare(self, "queue", method.queue, 50)
         name, queue = self.vhost.declare_queue(
             method.queue, owner=self.connection, passive=method.passive, durable=method.durable,
             exclusive=method.exclusive, auto_delete=method.auto_delete, arguments=method.arguments,
@@ -464,7 +484,9 @@ class Channel:
         # A single active consumer's successor, or lower-priority consumers, may take over now.
         consumer.dispatch(self.connection.broker.now())
         self.vhost.consumer_removed(consumer)
-        if notify:
+        capabilities = self.connection.engine.client_properties.get("capabilities")
+        if notify and isinstance(capabilities, dict) and capabilities.get("consumer_cancel_notify") is True:
+            # Only to a client that announced it (RabbitMQ's rule); another's consumer just ends.
             self.connection.engine.send(self.number, BasicCancel(consumer_tag=consumer.tag, nowait=True))
 
     def _basic_get(self, method: BasicGet) -> None:
@@ -519,6 +541,9 @@ class Channel:
         )  # fmt: skip
         connection = self.connection
         properties = _delivery_count(delivered.properties, entry) if consumer.quorum else delivered.properties
+        faulty = connection.broker.injector is not None  # a fault is live (.faults)
+        if faulty:
+            faults.delay(self, "basic.deliver", queue.name)
         connection.engine.send_content(self.number, deliver, properties, delivered.body)
         connection.mark_dirty()
         if consumer.no_ack:
@@ -526,6 +551,8 @@ class Channel:
         else:
             self.unacked[tag] = _Unacked(queue, entry, consumer)
             consumer.unacked += 1
+        if faulty:
+            faults.on_delivery(self, tag, consumer.tag, queue.name, not consumer.no_ack, lambda: delivered.body)
 
     def _next_tag(self) -> int:
         self._tag += 1
@@ -560,7 +587,7 @@ class Channel:
         if refusal:
             for t in tags:
                 held = self.unacked[t]
-                if held.queue is None and held.consumer is not None:
+                if held.queue is None and held.consumer is not None and not held.lost:
                     # RabbitMQ 3.10: a connection error, the stream named.
                     raise AMQP091Error(
                         codes.NOT_IMPLEMENTED,
@@ -584,11 +611,13 @@ class Channel:
             consumer = held.consumer
             if consumer is not None:
                 consumer.unacked -= 1
-            outcome(held)
+            (self._requeue if held.lost else outcome)(held)
             if held.queue is not None:
                 queues[id(held.queue)] = held.queue
             elif isinstance(consumer, StreamReader091):
                 queues[id(consumer)] = consumer  # a stream's reader: its window has room
+            elif consumer is not None:
+                queues[id(consumer.queue)] = consumer.queue  # requeued by a fault: its window has room
         now = self.connection.broker.now()
         for queue in queues.values():
             queue.dispatch(now)  # room in the prefetch window, or a requeued message
@@ -653,6 +682,9 @@ class Channel:
             if self.reply_tag is None:
                 raise AMQP091Error(codes.PRECONDITION_FAILED, "fast reply consumer does not exist", 60, 40)
             properties = dataclasses.replace(properties, reply_to=f"{REPLY_TO}.{self._reply_token}")
+        if connection.broker.injector is not None and not self.transactional:  # a fault is live (.faults)
+            if faults.on_publish(self, method.exchange, method.routing_key, lambda: body):
+                return
         queues = self.vhost.route(method.exchange, method.routing_key, properties.headers)
         now = connection.broker.now()
         message = StoredMessage(to_amqp10(method.exchange, method.routing_key, properties, body, ttl), now)
@@ -693,7 +725,47 @@ class Channel:
         if self.confirming:
             self._published += 1
             confirm = BasicNack(delivery_tag=self._published) if refused else BasicAck(delivery_tag=self._published)
+            if broker.injector is not None:  # a delay fault may hold the confirm (.faults)
+                faults.delay(self, confirm.NAME, method.exchange or method.routing_key)
             self.connection.engine.send(self.number, confirm)
+
+    # ------------------------------------------------------------ faults (.faults)
+
+    def nack_publish(self) -> None:
+        """A ``reject_publish`` fault refused the publish: nacked under confirms, else dropped unseen
+        (RabbitMQ's answer when ``x-overflow: reject-publish`` refuses one)."""
+        if self.confirming:
+            self._published += 1
+            self.connection.engine.send(self.number, BasicNack(delivery_tag=self._published))
+
+    def requeue_delivery(self, tag: int, delivery_failed: bool | None, at_outcome: bool) -> None:
+        """A ``release`` (``delivery_failed`` None) or ``modify`` fault: the delivery of ``tag`` goes
+        back to its queue, to come again with ``redelivered`` set; the tag stays known, so the
+        client's acknowledgement of it is no error (and does nothing); until it comes, the tag
+        holds its place in the consumer's prefetch window, as the client still holds it.
+        ``at_outcome``: the message stays out until the client settles the tag, and that
+        settlement is taken as a requeue."""
+        held = self.unacked.get(tag)
+        if held is None or held.queue is None or held.entry is None:
+            return  # settled meanwhile, or its channel is gone
+        held.lost = True
+        if at_outcome:
+            return
+        queue, entry = held.queue, held.entry
+        held.queue = held.entry = None
+        now = self.connection.broker.now()
+        if delivery_failed is None:
+            queue.release(entry, now)
+        else:
+            queue.modify(entry, now, delivery_failed, False, None, None)
+        queue.dispatch(now)
+        self.connection.mark_dirty()
+
+    def cancel_consumer(self, tag: str) -> None:
+        """A ``cancel_consumer`` fault: the broker ends the consumer, telling the client (``basic.cancel``)."""
+        consumer = self.consumers.get(tag)
+        if consumer is not None:
+            self.end_consumer(consumer, notify=True)
 
     # ------------------------------------------------------------ confirm, tx
 

@@ -65,6 +65,17 @@ SERVER_PROPERTIES: dict[str, Any] = {
 DEFAULT_USERS = {"guest": "guest"}
 
 
+class _Hold:
+    """Output a ``delay`` fault holds: ``start`` bytes of the engine's output go before it, the rest waits."""
+
+    __slots__ = ("start", "data", "done")
+
+    def __init__(self, start: int) -> None:
+        self.start = start
+        self.data = bytearray()
+        self.done = False
+
+
 class Connection091:
     """One AMQP 0-9-1 client connection as the broker and the server see it."""
 
@@ -98,6 +109,8 @@ class Connection091:
         if broker.alarm is not None:
             self.engine.block(broker.alarm)
         self.channels: dict[int, Channel] = {}
+        #: Output held by a ``delay`` fault (.faults), from the frame it fired on.
+        self._hold: _Hold | None = None
         #: The logged-in user under ``BrokerConfig.permissions`` (access.py), set by ``connection.open``.
         self.access = Access(None, None, "/")
         # The broker's tap sees this connection's methods while it has observers (broker/tap.py).
@@ -171,7 +184,16 @@ class Connection091:
     def data_to_send(self) -> bytes:
         if self.throttled and self.transport_backlog is None:
             self.output_drained()
-        return self.engine.data_to_send()
+        data = self.engine.data_to_send()
+        hold = self._hold
+        if hold is None:
+            return data
+        if hold.done:  # the delay is over: what it held goes first, in order
+            self._hold = None
+            return bytes(hold.data) + data
+        sent, hold.start = data[: hold.start], 0
+        hold.data += data[len(sent) :]
+        return sent
 
     def tick(self, now: float) -> float | None:
         deadline = self.engine.tick(now)
@@ -227,6 +249,36 @@ class Connection091:
 
     def mark_dirty(self) -> None:
         self.broker.mark_dirty(self)
+
+    # ------------------------------------------------------ faults (.faults)
+
+    def fail(self, number: int, error: AMQP091Error) -> None:
+        """Close channel ``number`` (a soft code) or the connection (a hard one) with ``error``."""
+        if not self.open:
+            return
+        if error.closes_connection:
+            self.engine.close(error)
+        else:
+            self.engine.close_channel(number, error)
+        self._run(self.engine.take_events)
+
+    def drop(self) -> None:
+        """Drop the connection with no ``connection.close``, as a crash or a cut cable: what was
+        queued before still goes out, then the socket closes; the channels give back what they held."""
+        if not self.open:
+            return
+        self.connection_lost()
+        self.notify()  # its writer wakes, finds it finished and closes the socket
+
+    def hold(self) -> None:
+        """Hold the output from what is queued next until the fault's timer (.faults) calls :meth:`release_hold`."""
+        if self._hold is None:
+            self._hold = _Hold(self.engine.output_size)
+
+    def release_hold(self) -> None:
+        if self._hold is not None and self.open:
+            self._hold.done = True
+            self.mark_dirty()
 
     # ---------------------------------------------------------------- events
 

@@ -11,6 +11,7 @@ See :mod:`minibroker.testing.peer`::
 
 from typing import Any
 
+from ..broker.faults import AMQP091_KINDS as AMQP091_KINDS
 from ..broker.faults import Fault as Fault
 from ..broker.faults import FaultBuilder
 from ..broker.faults import FaultNotFired as FaultNotFired
@@ -57,7 +58,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "Fault", "FaultNotFired", "FaultPlan", "Firing", "Frame", "FrameReader", "Frames", "Peer", "PeerLink",
+    "AMQP091_KINDS", "Fault", "FaultNotFired", "FaultPlan", "Firing", "Frame", "FrameReader", "Frames", "Peer", "PeerLink",
     "PeerSession", "ProtocolHeader", "Pump", "QueueMismatch", "StreamMismatch", "ThrowawayTLS", "Transport",
     "assert_queue", "assert_stream", "auto_accept", "connect", "exchange", "fault_plans",
     "faults", "parse_frames", "throwaway_tls",

@@ -61,9 +61,15 @@ class Client:
     def methods(self) -> list[m.Method]:
         return [item[1] for item in self.read()]
 
-    def open(self, user: str = "guest", password: str = "guest") -> None:
+    def open(self, user: str = "guest", password: str = "guest", capabilities: dict[str, Any] | None = None) -> None:
+        """Log in (announcing ``capabilities``: pika's consumer cancel notifications by default) and open channel 1."""
+        if capabilities is None:
+            capabilities = {"consumer_cancel_notify": True}
         self.send(PROTOCOL_HEADER)
-        self.method(0, m.ConnectionStartOk(response=b"\x00" + user.encode() + b"\x00" + password.encode()))
+        self.method(0, m.ConnectionStartOk(
+            client_properties={"capabilities": capabilities},
+            response=b"\x00" + user.encode() + b"\x00" + password.encode(),
+        ))  # fmt: skip
         self.method(0, m.ConnectionTuneOk(channel_max=0, frame_max=0, heartbeat=0))
         self.method(0, m.ConnectionOpen(virtual_host="/"))
         self.method(1, m.ChannelOpen())

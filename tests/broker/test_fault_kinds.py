@@ -6,6 +6,7 @@ import pytest
 
 from minibroker.broker.faults import DEFAULT_PARAMS, FAULT_KINDS, KINDS, Fault, FaultSet, fault_kind
 from minibroker.broker.injection import ACTIONS
+from minibroker.front091 import faults as faults091
 from minibroker.testing.plans import PLAN_KINDS, fault_plans
 
 
@@ -17,7 +18,8 @@ def test_every_kind_is_declared_by_the_faultset_method_of_its_name() -> None:
 
 
 def test_every_action_in_the_table_is_one_the_injector_takes() -> None:
-    assert {row.action for row in FAULT_KINDS.values()} <= ACTIONS
+    # The AMQP 1.0 injector's, or the 0-9-1 front end's (kinds with 0-9-1 points).
+    assert {row.action for row in FAULT_KINDS.values()} <= ACTIONS | faults091.ACTIONS
 
 
 def test_points_and_defaults_are_derived_from_the_table() -> None:
@@ -39,7 +41,7 @@ def test_a_kind_the_table_marks_unplannable_is_refused_by_fault_plans(kind: str)
 
 
 def test_an_unknown_kind_raises_naming_the_known_ones() -> None:
-    with pytest.raises(ValueError, match=r"unknown fault kind 'explode'; use one of \['close_connection'"):
+    with pytest.raises(ValueError, match=r"unknown fault kind 'explode'; use one of \['block_publishers', 'cancel_consumer'"):
         Fault("explode", "q")
     with pytest.raises(ValueError, match="unknown fault kind"):
         fault_kind("explode")
