@@ -129,6 +129,10 @@ class ChannelOwner(Protocol):
 
     def mark_dirty(self) -> None: ...
 
+    def confirms_due(self, channel: Channel) -> None:
+        """``channel`` holds publisher confirms to send once the read that routed them is handled."""
+        ...
+
 
 class _Unacked:
     """A message delivered on this channel and not yet acknowledged (``queue`` and ``entry`` None:
@@ -175,6 +179,12 @@ class Channel:
         self.active = True
         self.confirming = False
         self._published = 0
+        #: Publisher confirms not sent yet: the first and last delivery tag routed in this read
+        #: (0: none), sent by :meth:`flush_confirms` as one ``basic.ack multiple=true``.
+        self._confirm_first = 0
+        self._confirm_last = 0
+        #: Whether a publish was nacked: a later ``multiple=true`` ack would cover its tag too.
+        self._nacked = False
         #: In a transaction (``tx.select``): held publishes and settlements, applied on commit.
         self.transactional = False
         self._tx_publishes: list[_Publish] = []
@@ -200,6 +210,7 @@ class Channel:
 
     def _reply(self, method: Method, nowait: bool = False) -> None:
         if not nowait:
+            self.flush_confirms()  # what the client sent first is confirmed first
             self.connection.engine.send(self.number, method)
 
     def _queue_name(self, name: str, class_id: int, method_id: int) -> str:
@@ -688,8 +699,33 @@ class Channel:
             self.connection.engine.send_content(self.number, returned, properties, body)
         if self.confirming:
             self._published += 1
-            confirm = BasicNack(delivery_tag=self._published) if refused else BasicAck(delivery_tag=self._published)
-            self.connection.engine.send(self.number, confirm)
+            if refused:
+                self.flush_confirms()  # the acks before it go first, in tag order
+                self._nacked = True
+                self.connection.engine.send(self.number, BasicNack(delivery_tag=self._published))
+                return
+            if not self._confirm_last:
+                self._confirm_first = self._published
+                self.connection.confirms_due(self)
+            self._confirm_last = self._published
+
+    def flush_confirms(self) -> None:
+        """Send the confirms held since the read began: one ``basic.ack`` with ``multiple=true`` for
+        them all, as RabbitMQ coalesces confirms (rabbitmq.com/docs/confirms: "the broker may also
+        set the multiple field ... to indicate that all messages up to and including the one with
+        the sequence number have been handled").  Every earlier tag is confirmed already (confirms
+        are sent in tag order), so the range is exact unless a nack came before it: then one each.
+        """
+        first, last = self._confirm_first, self._confirm_last
+        if not last:
+            return
+        self._confirm_first = self._confirm_last = 0
+        engine = self.connection.engine
+        if first == last or not self._nacked:
+            engine.send(self.number, BasicAck(delivery_tag=last, multiple=first != last))
+        else:
+            for tag in range(first, last + 1):
+                engine.send(self.number, BasicAck(delivery_tag=tag))
 
     # ------------------------------------------------------------ confirm, tx
 

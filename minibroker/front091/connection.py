@@ -96,6 +96,8 @@ class Connection091:
         if broker.alarm is not None:
             self.engine.block(broker.alarm)
         self.channels: dict[int, Channel] = {}
+        #: Channels holding publisher confirms, sent when the read that routed them is handled.
+        self._confirming: list[Channel] = []
         #: The logged-in user under ``BrokerConfig.permissions`` (access.py), set by ``connection.open``.
         self.access = Access(None, None, "/")
 
@@ -196,6 +198,16 @@ class Connection091:
     def mark_dirty(self) -> None:
         self.broker.mark_dirty(self)
 
+    def confirms_due(self, channel: Channel) -> None:
+        self._confirming.append(channel)
+
+    def _flush_confirms(self) -> None:
+        """One ``basic.ack`` per confirming channel for the publishes of this read, not one per publish."""
+        if self._confirming:
+            channels, self._confirming = self._confirming, []
+            for channel in channels:
+                channel.flush_confirms()
+
     # ---------------------------------------------------------------- events
 
     def _run(self, step: Callable[[], list[Event]]) -> None:
@@ -203,6 +215,7 @@ class Connection091:
         try:
             for event in step():
                 self._event(event)
+            self._flush_confirms()
         except Exception as exc:
             self.broker.errors.append(exc)
             self.engine.close(AMQP091Error(codes.INTERNAL_ERROR, f"broker error: {type(exc).__name__}: {exc}"))
@@ -224,9 +237,11 @@ class Connection091:
         elif isinstance(event, ChannelClosed):
             channel = self.channels.pop(event.channel, None)
             if channel is not None:
+                channel.flush_confirms()
                 channel.close()
         elif isinstance(event, ConnectionClosed):
             for channel in list(self.channels.values()):
+                channel.flush_confirms()
                 channel.close()
             self.channels.clear()
             self.vhost.connection_closed(self)
@@ -241,6 +256,7 @@ class Connection091:
         try:
             act(channel)
         except AMQP091Error as error:
+            channel.flush_confirms()  # the publishes routed before the error are confirmed before the close
             if error.closes_connection:
                 self.engine.close(error)
             else:
