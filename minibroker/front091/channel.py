@@ -91,7 +91,7 @@ from ..rabbitmq.exchanges import Binding
 from . import consumers
 from .access import Kind
 from .consumers import AnyConsumer, Consumer091, Ranking, StreamReader091, stream_offset
-from .conversion import from_amqp10, to_amqp10
+from .conversion import Delivered, from_amqp10, to_amqp10
 from .replyto import REPLY_TO
 
 if TYPE_CHECKING:
@@ -493,7 +493,7 @@ class Channel:
             self._reply(BasicGetEmpty())
             return
         tag = self._next_tag()
-        delivered = from_amqp10(entry.message.decode(), entry.merged_annotations(), queue.name, entry.message.payload)
+        delivered = _delivered(entry, queue.name)
         get_ok = BasicGetOk(
             delivery_tag=tag, redelivered=entry.acquired_before, exchange=delivered.exchange,
             routing_key=delivered.routing_key, message_count=queue.available_count,
@@ -512,7 +512,7 @@ class Channel:
         """Send ``entry`` to ``consumer`` (called by its queue, which acquired it for the consumer)."""
         queue = consumer.queue
         try:
-            delivered = from_amqp10(entry.message.decode(), entry.merged_annotations(), queue.name, entry.message.payload)
+            delivered = _delivered(entry, queue.name)
         except (AMQPDecodeError, IndexError) as exc:
             # A body an AMQP 1.0 client sent that does not decode (only its other sections are
             # checked on arrival): rejected (dead-lettered where the queue says), so neither this
@@ -796,6 +796,16 @@ class Channel:
         self._tx_publishes.clear()
         self._unsettle()
         self._apply(list(self.unacked), self._release)
+
+
+def _delivered(entry: Entry, queue: str) -> Delivered:
+    """What a 0-9-1 consumer is sent for ``entry``: the message is decoded once, and its own
+    annotations (unless the broker changed them) are taken from that decoding rather than from a
+    second decoding of the section (``Entry.merged_annotations``)."""
+    message = entry.message.decode()
+    changed = entry.annotations
+    return from_amqp10(message, changed if changed is not None else message.message_annotations, queue,
+                       entry.message.payload)  # fmt: skip
 
 
 def _delivery_count(properties: BasicProperties, entry: Entry) -> BasicProperties:
