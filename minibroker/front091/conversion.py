@@ -51,7 +51,7 @@ from ..amqp.message import Message
 from ..amqp.messaging import Data, Header, MessageAnnotations, Properties
 from ..amqp.types import byte, float32, int32, short, symbol, timestamp, ubyte, uint, ulong, ushort
 from ..amqp091.errors import FrameError
-from ..amqp091.properties import BasicProperties
+from ..amqp091.properties import NO_PROPERTIES, BasicProperties
 from ..amqp091.values import LongStr, decode_table, encode_table, long
 
 __all__ = ["Delivered", "X_EXCHANGE", "X_ROUTING_KEY", "from_amqp10", "record_death", "to_amqp10"]
@@ -178,6 +178,12 @@ def from_amqp10(
     header = message.header
     props = message.properties
     annotations = annotations or {}
+    if (
+        header is None and props is None and message.application_properties is None and len(annotations) == 2
+        and X_EXCHANGE in annotations and X_ROUTING_KEY in annotations
+    ):  # fmt: skip
+        # What a 0-9-1 publish without properties or headers became (to_amqp10): nothing to convert.
+        return Delivered(NO_PROPERTIES, _body(message), str(annotations[X_EXCHANGE]), str(annotations[X_ROUTING_KEY]))
     headers: dict[str, Any] | None = None
     if message.application_properties is not None:
         headers = {}

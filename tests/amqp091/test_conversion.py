@@ -54,3 +54,17 @@ def test_a_publish_without_properties_encodes_as_the_message_it_stands_for() -> 
             ).encode()  # fmt: skip
             assert to_amqp10(exchange, key, BasicProperties(), body, None) == expected
             assert decode_message(expected).body == body
+
+
+def test_a_publish_without_properties_is_delivered_without_properties() -> None:
+    # The shortcut back (nothing to convert) gives what the full conversion gives, and the
+    # shared empty properties encode as a content header with property flags 0.
+    from minibroker.amqp091.properties import NO_PROPERTIES, decode_content_header, encode_content_header
+
+    stored = decode_message(to_amqp10("logs", "app.error", BasicProperties(), b"body", None))
+    delivered = from_amqp10(stored, stored.message_annotations, "q")
+    assert delivered.properties is NO_PROPERTIES
+    assert (delivered.exchange, delivered.routing_key, delivered.body) == ("logs", "app.error", b"body")
+    header = encode_content_header(4, NO_PROPERTIES)
+    assert header == encode_content_header(4, BasicProperties())  # an equal value takes the long way
+    assert decode_content_header(header).properties == BasicProperties() and header.endswith(b"\x00\x00")
