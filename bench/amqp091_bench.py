@@ -437,11 +437,12 @@ def bench_amqp091(report: Report, s: Settings, no_rabbitmq: bool) -> None:
         rmq_url = f"amqp://guest:guest@127.0.0.1:{node.port}/%2F" if node is not None else None
         fixture = measure_fixture(s.amqp091_fixture_tests, rmq_url)
         if node is not None:
+            assert binary is not None  # the node was started from it
             node.stop()
             node = None
             for i in range(1, s.rounds):
                 progress(f"amqp091: RabbitMQ start-up {i + 1} of {s.rounds}")
-                again = RabbitNode(binary, scratch / f"node{i}")  # type: ignore[arg-type]
+                again = RabbitNode(binary, scratch / f"node{i}")
                 try:
                     rmq_starts.append(again.first_message())
                 finally:
