@@ -61,6 +61,11 @@ class Settings:
     fixture_run_rounds: int = 3
     cclient_messages: int = 40_000
     cclient_limit_s: float = 60.0
+    amqp091_messages: int = 20_000
+    amqp091_round_trips: int = 1_000
+    amqp091_startup_reps: int = 50
+    amqp091_process_reps: int = 10
+    amqp091_fixture_tests: int = 200
 
     @classmethod
     def for_mode(cls, quick: bool) -> Settings:
@@ -70,7 +75,8 @@ class Settings:
                 job_limit_s=5.0, selector_limit_s=4.0, memory_messages=20_000, proton_memory_messages=5_000,
                 depth_large=50_000, depth_ops=2_000, engine_limit_s=5.0, api_messages=10_000, api_polls=50, rounds=1,
                 fixture_tests=60, fixture_run_rounds=1, stream_messages=10_000, browse_small=2_000, browse_large=20_000, spark_stream_sizes=(2_000,),
-                cclient_messages=2_000, cclient_limit_s=10.0,
+                cclient_messages=2_000, cclient_limit_s=10.0, amqp091_messages=1_000, amqp091_round_trips=100,
+                amqp091_startup_reps=5, amqp091_process_reps=2, amqp091_fixture_tests=20,
             )  # fmt: skip
         return cls(mode="full", startup_reps=200, messages=20_000, round_trips=2_000)
 
@@ -93,12 +99,14 @@ class Row:
     vs_cpp: str = ""
     c: str = ""
     vs_c: str = ""
+    rmq: str = ""
+    vs_rmq: str = ""
 
 
 TABLE_COLUMNS = (
     ("measurement", "label", False), ("minibroker", "mb", True), ("baseline", "base", True), ("ratio", "ratio", True),
     ("broker.cpp", "cpp", True), ("cpp ratio", "cpp_ratio", True), ("mb/cpp", "vs_cpp", True),
-    ("broker.c", "c", True), ("mb/c", "vs_c", True), ("target", "target", False), ("result", "status", False),
+    ("broker.c", "c", True), ("mb/c", "vs_c", True), ("RabbitMQ", "rmq", True), ("mb/rmq", "vs_rmq", True), ("target", "target", False), ("result", "status", False),
     ("note", "note", False),
 )  # fmt: skip
 
@@ -160,6 +168,10 @@ class Report:
         if any(r.c for r in self.rows):
             lines.append(
                 f"C client group: {s.cclient_messages} messages per workload; mb/c = minibroker / broker.c, likewise"
+            )
+        if any(r.rmq for r in self.rows):
+            lines.append(
+                f"AMQP 0-9-1 group: {s.amqp091_messages} messages per job; mb/rmq = minibroker / RabbitMQ, likewise"
             )
         lines += self.notes
         sep = "  "

@@ -9,6 +9,7 @@ Run it from the repository root (with the package and python-qpid-proton install
     python -m bench --profile            # plus a cProfile of the broker under concurrent send+receive
     python -m bench --no-cpp-broker      # without Qpid Proton's C++ example broker beside minibroker
     python -m bench --only cclient       # a C client against minibroker, broker.cpp and broker.c
+    python -m bench --only amqp091       # AMQP 0-9-1 clients against minibroker and RabbitMQ 3.10
 
 It prints a table (minibroker, baseline, ratio, target, PASS/MISS) and appends one JSON
 object per measurement to ``--json`` (default ``bench/results.jsonl``).  It reports; it
@@ -104,6 +105,19 @@ What is measured (``--only`` takes these group names):
     and cached (``bench/cclient_bench.py``).  Without the C headers the group is skipped with a
     line saying what to install; ``--c-broker PATH`` and ``--no-c-broker`` as for broker.cpp.
 
+``amqp091``
+    AMQP 0-9-1 (``bench/amqp091_bench.py``): a raw socket client on minibroker's own 0-9-1 codec
+    (not the bottleneck), pika (``BlockingConnection``) and aio-pika, each publishing 20,000 x
+    256-byte messages (1,000 quick; ``--messages``) and consuming them, against minibroker in its
+    own process and against a RabbitMQ node the group starts on free ports in a temporary
+    directory when ``rabbitmq-server`` is installed (not in ``--quick`` mode, nor with
+    ``--no-rabbitmq``: skipped with one line), 3 interleaved rounds (1 quick): throughput per
+    client (target >= RabbitMQ's), broker CPU per message (target <= RabbitMQ's), confirmed
+    publish round trips p50/p90 (raw and pika), start-up to a first message published and
+    fetched (``ThreadedBroker`` in process, target < 10 ms; a ``minibroker serve`` process; a
+    RabbitMQ node, once per round) and the per-test cost of ``amqp_broker`` for a pika user in
+    one pytest run (200 tests of each kind, 20 quick), beside the same test on RabbitMQ.
+
 Every load loop stops at its message count or its time limit, whichever comes first; a run
 cut short by its time limit shows ``(partial)`` and ``"complete": false``.  Everything runs on
 127.0.0.1.  Throughput is wall-clock and so depends on what else the machine runs: each
@@ -145,7 +159,7 @@ from minibroker.protocol.framing import AMQP_HEADER, frame, frame_header  # noqa
 
 T = TypeVar("T")
 GROUPS = ("startup", "api", "fixture", "throughput", "features", "workloads", "memory", "depth", "streams", "spark",
-          "cclient")
+          "cclient", "amqp091")
 DEFAULT_JSON = HERE / "results.jsonl"
 
 
@@ -939,6 +953,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-cpp-broker", action="store_true", help="do not run Qpid Proton's broker.cpp beside")
     parser.add_argument("--c-broker", metavar="PATH", help="a built broker.c (cclient group; default: build it)")
     parser.add_argument("--no-c-broker", action="store_true", help="do not run Qpid Proton's broker.c beside")
+    parser.add_argument("--no-rabbitmq", action="store_true", help="amqp091 group: do not start RabbitMQ beside")
     parser.add_argument("--profile", nargs="?", const="", default=None, metavar="FILE",
                         help="also profile the broker under concurrent send+receive (pstats file, default a temp file)")  # fmt: skip
     return parser.parse_args(argv)
@@ -948,7 +963,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     s = Settings.for_mode(args.quick)
     if args.messages:
-        s.messages = s.cclient_messages = args.messages
+        s.messages = s.cclient_messages = s.amqp091_messages = args.messages
     if args.round_trips:
         s.round_trips = args.round_trips
     if args.startup_reps:
@@ -1020,6 +1035,10 @@ def main(argv: list[str] | None = None) -> int:
             timed("spark", bench_spark, report, s)
         if "cclient" in groups:
             timed("cclient", bench_cclient, report, s, args)
+        if "amqp091" in groups:
+            from bench.amqp091_bench import bench_amqp091
+
+            timed("amqp091", bench_amqp091, report, s, args.no_rabbitmq)
         if args.profile is not None and env is not None:
             out = args.profile or os.path.join(tempfile.gettempdir(), f"minibroker-bench-{report.run_id}.prof")
             profile_text = timed("profile", bench_profile, report, s, env.worker, out)

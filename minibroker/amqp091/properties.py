@@ -13,12 +13,19 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import struct
-from typing import Any
+from typing import Any, Final
 
 from .errors import FrameError
 from .values import read_shortstr, read_table, write_shortstr, write_table
 
-__all__ = ["BASIC_CLASS_ID", "BasicProperties", "ContentHeader", "decode_content_header", "encode_content_header"]
+__all__ = [
+    "BASIC_CLASS_ID",
+    "NO_PROPERTIES",
+    "BasicProperties",
+    "ContentHeader",
+    "decode_content_header",
+    "encode_content_header",
+]
 
 BASIC_CLASS_ID = 60
 
@@ -77,6 +84,12 @@ _PROPERTIES: tuple[tuple[str, str], ...] = (
 )
 
 
+#: No property set: the shared value a message without properties is delivered with (see
+#: :func:`encode_content_header`, which encodes it without looking at each property).
+NO_PROPERTIES: Final = BasicProperties()
+_NO_FLAGS: Final = b"\x00\x00"
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class ContentHeader:
     """A decoded content header: the class it belongs to, the body's size and the properties."""
@@ -88,6 +101,8 @@ class ContentHeader:
 
 def encode_content_header(body_size: int, properties: BasicProperties, class_id: int = BASIC_CLASS_ID) -> bytes:
     """A content header frame's payload for a body of ``body_size`` bytes."""
+    if properties is NO_PROPERTIES:  # property flags 0 and no property list (§4.2.6.1)
+        return _HEAD.pack(class_id, 0, body_size) + _NO_FLAGS
     out = bytearray(_HEAD.pack(class_id, 0, body_size))
     flags_at = len(out)
     out += b"\x00\x00"

@@ -91,7 +91,7 @@ from ..rabbitmq.exchanges import Binding
 from . import consumers, faults
 from .access import Kind
 from .consumers import AnyConsumer, Consumer091, Ranking, StreamReader091, stream_offset
-from .conversion import from_amqp10, to_amqp10
+from .conversion import Delivered, from_amqp10, to_amqp10
 from .replyto import REPLY_TO
 
 if TYPE_CHECKING:
@@ -142,6 +142,10 @@ class ChannelOwner(Protocol):
 
     def release_hold(self) -> None: ...
 
+    def confirms_due(self, channel: Channel) -> None:
+        """``channel`` holds publisher confirms to send once the read that routed them is handled."""
+        ...
+
 
 class _Unacked:
     """A message delivered on this channel and not yet acknowledged (``queue`` and ``entry`` None:
@@ -191,6 +195,12 @@ class Channel:
         self.active = True
         self.confirming = False
         self._published = 0
+        #: Publisher confirms not sent yet: the first and last delivery tag routed in this read
+        #: (0: none), sent by :meth:`flush_confirms` as one ``basic.ack multiple=true``.
+        self._confirm_first = 0
+        self._confirm_last = 0
+        #: Whether a publish was nacked: a later ``multiple=true`` ack would cover its tag too.
+        self._nacked = False
         #: In a transaction (``tx.select``): held publishes and settlements, applied on commit.
         self.transactional = False
         self._tx_publishes: list[_Publish] = []
@@ -216,6 +226,7 @@ class Channel:
 
     def _reply(self, method: Method, nowait: bool = False) -> None:
         if not nowait:
+            self.flush_confirms()  # what the client sent first is confirmed first
             self.connection.engine.send(self.number, method)
 
     def _queue_name(self, name: str, class_id: int, method_id: int) -> str:
@@ -508,7 +519,7 @@ class Channel:
             self._reply(BasicGetEmpty())
             return
         tag = self._next_tag()
-        delivered = from_amqp10(entry.message.decode(), entry.merged_annotations(), queue.name, entry.message.payload)
+        delivered = _delivered(entry, queue.name)
         get_ok = BasicGetOk(
             delivery_tag=tag, redelivered=entry.acquired_before, exchange=delivered.exchange,
             routing_key=delivered.routing_key, message_count=queue.available_count,
@@ -527,7 +538,7 @@ class Channel:
         """Send ``entry`` to ``consumer`` (called by its queue, which acquired it for the consumer)."""
         queue = consumer.queue
         try:
-            delivered = from_amqp10(entry.message.decode(), entry.merged_annotations(), queue.name, entry.message.payload)
+            delivered = _delivered(entry, queue.name)
         except (AMQPDecodeError, IndexError) as exc:
             # A body an AMQP 1.0 client sent that does not decode (only its other sections are
             # checked on arrival): rejected (dead-lettered where the queue says), so neither this
@@ -724,10 +735,35 @@ class Channel:
             self.connection.engine.send_content(self.number, returned, properties, body)
         if self.confirming:
             self._published += 1
-            confirm = BasicNack(delivery_tag=self._published) if refused else BasicAck(delivery_tag=self._published)
             if broker.injector is not None:  # a delay fault may hold the confirm (.faults)
-                faults.delay(self, confirm.NAME, method.exchange or method.routing_key)
-            self.connection.engine.send(self.number, confirm)
+                faults.delay(self, (BasicNack if refused else BasicAck).NAME, method.exchange or method.routing_key)
+            if refused:
+                self.flush_confirms()  # the acks before it go first, in tag order
+                self._nacked = True
+                self.connection.engine.send(self.number, BasicNack(delivery_tag=self._published))
+                return
+            if not self._confirm_last:
+                self._confirm_first = self._published
+                self.connection.confirms_due(self)
+            self._confirm_last = self._published
+
+    def flush_confirms(self) -> None:
+        """Send the confirms held since the read began: one ``basic.ack`` with ``multiple=true`` for
+        them all, as RabbitMQ coalesces confirms (rabbitmq.com/docs/confirms: "the broker may also
+        set the multiple field ... to indicate that all messages up to and including the one with
+        the sequence number have been handled").  Every earlier tag is confirmed already (confirms
+        are sent in tag order), so the range is exact unless a nack came before it: then one each.
+        """
+        first, last = self._confirm_first, self._confirm_last
+        if not last:
+            return
+        self._confirm_first = self._confirm_last = 0
+        engine = self.connection.engine
+        if first == last or not self._nacked:
+            engine.send(self.number, BasicAck(delivery_tag=last, multiple=first != last))
+        else:
+            for tag in range(first, last + 1):
+                engine.send(self.number, BasicAck(delivery_tag=tag))
 
     # ------------------------------------------------------------ faults (.faults)
 
@@ -736,6 +772,8 @@ class Channel:
         (RabbitMQ's answer when ``x-overflow: reject-publish`` refuses one)."""
         if self.confirming:
             self._published += 1
+            self.flush_confirms()  # the acks held for earlier publishes go first, in tag order
+            self._nacked = True
             self.connection.engine.send(self.number, BasicNack(delivery_tag=self._published))
 
     def requeue_delivery(self, tag: int, delivery_failed: bool | None, at_outcome: bool) -> None:
@@ -836,6 +874,16 @@ class Channel:
         self._tx_publishes.clear()
         self._unsettle()
         self._apply(list(self.unacked), self._release)
+
+
+def _delivered(entry: Entry, queue: str) -> Delivered:
+    """What a 0-9-1 consumer is sent for ``entry``: the message is decoded once, and its own
+    annotations (unless the broker changed them) are taken from that decoding rather than from a
+    second decoding of the section (``Entry.merged_annotations``)."""
+    message = entry.message.decode()
+    changed = entry.annotations
+    return from_amqp10(message, changed if changed is not None else message.message_annotations, queue,
+                       entry.message.payload)  # fmt: skip
 
 
 def _delivery_count(properties: BasicProperties, entry: Entry) -> BasicProperties:

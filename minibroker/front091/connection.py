@@ -111,6 +111,8 @@ class Connection091:
         self.channels: dict[int, Channel] = {}
         #: Output held by a ``delay`` fault (.faults), from the frame it fired on.
         self._hold: _Hold | None = None
+        #: Channels holding publisher confirms, sent when the read that routed them is handled.
+        self._confirming: list[Channel] = []
         #: The logged-in user under ``BrokerConfig.permissions`` (access.py), set by ``connection.open``.
         self.access = Access(None, None, "/")
         # The broker's tap sees this connection's methods while it has observers (broker/tap.py).
@@ -279,6 +281,15 @@ class Connection091:
         if self._hold is not None and self.open:
             self._hold.done = True
             self.mark_dirty()
+    def confirms_due(self, channel: Channel) -> None:
+        self._confirming.append(channel)
+
+    def _flush_confirms(self) -> None:
+        """One ``basic.ack`` per confirming channel for the publishes of this read, not one per publish."""
+        if self._confirming:
+            channels, self._confirming = self._confirming, []
+            for channel in channels:
+                channel.flush_confirms()
 
     # ---------------------------------------------------------------- events
 
@@ -287,6 +298,7 @@ class Connection091:
         try:
             for event in step():
                 self._event(event)
+            self._flush_confirms()
         except Exception as exc:
             self.broker.errors.append(exc)
             self.engine.close(AMQP091Error(codes.INTERNAL_ERROR, f"broker error: {type(exc).__name__}: {exc}"))
@@ -311,9 +323,11 @@ class Connection091:
         elif isinstance(event, ChannelClosed):
             channel = self.channels.pop(event.channel, None)
             if channel is not None:
+                channel.flush_confirms()
                 channel.close()
         elif isinstance(event, ConnectionClosed):
             for channel in list(self.channels.values()):
+                channel.flush_confirms()
                 channel.close()
             self.channels.clear()
             self.vhost.connection_closed(self)
@@ -328,6 +342,7 @@ class Connection091:
         try:
             act(channel)
         except AMQP091Error as error:
+            channel.flush_confirms()  # the publishes routed before the error are confirmed before the close
             if error.closes_connection:
                 self.engine.close(error)
             else:

@@ -43,14 +43,15 @@ python-qpid-proton ``Message(body="text")``); any other body is sent AMQP-encode
 from __future__ import annotations
 
 import datetime
+import functools
 from typing import Any
 
 from ..amqp.codec import encode
 from ..amqp.message import Message
-from ..amqp.messaging import Header, Properties
+from ..amqp.messaging import Data, Header, MessageAnnotations, Properties
 from ..amqp.types import byte, float32, int32, short, symbol, timestamp, ubyte, uint, ulong, ushort
 from ..amqp091.errors import FrameError
-from ..amqp091.properties import BasicProperties
+from ..amqp091.properties import NO_PROPERTIES, BasicProperties
 from ..amqp091.values import LongStr, decode_table, encode_table, long
 
 __all__ = ["Delivered", "X_EXCHANGE", "X_ROUTING_KEY", "from_amqp10", "record_death", "to_amqp10"]
@@ -129,6 +130,12 @@ def to_amqp10(exchange: str, routing_key: str, properties: BasicProperties, body
                 application_properties[name] = converted
         if kept:
             annotations[X_HEADERS_091] = encode_table(kept)
+    if header is None and amqp_properties is None and application_properties is None and len(annotations) == 2:
+        # The usual publish (no properties, no headers): the annotations are the exchange and the
+        # routing key alone, encoded once per pair; the same bytes as Message.encode.
+        out = bytearray(_routing_annotations(exchange, routing_key))
+        Data(body).encode_into(out)
+        return bytes(out)
     return Message(
         body=body,
         body_kind="data",
@@ -137,6 +144,18 @@ def to_amqp10(exchange: str, routing_key: str, properties: BasicProperties, body
         properties=amqp_properties,
         application_properties=application_properties,
     ).encode()
+
+
+@functools.lru_cache(maxsize=1024)
+def _routing_annotations(exchange: str, routing_key: str) -> bytes:
+    """The message-annotations section holding ``exchange`` and ``routing_key`` alone, encoded.
+
+    Cached because a publisher sends to few (exchange, key) pairs; bounded, so a client using a
+    new key per message costs at most 1,024 small entries (each under 600 bytes: two shortstrs).
+    """
+    out = bytearray()
+    MessageAnnotations({X_EXCHANGE: exchange, X_ROUTING_KEY: routing_key}).encode_into(out)
+    return bytes(out)
 
 
 class Delivered:
@@ -159,6 +178,12 @@ def from_amqp10(
     header = message.header
     props = message.properties
     annotations = annotations or {}
+    if (
+        header is None and props is None and message.application_properties is None and len(annotations) == 2
+        and X_EXCHANGE in annotations and X_ROUTING_KEY in annotations
+    ):  # fmt: skip
+        # What a 0-9-1 publish without properties or headers became (to_amqp10): nothing to convert.
+        return Delivered(NO_PROPERTIES, _body(message), str(annotations[X_EXCHANGE]), str(annotations[X_ROUTING_KEY]))
     headers: dict[str, Any] | None = None
     if message.application_properties is not None:
         headers = {}

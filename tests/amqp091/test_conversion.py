@@ -6,6 +6,7 @@ import datetime
 import decimal
 
 from minibroker.amqp.message import Message, decode_message
+from minibroker.amqp.types import symbol
 from minibroker.amqp091.properties import BasicProperties
 from minibroker.front091.conversion import X_DEATH, X_HEADERS_091, from_amqp10, record_death, to_amqp10
 
@@ -40,3 +41,30 @@ def test_dying_again_in_the_same_queue_for_the_same_reason_counts_up_and_moves_f
     assert delivered.properties.headers is not None
     assert delivered.properties.headers["x-first-death-queue"] == "work"
     assert delivered.properties.headers["x-death"][0]["time"] == datetime.datetime(1970, 1, 1, 0, 0, 12, tzinfo=datetime.UTC)
+
+
+def test_a_publish_without_properties_encodes_as_the_message_it_stands_for() -> None:
+    # The usual publish takes a shortcut (its annotations section is encoded once per exchange
+    # and key): the bytes must be those of the Message it stands for, at every body size form.
+    for exchange, key in (("", "q"), ("logs", "app.error.disk"), ("x" * 255, "k" * 255)):
+        for body in (b"", b"x", bytes(255), bytes(256), bytes(70_000)):
+            expected = Message(
+                body=body, body_kind="data", message_annotations={symbol("x-exchange"): exchange,
+                                                                  symbol("x-routing-key"): key},
+            ).encode()  # fmt: skip
+            assert to_amqp10(exchange, key, BasicProperties(), body, None) == expected
+            assert decode_message(expected).body == body
+
+
+def test_a_publish_without_properties_is_delivered_without_properties() -> None:
+    # The shortcut back (nothing to convert) gives what the full conversion gives, and the
+    # shared empty properties encode as a content header with property flags 0.
+    from minibroker.amqp091.properties import NO_PROPERTIES, decode_content_header, encode_content_header
+
+    stored = decode_message(to_amqp10("logs", "app.error", BasicProperties(), b"body", None))
+    delivered = from_amqp10(stored, stored.message_annotations, "q")
+    assert delivered.properties is NO_PROPERTIES
+    assert (delivered.exchange, delivered.routing_key, delivered.body) == ("logs", "app.error", b"body")
+    header = encode_content_header(4, NO_PROPERTIES)
+    assert header == encode_content_header(4, BasicProperties())  # an equal value takes the long way
+    assert decode_content_header(header).properties == BasicProperties() and header.endswith(b"\x00\x00")

@@ -211,6 +211,41 @@ def test_confirms_ack_and_nack_a_full_queue(client: Client, broker: Broker) -> N
     assert client.methods()[1:] == [m.ConfirmSelectOk(), m.BasicAck(delivery_tag=1), m.BasicNack(delivery_tag=2)]
 
 
+def _publish_frames(key: str, body: bytes) -> bytes:
+    return method_frame(1, m.BasicPublish(routing_key=key)) + content_frames(1, BasicProperties(), body, 131072)
+
+
+def test_confirms_of_one_read_are_one_ack_multiple(client: Client, broker: Broker) -> None:
+    # RabbitMQ coalesces confirms (rabbitmq.com/docs/confirms): three publishes read at once are
+    # confirmed by one basic.ack multiple=true, not three acks.
+    client.method(1, m.QueueDeclare(queue="q"))
+    client.method(1, m.ConfirmSelect())
+    client.read()
+    client.send(b"".join(_publish_frames("q", bytes([i])) for i in range(3)))
+    assert client.methods() == [m.BasicAck(delivery_tag=3, multiple=True)]
+    client.publish(1, "", "q", b"4")  # alone in its read: a plain ack
+    assert client.methods() == [m.BasicAck(delivery_tag=4)]
+    assert broker.queues["q"].depth == 4
+
+
+def test_held_confirms_come_before_a_reply_and_after_a_nack_one_each(client: Client, broker: Broker) -> None:
+    client.method(1, m.QueueDeclare(queue="q", arguments={"x-max-length": 2, "x-overflow": "reject-publish"}))
+    client.method(1, m.ConfirmSelect())
+    client.read()
+    # Two routed, a reply in between (the confirms before it go first), a third refused (nack).
+    client.send(_publish_frames("q", b"1") + _publish_frames("q", b"2")
+                + method_frame(1, m.QueueDeclare(queue="q", passive=True)) + _publish_frames("q", b"3"))  # fmt: skip
+    ack, declare_ok, nack = client.methods()
+    assert ack == m.BasicAck(delivery_tag=2, multiple=True)
+    assert isinstance(declare_ok, m.QueueDeclareOk) and declare_ok.message_count == 2
+    assert nack == m.BasicNack(delivery_tag=3)
+    client.method(1, m.QueuePurge(queue="q"))
+    client.read()
+    # After a nack, a range of acks is sent one by one: multiple=true would cover the nacked tag.
+    client.send(_publish_frames("q", b"4") + _publish_frames("q", b"5"))
+    assert client.methods() == [m.BasicAck(delivery_tag=4), m.BasicAck(delivery_tag=5)]
+
+
 def test_transaction_holds_acks_until_commit(client: Client, broker: Broker) -> None:
     client.method(1, m.QueueDeclare(queue="q"))
     client.publish(1, "", "q", b"x")

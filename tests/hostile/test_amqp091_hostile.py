@@ -163,7 +163,9 @@ def test_a_publish_storm_that_never_reads_its_confirms_is_not_read_past_the_outp
         sock = small_receive_buffer_socket(broker)
         sock.sendall(HANDSHAKE)
         sock.sendall(
-            method_frame(1, m.QueueDeclare(queue="storm", arguments={"x-max-length": 10}))
+            # reject-publish: past 10 messages each publish is nacked, and nacks go one per publish
+            # (acks of one read are coalesced into one basic.ack multiple=true, which owes nothing).
+            method_frame(1, m.QueueDeclare(queue="storm", arguments={"x-max-length": 10, "x-overflow": "reject-publish"}))
             + method_frame(1, m.ConfirmSelect())
         )
         publish = method_frame(1, m.BasicPublish(routing_key="storm")) + content_frames(1, BasicProperties(), b"s", 4096)
