@@ -95,9 +95,10 @@ What is measured (``--only`` takes these group names):
     workload's queue (only the worker's with credit), a topic with 1 / 100 / 1,000 subscriptions
     (CPU per message per subscription), a RabbitMQ topic exchange with 10 / 10,000 bindings and
     1 / 1,000 open transactions (quick: the two smallest sizes, at most 1,000).  Target: the
-    largest size within 1.2x of the smallest.  Memory per connection, queue, consumer, binding,
-    subscription and transaction: the broker's RSS growth over the count added (targets: idle
-    connection < 20 KiB, empty queue < 2 KiB).
+    largest size within 1.2x of the smallest (fan-out: of 100 subscriptions).  Memory per
+    connection, queue, consumer, subscription, binding and transaction: the broker's RSS growth
+    while the last step adds them, per item (targets: idle connection < 20 KiB, empty queue
+    < 2 KiB).
 ``depth``
     The engine in-process, no sockets: cost of one publish plus one dispatch-and-accept
     at depth 1,000 and at depth 1,000,000 (50,000 quick), 10,000 rounds each; CPU time is

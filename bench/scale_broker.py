@@ -15,6 +15,8 @@ serve``, then takes one JSON command a line on stdin and answers each with a JSO
     declare topic exchange ``X`` bound to queue ``Q`` with key ``K`` (the workload's binding) and
     queue ``S``, then add ``N`` bindings from ``X`` to ``S`` with the keys ``other.I.*`` ... that
     no workload message matches (one destination, so what grows is bindings, not queues).
+``{"op": "purge"}``
+    remove what every queue holds (a topic's idle subscriptions keep a copy of each message).
 ``{"op": "rss"}``
     only the memory.
 ``{"op": "exit"}``
@@ -69,8 +71,10 @@ def handle(broker: ThreadedBroker, cmd: dict[str, Any]) -> None:
             broker.bind(name, queue=cmd["queue"], key=cmd["key"])
         for i in range(cmd["start"], cmd["start"] + cmd["count"]):
             broker.bind(name, queue=cmd["sink"], key=f"other.{i}.*")
+    elif op == "purge":
+        broker.purge()
     elif op != "rss":
-        raise ValueError(f"unknown op {op!r}; expected queues, topic, exchange, rss or exit")
+        raise ValueError(f"unknown op {op!r}; expected queues, topic, exchange, purge, rss or exit")
 
 
 def main() -> int:

@@ -536,6 +536,14 @@ class Queue:
             self._unpark_all()
         self._dispatch(now)
 
+    def dispatch_new(self, now: float) -> None:
+        """Messages were added (:meth:`enqueue`, a topic's copies): send them to consumers in turn.
+
+        New messages change no consumer's credit, so the consumers parked without it stay parked
+        (:meth:`dispatch` would bring them all back, once per copy of a fan-out).
+        """
+        self._dispatch(now)
+
     def _dispatch(self, now: float) -> None:
         if self._expiry and self._expiry[0][0] <= now:
             self.expire(now)

@@ -10,14 +10,18 @@ from __future__ import annotations
 from fake_consumer import FakeConsumer
 
 from minibroker.api import build_message
-from minibroker.broker.config import QueueOptions
+from minibroker.broker.config import BrokerConfig, QueueOptions
+from minibroker.broker.node import NodeServices
 from minibroker.broker.queue import Queue
 from minibroker.broker.statistics import NodeCounters
 from minibroker.broker.stored import StoredMessage
+from minibroker.broker.topic import Topic
 
 T0 = 1_700_000_000.0
 IDLE = 1_000
 MESSAGES = 2_000
+SUBSCRIPTIONS = 100
+COPIES = 50
 
 
 class Counted(FakeConsumer):
@@ -109,3 +113,22 @@ def test_removing_a_consumer_brings_every_parked_one_back() -> None:
     queue.put(message(1), T0)
     queue.put(message(2), T0)
     assert sorted(len(c.delivered) for c in others) == [1, 1]
+
+
+def test_a_topic_copy_does_not_ask_idle_subscribers_for_credit() -> None:
+    """Fan-out (broker paper 2.3.11): each subscription queue takes its copy; its subscriber, found
+    without credit by the first copy, is not asked again by every later one."""
+    services = NodeServices(BrokerConfig(), dead_letter=lambda *args: None, expiry_added=lambda at: None)
+    topic = Topic("t", NodeCounters(), services)
+    subscribers = []
+    for i in range(SUBSCRIPTIONS):
+        subscription = topic.subscribe(f"t::{i}", durable=False, selector=None)
+        subscriber = Waking()
+        subscription.queue.add_consumer(subscriber)
+        subscribers.append(subscriber)
+    topic.put(message(0), T0)  # each subscriber is found idle once
+    Counted.asked = 0
+    for n in range(1, COPIES + 1):
+        topic.put(message(n), T0)
+    assert Counted.asked == 0
+    assert all(sub.queue.depth == COPIES + 1 for sub in topic.subscriptions.values())
