@@ -66,6 +66,8 @@ class Settings:
     scale_messages: int = 10_000
     scale_copies: int = 200_000
     scale_min_messages: int = 200
+    #: Memory per item by tracemalloc in the broker (``--trace-memory``) rather than by RSS.
+    scale_trace: bool = False
 
     @classmethod
     def for_mode(cls, quick: bool) -> Settings:

@@ -97,8 +97,8 @@ What is measured (``--only`` takes these group names):
     1 / 1,000 open transactions (quick: the two smallest sizes, at most 1,000).  Target: the
     largest size within 1.2x of the smallest (fan-out: of 100 subscriptions).  Memory per
     connection, queue, consumer, subscription, binding and transaction: the broker's RSS growth
-    while the last step adds them, per item (targets: idle connection < 20 KiB, empty queue
-    < 2 KiB).
+    while the last step adds them, per item, or with ``--trace-memory`` what tracemalloc counts that
+    step allocated (targets: idle connection < 20 KiB, empty queue < 2 KiB).
 ``depth``
     The engine in-process, no sockets: cost of one publish plus one dispatch-and-accept
     at depth 1,000 and at depth 1,000,000 (50,000 quick), 10,000 rounds each; CPU time is
@@ -953,6 +953,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--curves", default="", metavar="NAMES",
                         help="scale group: only these curves (comma-separated: idle_connections, queues, consumers, "
                              "subscriptions, bindings, transactions)")  # fmt: skip
+    parser.add_argument("--trace-memory", action="store_true",
+                        help="scale group: memory per item by tracemalloc in the broker instead of RSS")
     parser.add_argument("--no-c-broker", action="store_true", help="do not run Qpid Proton's broker.c beside")
     parser.add_argument("--profile", nargs="?", const="", default=None, metavar="FILE",
                         help="also profile the broker under concurrent send+receive (pstats file, default a temp file)")  # fmt: skip
@@ -963,13 +965,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     s = Settings.for_mode(args.quick)
     if args.messages:
-        s.messages = s.cclient_messages = args.messages
+        s.messages = s.cclient_messages = s.scale_messages = args.messages
     if args.round_trips:
         s.round_trips = args.round_trips
     if args.startup_reps:
         s.startup_reps = args.startup_reps
     if args.rounds:
         s.rounds = args.rounds
+    s.scale_trace = args.trace_memory
     groups = [g.strip() for g in args.only.split(",") if g.strip()]
     unknown = set(groups) - set(GROUPS)
     if unknown:

@@ -12,7 +12,9 @@ smallest (a topic's fan-out: CPU per message per subscription, the largest again
 one subscription carries the whole message path).  Memory per connection, queue, consumer,
 subscription, binding and transaction is the growth of the broker's resident set (``VmRSS``,
 after a ``gc.collect()``) while the last step adds its count (e.g. 10,000 -> 100,000 queues),
-measured around the growing alone, over the count added.
+measured around the growing alone, over the count added; with ``--trace-memory``, what
+``tracemalloc`` counts the same step allocated and kept instead (RSS can grow by less than that,
+into room an earlier workload freed, and tracing inflates RSS, so a run gives one or the other).
 
 The idle things are held by this process: connections and links through :class:`minibroker.Client`
 (a receiver attached with no credit is an idle consumer, or an idle subscriber of a topic),
@@ -187,12 +189,19 @@ def run_curve(report: Report, s: Settings, worker: Child, curve: Curve) -> None:
         have = 0
         cpu: dict[int, float] = {}
         rss: dict[int, int] = {}
+        traced: dict[int, int] = {}
         for size in curve.sizes:
             t0 = time.monotonic()
             before = _rss(broker)
+            if s.scale_trace:
+                _command(broker, {"op": "trace"})
             grow(curve, broker, url, have, size)
             # What growing took, measured around the growing alone: the workloads' own high water
-            # (buffers, allocator arenas) stays out of it.
+            # (buffers, allocator arenas) stays out of it.  RSS may still grow by less than what
+            # was allocated, into room an earlier workload left free: tracemalloc says that part
+            # (``--trace-memory``; its own bookkeeping then inflates the RSS figure).
+            if s.scale_trace:
+                traced[size] = int(_command(broker, {"op": "traced"})["traced"])
             rss[size] = _rss(broker) - before
             have = size
             runs = []
@@ -207,7 +216,7 @@ def run_curve(report: Report, s: Settings, worker: Child, curve: Curve) -> None:
                     runs.append(us / (size if curve.per_subscription and size else 1))
             cpu[size] = statistics.median(runs) if runs else float("nan")
             progress(f"  {curve.name} at {size:,}: {cpu[size]:.2f} us ({time.monotonic() - t0:.1f} s)")
-        record_curve(report, curve, cpu, rss)
+        record_curve(report, curve, cpu, rss, traced)
     finally:
         for holder in curve.holders:
             try:
@@ -218,7 +227,8 @@ def run_curve(report: Report, s: Settings, worker: Child, curve: Curve) -> None:
         broker.close()
 
 
-def record_curve(report: Report, curve: Curve, cpu: dict[int, float], rss: dict[int, int]) -> None:
+def record_curve(report: Report, curve: Curve, cpu: dict[int, float], rss: dict[int, int],
+                 traced: dict[int, int]) -> None:  # fmt: skip
     smallest, largest = curve.sizes[0], curve.sizes[-1]
     # A topic's one subscription carries the whole message path (send, the receiver's transfer and
     # its settlement): the cost per subscription is what 100 and then 1,000 copies cost each.
@@ -238,7 +248,15 @@ def record_curve(report: Report, curve: Curve, cpu: dict[int, float], rss: dict[
                    target=f"<= {FLAT}x" if last else "", status=verdict(ok),
                    note=f"ratio: to {base:,}" if ratio is not None else "")  # fmt: skip
     added = largest - curve.sizes[-2] if len(curve.sizes) > 1 else 0
-    if added > 0 and curve.memory:
+    if added > 0 and curve.memory and largest in traced:
+        allocated = traced[largest] / added
+        ok = allocated < curve.memory_target if curve.memory_target is not None else None
+        target = f"< {curve.memory_target:,} B" if curve.memory_target is not None else ""
+        report.record("scale", f"allocated_per_{curve.unit}", "minibroker", allocated, "B", added=added,
+                      target=target or None, status=verdict(ok) if target else None)  # fmt: skip
+        report.row("scale", f"memory per {curve.unit} (tracemalloc, adding the last {added:,})",
+                   mb=fmt(allocated, "B"), target=target, status=verdict(ok))
+    elif added > 0 and curve.memory:
         per_item = rss[largest] / added
         ok = per_item < curve.memory_target if curve.memory_target is not None else None
         target = f"< {curve.memory_target:,} B" if curve.memory_target is not None else ""

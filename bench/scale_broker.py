@@ -17,6 +17,9 @@ serve``, then takes one JSON command a line on stdin and answers each with a JSO
     no workload message matches (one destination, so what grows is bindings, not queues).
 ``{"op": "purge"}``
     remove what every queue holds (a topic's idle subscriptions keep a copy of each message).
+``{"op": "trace"}``, ``{"op": "traced"}``
+    start ``tracemalloc``; stop it, answering ``traced``: the bytes still allocated of what was
+    allocated since it started (after a ``gc.collect()``), whichever thread allocated them.
 ``{"op": "rss"}``
     only the memory.
 ``{"op": "exit"}``
@@ -28,6 +31,7 @@ from __future__ import annotations
 import gc
 import json
 import sys
+import tracemalloc
 from typing import Any
 
 from minibroker import ThreadedBroker
@@ -52,7 +56,7 @@ def rss() -> int:
     return 0
 
 
-def handle(broker: ThreadedBroker, cmd: dict[str, Any]) -> None:
+def handle(broker: ThreadedBroker, cmd: dict[str, Any]) -> dict[str, Any]:
     op = cmd["op"]
     if op == "queues":
         # The engine's declare, as ``declare_queue`` calls it, for a whole batch in one trip to the
@@ -73,8 +77,16 @@ def handle(broker: ThreadedBroker, cmd: dict[str, Any]) -> None:
             broker.bind(name, queue=cmd["sink"], key=f"other.{i}.*")
     elif op == "purge":
         broker.purge()
+    elif op == "trace":
+        tracemalloc.start()
+    elif op == "traced":
+        gc.collect()
+        traced = tracemalloc.get_traced_memory()[0]
+        tracemalloc.stop()
+        return {"traced": traced}
     elif op != "rss":
-        raise ValueError(f"unknown op {op!r}; expected queues, topic, exchange, purge, rss or exit")
+        raise ValueError(f"unknown op {op!r}; expected queues, topic, exchange, purge, trace, traced, rss or exit")
+    return {}
 
 
 def main() -> int:
@@ -90,12 +102,12 @@ def main() -> int:
             if cmd.get("op") == "exit":
                 break
             try:
-                handle(broker, cmd)
+                extra = handle(broker, cmd)
             except Exception as exc:  # the bench reports it; the broker stays up for the next command
                 print(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"}), flush=True)
                 continue
             gc.collect()
-            print(json.dumps({"ok": True, "rss": rss()}), flush=True)
+            print(json.dumps({"ok": True, "rss": rss(), **extra}), flush=True)
     return 0
 
 
