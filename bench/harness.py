@@ -77,7 +77,7 @@ class Settings:
                 job_limit_s=5.0, selector_limit_s=4.0, memory_messages=20_000, proton_memory_messages=5_000,
                 depth_large=50_000, depth_ops=2_000, engine_limit_s=5.0, api_messages=10_000, api_polls=50, rounds=1,
                 fixture_tests=60, fixture_run_rounds=1, stream_messages=10_000, browse_small=2_000, browse_large=20_000, spark_stream_sizes=(2_000,),
-                cclient_messages=2_000, cclient_limit_s=10.0, scale_messages=1_000, scale_copies=20_000,
+                cclient_messages=2_000, cclient_limit_s=10.0, scale_messages=500, scale_copies=10_000,
                 scale_min_messages=100,
             )  # fmt: skip
         return cls(mode="full", startup_reps=200, messages=20_000, round_trips=2_000)

@@ -89,7 +89,7 @@ What is measured (``--only`` takes these group names):
     of the ratios within a round; skipped with a line saying why when pyspark is not installed.
 ``scale``
     How broker CPU per message and memory grow with the broker around an unchanged workload
-    (concurrent send+receive of 10,000 messages, 1,000 quick; ``bench/scale_bench.py``), each
+    (concurrent send+receive of 10,000 messages, 500 quick; ``bench/scale_bench.py``), each
     curve in a broker process of its own (``bench/scale_broker.py``) grown step by step: 0 / 100 /
     1,000 idle connections, 10 / 10,000 / 100,000 queues, 1 / 100 / 1,000 consumers on the
     workload's queue (only the worker's with credit), a topic with 1 / 100 / 1,000 subscriptions
