@@ -59,6 +59,10 @@ class ConsumerLink:
     The :class:`~.consuming.NodeConsumer` of queues and topics.
     """
 
+    #: Its credit comes back only by a flow, a session window or output room, each of which
+    #: pumps it (``Queue.wake``): the queue may leave it out of the turns while it has none.
+    wakes_queue = True
+
     def __init__(
         self,
         connection: Client,
@@ -104,7 +108,7 @@ class ConsumerLink:
         return self.queue is node or (self.topic is not None and self.topic is node)
 
     def pump(self, now: float) -> None:
-        self.queue.dispatch(now)
+        self.queue.wake(self, now)
 
     def on_outcome(self, delivery: Delivery, state: Any, settled: bool) -> None:
         if self._on_outcome is None:

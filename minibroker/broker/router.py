@@ -64,6 +64,9 @@ class Router:
         self.now = now
         self._timers_changed = on_timers_changed
         self._on_deleted = on_deleted
+        #: No expiry comes before this time without the timer being told (the last deadline it
+        #: read, or an earlier expiry told since); None: nothing is known to expire.
+        self._deadline: float | None = None
         #: Every node by name (all kinds share one name space).
         self.nodes: dict[str, Node] = {}
         #: Bumped whenever a node is added or removed: a route cached with an older number is stale.
@@ -264,9 +267,13 @@ class Router:
     # ------------------------------------------------------------ timers (timers.py)
 
     def next_deadline(self) -> float | None:
-        """The clock time of the next expiry in any node (a timer participant, timers.py)."""
+        """The clock time of the next expiry in any node (a timer participant, timers.py).
+
+        Walks every node: the timer asks when it wakes, not per message (:meth:`_expiry_added`).
+        """
         expiries = [e for e in (node.next_expiry() for node in self.nodes.values()) if e is not None]
-        return min(expiries) if expiries else None
+        self._deadline = min(expiries) if expiries else None
+        return self._deadline
 
     def run_timers(self, now: float) -> None:
         """Expire what is due in every node, then dispatch (time may have changed what can go)."""
@@ -305,6 +312,15 @@ class Router:
         self.publisher.publish(target, StoredMessage(payload, now), now, Source.DEAD_LETTER)
 
     def _expiry_added(self, expires_at: float) -> None:
+        """A node holds a message expiring at ``expires_at``: tell the timer only if it comes before
+        the deadline the timer already wakes for.  Each telling makes the timer walk every node
+        (:meth:`next_deadline`), so telling it of every message with a ttl that arrives in an empty
+        queue cost O(nodes) per message: 1.27x the broker CPU per message at 100,000 queues
+        (bench ``scale``, queues_ttl).  A later expiry is found when the timer next wakes."""
+        deadline = self._deadline
+        if deadline is not None and expires_at >= deadline:
+            return
+        self._deadline = expires_at
         self._timers_changed()
 
     # --------------------------------------------------------- snapshots
