@@ -25,7 +25,7 @@ from ..protocol.endpoints import Link
 from .consuming import ConsumerRequest, NodeConsumer
 from .filters import FilterError, parse_filter_set
 from .limits import CreditGate
-from .links import SUPPORTED_OUTCOMES, Client, ConsumerLink, OutcomeHandler, ProducerLink
+from .links import SUPPORTED_OUTCOMES, Client, ConsumerHost, ConsumerLink, ProducerHost, ProducerLink
 from .node import Node
 from .queue import Queue
 from .router import Router
@@ -77,14 +77,14 @@ class Attacher:
         now: Callable[[], float],
         link_credit: int,
         credit_gate: CreditGate | None = None,
-        on_outcome: OutcomeHandler | None = None,
+        host: ConsumerHost | None = None,
     ) -> None:
         self.router = router
         self.now = now
         self.link_credit = link_credit
         self.credit_gate = credit_gate  # producers of withhold-credit queues get only the room (limits.py)
-        #: How a consumer on a queue applies the client's outcomes (the broker's consumer registry).
-        self.on_outcome = on_outcome
+        #: What a consumer on a queue reports outcomes, flows and its end to (the broker's consumer registry).
+        self.host = host
         self._link_ids = itertools.count(1)  # distinct per consumer: undeliverable-here names them
         #: Called with a live consumer whose durable subscription a new attach takes over (link
         #: stealing, Part 2 §2.6.1): the broker detaches it with ``amqp:link:stolen``.
@@ -219,7 +219,7 @@ class Attacher:
             subscription=subscription,
             topic=topic,
             dynamic=dynamic,
-            on_outcome=self.on_outcome,
+            host=self.host,
         )
 
     def _steal(self, topic: Topic, durable_name: str) -> None:
@@ -233,7 +233,7 @@ class Attacher:
             if isinstance(consumer, ConsumerLink) and consumer.subscription is existing:
                 self.on_stolen(consumer)
 
-    def producer(self, connection: Client, link: Link) -> ProducerLink:
+    def producer(self, connection: Client, link: Link, host: ProducerHost) -> ProducerLink:
         """Accept a link on which the client sends (target: a node, a dynamic node or none for anonymous relay)."""
         target = link.target
         if not isinstance(target, Target):
@@ -251,7 +251,7 @@ class Attacher:
             address = target.address
             if self.router.resolve(address, capabilities(target)) is None:
                 raise Refusal.of(self.router.refusal(address, capabilities(target)))
-        producer = ProducerLink(connection, link, address, dynamic)
+        producer = ProducerLink(connection, link, address, dynamic, host)
         link.context = producer
         reply = Target(
             address=address,

@@ -120,7 +120,7 @@ class Broker:
         self.timers.add(self.router)
         self.timers.add(self.transactions)
         self.attacher = Attacher(
-            self.router, self.now, self.config.link_credit, self.credit_gate, on_outcome=self.consumers.queue_outcome
+            self.router, self.now, self.config.link_credit, self.credit_gate, host=self.consumers
         )
         self.attacher.on_stolen = self._steal
         self._dirty: set[BrokerConnection | ServedConnection] = set()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .extension import ExtensionLink
 
@@ -42,7 +42,7 @@ class ReplyLink(ExtensionLink):
         self._pending.append(payload)
         self.on_credit()
 
-    def on_credit(self) -> None:
+    def on_credit(self, properties: dict[Any, Any] | None = None, drain: bool = False) -> None:
         engine = self.connection.engine
         while self._pending and engine.can_send(self.link):
             self._tags += 1

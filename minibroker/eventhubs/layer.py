@@ -370,7 +370,7 @@ class EventHubProducer(ExtensionLink):
         self.partition = partition
         #: Faults name it as the hub, or the partition it sends to (``hub/Partitions/id``).
         self.address = hub.name if partition is None else partition_node(hub.name, partition)
-        self.publishes = True
+        self.message_point = "publish"
 
     def on_message(self, delivery: Delivery) -> None:
         engine = self.connection.engine

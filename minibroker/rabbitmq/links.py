@@ -179,8 +179,8 @@ class RabbitConsumer(ConsumerLink):
     #: Told (queue name, clock time) when this consumer's link ends: a queue's x-expires counts from then.
     on_end: Callable[[str, float], None] | None = None
 
-    def end(self, closed: bool, now: float) -> None:
-        super().end(closed, now)
+    def finish(self, closed: bool, now: float) -> None:
+        super().finish(closed, now)
         if self.on_end is not None:
             self.on_end(self.queue.name, now)
 
