@@ -21,7 +21,7 @@ from ..protocol.endpoints import Link
 from .attach import Attacher
 from .capture import Run
 from .client_connection import ANONYMOUS_RELAY, BrokerConnection
-from .clock import Clock, ManualClock, SystemClock
+from .clock import Clock, SystemClock
 from .config import BrokerConfig, QueueOptions, StreamOptions
 from .consumers import Consumers
 from .consuming import NodeConsumer
@@ -95,7 +95,7 @@ class Broker:
             self.tap.install(self.frame_log)
         if trace is not None:  # called with (connection, "in" or "out", channel, performative) for every frame
             self.tap.install(TraceObserver(trace))
-        self.router = Router(self.config, self.now, self._timers_changed, self._node_deleted)
+        self.router = Router(self.config, self.now, self.timers_changed, self._node_deleted)
         #: Grants producers of withhold-credit queues only as much credit as there is room (limits.py).
         self.credit_gate = CreditGate(self.config.link_credit)
         #: Per-user rights by address (``BrokerConfig.permissions``); None checks nothing.
@@ -112,7 +112,7 @@ class Broker:
             self.router,
             self.now,
             detach_consumer=self.consumers.detach,
-            timers_changed=self._timers_changed,
+            timers_changed=self.timers_changed,
         )
         self.consumers.transactions = self.transactions
         #: Failed SASL logins per peer address; the server slows an address past the bound (logins.py).
@@ -133,16 +133,15 @@ class Broker:
         #: ends its own consumers of it (the AMQP 0-9-1 one sends them ``basic.cancel``).
         self.node_deleted_hooks: list[Callable[[str, Node], None]] = []
         self.version = 0  # bumped after every change, for waiters
-        self.on_change: Callable[[], None] | None = None
-        #: Called when a new expiry may come before the timer's deadline (the server's timer task).
-        self.on_timers_changed: Callable[[], None] | None = None
+        self.change_watchers: list[Callable[[], None]] = []  #: told after each flush (waiters)
+        #: Told when a deadline may now come sooner (an expiry, a timeout): the server's timer task.
+        self.timer_watchers: list[Callable[[], None]] = []
         #: Faults to inject (``broker.faults.detach_link(...)``, faults.py), applied by an observer
         #: on the tap that is installed, and set as ``injector``, only while one is live.
         self.faults = FaultSet()
         self.injector: FaultInjector | None = None
-        FaultInjector(self, self.faults, self._timers_changed)
-        if isinstance(self.clock, ManualClock):
-            self.clock.subscribe(self.run_timers)
+        FaultInjector(self, self.faults, self.timers_changed)
+        self.clock.subscribe(self.run_timers)  # whatever the clock: only a stepped one ever calls it
         #: A protocol layer on top (the Service Bus layer), or None: plain AMQP 1.0.
         self.extension: Extension | None = None
         azure = self.config.servicebus is not None or self.config.event_hubs is not None
@@ -268,8 +267,8 @@ class Broker:
         for connection in dirty:
             connection.notify()
         self.version += 1
-        if self.on_change is not None:
-            self.on_change()
+        for watcher in self.change_watchers:
+            watcher()
 
     def now(self) -> float:
         return self.clock.now()
@@ -285,10 +284,10 @@ class Broker:
         self.timers.run(self.clock.now() if now is None else now)
         self.flush()
 
-    def _timers_changed(self) -> None:
-        """A new deadline (an expiry, a transaction timeout) may come before the timer's."""
-        if self.on_timers_changed is not None:
-            self.on_timers_changed()
+    def timers_changed(self) -> None:
+        """A new deadline (an expiry, a transaction timeout, a layer's timer) may come before the timer's."""
+        for watcher in self.timer_watchers:
+            watcher()
 
     # --------------------------------------- extension points (minibroker.servicebus)
 
@@ -313,7 +312,7 @@ class Broker:
         ``"stream"``) with ``options`` of its ``OPTIONS`` type (None: the defaults), or return the
         existing one of that name, ``options`` applied if given."""
         node = self.router.declare(kind, name, options)
-        self._timers_changed()  # a retention limit (a stream's max_age) may have come into force
+        self.timers_changed()  # a retention limit (a stream's max_age) may have come into force
         return node
 
     def node(self, name: str) -> Node:

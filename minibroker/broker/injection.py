@@ -157,6 +157,8 @@ class FaultInjector(Observer):
     # -------------------------------------------------------- inbound
 
     def event_in(self, connection: TapConnection, event: ev.Event) -> ev.Event | None:
+        # Called for every inbound event while a fault is live: each test is ordered cheapest and
+        # likeliest first, and the event's kind compared by identity (no isinstance walk).
         if connection in self._going:
             return None  # closed or dropped by a fault: the rest of what it sent is never read
         kind = type(event)
@@ -166,6 +168,7 @@ class FaultInjector(Observer):
             if "attach" not in points:
                 return event
             return None if self._attach(self._own(connection), event.link) else event
+        # Only while a delivery waits for its client outcome to be replaced (at="outcome").
         if kind is ev.DeliveryUpdated and self._replaced:
             assert isinstance(event, ev.DeliveryUpdated)
             return self._replace_outcome(event)
@@ -222,6 +225,8 @@ class FaultInjector(Observer):
         assert owner is not None
         decoded: list[Any] = []
 
+        # Decoded at most once, and only if a fault's ``when=`` (or an anonymous relay's ``to``)
+        # asks: a fault aimed at another address never pays for decoding.
         def subject() -> Any:
             if not decoded:
                 decoded.append(decode_message(delivery.payload))
@@ -281,7 +286,8 @@ class FaultInjector(Observer):
 
     def frame_out(self, connection: TapConnection, channel: int, performative: Any, frame: bytes) -> bytes:
         if connection in self._silenced:
-            return b""
+            return b""  # dropped: not even the close that connection_lost() writes may reach the peer
+        # A held connection's frames keep their order: everything after the first held one waits too.
         hold = self._holds.get(self._own(connection))
         if hold is not None:
             hold.frames.append(frame)

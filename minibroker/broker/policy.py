@@ -180,9 +180,10 @@ class EventPolicy:
         """A client's message on a sending link: into its node (or a transaction), and the outcome back."""
         protocol = producer.connection.protocol
         now = self.clock.now()
+        # Format 0 (a plain AMQP message) is all but every transfer: only another is looked up.
         refused = format_refusal(delivery) if delivery.message_format else None
         if refused is not None:
-            if not delivery.remote_settled:
+            if not delivery.remote_settled:  # a pre-settled send is owed no answer (§3.4)
                 protocol.settle(delivery, refused)
             return
         state = delivery.state
@@ -210,6 +211,8 @@ class EventPolicy:
                 return
         if not messages:
             return  # an empty batch: nothing to route, nothing to answer
+        # A transfer whose state names a transaction is staged, not published (Part 4 §4.4.1): the
+        # ``is not None`` test first, as nearly every transfer has no state at all.
         if state is not None and isinstance(state, TransactionalState):
             self.transactions.stage_publish(producer, delivery, messages, state.txn_id)
             return

@@ -35,6 +35,7 @@ class ReplyLink(ExtensionLink):
         self.connection = connection
         self.link = link
         self.address = address
+        self.reply_sink = self
         self._pending: deque[bytes] = deque(maxlen=MAX_PENDING_REPLIES)
         self._tags = 0
 

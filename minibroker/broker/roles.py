@@ -23,7 +23,17 @@ if TYPE_CHECKING:
     from ..amqp.messaging import Modified, Released
     from ..protocol.endpoints import Delivery, Link
 
-__all__ = ["LinkRole", "Role"]
+__all__ = ["LinkRole", "ReplySink", "Role"]
+
+
+class ReplySink(Protocol):
+    """A receiving link of the client's that a request/response node answers on (replies.ReplyLink)."""
+
+    link: Link
+    address: str | None
+
+    def send(self, payload: bytes) -> None:
+        """Send one response, pre-settled, as credit allows."""
 
 
 class LinkRole(Protocol):
@@ -76,6 +86,9 @@ class Role:
     """The defaults of :class:`LinkRole`: a role ignores the events that do not concern it."""
 
     link: Link
+    #: Itself, when it is the link a request/response node answers on (management requests look
+    #: for it among their connection's links); None for every other role.
+    reply_sink: ReplySink | None = None
     message_point: str | None = None
     credit_stalls = False
     outcome_faults = False

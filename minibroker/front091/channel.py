@@ -349,8 +349,6 @@ class Channel:
             single_active=spec is not None and spec.single_active_consumer,
             quorum=spec is not None and spec.type == "quorum",
         )  # fmt: skip
-        if priority:
-            ranking.prioritised += 1
         self.consumers[tag] = consumer
         self.vhost.consumer_added(consumer)
         self._reply(BasicConsumeOk(consumer_tag=tag), method.nowait)  # before its first delivery
@@ -454,9 +452,7 @@ class Channel:
         ``notify``: the broker ends it (its queue was deleted), so the client is told with
         ``basic.cancel`` (RabbitMQ's consumer cancel notification)."""
         self.consumers.pop(consumer.tag, None)
-        consumer.detach()
-        if isinstance(consumer, Consumer091) and consumer.priority:
-            consumer.ranking.prioritised -= 1
+        consumer.detach()  # a Consumer091 leaves its queue's ranking too
         # A single active consumer's successor, or lower-priority consumers, may take over now.
         consumer.dispatch(self.connection.broker.now())
         self.vhost.consumer_removed(consumer)
@@ -583,8 +579,8 @@ class Channel:
             outcome(held)
             if held.queue is not None:
                 queues[id(held.queue)] = held.queue
-            elif isinstance(consumer, StreamReader091):
-                queues[id(consumer)] = consumer  # a stream's reader: its window has room
+            elif consumer is not None:  # a stream's reader (held.queue None): its window has room
+                queues[id(consumer.dispatcher)] = consumer.dispatcher
         now = self.connection.broker.now()
         for queue in queues.values():
             queue.dispatch(now)  # room in the prefetch window, or a requeued message
@@ -745,7 +741,7 @@ class Channel:
 
     def _dispatch_all(self) -> None:
         now = self.connection.broker.now()
-        for consumer in {id(c.queue if isinstance(c, Consumer091) else c): c for c in self.consumers.values()}.values():
+        for consumer in {id(c.dispatcher): c for c in self.consumers.values()}.values():
             consumer.dispatch(now)
 
     def pump(self) -> None:

@@ -7,7 +7,6 @@ without the whole engine, and the engine never imports the layer.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from ..amqp.performatives import Error
@@ -39,7 +38,9 @@ class ServiceBusHost(Protocol):
     @property
     def topics(self) -> dict[str, Topic]: ...
 
-    on_timers_changed: Callable[[], None] | None
+    def timers_changed(self) -> None:
+        """A timer of the layer's (a lock, a scheduled message) may now come first: the server's timer wakes."""
+
     #: Per-user rights (``BrokerConfig.permissions``), or None: everyone may do everything.
     permissions: Permissions | None
 
