@@ -115,6 +115,7 @@ class Attacher:
         link_credit: int,
         credit_gate: CreditGate | None = None,
         host: ConsumerHost | None = None,
+        on_stolen: Callable[[ConsumerLink], None] | None = None,
     ) -> None:
         self.router = router
         self.now = now
@@ -125,7 +126,7 @@ class Attacher:
         self._link_ids = itertools.count(1)  # distinct per consumer: undeliverable-here names them
         #: Called with a live consumer whose durable subscription a new attach takes over (link
         #: stealing, Part 2 §2.6.1): the broker detaches it with ``amqp:link:stolen``.
-        self.on_stolen: Callable[[ConsumerLink], None] | None = None
+        self.on_stolen = on_stolen
         #: The connection that created each dynamic node (broker paper 2.3.13): only it may
         #: consume from the node; others may send to it (a reply-to address is made to be sent to).
         self._dynamic_owners: weakref.WeakKeyDictionary[Node, Client] = weakref.WeakKeyDictionary()

@@ -120,9 +120,8 @@ class Broker:
         self.timers.add(self.router)
         self.timers.add(self.transactions)
         self.attacher = Attacher(
-            self.router, self.now, self.config.link_credit, self.credit_gate, host=self.consumers
+            self.router, self.now, self.config.link_credit, self.credit_gate, host=self.consumers, on_stolen=self._steal
         )
-        self.attacher.on_stolen = self._steal
         self._dirty: set[BrokerConnection | ServedConnection] = set()
         #: Exceptions raised while handling a connection (each closed it with amqp:internal-error).
         self.errors: list[Exception] = []
