@@ -93,6 +93,7 @@ from .methods import (
     TxSelect,
     decode_method,
 )
+from .observed import FrameHook, MethodFrame, redacted
 from .properties import BASIC_CLASS_ID, BasicProperties, decode_content_header
 from .values import read_table
 
@@ -218,6 +219,9 @@ class Connection:
         self._held: list[Frame] = []
         #: When our ``connection.close`` was first seen by ``tick`` (None: not closing).
         self._closing_since: float | None = None
+        #: Told of every method in and out while set (:mod:`.observed`); the broker's tap sets it
+        #: only while it has observers, so an unobserved connection pays one ``is None`` test.
+        self.hook: FrameHook | None = None
 
     # ------------------------------------------------------------------ output
 
@@ -237,13 +241,25 @@ class Connection:
 
     def send(self, channel: int, method: Method) -> None:
         """Queue a method frame (a reply, or a server-initiated method such as ``basic.cancel``)."""
-        self._out += method_frame(channel, method)
+        data = method_frame(channel, method)
+        if self.hook is not None:
+            data = self.hook.frame_out(channel, MethodFrame(method), data)
+        self._out += data
         self._wrote_since_tick = True
 
     def send_content(self, channel: int, method: Method, properties: BasicProperties, body: bytes) -> None:
         """Queue a method with content (``basic.deliver``, ``get-ok``, ``return``), split by ``frame_max``."""
-        self._out += method_frame(channel, method)
-        self._out += content_frames(channel, properties, body, self.frame_max)
+        if self.hook is None:
+            self._out += method_frame(channel, method)
+            self._out += content_frames(channel, properties, body, self.frame_max)
+        else:  # one entry per message: the method with its content
+            data = method_frame(channel, method) + content_frames(channel, properties, body, self.frame_max)
+            self._out += self.hook.frame_out(channel, MethodFrame(method, properties, body), data)
+        self._wrote_since_tick = True
+
+    def send_raw(self, data: bytes) -> None:
+        """Queue ``data`` as it is: frames an observer withheld from ``frame_out`` earlier (a delay)."""
+        self._out += data
         self._wrote_since_tick = True
 
     # ------------------------------------------------------------------ closing
@@ -410,11 +426,18 @@ class Connection:
         else:
             self._channel_frame(frame)
 
+    def _decode(self, frame: Frame) -> Method:
+        """The method a frame carries, told to the hook unless content follows it (told whole, later)."""
+        method = decode_method(frame.payload)
+        if self.hook is not None and not method.HAS_CONTENT:
+            self.hook.frame_in(frame.channel, MethodFrame(redacted(method)))  # never a password
+        return method
+
     def _closing(self, frame: Frame) -> None:
         """After our connection.close only close and close-ok count (§2.2.4)."""
         if frame.type != FRAME_METHOD or frame.channel != 0:
             return
-        method = decode_method(frame.payload)
+        method = self._decode(frame)
         if isinstance(method, ConnectionClose):
             self.send(0, ConnectionCloseOk())
             self.state = ConnectionState.CLOSED
@@ -430,7 +453,7 @@ class Connection:
                 codes.UNEXPECTED_FRAME, f"expected {expected.NAME} on channel 0, got a frame of type {frame.type}"
                 f" on channel {frame.channel}"
             )
-        method = decode_method(frame.payload)
+        method = self._decode(frame)
         if isinstance(method, ConnectionClose):
             self.send(0, ConnectionCloseOk())
             self._end(None, by_peer=True)
@@ -503,7 +526,7 @@ class Connection:
     def _connection_method(self, frame: Frame) -> None:
         if frame.type != FRAME_METHOD:
             raise AMQP091Error(codes.UNEXPECTED_FRAME, "expected method frame, got non method frame instead")
-        method = decode_method(frame.payload)
+        method = self._decode(frame)
         if isinstance(method, ConnectionClose):
             self.send(0, ConnectionCloseOk())
             self._end(None, by_peer=True)
@@ -525,7 +548,7 @@ class Connection:
             # §2.2.5.2: after our channel.close, everything but close and close-ok is discarded
             # (content frames of a publish the close cut short included).
             if frame.type == FRAME_METHOD:
-                method = decode_method(frame.payload)
+                method = self._decode(frame)
                 if isinstance(method, ChannelClose):
                     self.send(channel, ChannelCloseOk())
                 if isinstance(method, ChannelClose | ChannelCloseOk):
@@ -537,7 +560,7 @@ class Connection:
             return
         if frame.type != FRAME_METHOD:
             raise AMQP091Error(codes.UNEXPECTED_FRAME, "expected method frame, got non method frame instead")
-        method = decode_method(frame.payload)
+        method = self._decode(frame)
         if isinstance(method, ChannelOpen):
             if state is not None:
                 raise AMQP091Error(codes.CHANNEL_ERROR, "second 'channel.open' seen", 20, 10)
@@ -614,6 +637,8 @@ class Connection:
         if content.received == content.size:
             del self._content[channel]
             body = content.parts[0] if len(content.parts) == 1 else b"".join(content.parts)
+            if self.hook is not None:
+                self.hook.frame_in(channel, MethodFrame(content.method, content.properties, body))
             self._events.append(Published(channel, content.method, content.properties, body))
             self._published = True
             if self._alarm is not None:
@@ -659,7 +684,7 @@ class Connection:
             )
             return None
         if now - self._last_write >= self.heartbeat:
-            self._out += HEARTBEAT
+            self._out += HEARTBEAT if self.hook is None else self.hook.frame_out(0, None, HEARTBEAT)
             self._last_write = now
         return min(self._last_read + 2 * self.heartbeat, self._last_write + self.heartbeat)
 
