@@ -35,7 +35,7 @@ import tracemalloc
 from typing import Any
 
 from minibroker import ThreadedBroker
-from minibroker.broker.config import RabbitMQOptions
+from minibroker.rabbitmq.options import RabbitMQOptions
 
 #: Past every curve's largest size (1,000 connections, 1,000 links on one, 1,000 transactions,
 #: 10,000 bindings), so no limit refuses what a curve builds.

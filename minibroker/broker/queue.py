@@ -45,12 +45,14 @@ from collections import deque
 from collections.abc import Callable, Collection, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from sortedcontainers import SortedKeyList, SortedList
+from sortedcontainers import SortedList
 
 from .bounds import refusal
+from .browsing import Browsers
 from .capture import Capture, Run
 from .config import DEFAULT_DEAD_LETTER_SUFFIX, QueueOptions
 from .duplicates import RecentIds
+from .selective import SelectiveIndex
 from .statistics import NodeCounters, QueuedMessages, QueueSnapshot
 from .stored import ACQUIRED, ARCHIVED, AVAILABLE, Entry, StoredMessage
 
@@ -172,11 +174,8 @@ class Queue:
         #: ``_first_available`` starts, rather than at the highest of ``priorities`` levels.
         self._top = -1
         self._acquired: dict[int, Entry] = {}  # seq -> Entry, every ACQUIRED entry
-        # Built when a consumer first skips a message it does not accept (a selector):
-        # the available keys in delivery order, and how far each such consumer has
-        # looked, so it never re-examines messages it already turned down.
-        self._index: SortedKeyList | None = None  # available entries by (-level, seq)
-        self._cursors: dict[Consumer, tuple[int, int]] = {}
+        #: Built when a consumer first skips a message it does not accept (selective.py).
+        self._selective: SelectiveIndex | None = None
         #: (expires_at, seq, entry) of every available entry that can expire; made for the first.
         self._expiry: SortedList | None = None
         self._seq = 0
@@ -186,8 +185,7 @@ class Queue:
         self._ready: list[Consumer] = []
         self._parked: set[Consumer] | None = None  # made when the first is parked
         self._waking = 0  # how many consumers say ``wakes_queue`` (none: nothing is ever parked)
-        self._browsers: dict[Consumer, int] = {}  # browser -> last seq it saw
-        self._arrivals: SortedKeyList | None = None  # every entry held by seq, kept only while browsers exist
+        self._browsers: Browsers | None = None  # made when the first browser attaches (browsing.py)
         self._turn = 0
         self._capture: weakref.ref[Capture] | None = None  # contents promised to a snapshot
         #: Encoded bytes of the messages held (``max_bytes``, see limits.py).
@@ -233,7 +231,7 @@ class Queue:
         if entry is None:
             return
         consumers = self._ready
-        if self._available_count or self._browsers or not consumers:
+        if self._available_count or self._browsers is not None or not consumers:
             self._push(entry)
             self._dispatch(now)
             return
@@ -351,8 +349,8 @@ class Queue:
             if expires_at <= now:
                 self._expired(entry)
                 return None
-        if self._arrivals is not None:
-            self._arrivals.add(entry)
+        if self._browsers is not None:
+            self._browsers.arrived(entry)
         self.bytes += len(message.payload)
         if entry.level >= len(self._levels):  # the first message at this level (or more levels declared since)
             self._fifos.extend(deque() for _ in range(entry.level + 1 - len(self._fifos)))
@@ -388,12 +386,8 @@ class Queue:
             if self.on_expiry is not None and (not expiry or expires_at < expiry[0][0]):
                 self.on_expiry(expires_at)
             expiry.add((expires_at, entry.seq, entry))
-        if self._index is not None:
-            key = (-entry.level, entry.seq)
-            self._index.add(entry)
-            for consumer, cursor in list(self._cursors.items()):
-                if key <= cursor:  # it lands where that consumer has already looked
-                    del self._cursors[consumer]
+        if self._selective is not None:
+            self._selective.available(entry)
 
     def _take(self, entry: Entry, state: int) -> None:
         """An available entry leaves the available set (its heap item goes stale)."""
@@ -406,8 +400,8 @@ class Queue:
         if entry.expires_at is not None and self._expiry is not None:
             # Only available messages expire (an acquired one is judged when it comes back).
             self._expiry.discard((entry.expires_at, entry.seq, entry))
-        if self._index is not None:
-            self._index.discard(entry)
+        if self._selective is not None:
+            self._selective.taken(entry)
 
     def _first_available(self) -> Entry | None:
         """The next entry in delivery order, dropping stale FIFO and heap items on the way."""
@@ -444,7 +438,8 @@ class Queue:
             fifo.clear()
         for heap in self._levels:
             heap.clear()
-        self._cursors.clear()
+        if self._selective is not None:
+            self._selective.reset()
         return removed
 
     def drop_transient(self) -> int:
@@ -459,16 +454,17 @@ class Queue:
             if header is None or not header.durable:
                 self._archive(entry)
                 dropped += 1
-        self._cursors.clear()
+        if self._selective is not None:
+            self._selective.reset()
         return dropped
 
     # ---------------------------------------------------------- consumers
 
     def add_consumer(self, consumer: Consumer) -> None:
         if consumer.browse:
-            if self._arrivals is None:
-                self._arrivals = SortedKeyList(self.entries(), key=_seq)
-            self._browsers[consumer] = 0
+            if self._browsers is None:
+                self._browsers = Browsers(self.entries())
+            self._browsers.add(consumer)
         else:
             self.consumers.append(consumer)
             self._ready.append(consumer)
@@ -485,25 +481,11 @@ class Queue:
         self._dispatch(now)
 
     def _park_idle(self) -> None:
-        """Leave the consumers without credit that a :meth:`wake` brings back out of the turns.
-
-        Called after a walk met one: each is parked once per time it runs dry, so walking it
-        is paid for by the wake that put it back, not by every message.
-        """
-        ready = self._ready
-        turn = self._turn = self._turn % len(ready) if ready else 0
-        parked = self._parked
-        if parked is None:
-            parked = self._parked = set()
-        keep: list[Consumer] = []
-        for i, consumer in enumerate(ready):
-            if getattr(consumer, "wakes_queue", False) and consumer.credit() <= 0:
-                parked.add(consumer)
-                if i < turn:
-                    self._turn -= 1  # the consumer whose turn is next keeps it
-            else:
-                keep.append(consumer)
-        self._ready = keep
+        """Leave the consumers without credit that a :meth:`wake` brings back out of the turns
+        (after a walk met one: walking it is paid for by the wake that puts it back)."""
+        if self._parked is None:
+            self._parked = set()
+        self._ready, self._turn = _parked_out(self._ready, self._turn, self._parked)
 
     def _unpark_all(self) -> None:
         """Every consumer back in the turns, in attach order (something changed what any may take)."""
@@ -511,12 +493,10 @@ class Queue:
         self._ready = list(self.consumers)
 
     def remove_consumer(self, consumer: Consumer) -> None:
-        self._browsers.pop(consumer, None)
-        if not self._browsers:
-            self._arrivals = None  # rebuilt when a browser attaches again
-        self._cursors.pop(consumer, None)
-        if not self._cursors:
-            self._index = None  # rebuilt when a selective consumer needs it again
+        if self._browsers is not None and self._browsers.remove(consumer):
+            self._browsers = None  # rebuilt when a browser attaches again
+        if self._selective is not None and self._selective.forget(consumer):
+            self._selective = None  # rebuilt when a selective consumer needs it again
         if consumer in self.consumers:
             self.consumers.remove(consumer)
             if getattr(consumer, "wakes_queue", False):
@@ -547,9 +527,8 @@ class Queue:
     def _dispatch(self, now: float) -> None:
         if self._expiry and self._expiry[0][0] <= now:
             self.expire(now)
-        if self._browsers:
-            for browser in list(self._browsers):
-                self._browse(browser)
+        if self._browsers is not None:
+            self._browsers.send(self._seq)
         consumers = self._ready
         if not consumers or not self._available_count:
             return
@@ -594,37 +573,10 @@ class Queue:
         first = self._first_available()
         if first is None or consumer.accepts(first):
             return first
-        index = self._index
-        if index is None:
-            index = self._index = SortedKeyList(self._available_in_order(), key=_index_key)
-        # The cursor is the last key this consumer turned down: everything up to it was
-        # examined and refused, so it resumes after it.  Without it a selective consumer would
-        # re-test every message it refused on each dispatch (quadratic over a deep queue).  A
-        # message that lands at or before a cursor (a release back to its original place, a
-        # higher priority) drops that cursor in _push, so nothing new is skipped.
-        cursor = self._cursors.get(consumer)
-        candidates: Iterator[Entry] = (
-            index.irange_key(min_key=cursor, inclusive=(False, True)) if cursor is not None else iter(index)
-        )
-        for entry in candidates:
-            if consumer.accepts(entry):
-                return entry
-            self._cursors[consumer] = (-entry.level, entry.seq)
-        return None
-
-    def _browse(self, browser: Consumer) -> None:
-        """Send a browser what it has not seen yet, in arrival order, without acquiring (§3.5.3 copy)."""
-        last = self._browsers[browser]
-        arrivals = self._arrivals
-        if self._seq <= last or arrivals is None or browser.credit() <= 0:
-            return
-        # Sending to a browser never changes the queue, so the index can be walked while delivering.
-        for entry in arrivals.irange_key(min_key=last, inclusive=(False, True)):
-            if browser.credit() <= 0:
-                break
-            self._browsers[browser] = entry.seq
-            if browser.accepts(entry):
-                browser.deliver(entry)
+        selective = self._selective
+        if selective is None:
+            selective = self._selective = SelectiveIndex(self._available_in_order())
+        return selective.next_for(consumer)
 
     def _acquire(self, entry: Entry, consumer: Consumer) -> None:
         self._take(entry, ACQUIRED)
@@ -715,8 +667,8 @@ class Queue:
         entry.owner = None
         if state != ARCHIVED:  # it was held until now
             self.bytes -= len(entry.message.payload)
-            if self._arrivals is not None:
-                self._arrivals.discard(entry)
+            if self._browsers is not None:
+                self._browsers.left(entry)
         if entry.expires_at is not None and self._expiry is not None:
             self._expiry.discard((entry.expires_at, entry.seq, entry))
         if self.on_removed is not None:
@@ -768,6 +720,20 @@ def _seq(entry: Entry) -> int:
     return entry.seq
 
 
-def _index_key(entry: Entry) -> tuple[int, int]:
-    """Delivery order: higher levels first, then arrival."""
-    return (-entry.level, entry.seq)
+def _parked_out(ready: list[Consumer], turn: int, parked: set[Consumer]) -> tuple[list[Consumer], int]:
+    """The consumers of ``ready`` still taking turns, and whose turn is next, once those whose
+    credit only a wake brings back (``wakes_queue``) and who have none are moved to ``parked``.
+
+    Each is parked once per time it runs dry, not walked by every message (bench ``scale``).
+    """
+    turn = turn % len(ready) if ready else 0
+    next_turn = turn
+    keep: list[Consumer] = []
+    for i, consumer in enumerate(ready):
+        if getattr(consumer, "wakes_queue", False) and consumer.credit() <= 0:
+            parked.add(consumer)
+            if i < turn:
+                next_turn -= 1  # the consumer whose turn is next keeps it
+        else:
+            keep.append(consumer)
+    return keep, next_turn

@@ -43,7 +43,9 @@ __all__ = [
 DYNAMIC_PREFIX = "$dynamic/"
 
 #: Sees each entry a queue dead-letters before it moves: (queue, entry, reason, description).
-DeadLetterHook = Callable[[Queue, Entry, str, "str | None"], None]
+#: One of the router's dead-letter handlers: (queue, entry, reason, description) -> whether it took
+#: the dead letter (moved or dropped it itself); one that returns False may still have marked it.
+DeadLetterHook = Callable[[Queue, Entry, str, "str | None"], bool]
 
 
 class NodeError(LookupError):
@@ -77,10 +79,13 @@ class Router:
         self.topics: dict[str, Topic] = self.by_kind[Topic.KIND]
         self.streams: dict[str, Stream] = self.by_kind[Stream.KIND]
         self.counters: dict[str, NodeCounters] = {}
-        #: The one way into a node (publish.py); its ``on_route`` observes every message.
+        #: The one way into a node (publish.py); its ``observers`` are told of every message.
         self.publisher = Publisher()
-        #: Sees what a queue dead-letters before it moves (the Service Bus layer adds its properties).
-        self.dead_letter_hook: DeadLetterHook | None = None
+        self._on_route: Callable[[str, StoredMessage], None] | None = None
+        #: Offered, in order, what a queue dead-letters before the router moves it to the queue's
+        #: dead-letter address: one may take it (RabbitMQ's dead-letter exchanges route it) or only
+        #: mark it (the Service Bus layer adds its properties).  Anyone registers; nothing replaces.
+        self.dead_letter_handlers: list[DeadLetterHook] = []
         self.services = NodeServices(config, self.dead_letter, self._expiry_added)
         #: Names of the entities made on demand that still exist: nodes made by :meth:`resolve`,
         #: and what the layers make on first use (event hubs, Service Bus subscriptions), counted
@@ -89,12 +94,18 @@ class Router:
 
     @property
     def on_route(self) -> Callable[[str, StoredMessage], None] | None:
-        """Observes every message a node receives: (node name, message); see publish.py."""
-        return self.publisher.on_route
+        """The observer set by this name (the inspection API's ``observe``): setting it replaces that
+        one among ``publisher.observers`` and leaves the others registered there alone."""
+        return self._on_route
 
     @on_route.setter
     def on_route(self, observer: Callable[[str, StoredMessage], None] | None) -> None:
-        self.publisher.on_route = observer
+        observers = self.publisher.observers
+        if self._on_route is not None and self._on_route in observers:
+            observers.remove(self._on_route)
+        self._on_route = observer
+        if observer is not None:
+            observers.append(observer)
 
     # -------------------------------------------------------------- nodes
 
@@ -290,10 +301,11 @@ class Router:
     def dead_letter(self, queue: Queue, entry: Entry, reason: str, description: str | None) -> None:
         """Move an entry to its queue's dead-letter address with the reason in message-annotations.
 
-        ``dead_letter_hook`` sees the entry first (the Service Bus layer adds its own properties).
+        ``dead_letter_handlers`` see the entry first, in order; the first that takes it ends it there.
         """
-        if self.dead_letter_hook is not None:
-            self.dead_letter_hook(queue, entry, reason, description)
+        for handler in self.dead_letter_handlers:
+            if handler(queue, entry, reason, description):
+                return
         address = queue.options.dead_letter_address
         if address is None:
             address = queue.name + DEFAULT_DEAD_LETTER_SUFFIX

@@ -35,6 +35,7 @@ from ..amqp091.observed import MethodFrame
 from ..broker.client_connection import OUTPUT_BOUND
 from .access import Access
 from .channel import Channel
+from .confirms import Confirms
 from .vhost import vhost_of
 
 if TYPE_CHECKING:
@@ -112,7 +113,7 @@ class Connection091:
         #: Output held by a ``delay`` fault (.faults), from the frame it fired on.
         self._hold: _Hold | None = None
         #: Channels holding publisher confirms, sent when the read that routed them is handled.
-        self._confirming: list[Channel] = []
+        self._confirming: list[Confirms] = []
         #: The logged-in user under ``BrokerConfig.permissions`` (access.py), set by ``connection.open``.
         self.access = Access(None, None, "/")
         # The broker's tap sees this connection's methods while it has observers (broker/tap.py).
@@ -281,15 +282,15 @@ class Connection091:
         if self._hold is not None and self.open:
             self._hold.done = True
             self.mark_dirty()
-    def confirms_due(self, channel: Channel) -> None:
-        self._confirming.append(channel)
+    def confirms_due(self, confirms: Confirms) -> None:
+        self._confirming.append(confirms)
 
     def _flush_confirms(self) -> None:
         """One ``basic.ack`` per confirming channel for the publishes of this read, not one per publish."""
         if self._confirming:
-            channels, self._confirming = self._confirming, []
-            for channel in channels:
-                channel.flush_confirms()
+            due, self._confirming = self._confirming, []
+            for confirms in due:
+                confirms.flush()
 
     # ---------------------------------------------------------------- events
 
@@ -323,11 +324,11 @@ class Connection091:
         elif isinstance(event, ChannelClosed):
             channel = self.channels.pop(event.channel, None)
             if channel is not None:
-                channel.flush_confirms()
+                channel.confirms.flush()
                 channel.close()
         elif isinstance(event, ConnectionClosed):
             for channel in list(self.channels.values()):
-                channel.flush_confirms()
+                channel.confirms.flush()
                 channel.close()
             self.channels.clear()
             self.vhost.connection_closed(self)
@@ -342,7 +343,7 @@ class Connection091:
         try:
             act(channel)
         except AMQP091Error as error:
-            channel.flush_confirms()  # the publishes routed before the error are confirmed before the close
+            channel.confirms.flush()  # the publishes routed before the error are confirmed before the close
             if error.closes_connection:
                 self.engine.close(error)
             else:

@@ -102,6 +102,9 @@ class VirtualHost:
         self._own = Exchanges(self.is_queue, options.max_exchanges, options.max_bindings, options.max_topic_visits)
         #: Queues declared over 0-9-1: how, for redeclarations (RabbitMQ's equivalence check).
         self.specs: dict[str, QueueSpec] = {}
+        #: Queues declared with ``x-dead-letter-exchange``: their dead letters are this host's to route.
+        self._dead_lettered: weakref.WeakSet[Queue] = weakref.WeakSet()
+        broker.router.dead_letter_handlers.append(self._dead_letter)
         #: Exclusive queues by the connection that declared them (deleted when it closes).
         self.owners: dict[str, object] = {}
         #: The 0-9-1 consumers of each queue (told with ``basic.cancel`` when it is deleted).
@@ -115,7 +118,7 @@ class VirtualHost:
             lambda name: self.broker.router.queues.get(name),
             lambda: self.broker.now(),
             self.delete_queue,
-            self._timers_changed,
+            lambda: self.broker.timers_changed(),
         )
         #: Per queue, how many of its 0-9-1 consumers have an ``x-priority`` (consumers.py).
         self.rankings: dict[str, Ranking] = {}
@@ -340,7 +343,7 @@ class VirtualHost:
             # the declaration gives win over them (RabbitMQ: "optional arguments take precedence").
             queue.options = dataclasses.replace(queue.options, **_given(name, spec))
         if spec.dead_letter_exchange is not None:
-            queue.dead_letter = self._dead_letter
+            self._dead_lettered.add(queue)  # its dead letters go to the exchange (_dead_letter)
         self.used(name)
         return name, queue
 
@@ -410,9 +413,6 @@ class VirtualHost:
         """``name`` was declared or read, or lost its last consumer: its idle time starts again."""
         self.expiry.used(name)
 
-    def _timers_changed(self) -> None:
-        if self.broker.on_timers_changed is not None:
-            self.broker.on_timers_changed()
 
     def next_deadline(self) -> float | None:
         """When the first unused ``x-expires`` queue is due (timers.py)."""
@@ -421,15 +421,17 @@ class VirtualHost:
     def run_timers(self, now: float) -> None:
         self.expiry.run_timers(now)
 
-    def _dead_letter(self, queue: Queue, entry: Entry, reason: str, description: str | None) -> None:
+    def _dead_letter(self, queue: Queue, entry: Entry, reason: str, description: str | None) -> bool:
         """Republish a dead letter to the queue's ``x-dead-letter-exchange`` with
         ``x-dead-letter-routing-key`` or its own key (RabbitMQ's dead-lettering; dropped without one)."""
+        if queue not in self._dead_lettered:
+            return False  # not declared with x-dead-letter-exchange here: the router's own way
         annotations = entry.merged_annotations() or {}
         target = dead_letter_target(
             self.specs.get(queue.name), self.exchanges.exchanges, annotations.get(X_ROUTING_KEY), queue.name
         )
         if target is None:
-            return
+            return True  # dropped, as RabbitMQ does
         exchange, key = target
         now = self.broker.now()
         entry.annotate({**record_death(annotations, queue.name, reason, now), X_EXCHANGE: exchange, X_ROUTING_KEY: key})
@@ -439,6 +441,7 @@ class VirtualHost:
         router = self.broker.router
         for name in self.exchanges.route(exchange, key, message.application_properties):
             router.route(router.nodes[name], message, now, Source.DEAD_LETTER)
+        return True
 
 
 def _ae_inequivalence(wanted: Any, current: Any) -> str:

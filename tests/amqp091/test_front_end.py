@@ -310,7 +310,7 @@ def test_the_broker_reset_forgets_exchanges_and_closes_with_320(broker: Broker, 
 
 
 def test_a_transaction_holds_a_bounded_number_of_bytes(client: Client, broker: Broker) -> None:
-    from minibroker.front091.channel import MAX_TX_BYTES
+    from minibroker.front091.txn import MAX_TX_BYTES
 
     client.method(1, m.QueueDeclare(queue="q"))
     client.method(1, m.TxSelect())

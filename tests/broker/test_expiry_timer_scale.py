@@ -1,6 +1,6 @@
 """Telling the server's timer of message expiries costs no walk over every node per message (issue #47).
 
-Each time the timer is told (``Broker.on_timers_changed``) it asks ``next_deadline``, which walks
+Each time the timer is told (``Broker.timers_changed``) it asks ``next_deadline``, which walks
 every node; a message with a ttl arriving in an empty queue announces its expiry (Part 3 §3.2.1
 ttl).  Counted here: how often the timer is told, never time.
 """
@@ -24,7 +24,7 @@ class Timer:
         self.told = 0
         self.pending = False
         self.deadline = broker.next_deadline()  # its first look, when the server starts
-        broker.on_timers_changed = self.tell
+        broker.timer_watchers.append(self.tell)
 
     def tell(self) -> None:
         self.told += 1
