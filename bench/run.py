@@ -21,7 +21,7 @@ What is measured (``--only`` takes these group names):
 ``startup``
     ``ThreadedBroker.start()`` then a raw-socket AMQP handshake (protocol header plus an
     ``open`` frame built with ``minibroker.amqp``) until the broker's ``open`` arrives;
-    then ``stop()``, timed separately.  200 repetitions (20 quick).
+    then ``stop()``, timed separately.  200 repetitions (20 quick); target < 1 ms (issue #47).
 ``api``
     The test-facing API of a ``ThreadedBroker`` in this process: seeding 100,000 messages
     (10,000 quick) with one ``publish_many`` call, then ``broker.queue(name).depth`` and
@@ -66,7 +66,7 @@ What is measured (``--only`` takes these group names):
     started and stopped per test) for comparison.  Then whole pytest processes of 200
     trivial tests with the fixture and 200 without, alternating (3 rounds, 1 quick): the
     CPU time per test they differ by, imports and the broker's start included (target
-    < 0.5 ms); and the CPU time of ``import minibroker``, of the fixture's imports, of trio
+    < 0.3 ms, issue #47); and the CPU time of ``import minibroker``, of the fixture's imports, of trio
     and of loading the plugin, each in a fresh interpreter.
 ``streams``
     The engine in-process, no sockets (``bench/stream_bench.py``): reading 100,000 messages
@@ -264,16 +264,16 @@ def bench_startup(report: Report, s: Settings) -> None:
         return values[min(len(values) - 1, int(p * len(values)))] * 1e3
 
     med_open, p90_open = statistics.median(to_open) * 1e3, q(to_open, 0.9)
-    ok = med_open < 2.0
+    ok = med_open < 1.0  # issue #47 (was 2 ms)
     common = {"count": n, "complete": complete}
-    report.record("startup", "start_to_open_median", "minibroker", med_open, "ms", target="< 2 ms",
+    report.record("startup", "start_to_open_median", "minibroker", med_open, "ms", target="< 1 ms",
                   status=verdict(ok), **common)  # fmt: skip
     report.record("startup", "start_to_open_p90", "minibroker", p90_open, "ms", **common)
     report.record("startup", "start_median", "minibroker", statistics.median(to_start) * 1e3, "ms", **common)
     report.record("startup", "stop_median", "minibroker", statistics.median(stops) * 1e3, "ms", **common)
     report.record("startup", "stop_p90", "minibroker", q(stops, 0.9), "ms", **common)
     part = "" if complete else f" (partial: {n} runs)"
-    report.row("start-up", f"start() -> first AMQP open, median{part}", mb=fmt(med_open, "ms"), target="< 2 ms",
+    report.row("start-up", f"start() -> first AMQP open, median{part}", mb=fmt(med_open, "ms"), target="< 1 ms",
                status=verdict(ok))  # fmt: skip
     report.row("start-up", "start() -> first AMQP open, p90", mb=fmt(p90_open, "ms"))
     report.row("start-up", "start() alone (port bound), median", mb=fmt(statistics.median(to_start) * 1e3, "ms"))
@@ -342,7 +342,7 @@ def bench_fixture(report: Report, s: Settings) -> None:
     run_tests = s.fixture_run_tests
     progress(f"fixture: whole pytest runs of {run_tests} tests with the fixture vs without, alternating")
     runs = measure_runs(run_tests, rounds=s.fixture_run_rounds)
-    runs_ok = runs["overhead_cpu_ms"] < 0.5
+    runs_ok = runs["overhead_cpu_ms"] < 0.3  # issue #47 (was 0.5 ms)
     ok = reused["overhead_ms"] < 2.0
     report.record("fixture", "overhead_per_test", "minibroker", reused["overhead_ms"], "ms", count=n,
                   with_ms=reused["with_ms"], without_ms=reused["without_ms"], target="< 2 ms",
@@ -364,9 +364,9 @@ def bench_fixture(report: Report, s: Settings) -> None:
                note="a new broker started and stopped per test")  # fmt: skip
     report.record("fixture", "overhead_per_test_cpu_whole_run", "minibroker", runs["overhead_cpu_ms"], "ms",
                   count=run_tests, rounds=runs["rounds"], with_cpu_s=runs["with_cpu_s"],
-                  without_cpu_s=runs["without_cpu_s"], target="< 0.5 ms", status=verdict(runs_ok))  # fmt: skip
+                  without_cpu_s=runs["without_cpu_s"], target="< 0.3 ms", status=verdict(runs_ok))  # fmt: skip
     report.row("fixture", f"whole {run_tests}-test run, CPU per test (with - without)",
-               mb=fmt(runs["overhead_cpu_ms"], "ms"), target="< 0.5 ms", status=verdict(runs_ok),
+               mb=fmt(runs["overhead_cpu_ms"], "ms"), target="< 0.3 ms", status=verdict(runs_ok),
                note="imports and the broker's start included: separate pytest processes")  # fmt: skip
     progress("fixture: import times, each in a fresh interpreter, alternating")
     imports = measure_imports(rounds=max(3, s.fixture_run_rounds))
