@@ -216,6 +216,9 @@ class Connection:
         self.read_paused = False
         #: Frames read but not handled when reading stopped, handled by :meth:`unblock`.
         self._held: list[Frame] = []
+        #: Reading stopped at a peer's ``channel.close`` or ``connection.close`` until the events
+        #: before it are acted on (:meth:`read_held`), so their replies precede the close-ok.
+        self.held_for_events = False
         #: When our ``connection.close`` was first seen by ``tick`` (None: not closing).
         self._closing_since: float | None = None
 
@@ -319,6 +322,7 @@ class Connection:
         try:
             frames = self._held + self._reader.feed(data)
             self._held = []
+            self.held_for_events = False
         except FrameError as error:
             # No frame boundary can be trusted after this (§4.2.3), so what follows is dropped
             # unread, not buffered while the peer keeps writing and never answers our close.
@@ -335,6 +339,14 @@ class Connection:
                 break
             if self.read_paused:  # a publish under the alarm: the rest waits for unblock()
                 self._held = frames[at:]
+                break
+            if self._events and _is_close(frame):
+                # The front end answers the methods before this close (confirms of the publishes,
+                # declare-oks) as it acts on their events: RabbitMQ's channel handles them in order,
+                # so they reach the client before the close-ok, after which the client drops the
+                # channel (amqplib fails on "Frame on unknown channel").
+                self._held = frames[at:]
+                self.held_for_events = True
                 break
             try:
                 self._frame(frame)
@@ -365,6 +377,15 @@ class Connection:
             self.read_paused = False
             held, self._held = self._held, []
             self._handle(held)
+        return self.take_events()
+
+    def read_held(self) -> list[Event]:
+        """The events of the last read are acted on: handle the frames held at a close (if any)."""
+        if self.held_for_events:
+            self.held_for_events = False
+            if not self.read_paused:
+                held, self._held = self._held, []
+                self._handle(held)
         return self.take_events()
 
     def _tell_blocked(self) -> None:
@@ -682,3 +703,16 @@ def _credentials(mechanism: str, response: bytes) -> tuple[str, str] | None:
         return user, password
     except (ValueError, AMQP091Error):
         return None
+
+
+#: The first four bytes of a ``channel.close`` and a ``connection.close`` method frame's payload
+#: (class and method ids, §4.2.4).
+_CLOSE_IDS: Final = (
+    struct.pack(">HH", ChannelClose.CLASS_ID, ChannelClose.METHOD_ID),
+    struct.pack(">HH", ConnectionClose.CLASS_ID, ConnectionClose.METHOD_ID),
+)
+
+
+def _is_close(frame: Frame) -> bool:
+    """Whether ``frame`` is a ``channel.close`` or ``connection.close`` (read from its ids, not decoded)."""
+    return frame.type == FRAME_METHOD and frame.payload[:4] in _CLOSE_IDS

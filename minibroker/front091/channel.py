@@ -175,6 +175,10 @@ class Channel:
         self.active = True
         self.confirming = False
         self._published = 0
+        #: Publishes confirmed but not yet told (the last ``_unconfirmed`` tags, all acks or all
+        #: nacks): sent as one ``basic.ack``/``nack`` with ``multiple`` by :meth:`flush_confirms`.
+        self._unconfirmed = 0
+        self._unconfirmed_nack = False
         #: In a transaction (``tx.select``): held publishes and settlements, applied on commit.
         self.transactional = False
         self._tx_publishes: list[_Publish] = []
@@ -193,6 +197,8 @@ class Channel:
     # ----------------------------------------------------------------- dispatch
 
     def handle(self, method: Method) -> None:
+        if self._unconfirmed:
+            self.flush_confirms()  # replies to later methods come after the confirms before them
         handler = _HANDLERS.get(type(method))
         if handler is None:
             raise AMQP091Error(codes.NOT_IMPLEMENTED, f"{method.NAME} is not implemented", method.CLASS_ID, method.METHOD_ID)
@@ -681,15 +687,31 @@ class Channel:
                 replying.deliver_reply(method.routing_key, properties, body)
                 routed = True
         if not routed and method.mandatory:
+            self.flush_confirms()
             returned = BasicReturn(
                 reply_code=codes.NO_ROUTE, reply_text="NO_ROUTE", exchange=method.exchange,
                 routing_key=method.routing_key,
             )  # fmt: skip
             self.connection.engine.send_content(self.number, returned, properties, body)
         if self.confirming:
+            if self._unconfirmed and refused != self._unconfirmed_nack:
+                self.flush_confirms()
             self._published += 1
-            confirm = BasicNack(delivery_tag=self._published) if refused else BasicAck(delivery_tag=self._published)
-            self.connection.engine.send(self.number, confirm)
+            self._unconfirmed += 1
+            self._unconfirmed_nack = refused
+
+    def flush_confirms(self) -> None:
+        """Tell the publishes confirmed since the last call: one ``basic.ack`` (or ``nack``) for
+        the newest tag, with ``multiple`` when it covers more than one, as RabbitMQ coalesces
+        the confirms that are ready together (its "Publisher Confirms" guide; amqplib's suite
+        checks that a burst of publishes draws a multiple ack)."""
+        if not self._unconfirmed:
+            return
+        multiple = self._unconfirmed > 1
+        tag = self._published
+        confirm = BasicNack(delivery_tag=tag, multiple=multiple) if self._unconfirmed_nack else BasicAck(delivery_tag=tag, multiple=multiple)
+        self._unconfirmed = 0
+        self.connection.engine.send(self.number, confirm)
 
     # ------------------------------------------------------------ confirm, tx
 

@@ -53,10 +53,13 @@ CAPABILITIES: dict[str, Any] = {
     "consumer_priorities": True,
     "direct_reply_to": True,
 }
+#: ``product`` is RabbitMQ's, as the broker minibroker answers as: clients and their suites read
+#: it to tell RabbitMQ's extensions are there (amqplib's checks ``product == 'RabbitMQ'``);
+#: ``information`` says which broker it is.
 SERVER_PROPERTIES: dict[str, Any] = {
-    "product": "minibroker",
+    "product": "RabbitMQ",
     "platform": "Python",
-    "information": "an AMQP 1.0 and 0-9-1 broker for tests",
+    "information": "minibroker, an AMQP 1.0 and 0-9-1 broker for tests, answering as RabbitMQ",
     "capabilities": CAPABILITIES,
 }
 #: RabbitMQ's default user on a fresh install.
@@ -201,8 +204,16 @@ class Connection091:
     def _run(self, step: Callable[[], list[Event]]) -> None:
         """Run an engine step and act on its events; a broker bug closes this connection (541), no other."""
         try:
-            for event in step():
-                self._event(event)
+            events = step()
+            while True:
+                for event in events:
+                    self._event(event)
+                # Confirms go out per read, several publishes in one basic.ack with multiple.
+                for channel in self.channels.values():
+                    channel.flush_confirms()
+                if not self.engine.held_for_events:
+                    break
+                events = self.engine.read_held()  # a close the events above had to precede
         except Exception as exc:
             self.broker.errors.append(exc)
             self.engine.close(AMQP091Error(codes.INTERNAL_ERROR, f"broker error: {type(exc).__name__}: {exc}"))
@@ -241,6 +252,7 @@ class Connection091:
         try:
             act(channel)
         except AMQP091Error as error:
+            channel.flush_confirms()  # the publishes before the failing method are confirmed first
             if error.closes_connection:
                 self.engine.close(error)
             else:

@@ -54,7 +54,7 @@ def test_connect_robust_sees_the_servers_capabilities(broker: minibroker.Threade
         return {"product": server["product"], **server["capabilities"]}
 
     seen = run(broker, program)
-    assert seen["product"] == "minibroker"
+    assert seen["product"] == "RabbitMQ"  # as RabbitMQ says it; "information" names minibroker
     for capability in ("publisher_confirms", "basic.nack", "consumer_cancel_notify", "authentication_failure_close"):
         assert seen[capability] is True
 
