@@ -168,13 +168,7 @@ class VirtualHost:
         """405 RESOURCE_LOCKED when another connection declared ``name`` exclusive."""
         holder = self.owners.get(name)
         if holder is not None and holder is not owner:
-            raise AMQP091Error(
-                codes.RESOURCE_LOCKED,
-                f"cannot obtain exclusive access to locked queue '{name}' in vhost '/'. It could be originally "
-                "declared on another connection or the exclusive property value does not match that of the "
-                "original declaration.",
-                class_id, method_id,
-            )  # fmt: skip
+            raise _locked(name, class_id, method_id)
 
     # ------------------------------------------------------------ exchanges
 
@@ -182,7 +176,10 @@ class VirtualHost:
         self, name: str, kind: str, *, passive: bool, durable: bool, auto_delete: bool, internal: bool,
         arguments: Mapping[str, Any],
     ) -> None:  # fmt: skip
-        """``exchange.declare`` (§1.6.2.1); passive: 404 unless it exists."""
+        """``exchange.declare`` (§1.6.2.1); passive: 404 unless it exists.  The default exchange
+        is refused even passively (403), as RabbitMQ's ``check_not_default_exchange`` does."""
+        if name == "":
+            raise AMQP091Error(codes.ACCESS_REFUSED, "operation not permitted on the default exchange", 40, 10)
         exchanges = self.exchanges
         existing = exchanges.exchanges.get(name)
         if passive:
@@ -225,6 +222,8 @@ class VirtualHost:
 
     def delete_exchange(self, name: str, if_unused: bool) -> None:
         """``exchange.delete`` (§1.6.2.3): a missing one is no error (RabbitMQ 3.x)."""
+        if name == "":
+            raise AMQP091Error(codes.ACCESS_REFUSED, "operation not permitted on the default exchange", 40, 20)
         exchanges = self.exchanges
         existing = exchanges.exchanges.get(name)
         if existing is None:
@@ -289,6 +288,10 @@ class VirtualHost:
             self.check_owner(name, owner, 50, 10)
             existing = self.specs.get(name)
             if existing is not None:
+                if existing.exclusive != spec.exclusive:
+                    # RabbitMQ checks exclusivity first and strictly on a redeclare, even by the
+                    # owner (rabbit_amqqueue:assert_equivalence): 405, not an inequivalent 406.
+                    raise _locked(name, 50, 10)
                 differs = existing.equivalent(spec)
                 if differs is not None:
                     raise AMQP091Error(
@@ -468,3 +471,14 @@ def _argument(spec: QueueSpec, argument: str, other: QueueSpec) -> str:
         return f"'{_shown(value)}'"
     kind = "signedint" if isinstance(value, int) and not isinstance(value, bool) else "longstr"
     return f"the value '{_shown(value)}' of type '{kind}'"
+
+
+def _locked(name: str, class_id: int, method_id: int) -> AMQP091Error:
+    """RabbitMQ's 405 for an exclusive queue another connection owns, or whose exclusivity a redeclare changes."""
+    return AMQP091Error(
+        codes.RESOURCE_LOCKED,
+        f"cannot obtain exclusive access to locked queue '{name}' in vhost '/'. It could be originally "
+        "declared on another connection or the exclusive property value does not match that of the "
+        "original declaration.",
+        class_id, method_id,
+    )  # fmt: skip

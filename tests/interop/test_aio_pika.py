@@ -229,3 +229,34 @@ def test_message_properties_come_back_as_sent(broker: minibroker.ThreadedBroker)
         7, "c", "r", sent_at, "t", "a", "guest", aio_pika.DeliveryMode.PERSISTENT, 30.0, "gzip", "mid", {"h": 1},
         "application/json",
     )  # fmt: skip
+
+
+def test_refusals_aiormqs_suite_expects_as_rabbitmq_answers(broker: minibroker.ThreadedBroker) -> None:
+    # aiormq's own suite (test_exclusive_queue_locked, test_channel_closed_reuse, test_bad_channel):
+    # a redeclare changing an exclusive queue's exclusivity, even by its owner, is 405 (was 406);
+    # the default exchange is refused even passively (403; was declare-ok); channel numbers are
+    # any of 1-65535, channel_max bounds how many are open (65535 was 530 NOT_ALLOWED).
+    async def program(connection: AbstractRobustConnection) -> dict[str, Any]:
+        raw: aiormq.Connection = connection.transport.connection  # type: ignore[union-attr]
+        owner, other = await raw.channel(), await raw.channel()
+        await owner.queue_declare("mine", exclusive=True)
+        seen: dict[str, Any] = {}
+        for key, channel, act in (
+            ("redeclare", other, lambda ch: ch.queue_declare("mine")),
+            ("default_exchange", await raw.channel(), lambda ch: ch.exchange_declare("", passive=True)),
+        ):
+            try:
+                await act(channel)
+                seen[key] = "ok"
+            except aiormq.exceptions.ChannelClosed as error:
+                seen[key] = error.args[0]
+        seen["channel_65535"] = (await raw.channel(65535)).number
+        return seen
+
+    assert run(broker, program) == {
+        "redeclare": "RESOURCE_LOCKED - cannot obtain exclusive access to locked queue 'mine' in vhost '/'. It could be "
+        "originally declared on another connection or the exclusive property value does not match that of the "
+        "original declaration.",
+        "default_exchange": "ACCESS_REFUSED - operation not permitted on the default exchange",
+        "channel_65535": 65535,
+    }
