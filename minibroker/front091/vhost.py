@@ -239,12 +239,19 @@ class VirtualHost:
         exchanges = self.exchanges
         if binding.source == "":
             raise AMQP091Error(codes.ACCESS_REFUSED, "operation not permitted on the default exchange", class_id, method_id)
+        missing = None
         if binding.destination_kind == "queue" and not self.is_queue(binding.destination):
-            raise not_found("queue", binding.destination, class_id, method_id)
-        if binding.source not in exchanges.exchanges:
-            raise not_found("exchange", binding.source, class_id, method_id)
-        if binding.destination_kind == "exchange" and binding.destination not in exchanges.exchanges:
-            raise not_found("exchange", binding.destination, class_id, method_id)
+            missing = not_found("queue", binding.destination, class_id, method_id)
+        elif binding.source not in exchanges.exchanges:
+            missing = not_found("exchange", binding.source, class_id, method_id)
+        elif binding.destination_kind == "exchange" and binding.destination not in exchanges.exchanges:
+            missing = not_found("exchange", binding.destination, class_id, method_id)
+        if missing is not None:
+            if unbind:
+                # RabbitMQ 3.10 answers unbind-ok when the queue or an exchange is gone (an
+                # auto-delete exchange may have gone with its last binding): nothing is bound.
+                return
+            raise missing
         try:
             if unbind:
                 exchanges.unbind(binding)

@@ -260,3 +260,32 @@ def test_refusals_aiormqs_suite_expects_as_rabbitmq_answers(broker: minibroker.T
         "default_exchange": "ACCESS_REFUSED - operation not permitted on the default exchange",
         "channel_65535": 65535,
     }
+
+
+def test_unbinding_what_is_gone_is_unbind_ok(broker: minibroker.ThreadedBroker) -> None:
+    # aio-pika's suite (test_simple_publish_and_receive_to_bound_exchange) unbinds an
+    # exchange-to-exchange binding after the queue's unbind auto-deleted both exchanges: RabbitMQ
+    # 3.10 answers unbind-ok when the queue or an exchange is gone (minibroker answered 404).
+    async def program(connection: AbstractRobustConnection) -> list[str]:
+        raw: aiormq.Connection = connection.transport.connection  # type: ignore[union-attr]
+        channel = await raw.channel()
+        await channel.exchange_declare("source", auto_delete=True)
+        await channel.exchange_declare("destination", auto_delete=True)
+        await channel.queue_declare("bound", auto_delete=True)
+        await channel.queue_bind("bound", "destination", "k")
+        await channel.exchange_bind("destination", "source", "k")
+        await channel.queue_unbind("bound", "destination", "k")  # destination unbound: gone, source with it
+        seen = []
+        for gone in ("source", "destination"):
+            probe = await raw.channel()
+            try:
+                await probe.exchange_declare(gone, passive=True)
+                seen.append("kept")
+            except aiormq.exceptions.ChannelNotFoundEntity:
+                seen.append("gone")
+        await channel.exchange_unbind("destination", "source", "k")
+        await channel.queue_unbind("no-such-queue", "amq.direct", "k")
+        seen.append("unbind-ok")
+        return seen
+
+    assert run(broker, program) == ["gone", "gone", "unbind-ok"]
