@@ -422,7 +422,12 @@ class VirtualHost:
             return
         exchange, key = target
         now = self.broker.now()
-        entry.annotate({**record_death(annotations, queue.name, reason, now), X_EXCHANGE: exchange, X_ROUTING_KEY: key})
+        header = entry.message.header
+        # The publisher's per-message TTL (0-9-1 expiration): RabbitMQ keeps it in the x-death
+        # table as original-expiration when it drops it (aio-pika's suite reads it).
+        expiration = str(int(header.ttl)) if header is not None and header.ttl is not None else None
+        recorded = record_death(annotations, queue.name, reason, now, expiration)
+        entry.annotate({**recorded, X_EXCHANGE: exchange, X_ROUTING_KEY: key})
         queue.counters.dead_lettered += 1
         # RabbitMQ drops the message's TTL when it dead-letters it, so it does not expire again.
         message = StoredMessage(entry.payload_for_delivery(now, keep_ttl=False), now)

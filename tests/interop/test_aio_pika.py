@@ -289,3 +289,21 @@ def test_unbinding_what_is_gone_is_unbind_ok(broker: minibroker.ThreadedBroker) 
         return seen
 
     assert run(broker, program) == ["gone", "gone", "unbind-ok"]
+
+
+def test_a_dead_letter_keeps_its_expiration_as_original_expiration(broker: minibroker.ThreadedBroker) -> None:
+    # aio-pika's suite (test_expiration) reads x-death[0]["original-expiration"] of a message
+    # that expired by its own expiration: RabbitMQ 3.10 drops the property and keeps it there.
+    async def program(connection: AbstractRobustConnection) -> dict[str, Any]:
+        channel = await connection.channel()
+        dead = await channel.declare_exchange("dead", aio_pika.ExchangeType.FANOUT)
+        graveyard = await channel.declare_queue("graveyard")
+        await graveyard.bind(dead)
+        await channel.declare_queue("short", arguments={"x-dead-letter-exchange": "dead"})
+        await channel.default_exchange.publish(aio_pika.Message(b"x", expiration=0.1), "short")
+        while (message := await graveyard.get(no_ack=True, fail=False)) is None:
+            await asyncio.sleep(0.05)  # until it expires (the test's TIMEOUT bounds the wait)
+        [death] = message.headers["x-death"]  # type: ignore[union-attr]
+        return {"expiration": message.expiration, **{k: death[k] for k in ("reason", "queue", "original-expiration")}}  # type: ignore[index]
+
+    assert run(broker, program) == {"expiration": None, "reason": "expired", "queue": "short", "original-expiration": "100"}
