@@ -67,7 +67,7 @@ def main() -> None:
     for case, addresses in cases.items():
         # A fresh broker per case (link credit far above the count, so no flow is needed).
         broker = Broker(BrokerConfig(rabbitmq=RabbitMQOptions(), link_credit=n + 10))
-        layer = broker.extension
+        layer = broker.layer("rabbitmq")
         assert isinstance(layer, RabbitMQLayer)
         exchanges = layer.exchanges
         exchanges.declare("logs", "topic")

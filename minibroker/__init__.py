@@ -26,12 +26,7 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
     from .broker.clock import Clock as Clock
     from .broker.clock import ManualClock as ManualClock
     from .broker.clock import SystemClock as SystemClock
-    from .broker.config import BrokerConfig as BrokerConfig
-    from .broker.config import EventHubOptions as EventHubOptions
-    from .broker.config import EventHubsOptions as EventHubsOptions
     from .broker.config import QueueOptions as QueueOptions
-    from .broker.config import RabbitMQOptions as RabbitMQOptions
-    from .broker.config import ServiceBusOptions as ServiceBusOptions
     from .broker.config import StreamOptions as StreamOptions
     from .broker.engine import Broker as Broker
     from .broker.engine import NodeError as NodeError
@@ -46,10 +41,15 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
     from .broker.statistics import TopicSnapshot as TopicSnapshot
     from .broker.statistics import TransactionSnapshot as TransactionSnapshot
     from .client import Client as Client
+    from .config import BrokerConfig as BrokerConfig
+    from .eventhubs.options import EventHubOptions as EventHubOptions
+    from .eventhubs.options import EventHubsOptions as EventHubsOptions
     from .eventhubs.snapshots import EventHubSnapshot as EventHubSnapshot
     from .eventhubs.snapshots import PartitionSnapshot as PartitionSnapshot
+    from .rabbitmq.options import RabbitMQOptions as RabbitMQOptions
     from .server import ExposedBrokerWarning as ExposedBrokerWarning
     from .server import serve as serve
+    from .servicebus.options import ServiceBusOptions as ServiceBusOptions
     from .threaded import ThreadedBroker as ThreadedBroker
     from .trio_broker import TrioBroker as TrioBroker
     from .trio_broker import TrioClock as TrioClock
@@ -61,8 +61,8 @@ if TYPE_CHECKING:  # what the lazy names below resolve to, for type checkers and
 _NAMES = {
     "Message": ".amqp.message", "build_message": ".api",
     "Clock": ".broker.clock", "ManualClock": ".broker.clock", "SystemClock": ".broker.clock",
-    "BrokerConfig": ".broker.config", "EventHubOptions": ".broker.config", "EventHubsOptions": ".broker.config",
-    "QueueOptions": ".broker.config", "RabbitMQOptions": ".broker.config", "ServiceBusOptions": ".broker.config",
+    "BrokerConfig": ".config", "EventHubOptions": ".eventhubs.options", "EventHubsOptions": ".eventhubs.options",
+    "QueueOptions": ".broker.config", "RabbitMQOptions": ".rabbitmq.options", "ServiceBusOptions": ".servicebus.options",
     "StreamOptions": ".broker.config",
     "Broker": ".broker.engine", "NodeError": ".broker.engine", "FaultNotFired": ".broker.faults",
     "BrokerStatistics": ".broker.statistics", "FrameRecord": ".broker.statistics", "NodeStatistics": ".broker.statistics",

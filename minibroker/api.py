@@ -11,12 +11,10 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .amqp.message import Message, encode_bodies
-from .broker.addresses import RABBITMQ_EXCHANGE_PREFIX, node_name, parse_address
+from .broker.addresses import node_name, parse_address
 from .broker.clock import Clock
-from .broker.config import EventHubOptions
-from .broker.engine import SERVICEBUS_ADDRESS, Broker, NodeError
+from .broker.engine import Broker, NodeError
 from .broker.kinds import NODE_KINDS
-from .broker.publish import Source
 from .broker.statistics import (
     BrokerStatistics,
     FrameRecord,
@@ -32,6 +30,7 @@ from .message_fields import build_message, data_body
 # The protocol layers and the assertion helpers load when a method needs them (imports inside it):
 # a test of plain queues never imports them.
 if TYPE_CHECKING:
+    from .eventhubs.options import EventHubOptions
     from .eventhubs.snapshots import EventHubSnapshot
     from .rabbitmq.layer import RabbitMQLayer
     from .rabbitmq.snapshots import ExchangeSnapshot
@@ -39,6 +38,11 @@ if TYPE_CHECKING:
 __all__ = ["BrokerAPI", "build_message", "check", "timed_out"]
 
 T = TypeVar("T")
+
+#: RabbitMQ 4's exchange addresses, ``/exchanges/{name}/{key}`` (``minibroker.rabbitmq.addresses.EXCHANGES``,
+#: spelled here so that a broker without that layer does not import it).
+EXCHANGE_PREFIX = "/exchanges/"
+
 
 def _check_address(address: object) -> None:
     if not isinstance(address, str) or not address:
@@ -296,24 +300,14 @@ class BrokerAPI:
         elif body is not None or fields:
             raise TypeError("pass either message=Message(...) or a body with fields, not both")
         payload = _encoded(lambda: message.encode())
-        if address.startswith(RABBITMQ_EXCHANGE_PREFIX):
+        if address.startswith(EXCHANGE_PREFIX):
             self._call(self._publish_to_exchange, address, payload)
         else:
             self._call(self._broker.publish, address, payload)
 
     def _publish_to_exchange(self, address: str, payload: bytes) -> None:
         """Route through a RabbitMQ exchange as a client's publish would (unroutable: counted, dropped)."""
-        from .rabbitmq.addresses import parse_destination
-
-        layer = self._rabbitmq()
-        destination = parse_destination(address)
-        if destination.name not in layer.exchanges.exchanges:
-            raise NodeError(f"no exchange named {destination.name!r}; declare it first (broker.declare_exchange)")
-        now = self._broker.now()
-        outcome = layer.publish(destination, StoredMessage(payload, now), now, Source.API)
-        error = getattr(outcome, "error", None)  # rejected: e.g. an internal exchange takes no publishers
-        if error is not None:
-            raise ValueError(f"{address!r} refused the message: {error.description}")
+        self._rabbitmq().publish_to_exchange(address, payload)
         self._broker.flush()
 
     def publish_many(
@@ -392,7 +386,7 @@ class BrokerAPI:
     def _rabbitmq(self) -> RabbitMQLayer:
         from .rabbitmq.layer import RabbitMQLayer
 
-        layer = self._broker.extension
+        layer = self._broker.layer("rabbitmq")
         if not isinstance(layer, RabbitMQLayer):
             raise RuntimeError(
                 "exchanges belong to the RabbitMQ layer: start the broker with "
@@ -461,15 +455,19 @@ class BrokerAPI:
         broker's clock (None: keep every event).  Declaring it again adds consumer groups."""
         if isinstance(consumer_groups, str):
             raise TypeError(f"consumer_groups is a list of names, got the string {consumer_groups!r}; write [{consumer_groups!r}]")
+        from .eventhubs.options import EventHubOptions  # the layer's options load only when used
+
         options = EventHubOptions(name, partitions, tuple(consumer_groups), retention)
         self._call(self._declare_event_hub, options)
 
     def _declare_event_hub(self, options: EventHubOptions) -> None:
         from .eventhubs.layer import EventHubsLayer  # the layer loads only when it is used
 
-        layer = self._broker.enable_layer(SERVICEBUS_ADDRESS)
-        if not isinstance(layer, EventHubsLayer):
-            raise RuntimeError(f"the broker runs another protocol layer ({type(layer).__name__}), not Event Hubs")
+        try:
+            layer = self._broker.enable_layer("event_hubs")
+        except ValueError as exc:  # a layer that cannot run beside it is on (RabbitMQ's)
+            raise RuntimeError(f"{exc}: event hubs need a broker without it") from None
+        assert isinstance(layer, EventHubsLayer)
         layer.declare(options)
 
     def event_hub(self, name: str) -> EventHubSnapshot:
@@ -478,14 +476,11 @@ class BrokerAPI:
 
     def _event_hub_snapshot(self, name: str) -> EventHubSnapshot:
         from .eventhubs.layer import EventHubsLayer
-        from .eventhubs.snapshots import snapshot as event_hub_snapshot
 
-        layer = self._broker.extension
-        hub = layer.hubs.get(name) if isinstance(layer, EventHubsLayer) else None
-        if hub is None:
-            known: list[str] = sorted(layer.hubs) if isinstance(layer, EventHubsLayer) else []
-            raise NodeError(f"no event hub {name!r} (event hubs: {known}); declare it with declare_event_hub({name!r})")
-        return event_hub_snapshot(hub)
+        layer = self._broker.layer("event_hubs")
+        if not isinstance(layer, EventHubsLayer):
+            raise NodeError(f"no event hub {name!r} (event hubs: []); declare it with declare_event_hub({name!r})")
+        return layer.snapshot(name)
 
 
 def check(predicate: Callable[[Any], Any], broker: Any) -> tuple[Any, NodeError | None]:

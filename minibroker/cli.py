@@ -13,19 +13,14 @@ import warnings
 import trio
 
 from . import __version__
-from .broker.config import (
-    EVENT_HUBS_MESSAGE_SIZE,
-    SERVICE_BUS_MESSAGE_SIZE,
-    BrokerConfig,
-    EventHubOptions,
-    EventHubsOptions,
-    RabbitMQOptions,
-    ServiceBusOptions,
-)
 from .broker.engine import Broker
+from .config import BrokerConfig
+from .eventhubs.options import EVENT_HUBS_MESSAGE_SIZE, EventHubOptions, EventHubsOptions
 from .rabbitmq.exchanges import EXCHANGE_TYPES
 from .rabbitmq.layer import RabbitMQLayer
+from .rabbitmq.options import RabbitMQOptions
 from .server import DEFAULT_HOST, ExposedBrokerWarning, serve, stop
+from .servicebus.options import SERVICE_BUS_MESSAGE_SIZE, ServiceBusOptions
 from .tls import server_context
 
 __all__ = ["main"]
@@ -156,7 +151,7 @@ def build_broker(args: argparse.Namespace, servicebus: ServiceBusOptions | None 
         ),
     )
     broker = Broker(config)
-    layer = broker.extension
+    layer = broker.layer("rabbitmq")
     for name, kind in args.exchange:
         assert isinstance(layer, RabbitMQLayer)
         layer.exchanges.declare(name, kind)

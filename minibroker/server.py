@@ -28,7 +28,10 @@ from typing import Any
 
 import trio
 
-from . import front091  # noqa: F401 - importing it registers the AMQP 0-9-1 front end (frontends.py)
+from . import (
+    front091,  # noqa: F401 - importing it registers the AMQP 0-9-1 front end (frontends.py)
+    layers,  # noqa: F401 - importing it registers the built-in protocol layers (broker/layers.py)
+)
 from .broker.client_connection import OUTPUT_BOUND
 from .broker.clock import ManualClock
 from .broker.engine import Broker

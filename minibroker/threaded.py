@@ -17,8 +17,9 @@ import trio
 
 from .api import BrokerAPI, check, timed_out
 from .broker.clock import Clock, ManualClock
-from .broker.config import BrokerConfig, config_from_keywords
+from .broker.config import BrokerConfig
 from .broker.engine import Broker
+from .config import config_from_keywords
 from .restartable import RestartableServer
 from .server import DEFAULT_HOST, HANDLE_KEYWORDS, stop
 from .tls import resolve as resolve_tls

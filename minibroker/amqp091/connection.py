@@ -25,6 +25,7 @@ from . import errors as codes
 from ._state import HANDSHAKE, ChannelState, ConnectionState
 from .errors import AMQP091Error, FrameError
 from .events import (
+    Answer,
     ChannelClosed,
     ChannelOpened,
     ConnectionClosed,
@@ -93,6 +94,7 @@ from .methods import (
     TxSelect,
     decode_method,
 )
+from .observed import FrameHook, MethodFrame, redacted
 from .properties import BASIC_CLASS_ID, BasicProperties, decode_content_header
 from .values import read_table
 
@@ -216,11 +218,11 @@ class Connection:
         self.read_paused = False
         #: Frames read but not handled when reading stopped, handled by :meth:`unblock`.
         self._held: list[Frame] = []
-        #: Reading stopped at a peer's ``channel.close`` or ``connection.close`` until the events
-        #: before it are acted on (:meth:`read_held`), so their replies precede the close-ok.
-        self.held_for_events = False
         #: When our ``connection.close`` was first seen by ``tick`` (None: not closing).
         self._closing_since: float | None = None
+        #: Told of every method in and out while set (:mod:`.observed`); the broker's tap sets it
+        #: only while it has observers, so an unobserved connection pays one ``is None`` test.
+        self.hook: FrameHook | None = None
 
     # ------------------------------------------------------------------ output
 
@@ -240,13 +242,25 @@ class Connection:
 
     def send(self, channel: int, method: Method) -> None:
         """Queue a method frame (a reply, or a server-initiated method such as ``basic.cancel``)."""
-        self._out += method_frame(channel, method)
+        data = method_frame(channel, method)
+        if self.hook is not None:
+            data = self.hook.frame_out(channel, MethodFrame(method), data)
+        self._out += data
         self._wrote_since_tick = True
 
     def send_content(self, channel: int, method: Method, properties: BasicProperties, body: bytes) -> None:
         """Queue a method with content (``basic.deliver``, ``get-ok``, ``return``), split by ``frame_max``."""
-        self._out += method_frame(channel, method)
-        self._out += content_frames(channel, properties, body, self.frame_max)
+        if self.hook is None:
+            self._out += method_frame(channel, method)
+            self._out += content_frames(channel, properties, body, self.frame_max)
+        else:  # one entry per message: the method with its content
+            data = method_frame(channel, method) + content_frames(channel, properties, body, self.frame_max)
+            self._out += self.hook.frame_out(channel, MethodFrame(method, properties, body), data)
+        self._wrote_since_tick = True
+
+    def send_raw(self, data: bytes) -> None:
+        """Queue ``data`` as it is: frames an observer withheld from ``frame_out`` earlier (a delay)."""
+        self._out += data
         self._wrote_since_tick = True
 
     # ------------------------------------------------------------------ closing
@@ -322,7 +336,6 @@ class Connection:
         try:
             frames = self._held + self._reader.feed(data)
             self._held = []
-            self.held_for_events = False
         except FrameError as error:
             # No frame boundary can be trusted after this (§4.2.3), so what follows is dropped
             # unread, not buffered while the peer keeps writing and never answers our close.
@@ -339,14 +352,6 @@ class Connection:
                 break
             if self.read_paused:  # a publish under the alarm: the rest waits for unblock()
                 self._held = frames[at:]
-                break
-            if self._events and _is_close(frame):
-                # The front end answers the methods before this close (confirms of the publishes,
-                # declare-oks) as it acts on their events: RabbitMQ's channel handles them in order,
-                # so they reach the client before the close-ok, after which the client drops the
-                # channel (amqplib fails on "Frame on unknown channel").
-                self._held = frames[at:]
-                self.held_for_events = True
                 break
             try:
                 self._frame(frame)
@@ -377,15 +382,6 @@ class Connection:
             self.read_paused = False
             held, self._held = self._held, []
             self._handle(held)
-        return self.take_events()
-
-    def read_held(self) -> list[Event]:
-        """The events of the last read are acted on: handle the frames held at a close (if any)."""
-        if self.held_for_events:
-            self.held_for_events = False
-            if not self.read_paused:
-                held, self._held = self._held, []
-                self._handle(held)
         return self.take_events()
 
     def _tell_blocked(self) -> None:
@@ -431,11 +427,18 @@ class Connection:
         else:
             self._channel_frame(frame)
 
+    def _decode(self, frame: Frame) -> Method:
+        """The method a frame carries, told to the hook unless content follows it (told whole, later)."""
+        method = decode_method(frame.payload)
+        if self.hook is not None and not method.HAS_CONTENT:
+            self.hook.frame_in(frame.channel, MethodFrame(redacted(method)))  # never a password
+        return method
+
     def _closing(self, frame: Frame) -> None:
         """After our connection.close only close and close-ok count (§2.2.4)."""
         if frame.type != FRAME_METHOD or frame.channel != 0:
             return
-        method = decode_method(frame.payload)
+        method = self._decode(frame)
         if isinstance(method, ConnectionClose):
             self.send(0, ConnectionCloseOk())
             self.state = ConnectionState.CLOSED
@@ -451,7 +454,7 @@ class Connection:
                 codes.UNEXPECTED_FRAME, f"expected {expected.NAME} on channel 0, got a frame of type {frame.type}"
                 f" on channel {frame.channel}"
             )
-        method = decode_method(frame.payload)
+        method = self._decode(frame)
         if isinstance(method, ConnectionClose):
             self.send(0, ConnectionCloseOk())
             self._end(None, by_peer=True)
@@ -524,13 +527,13 @@ class Connection:
     def _connection_method(self, frame: Frame) -> None:
         if frame.type != FRAME_METHOD:
             raise AMQP091Error(codes.UNEXPECTED_FRAME, "expected method frame, got non method frame instead")
-        method = decode_method(frame.payload)
+        method = self._decode(frame)
         if isinstance(method, ConnectionClose):
-            self.send(0, ConnectionCloseOk())
+            self._answer(0, ConnectionCloseOk())
             self._end(None, by_peer=True)
         elif isinstance(method, ConnectionUpdateSecret):
             # Nothing here expires with a token, so a new secret changes nothing (RabbitMQ's OAuth 2 extension).
-            self.send(0, ConnectionUpdateSecretOk())
+            self._answer(0, ConnectionUpdateSecretOk())
         elif isinstance(method, ConnectionBlocked | ConnectionUnblocked | ConnectionCloseOk):
             return  # a client's own blocked notices, and a stray close-ok, need no answer
         else:
@@ -546,7 +549,7 @@ class Connection:
             # §2.2.5.2: after our channel.close, everything but close and close-ok is discarded
             # (content frames of a publish the close cut short included).
             if frame.type == FRAME_METHOD:
-                method = decode_method(frame.payload)
+                method = self._decode(frame)
                 if isinstance(method, ChannelClose):
                     self.send(channel, ChannelCloseOk())
                 if isinstance(method, ChannelClose | ChannelCloseOk):
@@ -558,7 +561,7 @@ class Connection:
             return
         if frame.type != FRAME_METHOD:
             raise AMQP091Error(codes.UNEXPECTED_FRAME, "expected method frame, got non method frame instead")
-        method = decode_method(frame.payload)
+        method = self._decode(frame)
         if isinstance(method, ChannelOpen):
             if state is not None:
                 raise AMQP091Error(codes.CHANNEL_ERROR, "second 'channel.open' seen", 20, 10)
@@ -576,19 +579,32 @@ class Connection:
         if state is None:
             raise AMQP091Error(codes.CHANNEL_ERROR, "expected 'channel.open'", method.CLASS_ID, method.METHOD_ID)
         if isinstance(method, ChannelClose):
-            self.send(channel, ChannelCloseOk())
+            self._answer(channel, ChannelCloseOk())
             del self.channels[channel]
             self._content.pop(channel, None)
             self._events.append(ChannelClosed(channel, None, by_peer=True))
         elif isinstance(method, BasicPublish):
             self._content[channel] = _Content(method)
         elif isinstance(method, AccessRequest):
-            self.send(channel, AccessRequestOk())  # deprecated realms: RabbitMQ grants ticket 1
+            self._answer(channel, AccessRequestOk())  # deprecated realms: RabbitMQ grants ticket 1
         elif type(method) in BROKER_METHODS:
             self._events.append(MethodReceived(channel, method))
         else:
             # A method only a server sends (declare-ok, deliver, ...), or close-ok with no close.
             raise AMQP091Error(codes.COMMAND_INVALID, "unimplemented method", method.CLASS_ID, method.METHOD_ID)
+
+    def _answer(self, channel: int, method: Method) -> None:
+        """Send the engine's own reply now, or as an :class:`Answer` event after methods of the
+        same read still to be answered by the owner: on this channel, or on any for channel 0
+        (RabbitMQ sends connection.close-ok once every channel has finished its work).  Looked
+        up only for these rare replies, so a publish costs nothing more."""
+        if any(
+            isinstance(event, MethodReceived | Published) and (channel == 0 or event.channel == channel)
+            for event in self._events
+        ):
+            self._events.append(Answer(channel, method))
+        else:
+            self.send(channel, method)
 
     def _content_frame(self, channel: int, content: _Content, frame: Frame) -> None:
         """The content header and body frames of a publish (§4.2.6), and nothing else, until complete."""
@@ -640,6 +656,8 @@ class Connection:
         if content.received == content.size:
             del self._content[channel]
             body = content.parts[0] if len(content.parts) == 1 else b"".join(content.parts)
+            if self.hook is not None:
+                self.hook.frame_in(channel, MethodFrame(content.method, content.properties, body))
             self._events.append(Published(channel, content.method, content.properties, body))
             self._published = True
             if self._alarm is not None:
@@ -685,7 +703,7 @@ class Connection:
             )
             return None
         if now - self._last_write >= self.heartbeat:
-            self._out += HEARTBEAT
+            self._out += HEARTBEAT if self.hook is None else self.hook.frame_out(0, None, HEARTBEAT)
             self._last_write = now
         return min(self._last_read + 2 * self.heartbeat, self._last_write + self.heartbeat)
 
@@ -708,16 +726,3 @@ def _credentials(mechanism: str, response: bytes) -> tuple[str, str] | None:
         return user, password
     except (ValueError, AMQP091Error):
         return None
-
-
-#: The first four bytes of a ``channel.close`` and a ``connection.close`` method frame's payload
-#: (class and method ids, §4.2.4).
-_CLOSE_IDS: Final = (
-    struct.pack(">HH", ChannelClose.CLASS_ID, ChannelClose.METHOD_ID),
-    struct.pack(">HH", ConnectionClose.CLASS_ID, ConnectionClose.METHOD_ID),
-)
-
-
-def _is_close(frame: Frame) -> bool:
-    """Whether ``frame`` is a ``channel.close`` or ``connection.close`` (read from its ids, not decoded)."""
-    return frame.type == FRAME_METHOD and frame.payload[:4] in _CLOSE_IDS

@@ -1,7 +1,8 @@
 """Events the 0-9-1 engine reports to its owner after reading bytes (cf. ``minibroker.protocol.events``).
 
 Each is an immutable named tuple.  The handshake (start, tune, open) and channel open/close are
-answered by the engine itself; what it reports is what a broker must act on.
+answered by the engine itself (a close-ok after reported methods as an :class:`Answer`, for the
+owner to send in order); what it reports is what a broker must act on.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from .methods import BasicPublish, Method
 from .properties import BasicProperties
 
 __all__ = [
+    "Answer",
     "ChannelClosed",
     "ChannelOpened",
     "ConnectionClosed",
@@ -70,4 +72,16 @@ class ConnectionClosed(NamedTuple):
     by_peer: bool
 
 
-Event = ConnectionOpened | ChannelOpened | MethodReceived | Published | ChannelClosed | ConnectionClosed
+class Answer(NamedTuple):
+    """A reply of the engine's own (``channel.close-ok``, ``connection.close-ok``) to a request
+    that came after methods it reported from the same read: the owner sends it with
+    ``Connection.send`` once it has answered those, so replies leave in the order the requests
+    came, as RabbitMQ's channel process answers a channel's methods one after the other (a client
+    that sends ``basic.cancel`` and ``channel.close`` without waiting must see cancel-ok first:
+    py-amqp fails on a cancel-ok for a channel it has closed)."""
+
+    channel: int
+    method: Method
+
+
+Event = ConnectionOpened | ChannelOpened | MethodReceived | Published | ChannelClosed | ConnectionClosed | Answer

@@ -4,9 +4,9 @@ Each kind of node has one row in :data:`ADDRESS_KINDS`: ``queue://name``
 names a queue, ``topic://name`` a topic, ``stream://name`` a stream.  A plain name is whichever node of
 that name exists, else a node of the first kind whose capabilities the
 terminus carries (``topic``), else a queue.  All kinds share one name space.
-RabbitMQ 4's ``/queues/{name}`` (the name percent-encoded, RFC 3986 §2.1)
-names the node ``name`` as a plain name does (RabbitMQ's queues include its
-streams; ``minibroker.rabbitmq`` adds its exchange addresses).
+The path form ``/queues/{name}`` (RabbitMQ 4's v2 addresses; the name
+percent-encoded, RFC 3986 §2.1) names the node ``name`` as a plain name does
+(RabbitMQ's queues include its streams; its layer adds exchange addresses).
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ __all__ = [
     "ADDRESS_KINDS",
     "AddressKind",
     "QUEUE_PREFIX",
-    "RABBITMQ_EXCHANGE_PREFIX",
-    "RABBITMQ_QUEUE_PREFIX",
+    "QUEUE_PATH_PREFIX",
     "TOPIC_PREFIX",
     "STREAM_PREFIX",
     "TOPIC_CAPABILITIES",
@@ -47,10 +46,8 @@ class AddressKind:
 
 
 QUEUE_PREFIX = "queue://"
-RABBITMQ_QUEUE_PREFIX = "/queues/"
-#: RabbitMQ 4's ``/exchanges/{name}/{key}``: only ``minibroker.rabbitmq`` routes it (named here so
-#: ``broker.publish`` can tell such an address without importing that layer).
-RABBITMQ_EXCHANGE_PREFIX = "/exchanges/"
+#: ``/queues/{name}``: a node by path, as a plain name (RabbitMQ 4's v2 address form).
+QUEUE_PATH_PREFIX = "/queues/"
 TOPIC_PREFIX = "topic://"
 STREAM_PREFIX = "stream://"
 TOPIC_CAPABILITIES = frozenset({"topic", "temporary-topic"})
@@ -66,8 +63,8 @@ _DEFAULT_KIND = ADDRESS_KINDS[0].kind
 
 def parse_address(address: str, capabilities: frozenset[str] = frozenset()) -> tuple[str, Kind, bool]:
     """``(name, kind, explicit)``: ``explicit`` when a ``kind://`` prefix fixed the kind."""
-    rest = address[len(RABBITMQ_QUEUE_PREFIX) :]
-    if address.startswith(RABBITMQ_QUEUE_PREFIX) and rest and "/" not in rest:
+    rest = address[len(QUEUE_PATH_PREFIX) :]
+    if address.startswith(QUEUE_PATH_PREFIX) and rest and "/" not in rest:
         return unquote(rest), _DEFAULT_KIND, False  # whichever node has the name, else a queue
     if not capabilities and "://" not in address:
         return address, _DEFAULT_KIND, False  # the common case, on every message: a plain name

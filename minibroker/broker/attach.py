@@ -30,7 +30,7 @@ from .node import Node
 from .queue import Queue
 from .router import Router
 from .selector import Selector
-from .streamfilters import StreamFilter, has_stream_filters, parse_stream_filters
+from .streamfilters import STREAM_FILTER_NAMES, StreamFilter, has_stream_filters, parse_stream_filters
 from .topic import Subscription, Topic
 
 __all__ = ["Attacher", "Refusal", "capabilities"]
@@ -151,7 +151,7 @@ class Attacher:
             if stream_filter is not None:
                 raise Refusal(
                     conditions.INVALID_FIELD,
-                    f"the rabbitmq:stream-* filters apply to streams, and {address!r} is a {node.KIND}; "
+                    f"the stream filters ({STREAM_FILTER_NAMES}) apply to streams, and {address!r} is a {node.KIND}; "
                     f"declare it as a stream (declare_stream) or attach without them",
                 )
             return self._queue_consumer(

@@ -9,7 +9,8 @@ layer) does not import the broker engine.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..amqp.performatives import Error
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from .consuming import NodeConsumer
     from .stored import Entry
 
-__all__ = ["ANONYMOUS_RELAY", "BrokerConnection", "ConnectionOwner", "OUTPUT_BOUND", "OpenHook"]
+__all__ = ["ANONYMOUS_RELAY", "BrokerConnection", "ConnectionOwner", "ConnectionIdentity", "LayerHooks", "OUTPUT_BOUND", "OWN_IDENTITY"]
 
 #: Offered in ``open`` so clients may send with a null target address (routing by ``to``).
 ANONYMOUS_RELAY = "ANONYMOUS-RELAY"
@@ -33,12 +34,31 @@ ANONYMOUS_RELAY = "ANONYMOUS-RELAY"
 OUTPUT_BOUND = 4 * 1024 * 1024
 
 
-class OpenHook(Protocol):
-    """What a connection asks of its broker's layer (``extension.Extension``, which names this module
-    for its hooks' connection type: so the dependency runs from extension.py to here, not back)."""
+@dataclass(frozen=True, slots=True)
+class ConnectionIdentity:
+    """How a layer makes every connection present itself (``layers.Layer.identity``)."""
+
+    #: The ``open``'s properties (a product's client may check ``product`` and ``version``).
+    properties: Mapping[str, Any]
+    #: SASL PLAIN users added to ``BrokerConfig.users`` (which win on a clash).
+    users: Mapping[str, str] = field(default_factory=dict)
+    #: Write an attach answer before the transfers of the flow read with it (``ConnectionConfig``).
+    attach_answer_alone: bool = False
+
+
+#: The ``open`` properties of a broker no layer dresses up.
+OWN_IDENTITY = ConnectionIdentity({"product": "minibroker"})
+
+
+class LayerHooks(Protocol):
+    """What a connection asks of its broker's layers (``layers.Layers``, which names this module for
+    its hooks' connection type: so the dependency runs from layers.py to here, not back)."""
 
     def opened(self, connection: BrokerConnection, hostname: str | None) -> Error | None:
-        """The client's ``open`` named ``hostname``: the error to refuse it with, or None (``Extension.opened``)."""
+        """The client's ``open`` named ``hostname``: the error to refuse it with, or None (``Layer.opened``)."""
+
+    def identity(self) -> ConnectionIdentity | None:
+        """How connections present themselves, or None: :data:`OWN_IDENTITY`."""
 
 
 class ConnectionOwner(Protocol):
@@ -49,8 +69,8 @@ class ConnectionOwner(Protocol):
     errors: list[Exception]
 
     @property
-    def extension(self) -> OpenHook | None:
-        """The broker's layer, if one is on (read only here, so a broker's ``Extension`` attribute fits)."""
+    def layers(self) -> LayerHooks:
+        """The broker's layers (read only here)."""
 
     def handle(self, connection: BrokerConnection, events: list[ev.Event]) -> None: ...
 
@@ -71,11 +91,8 @@ class BrokerConnection:
         self.notify = notify
         self.peer = peer
         config = broker.config
-        properties: dict[str, Any] = {"product": "minibroker"}
-        users = dict(config.users)
-        if config.rabbitmq is not None:  # RabbitMQ's client checks product and version (minibroker.rabbitmq)
-            properties = {"product": "RabbitMQ", "version": config.rabbitmq.version, "minibroker": True}
-            users = {**config.rabbitmq.users, **users}
+        identity = broker.layers.identity() or OWN_IDENTITY  # a layer may present the broker as its product
+        users = {**identity.users, **config.users}
         #: The connection's protocol state machine (minibroker.protocol): sessions, links, frames out.
         self.protocol = Connection(
             ConnectionConfig(
@@ -89,9 +106,9 @@ class BrokerConnection:
                 max_unsettled_incoming=config.link_credit,
                 channel_max=config.max_sessions - 1,
                 offered_capabilities=(ANONYMOUS_RELAY,),
-                properties=properties,
+                properties=dict(identity.properties),
                 open_refusal=self._open_refusal,
-                attach_answer_alone=config.rabbitmq is not None,  # RabbitMQ's order (ConnectionConfig)
+                attach_answer_alone=identity.attach_answer_alone,
             ),
             hook=self if broker.tap.active else None,
         )
@@ -105,9 +122,8 @@ class BrokerConnection:
         self.throttled = False
 
     def _open_refusal(self, hostname: str | None) -> Error | None:
-        """The broker's layer may refuse the client's ``open`` (``Extension.opened``), before it is answered."""
-        extension = self.broker.extension
-        return extension.opened(self, hostname) if extension is not None else None
+        """The broker's layers may refuse the client's ``open`` (``Layer.opened``), before it is answered."""
+        return self.broker.layers.opened(self, hostname)
 
     @property
     def engine(self) -> Connection:

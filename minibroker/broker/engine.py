@@ -11,7 +11,7 @@ nodes 2.3.13).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ..amqp import errors as conditions
 from ..amqp.message import Message
@@ -25,10 +25,10 @@ from .clock import Clock, ManualClock, SystemClock
 from .config import BrokerConfig, QueueOptions, StreamOptions
 from .consumers import Consumers
 from .consuming import NodeConsumer
-from .extension import Extension, layer_for
 from .faults import FaultSet
 from .frontends import ServedConnection, front_end_for
 from .injection import FaultInjector
+from .layers import Layer, LayerHost, Layers
 from .limits import CreditGate
 from .links import ConsumerLink, apply_outcome
 from .logins import LoginGuard
@@ -55,14 +55,6 @@ from .topic import Topic
 from .transactions import TransactionManager
 
 __all__ = ["Broker", "BrokerConnection", "NodeError", "ANONYMOUS_RELAY"]
-
-#: The claims-based-security node Azure Service Bus and Event Hubs clients attach first;
-#: ``BrokerConfig.servicebus`` or ``.event_hubs`` turns the layer registered for it on up front.
-SERVICEBUS_ADDRESS = "$cbs"
-#: RabbitMQ 4's management node; ``BrokerConfig.rabbitmq`` turns the layer registered for it
-#: (minibroker.rabbitmq) on up front.
-RABBITMQ_ADDRESS = "/management"
-
 
 
 class Broker:
@@ -143,19 +135,11 @@ class Broker:
         FaultInjector(self, self.faults, self._timers_changed)
         if isinstance(self.clock, ManualClock):
             self.clock.subscribe(self.run_timers)
-        #: A protocol layer on top (the Service Bus layer), or None: plain AMQP 1.0.
-        self.extension: Extension | None = None
-        azure = self.config.servicebus is not None or self.config.event_hubs is not None
-        if azure and self.config.rabbitmq is not None:
-            raise ValueError(
-                "a broker runs one layer: set BrokerConfig.rabbitmq, or BrokerConfig.servicebus/event_hubs, not both"
-            )
         #: What the broker does for each protocol event (policy.py).
         self.policy = EventPolicy(self)
-        if self.config.servicebus is not None or self.config.event_hubs is not None:
-            self.enable_layer(SERVICEBUS_ADDRESS)
-        if self.config.rabbitmq is not None:
-            self.enable_layer(RABBITMQ_ADDRESS)
+        #: The protocol layers on top (layers.py), in the order they are offered links; none: plain AMQP 1.0.
+        self.layers = Layers(self, self.config.layers, self.timers)
+        self.layers.enable_configured()
 
     # ------------------------------------------------------------ connections
 
@@ -290,17 +274,19 @@ class Broker:
         if self.on_timers_changed is not None:
             self.on_timers_changed()
 
-    # --------------------------------------- extension points (minibroker.servicebus)
+    def timers_changed(self) -> None:
+        """A part's deadline (a layer's) may now come before the timer's: wake the timer."""
+        self._timers_changed()
 
-    def enable_layer(self, address: str) -> Extension:
-        """Turn on the layer registered for ``address`` (extension.py), e.g. Service Bus for ``$cbs``."""
-        if self.extension is None:
-            factory = layer_for(address)
-            if factory is None:
-                raise RuntimeError(f"no layer is registered for {address!r}; import the package that provides it")
-            self.extension = factory(self)
-            self.timers.add(self.extension)
-        return self.extension
+    # ---------------------------------------------------- protocol layers (layers.py)
+
+    def layer(self, name: str) -> Layer | None:
+        """The layer registered as ``name`` if it is on, else None."""
+        return self.layers.get(name)
+
+    def enable_layer(self, name: str) -> Layer:
+        """Turn on the layer registered as ``name`` (and those it requires) if it is not on yet."""
+        return self.layers.enable(name)
 
     def add_consumer(self, consumer: NodeConsumer) -> None:
         """Start a consumer (one an extension attached, too) and end it with its link."""
@@ -420,8 +406,7 @@ class Broker:
         if self.frame_log is not None:
             self.frame_log.clear()
         self.faults.clear()
-        if self.extension is not None:
-            self.extension.reset()
+        self.layers.reset()
         for hook in self.reset_hooks:
             hook()
         self.flush()
@@ -444,7 +429,7 @@ class Broker:
             and not self.transactions.open
             and not self.errors
             and self.faults.empty
-            and self.extension is None
+            and not self.layers
         )
 
     def drop_transient(self) -> int:
@@ -497,3 +482,9 @@ class Broker:
     def detach_link(self, connection: BrokerConnection, link: Link, error: Error) -> None:
         """Detach any link from the broker's side with ``error``, closing it, and end it (Part 2 §2.6.5)."""
         self.policy.detach_link(connection, link, error)
+
+
+if TYPE_CHECKING:  # the type checker proves the broker is what a layer is handed, with no import at run time
+
+    def _broker_is_a_layer_host(broker: Broker) -> LayerHost:
+        return broker

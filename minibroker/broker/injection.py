@@ -282,8 +282,8 @@ class FaultInjector(Observer):
         if hold is not None:
             hold.frames.append(frame)
             return b""
-        if performative is None:
-            return frame
+        if performative is None or not isinstance(connection, BrokerConnection):
+            return frame  # a keep-alive, or another wire protocol's frame: the faults here act on AMQP 1.0's
         points = self.faults.points
         if "frame" in points and self._delay(self._own(connection), channel, performative, frame):
             return b""

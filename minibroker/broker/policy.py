@@ -4,7 +4,7 @@ The protocol state machine (``minibroker.protocol``) turns bytes into events
 (protocol/events.py); :meth:`EventPolicy.handle` looks each one up in
 :data:`_HANDLERS` and acts on it through the broker's parts: links are
 checked (limits.py, permissions.py) and attached (attach.py, or a layer
-on top, extension.py), messages enter nodes by the publish path
+on top, layers.py), messages enter nodes by the publish path
 (publish.py) or are staged in a transaction (transactions.py), credit and
 outcomes go to the consumer registry (consumers.py).  It holds no state of
 its own.
@@ -29,7 +29,7 @@ from .client_connection import BrokerConnection
 from .clock import Clock
 from .config import BrokerConfig
 from .consumers import Consumers
-from .extension import Extension, ExtensionLink, layer_for
+from .extension import ExtensionLink
 from .limits import CreditGate, connection_refusal, link_refusal
 from .links import ConsumerLink, CoordinatorLink, ProducerLink
 from .permissions import Permissions
@@ -38,6 +38,13 @@ from .router import Router
 from .transactions import TransactionManager
 
 __all__ = ["EventPolicy", "PolicyHost"]
+
+
+class LayerLinks(Protocol):
+    """The broker's layers as the policy uses them (``layers.Layers``)."""
+
+    def offer(self, connection: BrokerConnection, link: Link) -> bool:
+        """Offer an attached link to the layers (turning on those its address registered): True if one took it."""
 
 
 class PolicyHost(Protocol):
@@ -51,10 +58,9 @@ class PolicyHost(Protocol):
     consumers: Consumers
     credit_gate: CreditGate
     permissions: Permissions | None
-    extension: Extension | None
     connections: set[BrokerConnection]
-
-    def enable_layer(self, address: str) -> Extension: ...
+    #: The protocol layers, offered each attach first (layers.py).
+    layers: LayerLinks
 
     def opened_connections(self, besides: object = None) -> int: ...
 
@@ -116,10 +122,7 @@ class EventPolicy:
             connection.protocol.refuse_link(link, denied)
             return
         try:
-            extension = self.broker.extension
-            if extension is None and layer_for(link.address) is not None:  # e.g. an Azure Service Bus client
-                extension = self.broker.enable_layer(link.address)
-            if extension is not None and extension.attach(connection, link):
+            if self.broker.layers.offer(connection, link):  # a layer took it (layers.py)
                 return
             if link.is_sender:
                 self._attach_consumer(connection, link)

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, overload
 
 from ..amqp.message import Message, decode_message
+from . import wireframes
 from .addresses import parse_address
 from .capture import Capture, QueuedRow
 from .streamlog import delivery_payload
@@ -396,7 +397,17 @@ class TransactionSnapshot:
 
 @dataclass(frozen=True, slots=True)
 class FrameRecord:
-    """One frame the broker received (``"in"``) or sent (``"out"``), as kept by the frame log."""
+    """One frame the broker received (``"in"``) or sent (``"out"``), as kept by the frame log,
+    whatever its wire protocol.
+
+    ``connection`` names the client (its peer address, then its container-id, or for AMQP 0-9-1
+    the connection name or product its client announced); ``channel`` is the 1.0 session's
+    channel or the 0-9-1 channel.  ``performative`` is the protocol's own frame object (also
+    ``frame``): an AMQP 1.0 performative or SASL frame body, or an AMQP 0-9-1
+    :class:`~minibroker.amqp091.observed.MethodFrame` (a method with the content that followed
+    it: one record per message).  The protocol-neutral description is derived from it when read
+    (:mod:`.wireframes`): ``protocol``, ``name``, ``fields``, ``body`` and ``summary``.
+    """
 
     time: float
     connection: str
@@ -405,9 +416,36 @@ class FrameRecord:
     performative: Any
 
     @property
+    def frame(self) -> Any:
+        """The protocol-specific frame object (the same as ``performative``)."""
+        return self.performative
+
+    @property
+    def protocol(self) -> str:
+        """``"AMQP 1.0"`` or ``"AMQP 0-9-1"``."""
+        return wireframes.protocol_of(self.performative)
+
+    @property
     def name(self) -> str:
-        """The performative's name: ``open``, ``attach``, ``transfer``, ``sasl-init`` ..."""
-        return str(self.performative.DESCRIPTOR_NAME).split(":")[1]
+        """The performative's name: ``open``, ``attach``, ``transfer``, ``sasl-init`` ...; the 0-9-1
+        method's: ``basic.publish``, ``basic.deliver``, ``basic.ack`` ..."""
+        return wireframes.name_of(self.performative)
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """Key fields by their specification names: ``handle``, ``delivery-id`` (1.0);
+        ``delivery-tag``, ``consumer-tag``, ``exchange``, ``routing-key`` (0-9-1)."""
+        return wireframes.fields_of(self.performative)
+
+    @property
+    def body(self) -> str | None:
+        """The message a 0-9-1 publish or delivery carried, cut short; None for other frames."""
+        return wireframes.body_of(self.performative)
+
+    @property
+    def summary(self) -> str:
+        """One line saying what the frame says (what the failure report shows)."""
+        return wireframes.summarize(self.performative)
 
     def __str__(self) -> str:
         arrow = "->" if self.direction == "in" else "<-"

@@ -38,6 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..amqp.filternames import MATCH_UNFILTERED, OFFSET_SPEC, STREAM_FILTER
 from ..amqp.types import Array, Described, symbol, timestamp
 from .expressions import EXPRESSION_FILTERS, Expression, parse_expression_filters
 from .filters import FilterError, parse_filter_set, selector_matches
@@ -46,17 +47,16 @@ from .stored import StoredMessage
 from .streamlog import Instant, OffsetSpec, interval_seconds
 
 __all__ = [
-    "FILTER_VALUE_ANNOTATION", "MATCH_UNFILTERED", "OFFSET_SPEC", "STREAM_FILTER", "StreamFilter",
+    "FILTER_VALUE_ANNOTATION", "MATCH_UNFILTERED", "OFFSET_SPEC", "STREAM_FILTER", "STREAM_FILTER_NAMES", "StreamFilter",
     "has_stream_filters", "parse_stream_filters",
 ]  # fmt: skip
 
-OFFSET_SPEC = symbol("rabbitmq:stream-offset-spec")
-STREAM_FILTER = symbol("rabbitmq:stream-filter")
-MATCH_UNFILTERED = symbol("rabbitmq:stream-match-unfiltered")
 #: The message annotation a publisher tags a message with for ``rabbitmq:stream-filter``.
 FILTER_VALUE_ANNOTATION = symbol("x-stream-filter-value")
 
 _STREAM_NAMES = frozenset({OFFSET_SPEC, STREAM_FILTER, MATCH_UNFILTERED})
+#: The stream filters' names, for error descriptions.
+STREAM_FILTER_NAMES = ", ".join((OFFSET_SPEC, STREAM_FILTER, MATCH_UNFILTERED))
 #: Most values one ``rabbitmq:stream-filter`` may list: bounds the work an attach can ask for.
 MAX_FILTER_VALUES = 1024
 

@@ -9,7 +9,9 @@ watches them:
 
 ``frame_in(connection, channel, performative)``
     a frame was decoded (before the broker acts on it): an AMQP performative
-    (Part 2 §2.7) or a SASL frame body (Part 5 §5.3).  Observe only.
+    (Part 2 §2.7) or a SASL frame body (Part 5 §5.3); on an AMQP 0-9-1
+    connection a :class:`~minibroker.amqp091.observed.MethodFrame` (a method,
+    with its content for a ``basic.publish``: one call per message).  Observe only.
 ``event_in(connection, event) -> event | None``
     a protocol event (:mod:`minibroker.protocol.events`: an attach, a message,
     a disposition, a flow, a detach, ...) is about to be handled by the
@@ -20,7 +22,8 @@ watches them:
 ``frame_out(connection, channel, performative, frame) -> bytes``
     a frame is about to be queued for the client: ``frame`` is its encoded
     bytes (header included), ``performative`` what they encode (None for an
-    empty keep-alive frame).  Return ``frame`` to send it, other bytes to
+    empty keep-alive frame or a 0-9-1 heartbeat; a 0-9-1 ``MethodFrame`` with
+    its content's frames in ``frame`` for a delivery).  Return ``frame`` to send it, other bytes to
     replace it, or ``b""`` to withhold it; a withheld frame can be sent
     later with ``connection.write(frame)`` (a delay).
     ``Tap.address_of(connection, channel, performative)`` names the node of
@@ -36,6 +39,14 @@ watches them:
 (``frame_out`` of the transfer's frames comes too; ``delivery_out`` saves an
 observer that wants the consumer or entry from finding them from the frame.)
 
+Both wire protocols feed ``frame_in`` and ``frame_out``, each with its own frame
+objects; :mod:`.wireframes` describes either the same way (name, key fields,
+body, one-line summary), and the frame log's records
+(:class:`~.statistics.FrameRecord`) answer with it.  ``event_in`` and
+``delivery_out`` are AMQP 1.0's (an AMQP 0-9-1 connection does not call them),
+and ``connection.protocol`` is the protocol's own connection object: an observer
+that acts on a connection checks which kind it has.
+
 Observers are called in installation order; each sees what the one before
 returned.  Install with ``broker.tap.install(observer)`` (it returns the
 observer) and remove with ``broker.tap.remove(observer)``; subclass
@@ -44,7 +55,8 @@ observer) and remove with ``broker.tap.remove(observer)``; subclass
 
 Cost: with no observer installed the engines have no hook, so a frame costs
 one ``hook is None`` test and a batch of events one test of
-:attr:`Tap.active`.  Installing an observer never changes how a frame is
+:attr:`Tap.active`.  Front ends other than AMQP 1.0's set and clear their
+engines' hooks by watching the tap (:meth:`Tap.watch`).  Installing an observer never changes how a frame is
 encoded: the bytes a client receives are the same with and without one.
 """
 
@@ -53,6 +65,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
+from weakref import WeakSet
 
 from ..amqp.performatives import Attach, Detach, Flow, Transfer
 from ..protocol import events as ev
@@ -61,7 +74,7 @@ from ..protocol.endpoints import Delivery
 from .statistics import FrameRecord
 from .stored import Entry
 
-__all__ = ["Tap", "Observer", "TapConnection", "FrameLog", "TraceObserver", "FrameTrace"]
+__all__ = ["Tap", "Observer", "TapConnection", "TapWatcher", "FrameLog", "TraceObserver", "FrameTrace"]
 
 
 class TapConnection(Protocol):
@@ -73,15 +86,18 @@ class TapConnection(Protocol):
 
     @property
     def container_id(self) -> str | None:
-        """The container-id of the client's ``open`` (None before it)."""
+        """The container-id of the client's ``open`` (None before it); on AMQP 0-9-1 the
+        connection name or product its client announced in ``connection.start-ok``."""
 
     @property
-    def protocol(self) -> Connection:
-        """The connection's protocol state machine: sessions, links and the calls that send frames."""
+    def protocol(self) -> Any:
+        """The connection's protocol object: for AMQP 1.0 its state machine (a
+        :class:`~minibroker.protocol.connection.Connection`: sessions, links and the calls that
+        send frames); for AMQP 0-9-1 the front end's connection."""
 
     @property
-    def engine(self) -> Connection:
-        """The older name of ``protocol``."""
+    def engine(self) -> Any:
+        """The older name of ``protocol`` (for AMQP 0-9-1: its sans-I/O engine)."""
 
     def write(self, data: bytes) -> None:
         """Send ``data`` as it is (e.g. a frame an observer withheld earlier) and wake the writer."""
@@ -108,12 +124,21 @@ class Observer:
 AnyObserver = TypeVar("AnyObserver", bound=Observer)
 
 
+class TapWatcher(Protocol):
+    """Told when the tap gains its first observer or loses its last (a front end's connection,
+    which sets or clears its engine's frame hook then)."""
+
+    def tap_changed(self, active: bool) -> None: ...
+
+
 class Tap:
     """The ordered observers of every connection of one broker."""
 
     def __init__(self, on_change: Callable[[bool], None]) -> None:
         self._observers: tuple[Observer, ...] = ()
         self._on_change = on_change  # told whether any observer is installed, to set the engines' hooks
+        # Other front ends' connections, held weakly: one that is gone needs no telling.
+        self._watchers: WeakSet[TapWatcher] = WeakSet()
         #: Whether an observer is installed (the one test paid when none is).
         self.active = False
 
@@ -136,11 +161,17 @@ class Tap:
         self._observers = tuple(o for o in self._observers if o is not observer)
         self._changed()
 
+    def watch(self, watcher: TapWatcher) -> None:
+        """Tell ``watcher`` each time :attr:`active` changes, for as long as it lives."""
+        self._watchers.add(watcher)
+
     def _changed(self) -> None:
         active = bool(self._observers)
         if active != self.active:
             self.active = active
             self._on_change(active)
+            for watcher in list(self._watchers):
+                watcher.tap_changed(active)
 
     # ------------------------------------------------------ the four places
 
@@ -182,7 +213,10 @@ class Tap:
         handle (§2.6.2); other frames (``open``, ``begin``, a session ``flow``,
         a ``disposition``, which names deliveries, ...) give None.
         """
-        session = connection.protocol.local_session(channel)
+        protocol = connection.protocol
+        if not isinstance(protocol, Connection):
+            return None  # another wire protocol: no AMQP 1.0 links
+        session = protocol.local_session(channel)
         handle = getattr(performative, "handle", None)
         if session is None or handle is None or not isinstance(performative, (Attach, Detach, Flow, Transfer)):
             return None

@@ -1,7 +1,7 @@
 """Azure Event Hubs on minibroker: ``azure-eventhub`` works unchanged.
 
 Connect with :func:`connection_string`; the layer turns on when the SDK
-attaches ``$cbs`` (with the Service Bus layer, which it includes), or up
+attaches ``$cbs`` (with the Service Bus layer, beside it), or up
 front with ``BrokerConfig(event_hubs=EventHubsOptions(...))`` to declare
 hubs.  A partition is a stream; see :mod:`.hub` for where events go and who
 owns a partition, :mod:`.events` for what each event carries.
@@ -9,26 +9,23 @@ owns a partition, :mod:`.events` for what each event carries.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ..broker.config import EventHubOptions as EventHubOptions
-from ..broker.config import EventHubsOptions as EventHubsOptions
-from ..broker.extension import Extension
+from .options import EventHubOptions as EventHubOptions
+from .options import EventHubsOptions as EventHubsOptions
 
 if TYPE_CHECKING:
-    from ..broker.engine import Broker
+    from ..broker.layers import Layer, LayerHost
 
 __all__ = ["EventHubOptions", "EventHubsOptions", "build_layer", "connection_string"]
 
 
-def build_layer(broker: Broker) -> Extension:
-    """The Event Hubs layer with the Service Bus layer inside, for ``broker``: the factory
-    ``minibroker.broker.extension`` registers for ``$cbs`` (Event Hubs clients begin there too,
-    and the layer hands everything that is not Event Hubs on to the Service Bus layer)."""
-    from ..servicebus.layer import ServiceBusLayer
+def build_layer(broker: LayerHost, options: Any) -> Layer:
+    """The Event Hubs layer for ``broker`` with ``options`` (None: the defaults), imported only now;
+    registered as ``event_hubs`` (``minibroker.layers``), beside and before the Service Bus layer."""
     from .layer import EventHubsLayer
 
-    return EventHubsLayer(broker, broker.config.event_hubs, ServiceBusLayer(broker, broker.config.servicebus))
+    return EventHubsLayer(broker, options)
 
 
 def connection_string(port: int, event_hub: str | None = None, host: str = "127.0.0.1") -> str:

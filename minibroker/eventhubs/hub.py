@@ -30,11 +30,11 @@ import zlib
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from ..broker.config import EventHubOptions
 from ..broker.stored import StoredMessage
 from ..broker.stream import Stream
 from .addresses import partition_node
 from .events import LastEnqueued, Position
+from .options import EventHubOptions
 
 __all__ = ["EventHub", "MAX_RECEIVERS", "Owned", "StreamFactory"]
 

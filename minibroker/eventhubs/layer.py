@@ -1,7 +1,9 @@
 """The Event Hubs layer: what Azure Event Hubs clients need on top of the broker.
 
-It wraps the Service Bus layer (both kinds of client begin by attaching
-``$cbs``, and one namespace serves both), and takes for itself:
+It stands beside the Service Bus layer and before it (both kinds of client begin by
+attaching ``$cbs``, and one namespace serves both): the claims component both
+require (:mod:`minibroker.servicebus.claims`) takes ``$cbs`` and says which
+connections attached it.  Of those connections' links this layer takes:
 
 * ``$management`` (no entity in front): READ of a hub or a partition
   (:mod:`.management`);
@@ -15,13 +17,13 @@ It wraps the Service Bus layer (both kinds of client begin by attaching
   does: ``azsdk-python-eventhubs``, ``azsdk-js-azureeventhubs``, ...), or
   the link asks for the ``com.microsoft:georeplication`` capability
   (azure-eventhub's receivers do; its producers mean to, but pyamqp drops
-  it).  Otherwise it is left to the Service Bus layer;
+  it).  Otherwise it is left to the next layer (Service Bus);
 * receivers at ``hub/ConsumerGroups/group/Partitions/id``
   (:class:`~.reader.EventHubReader`), positioned by their selector filter,
   with owner levels (``com.microsoft:epoch`` link property) enforced by the
   hub (:mod:`.hub`).
 
-Everything else goes to the Service Bus layer.  Partitions are the
+Everything else is left to the next layer, the Service Bus layer.  Partitions are the
 broker's streams, so their retention runs on the broker's clock.  A hub
 made on first use counts as one entity against
 ``BrokerConfig.max_auto_created``; consumer groups made on first use are
@@ -30,7 +32,6 @@ bounded per hub by the tier (:data:`~minibroker.broker.config.CONSUMER_GROUPS_PE
 
 from __future__ import annotations
 
-import weakref
 from typing import TYPE_CHECKING, Any
 
 from ..amqp import errors as conditions
@@ -39,32 +40,29 @@ from ..amqp.messaging import Accepted, Rejected
 from ..amqp.performatives import RCV_FIRST, SND_SETTLED, Error, amqp_error
 from ..amqp.transactions import TransactionalState
 from ..amqp.types import Described
-from ..broker.config import (
-    CONSUMER_GROUPS_PER_HUB,
-    EVENT_HUBS_MESSAGE_SIZE,
-    EventHubOptions,
-    EventHubsOptions,
-    StreamOptions,
-)
+from ..broker.config import StreamOptions
 from ..broker.extension import ExtensionLink
 from ..broker.filters import SELECTOR_DESCRIPTORS
 from ..broker.permissions import ANONYMOUS_USER
 from ..broker.publish import format_refusal, messages_of
+from ..broker.router import NodeError
 from ..broker.stored import StoredMessage
 from ..broker.stream import Stream
 from ..protocol.endpoints import Delivery, Link
-from ..servicebus.addresses import CBS, node_name
-from ..servicebus.layer import ServiceBusLayer
+from ..servicebus.addresses import node_name
+from ..servicebus.claims import claims_of
 from ..servicebus.requests import ReplyLink, RequestLink
 from .addresses import MANAGEMENT, HubAddress, parse_hub_address, partition_node
 from .events import PARTITION_KEY, Position, PositionError, parse_position
 from .hub import EventHub
 from .management import read
+from .options import CONSUMER_GROUPS_PER_HUB, EVENT_HUBS_MESSAGE_SIZE, EventHubOptions, EventHubsOptions
 from .reader import EventHubReader
+from .snapshots import EventHubSnapshot, snapshot
 
 if TYPE_CHECKING:
-    from ..broker.client_connection import BrokerConnection
-    from ..broker.engine import Broker
+    from ..broker.client_connection import BrokerConnection, ConnectionIdentity
+    from ..broker.layers import LayerHost
 
 __all__ = ["EventHubsLayer", "EPOCH", "RUNTIME_METRIC", "GEOREPLICATION"]
 
@@ -76,14 +74,15 @@ GEOREPLICATION = "com.microsoft:georeplication"
 class EventHubsLayer:
     """Event Hubs semantics for clients that authenticated through ``$cbs`` (see the module docstring)."""
 
-    def __init__(self, broker: Broker, options: EventHubsOptions | None, servicebus: ServiceBusLayer) -> None:
+    #: Connections present themselves as the broker's own.
+    identity: ConnectionIdentity | None = None
+
+    def __init__(self, broker: LayerHost, options: EventHubsOptions | None) -> None:
         self.broker = broker
         self.options = options or EventHubsOptions()
-        self.servicebus = servicebus
+        #: Which connections attached ``$cbs`` (the component shared with the Service Bus layer).
+        self.claims = claims_of(broker)
         self.hubs: dict[str, EventHub] = {}
-        self._clients: weakref.WeakSet[BrokerConnection] = weakref.WeakSet()
-        #: Clients whose ``open`` names an Event Hubs SDK: a hub name they send to is a hub.
-        self._hub_clients: weakref.WeakSet[BrokerConnection] = weakref.WeakSet()
         #: What producers' attach answers advertise: the tier's quota (Azure Event Hubs quotas).
         self.max_message_size = EVENT_HUBS_MESSAGE_SIZE[self.options.tier]
         self._declare()
@@ -117,6 +116,15 @@ class EventHubsLayer:
         self.hubs[options.name] = hub
         return hub
 
+    def snapshot(self, name: str) -> EventHubSnapshot:
+        """A frozen view of the hub ``name`` (the Python API's ``event_hub``); :class:`NodeError` if there is none."""
+        hub = self.hubs.get(name)
+        if hub is None:
+            raise NodeError(
+                f"no event hub {name!r} (event hubs: {sorted(self.hubs)}); declare it with declare_event_hub({name!r})"
+            )
+        return snapshot(hub)
+
     def _stream(self, name: str, retention: float | None) -> Stream:
         """A partition's stream: a broker node, so the broker's timers apply its retention."""
         return self.broker.declare_stream(name, StreamOptions(max_age=retention))
@@ -149,18 +157,11 @@ class EventHubsLayer:
     # -------------------------------------------------------------- attach
 
     def opened(self, connection: BrokerConnection, hostname: str | None) -> Error | None:
-        return self.servicebus.opened(connection, hostname)  # the SDKs name the namespace's host
+        return None  # any hostname: the SDKs name the namespace's host
 
     def attach(self, connection: BrokerConnection, link: Link) -> bool:
         address = link.address
-        if not isinstance(address, str):
-            return False
-        if address == CBS:
-            self._clients.add(connection)
-            if _names_event_hubs(connection.engine.remote_properties):
-                self._hub_clients.add(connection)
-            return self.servicebus.attach(connection, link)
-        if connection not in self._clients:
+        if not isinstance(address, str) or not self.claims.authenticated(connection):
             return False
         if node_name(address) == MANAGEMENT:
             self._attach_management(connection, link)
@@ -172,14 +173,16 @@ class EventHubsLayer:
             else:
                 self._attach_producer(connection, link, parsed)
             return True
-        return self.servicebus.attach(connection, link)
+        return False  # the next layer's (Service Bus)
 
     def _is_event_hub(self, parsed: HubAddress, connection: BrokerConnection, link: Link) -> bool:
         if parsed.partition is not None or parsed.hub in self.hubs:
             return True
         if not self.broker.config.auto_create:
             return False
-        return connection in self._hub_clients or GEOREPLICATION in (link.attach.desired_capabilities or ())
+        # A client whose ``open`` names an Event Hubs SDK: a hub name it sends to is a hub.
+        hub_client = _names_event_hubs(connection.engine.remote_properties)
+        return hub_client or GEOREPLICATION in (link.attach.desired_capabilities or ())
 
     def _attach_management(self, connection: BrokerConnection, link: Link) -> None:
         engine = connection.engine
@@ -323,15 +326,13 @@ class EventHubsLayer:
     # Partitions are broker streams: the broker's own timers apply their retention.
 
     def next_deadline(self) -> float | None:
-        return self.servicebus.next_deadline()
+        return None
 
     def run_timers(self, now: float) -> None:
-        self.servicebus.run_timers(now)
+        pass
 
     def reset(self) -> None:
-        self.servicebus.reset()
         self.hubs.clear()
-        self._clients = weakref.WeakSet()
         self._declare()
 
 

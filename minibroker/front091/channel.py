@@ -312,8 +312,12 @@ class Channel:
             if method.if_empty and queue.available_count:
                 raise AMQP091Error(codes.PRECONDITION_FAILED, f"queue '{name}' in vhost '/' is not empty", 50, 40)
             count = queue.available_count
-        self.vhost.delete_queue(name)
+        # delete-ok goes before the basic.cancel its consumers get (those on this connection
+        # too), as RabbitMQ orders them: its channel answers the delete, then learns the queue
+        # ended.  py-amqp raises ConsumerCancelled for a cancel that comes while it waits for the
+        # delete-ok (kombu's test_ack_from_another_thread deletes a queue it consumes from).
         self._reply(QueueDeleteOk(message_count=count), method.nowait)
+        self.vhost.delete_queue(name)
 
     # ------------------------------------------------------------------- basic
 

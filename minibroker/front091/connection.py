@@ -22,6 +22,7 @@ from ..amqp091 import errors as codes
 from ..amqp091.connection import Connection, ConnectionConfig
 from ..amqp091.errors import AMQP091Error
 from ..amqp091.events import (
+    Answer,
     ChannelClosed,
     ChannelOpened,
     ConnectionClosed,
@@ -30,6 +31,7 @@ from ..amqp091.events import (
     MethodReceived,
     Published,
 )
+from ..amqp091.observed import MethodFrame
 from ..broker.client_connection import OUTPUT_BOUND
 from .access import Access
 from .channel import Channel
@@ -80,7 +82,7 @@ class Connection091:
         # one is reported in ``login_failed``, and the engine handles a read whole.
         self.hold_logins = self.login_held = self.login_failed = self.backlogged = False
         config = broker.config
-        rabbitmq = config.rabbitmq
+        rabbitmq = config.layers.get("rabbitmq")  # the RabbitMQ layer's options (users, virtual hosts)
         self._users = {**DEFAULT_USERS, **(dict(rabbitmq.users) if rabbitmq is not None else {}), **config.users}
         self._vhosts = tuple(rabbitmq.vhosts) if rabbitmq is not None else ("/",)
         self.engine = Connection(
@@ -101,6 +103,36 @@ class Connection091:
         self.channels: dict[int, Channel] = {}
         #: The logged-in user under ``BrokerConfig.permissions`` (access.py), set by ``connection.open``.
         self.access = Access(None, None, "/")
+        # The broker's tap sees this connection's methods while it has observers (broker/tap.py).
+        broker.tap.watch(self)
+        self.tap_changed(broker.tap.active)
+
+    # ------------------------------------------------------------ the tap
+
+    def tap_changed(self, active: bool) -> None:
+        """The tap gained its first observer or lost its last: hook the engine to it, or unhook it."""
+        self.engine.hook = self if active else None
+
+    @property
+    def container_id(self) -> str | None:
+        """What names this client in the frame log and the picture, as a 1.0 container-id does:
+        the ``connection_name`` its client announced in ``start-ok`` (pika's
+        ``client_properties``), else its ``product``; None before ``start-ok``."""
+        properties = self.engine.client_properties
+        name = properties.get("connection_name") or properties.get("product")
+        return str(name) if name else None
+
+    def frame_in(self, channel: int, frame: MethodFrame) -> None:
+        self.broker.tap.frame_in(self, channel, frame)
+
+    def frame_out(self, channel: int, frame: MethodFrame | None, data: bytes) -> bytes:
+        return self.broker.tap.frame_out(self, channel, frame, data)
+
+    def write(self, data: bytes) -> None:
+        """Send ``data`` as it is (frames an observer withheld) and wake this connection's writer."""
+        self.engine.send_raw(data)
+        self.broker.mark_dirty(self)
+        self.broker.flush()
 
     # ------------------------------------------------------------ Gatekeeper
 
@@ -204,16 +236,11 @@ class Connection091:
     def _run(self, step: Callable[[], list[Event]]) -> None:
         """Run an engine step and act on its events; a broker bug closes this connection (541), no other."""
         try:
-            events = step()
-            while True:
-                for event in events:
-                    self._event(event)
-                # Confirms go out per read, several publishes in one basic.ack with multiple.
-                for channel in self.channels.values():
-                    channel.flush_confirms()
-                if not self.engine.held_for_events:
-                    break
-                events = self.engine.read_held()  # a close the events above had to precede
+            for event in step():
+                self._event(event)
+            # Confirms go out per read, several publishes in one basic.ack with multiple.
+            for channel in self.channels.values():
+                channel.flush_confirms()
         except Exception as exc:
             self.broker.errors.append(exc)
             self.engine.close(AMQP091Error(codes.INTERNAL_ERROR, f"broker error: {type(exc).__name__}: {exc}"))
@@ -230,6 +257,13 @@ class Connection091:
             self._on_channel(event.channel, lambda channel: channel.handle(event.method))
         elif isinstance(event, Published):
             self._on_channel(event.channel, lambda channel: channel.publish(event.method, event.properties, event.body))
+        elif isinstance(event, Answer):
+            # The engine's close-ok (or the like) after the replies to the methods before it,
+            # the confirms of the publishes before it included (all channels' for channel 0).
+            for number, confirming in self.channels.items():
+                if event.channel in (0, number):
+                    confirming.flush_confirms()
+            self.engine.send(event.channel, event.method)
         elif isinstance(event, ChannelOpened):
             self.channels[event.channel] = Channel(self, event.channel)
         elif isinstance(event, ChannelClosed):

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..amqp091 import errors as codes
 from ..amqp091.errors import AMQP091Error
-from ..broker.config import QueueOptions, RabbitMQOptions
+from ..broker.config import QueueOptions
 from ..broker.publish import Source
 from ..broker.queue import Queue
 from ..broker.stored import Entry, StoredMessage
@@ -29,6 +29,7 @@ from ..broker.stream import Stream
 from ..rabbitmq.arguments import QueueSpec, dead_letter_target, queue_spec
 from ..rabbitmq.exchanges import DEFAULT_EXCHANGES, Binding, ExchangeError, Exchanges, RoutingRefused
 from ..rabbitmq.expiry import QueueExpiry
+from ..rabbitmq.options import RabbitMQOptions
 from .consumers import Ranking
 from .conversion import X_EXCHANGE, X_ROUTING_KEY, record_death
 from .replyto import ReplyTargets
@@ -82,8 +83,9 @@ class VirtualHost:
         # would keep every broker that had a 0-9-1 client, with all its messages, for ever.
         self.broker = cast("Broker", weakref.proxy(broker))
         # The RabbitMQ layer's declaration bounds apply to 0-9-1 clients too (docs/limits-and-security.md).
-        self.options = broker.config.rabbitmq or RabbitMQOptions()
+        self.options = broker.config.layers.get("rabbitmq") or RabbitMQOptions()
         options = self.options
+        self._shared: Exchanges | None = None
         self._own = Exchanges(self.is_queue, options.max_exchanges, options.max_bindings, options.max_topic_visits)
         #: Queues declared over 0-9-1: how, for redeclarations (RabbitMQ's equivalence check).
         self.specs: dict[str, QueueSpec] = {}
@@ -139,8 +141,10 @@ class VirtualHost:
     @property
     def exchanges(self) -> Exchanges:
         """The RabbitMQ 4 layer's exchanges when it is on (shared with its AMQP 1.0 clients), else ours."""
-        shared = getattr(self.broker.extension, "exchanges", None)
-        return shared if isinstance(shared, Exchanges) else self._own
+        if self._shared is None:  # looked up until found: a layer, once on, stays on (and keeps its Exchanges)
+            shared = getattr(self.broker.layer("rabbitmq"), "exchanges", None)
+            self._shared = shared if isinstance(shared, Exchanges) else None
+        return self._shared if self._shared is not None else self._own
 
     def is_queue(self, name: str) -> bool:
         node = self.broker.router.nodes.get(name)

@@ -8,29 +8,29 @@ client attaches ``/management``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ..broker.config import RabbitMQOptions as RabbitMQOptions
-from ..broker.extension import Extension
 from .addresses import exchange_address as exchange_address
 from .addresses import queue_address as queue_address
+from .options import RabbitMQOptions as RabbitMQOptions
 from .snapshots import BindingSnapshot as BindingSnapshot
 from .snapshots import ExchangeSnapshot as ExchangeSnapshot
 
 if TYPE_CHECKING:
-    from ..broker.engine import Broker
+    from ..broker.layers import Layer, LayerHost
 
 __all__ = [
     "RabbitMQOptions", "BindingSnapshot", "ExchangeSnapshot", "build_layer", "exchange_address", "queue_address", "uri",
 ]  # fmt: skip
 
 
-def build_layer(broker: Broker) -> Extension:
-    """The RabbitMQ layer for ``broker``: the factory ``minibroker.broker.extension`` registers for
-    ``/management`` (imported only when a broker turns the layer on)."""
+def build_layer(broker: LayerHost, options: Any) -> Layer:
+    """The RabbitMQ layer for ``broker`` with ``options`` (None: turned on by ``/management``, the
+    defaults and the broker's own identity), imported only now; registered as ``rabbitmq``
+    (``minibroker.layers``), which cannot run beside the Azure layers."""
     from .layer import RabbitMQLayer
 
-    return RabbitMQLayer(broker, broker.config.rabbitmq)
+    return RabbitMQLayer(broker, options)
 
 
 def uri(port: int, host: str = "127.0.0.1", user: str = "guest", password: str = "guest") -> str:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import quote, unquote
 
-from ..broker.addresses import RABBITMQ_EXCHANGE_PREFIX, RABBITMQ_QUEUE_PREFIX
+from ..broker.addresses import QUEUE_PATH_PREFIX
 
 __all__ = [
     "MANAGEMENT",
@@ -43,8 +43,8 @@ __all__ = [
 ]
 
 MANAGEMENT = "/management"
-QUEUES = RABBITMQ_QUEUE_PREFIX
-EXCHANGES = RABBITMQ_EXCHANGE_PREFIX
+QUEUES = QUEUE_PATH_PREFIX
+EXCHANGES = "/exchanges/"
 
 
 class AddressError(ValueError):

@@ -16,7 +16,7 @@ from .arguments import QueueSpec
 from .exchanges import Exchanges
 
 if TYPE_CHECKING:
-    from ..broker.engine import Broker
+    from ..broker.layers import LayerHost
 
 __all__ = ["RabbitMQHost"]
 
@@ -25,7 +25,7 @@ class RabbitMQHost(Protocol):
     """The RabbitMQ layer as its links and its management node use it."""
 
     @property
-    def broker(self) -> Broker: ...
+    def broker(self) -> LayerHost: ...
 
     @property
     def exchanges(self) -> Exchanges: ...

@@ -27,11 +27,12 @@ from ..amqp.messaging import Accepted, MessageAnnotations, Rejected, Released, S
 from ..amqp.performatives import Error, amqp_error
 from ..amqp.types import symbol
 from ..broker.attach import Refusal, capabilities
-from ..broker.config import RabbitMQOptions
+from ..broker.client_connection import ConnectionIdentity
 from ..broker.publish import Source as MessageSource
 from ..broker.publish import route_all
 from ..broker.queue import Queue
 from ..broker.replies import ReplyLink
+from ..broker.router import NodeError
 from ..broker.stored import Entry, StoredMessage
 from ..protocol.endpoints import Link
 from .addresses import (
@@ -47,11 +48,12 @@ from .arguments import QueueSpec, dead_letter_target
 from .exchanges import MAX_KEY_BYTES, Binding, ExchangeError, Exchanges, RoutingRefused, key_too_long
 from .expiry import QueueExpiry
 from .links import X_EXCHANGE, X_ROUTING_KEY, ManagementRequests, Publisher, RabbitConsumer
+from .options import RabbitMQOptions
 from .snapshots import BindingSnapshot, ExchangeSnapshot
 
 if TYPE_CHECKING:
     from ..broker.client_connection import BrokerConnection
-    from ..broker.engine import Broker
+    from ..broker.layers import LayerHost
 
 __all__ = ["RabbitMQLayer", "DIRECT_REPLY_TO_CAPABILITY"]
 
@@ -73,8 +75,20 @@ NODE_NAME = "rabbit@minibroker"
 class RabbitMQLayer:
     """RabbitMQ 4 semantics for the broker's clients (see the module docstring)."""
 
-    def __init__(self, broker: Broker, options: RabbitMQOptions | None = None) -> None:
+    def __init__(self, broker: LayerHost, options: RabbitMQOptions | None = None) -> None:
         self.broker = broker
+        #: Given options (the broker was asked to be RabbitMQ, not only turned on by ``/management``):
+        #: every connection's ``open`` says product ``RabbitMQ`` and ``version``, as its client
+        #: requires, and answers an attach before the transfers read with it, RabbitMQ's order.
+        self.identity = (
+            ConnectionIdentity(
+                {"product": "RabbitMQ", "version": options.version, "minibroker": True},
+                users=options.users,
+                attach_answer_alone=True,
+            )
+            if options is not None
+            else None
+        )
         self.options = options or RabbitMQOptions()
         options = self.options
         self.exchanges = Exchanges(self.is_queue, options.max_exchanges, options.max_bindings, options.max_topic_visits)
@@ -389,6 +403,19 @@ class RabbitMQLayer:
     def bind(self, binding: Binding) -> None:
         self.exchanges.bind(binding)
 
+    def publish_to_exchange(self, address: str, payload: bytes) -> None:
+        """Route an encoded message to ``/exchanges/{name}/{key}`` as a client's publish would (the
+        Python API's ``publish``; unroutable: counted, dropped).  Raises for an exchange that does
+        not exist or refuses it (an internal exchange takes no publishers)."""
+        destination = parse_destination(address)
+        if destination.name not in self.exchanges.exchanges:
+            raise NodeError(f"no exchange named {destination.name!r}; declare it first (broker.declare_exchange)")
+        now = self.broker.now()
+        outcome = self.publish(destination, StoredMessage(payload, now), now, MessageSource.API)
+        error = getattr(outcome, "error", None)
+        if error is not None:
+            raise ValueError(f"{address!r} refused the message: {error.description}")
+
     # ------------------------------------------------------------------ timers
     #
     # x-expires (RabbitMQ: "queue TTL"): a queue unused for that long is deleted.  Unused: no
@@ -414,8 +441,7 @@ class RabbitMQLayer:
         self.expiry.run_timers(now)
 
     def _timers_changed(self) -> None:
-        if self.broker.on_timers_changed is not None:
-            self.broker.on_timers_changed()
+        self.broker.timers_changed()
 
     def reset(self) -> None:
         self.exchanges.reset()

@@ -28,13 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..broker.config import (
-    CorrelationFilter,
-    EntityProperties,
-    ServiceBusOptions,
-    SqlFilter,
-    SubscriptionRule,
-)
+from .options import CorrelationFilter, EntityProperties, ServiceBusOptions, SqlFilter, SubscriptionRule
 
 __all__ = ["load_emulator_config", "parse_duration"]
 

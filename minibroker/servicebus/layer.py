@@ -21,7 +21,8 @@ broker see plain AMQP 1.0.
 
 The parts below the layer do not know it: they call down into
 :class:`~minibroker.servicebus.settlement.Settlement` to settle, and the
-layer sees the broker only through :class:`~minibroker.servicebus.host.ServiceBusHost`.
+layer sees the broker only through :class:`~minibroker.broker.layers.LayerHost`; which connections
+authenticated is the shared claims component's (:mod:`.claims`), which takes ``$cbs``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import uuid
-import weakref
 from collections import deque
 from typing import Any, NamedTuple
 
@@ -37,8 +37,8 @@ from ..amqp import errors as conditions
 from ..amqp.messaging import Accepted, Properties, Rejected
 from ..amqp.performatives import RCV_FIRST, Error, amqp_error
 from ..amqp.types import symbol, ulong
-from ..broker.client_connection import BrokerConnection
-from ..broker.config import SERVICE_BUS_MESSAGE_SIZE, EntityProperties, ServiceBusOptions
+from ..broker.client_connection import BrokerConnection, ConnectionIdentity
+from ..broker.layers import LayerHost
 from ..broker.node import Node
 from ..broker.permissions import ANONYMOUS_USER
 from ..broker.publish import Source
@@ -48,11 +48,12 @@ from ..broker.stored import StoredMessage
 from ..broker.topic import SubscriptionRules, Topic
 from ..protocol import LinkState
 from ..protocol.endpoints import Link
-from .addresses import CBS, SUBSCRIPTIONS, Entity, node_name, parse_address
+from .addresses import SUBSCRIPTIONS, Entity, node_name, parse_address
+from .claims import claims_of
 from .consumer import ServiceBusConsumer
 from .duplicates import MAX_ID_LENGTH, DuplicateDetection, id_too_long
-from .host import ServiceBusHost
-from .management import Management, put_token
+from .management import Management
+from .options import SERVICE_BUS_MESSAGE_SIZE, EntityProperties, ServiceBusOptions
 from .requests import Handler, ReplyLink, RequestLink
 from .rules import Rules, RuleSet
 from .scheduler import Scheduler
@@ -92,8 +93,13 @@ class _Waiting(NamedTuple):
 class ServiceBusLayer:
     """Service Bus semantics for the connections that authenticated through ``$cbs``."""
 
-    def __init__(self, broker: ServiceBusHost, options: ServiceBusOptions | None = None) -> None:
+    #: Connections present themselves as the broker's own.
+    identity: ConnectionIdentity | None = None
+
+    def __init__(self, broker: LayerHost, options: ServiceBusOptions | None = None) -> None:
         self.broker = broker
+        #: Which connections attached ``$cbs`` (the component shared with the Event Hubs layer).
+        self.claims = claims_of(broker)
         self.options = options or ServiceBusOptions()
         #: What senders' attach answers advertise: the tier's quota (Azure Service Bus quotas).
         self.max_message_size = SERVICE_BUS_MESSAGE_SIZE[self.options.tier]
@@ -104,7 +110,6 @@ class ServiceBusLayer:
         self.duplicates = DuplicateDetection()
         self._forward_depth = 0  # subscriptions forwarding into topics, nested: bounded by MAX_FORWARD_HOPS
         self._waiting: list[_Waiting] = []  # session receivers waiting for a free session, oldest first
-        self._clients: weakref.WeakSet[BrokerConnection] = weakref.WeakSet()
         self._link_ids = itertools.count(-1, -1)  # apart from the broker's own (positive) link ids
         broker.router.dead_letter_hook = self.settlement.dead_lettering
         self._declare()
@@ -129,11 +134,7 @@ class ServiceBusLayer:
         address = link.address
         if not isinstance(address, str):
             return False
-        if address == CBS:
-            self._clients.add(connection)
-            self._attach_pair(connection, link, CBS, put_token, "status-code", "status-description")
-            return True
-        if connection not in self._clients:
+        if not self.claims.authenticated(connection):
             return False
         entity = parse_address(address)
         if entity.management:
@@ -475,8 +476,7 @@ class ServiceBusLayer:
             self._serve_waiting(now)
 
     def _timers_changed(self) -> None:
-        if self.broker.on_timers_changed is not None:
-            self.broker.on_timers_changed()
+        self.broker.timers_changed()
 
     def reset(self) -> None:
         self.settlement.clear()
@@ -485,7 +485,6 @@ class ServiceBusLayer:
         self.rules.clear()
         self.duplicates.clear()
         self._waiting = []
-        self._clients = weakref.WeakSet()
         self._declare()
 
 

@@ -49,7 +49,7 @@ from .sections import SCHEDULED_ENQUEUE_TIME, delivery_payload, millis
 from .sessions import SESSION_LOCK_LOST, Sessions, StateRefused
 from .settlement import Settlement
 
-__all__ = ["Management", "ManagementContext", "OPERATION_RIGHTS", "put_token"]
+__all__ = ["Management", "ManagementContext", "OPERATION_RIGHTS"]
 
 MESSAGE_NOT_FOUND = "com.microsoft:message-not-found"
 SESSION_NOT_FOUND = "com.microsoft:session-not-found"
@@ -100,14 +100,6 @@ class ManagementContext(Protocol):
 
     def refusal(self, user: str | None, right: str, address: str) -> str | None:
         """Why ``user`` may not use ``right`` on ``address``, or None if it may."""
-
-
-def put_token(request: Message) -> Response:
-    """``$cbs`` put-token: any token is accepted (202)."""
-    operation = (request.application_properties or {}).get("operation")
-    if operation != "put-token":
-        return Response(501, f"$cbs supports put-token, not {operation!r}", None, _condition(conditions.NOT_IMPLEMENTED))
-    return Response(202, "Accepted")
 
 
 def _condition(condition: str) -> dict[str, Any]:

@@ -30,9 +30,9 @@ from typing import Any, NamedTuple
 
 from ..amqp.messaging import Properties
 from ..amqp.types import Described, timestamp, ulong
-from ..broker.config import DEFAULT_RULE, CorrelationFilter, SqlFilter, SubscriptionRule
 from ..broker.selector import SelectorError, parse_selector, parse_value
 from ..broker.stored import StoredMessage
+from .options import DEFAULT_RULE, CorrelationFilter, SqlFilter, SubscriptionRule
 from .sections import with_bare
 
 __all__ = ["RuleError", "RuleSet", "Rules", "rule_from_description", "describe_rule"]

@@ -21,11 +21,11 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from ..broker.config import EntityProperties, ServiceBusOptions
 from ..broker.queue import Queue
 from ..broker.stored import Entry
 from ..protocol.endpoints import Delivery
 from .locks import DEFERRED, Holder, Lock, LockTable
+from .options import EntityProperties, ServiceBusOptions
 from .sections import DEAD_LETTER_SOURCE, with_application_properties
 
 __all__ = ["Settlement", "DEAD_LETTER", "MAX_DELIVERY_COUNT_EXCEEDED"]

@@ -30,7 +30,9 @@ def pytest_minibroker_configure(config: BrokerConfig, node: pytest.Item) -> None
 
 @hookspec
 def pytest_minibroker_frame(broker: Any, record: FrameRecord) -> None:
-    """Observe one frame in (``record.direction == "in"``) or out of a test's broker."""
+    """Observe one frame in (``record.direction == "in"``) or out of a test's broker: an AMQP 1.0
+    performative, or an AMQP 0-9-1 method with its content (``record.protocol`` says which;
+    ``record.name``, ``record.fields`` and ``record.summary`` read the same for both)."""
 
 
 @hookspec

@@ -6,7 +6,11 @@ log, the diagram, in a collapsible section; then the whole traceback, collapsed.
 
 The diagram has one lane for the broker and one per connection, headed by the connection's
 container-id, its peer address and the links it attached with their addresses (``-> 'orders'``
-a producer's, ``<- 'orders'`` a consumer's).  An arrow per frame over time (into the broker or out
+a producer's, ``<- 'orders'`` a consumer's).  AMQP 0-9-1 connections have lanes of the same kind:
+headed by the client's connection name or product, with the queues it consumed from (``<-
+'orders' [ctag]``) and where it published (``-> 'orders'`` through the default exchange, ``->
+'logs' key 'order.new'`` through another); their arrows are methods (``basic.publish``,
+``basic.deliver`` with its channel and delivery-tag), a message's body on its method's arrow.  An arrow per frame over time (into the broker or out
 of it), labelled with its performative between the arrow's lane and the lane left of it, so no
 label crosses another lane (cut short with ``...`` when it does not fit; whole on hover); a note
 on the broker's lane for every message it routed, with the body inline (and in full on hover);
@@ -23,9 +27,11 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from minibroker import FrameRecord
 from minibroker.amqp.performatives import Attach, Disposition
+from minibroker.broker.wireframes import AMQP10
 
-from .report import Frame, Routed, State, format_section, summarize
+from .report import Frame, Routed, State, format_section
 
 __all__ = ["failure_excerpt", "page_path", "render", "write"]
 
@@ -122,9 +128,23 @@ def _address(terminus: Any) -> str:
     return "(anonymous)" if address is None else repr(str(address))
 
 
+def _link_091(frame: Any) -> str | None:
+    """A lane header's line for a 0-9-1 method that names where a client consumes or publishes."""
+    fields = frame.fields()
+    if frame.name == "basic.consume":
+        return f"<- {fields.get('queue', '')!r} [{fields.get('consumer-tag', '')}]"
+    if frame.name == "basic.get":
+        return f"<- {fields.get('queue', '')!r} [basic.get]"
+    if frame.name == "basic.publish":
+        exchange, key = fields.get("exchange", ""), fields.get("routing-key", "")
+        return f"-> {key!r}" if exchange == "" else f"-> {exchange!r} key {key!r}"
+    return None
+
+
 def _lanes(events: tuple[Frame | Routed, ...]) -> dict[str, _Lane]:
     """The connections in order of first appearance, with the links their clients attached
-    (Part 2 §2.7.3: a sender's target, a receiver's source is the address it uses)."""
+    (Part 2 §2.7.3: a sender's target, a receiver's source is the address it uses), or for
+    AMQP 0-9-1 the queues they consumed from and the exchanges and keys they published to."""
     lanes: dict[str, _Lane] = {}
     for event in events:
         if not isinstance(event, Frame):
@@ -142,6 +162,10 @@ def _lanes(events: tuple[Frame | Routed, ...]) -> dict[str, _Lane]:
                 line = f"-> {_address(performative.target)} [{performative.name}]"
             if line not in lane.links:
                 lane.links.append(line)
+        elif record.direction == "in" and record.protocol != AMQP10:
+            line091 = _link_091(performative)
+            if line091 is not None and line091 not in lane.links:
+                lane.links.append(line091)
     return lanes
 
 
@@ -167,8 +191,10 @@ def _inline(text: str, limit: int = INLINE) -> str:
 # --------------------------------------------------------------------------- faults
 
 
-def _frame_name(performative: Any) -> str:
-    return type(performative).__name__.lower()
+def _frame_name(record: FrameRecord) -> str:
+    """The name a firing gives the frame it acted on: the class of a 1.0 performative (``transfer``,
+    ``saslinit``), the ``class.method`` of a 0-9-1 method (``basic.deliver``)."""
+    return type(record.performative).__name__.lower() if record.protocol == AMQP10 else record.name
 
 
 def _acted_on(firing: Any, event: Frame | Routed, lane: int | None, lanes: list[str]) -> bool:
@@ -178,8 +204,11 @@ def _acted_on(firing: Any, event: Frame | Routed, lane: int | None, lanes: list[
         return False
     words = str(getattr(firing, "frame", "")).split(" ")
     performative = event.record.performative
-    if _frame_name(performative) != words[0]:
+    if _frame_name(event.record) != words[0]:
         return False
+    tag = re.search(r"delivery-tag=(\d+)", str(getattr(firing, "frame", "")))
+    if tag and event.record.protocol != AMQP10:  # 0-9-1: the delivery-tag of the channel it names
+        return event.record.fields.get("delivery-tag") == int(tag.group(1))
     found = re.search(r"delivery-id=(\d+)", str(getattr(firing, "frame", "")))
     if words[0] == "transfer" and found:
         return getattr(performative, "delivery_id", None) == int(found.group(1))
@@ -211,10 +240,33 @@ def _placed(firings: list[Any], events: tuple[Frame | Routed, ...], lanes: list[
 # --------------------------------------------------------------------------- the page
 
 
+#: 0-9-1 arguments an arrow's label leaves to its hover text: long (pika's consumer tags are 38
+#: characters, and the lane's header names them) or seldom what a reader looks for.
+LABEL_LEFT_OUT = frozenset(
+    {"consumer-tag", "message-count", "consumer-count", "content-type", "delivery-mode", "correlation-id",
+     "reply-to", "message-id", "expiration"}
+)  # fmt: skip
+
+
+def _label_091(record: FrameRecord) -> str:
+    """A 0-9-1 arrow's label: the method, its telling arguments, then the body (as a 1.0 transfer's
+    label ends with its message), so that a cut label still shows the delivery-tag and body."""
+    parts = [record.name]
+    for key, value in record.fields.items():
+        if key in LABEL_LEFT_OUT or (key == "exchange" and value == ""):
+            continue
+        parts.append(key if value is True else f"{key}={value!r}" if isinstance(value, str) else f"{key}={value}")
+    text = " ".join(parts)
+    return text if record.body is None else f"{text}: {record.body}"
+
+
 def _label(event: Frame) -> tuple[str, str]:
     """An arrow's label and its hover text."""
     record = event.record
-    summary = summarize(record.performative)
+    if record.protocol != AMQP10:
+        label = f"[{record.channel}] {_label_091(record)}"
+        return label, f"[{record.channel}] {record.summary}\n{record.performative!r}"
+    summary = record.summary
     if isinstance(record.performative, Attach):  # role and termini first: a long name may be cut
         name = f" {str(record.performative.name)!r}"
         summary = summary.replace(name, "", 1) + name

@@ -1,6 +1,7 @@
 """What a failing test's report shows about its broker: queues with their messages, streams with
-their newest, RabbitMQ exchanges with their bindings, the last frames by performative name, fault
-firings; plus the recorder the HTML picture is drawn from."""
+their newest, RabbitMQ exchanges with their bindings, the last frames by name (AMQP 1.0
+performatives and AMQP 0-9-1 methods alike, one line each: ``minibroker.broker.wireframes``),
+fault firings; plus the recorder the HTML picture is drawn from."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from minibroker.amqp import codec
 from minibroker.amqp.message import decode_message
 from minibroker.amqp.performatives import Transfer
 from minibroker.broker.tap import Observer, TapConnection
+from minibroker.broker.wireframes import summarize
 from minibroker.protocol import events as ev
 
 __all__ = ["Frame", "Recorder", "Routed", "State", "capture", "format_section", "summarize"]
@@ -24,70 +26,6 @@ SHORT = 120
 def _short(value: Any, limit: int = SHORT) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _error(error: Any) -> str:
-    if error is None:
-        return ""
-    description = f" {error.description!r}" if getattr(error, "description", None) else ""
-    return f" error={error.condition}{description}"
-
-
-def _terminus(terminus: Any) -> str:
-    if terminus is None:
-        return "null"
-    if getattr(terminus, "dynamic", False):
-        return "dynamic"
-    address = getattr(terminus, "address", None)
-    return "null" if address is None else repr(str(address))
-
-
-def _state(state: Any) -> str:
-    if state is None:
-        return ""
-    return " " + type(state).__name__.lower()
-
-
-def _n(value: Any) -> str:
-    """A wire number without its AMQP type (``uint(3)`` -> ``3``)."""
-    return "null" if value is None else str(int(value))
-
-
-def summarize(performative: Any) -> str:
-    """One short line naming what a frame says: ``attach 'orders-sender' sender target='orders'``."""
-    descriptor = str(getattr(performative, "DESCRIPTOR_NAME", ""))
-    name = descriptor.split(":")[1] if descriptor.count(":") >= 2 else type(performative).__name__.lower()
-    p = performative
-    if name == "open":
-        return f"open container-id={p.container_id!r}"
-    if name == "begin":
-        return "begin" + (f" remote-channel={_n(p.remote_channel)}" if p.remote_channel is not None else "")
-    if name == "attach":
-        role = "receiver" if p.role else "sender"
-        return f"attach {str(p.name)!r} handle={_n(p.handle)} {role} source={_terminus(p.source)} target={_terminus(p.target)}"
-    if name == "flow":
-        if p.handle is None:
-            return f"flow session incoming-window={_n(p.incoming_window)}"
-        drain = " drain" if p.drain else ""
-        return f"flow handle={_n(p.handle)} credit={_n(p.link_credit)} delivery-count={_n(p.delivery_count)}{drain}"
-    if name == "transfer":
-        flags = "".join(f" {flag}" for flag in ("settled", "more", "aborted") if getattr(p, flag))
-        return f"transfer handle={_n(p.handle)} delivery-id={_n(p.delivery_id)}{flags}{_state(p.state)}"
-    if name == "disposition":
-        ids = _n(p.first) if p.last is None or p.last == p.first else f"{_n(p.first)}..{_n(p.last)}"
-        role = "receiver" if p.role else "sender"
-        return f"disposition {role} {ids}{' settled' if p.settled else ''}{_state(p.state)}"
-    if name == "detach":
-        return f"detach handle={_n(p.handle)}{' closed' if p.closed else ''}{_error(p.error)}"
-    if name in ("end", "close"):
-        return name + _error(p.error)
-    if name == "sasl-mechanisms":
-        return "sasl-mechanisms " + " ".join(str(m) for m in p.sasl_server_mechanisms or ())
-    if name == "sasl-init":
-        return f"sasl-init {p.mechanism}"
-    if name == "sasl-outcome":
-        return f"sasl-outcome code={_n(p.code)}"
-    return _short(performative, 80)
 
 
 def _body(payload: bytes) -> Any:
@@ -304,7 +242,7 @@ def format_section(state: State, html_path: str | None = None, *, frames: bool =
         for record in state.frames:
             arrow = "->" if record.direction == "in" else "<-"
             lines.append(
-                f"  {record.time - start:+9.3f}s {arrow} {record.connection} [{record.channel}] {summarize(record.performative)}"
+                f"  {record.time - start:+9.3f}s {arrow} {record.connection} [{record.channel}] {record.summary}"
             )
     elif state.frames_total == 0 and frames:
         lines.append("no frames exchanged")

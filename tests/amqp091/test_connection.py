@@ -15,6 +15,7 @@ from minibroker.amqp091._state import ChannelState, ConnectionState
 from minibroker.amqp091.connection import Connection, ConnectionConfig
 from minibroker.amqp091.errors import AMQP091Error
 from minibroker.amqp091.events import (
+    Answer,
     ChannelClosed,
     ChannelOpened,
     ConnectionClosed,
@@ -163,6 +164,24 @@ def test_channels_open_and_close_both_ways() -> None:
     assert client.method(2, m.ChannelClose(reply_code=200)) == [ChannelClosed(2, None, by_peer=True)]
     assert [type(f[1]) for f in client.read()] == [m.ChannelOpenOk, m.ChannelCloseOk]
     assert 2 not in client.server.channels
+
+
+def test_a_close_read_after_reported_methods_is_answered_by_the_owner_in_order() -> None:
+    # The owner answers the declare; close-ok must follow it (RabbitMQ answers a channel's methods
+    # in order), so it comes as an Answer event; on another channel it is written at once.
+    client = Client()
+    client.open(1)
+    client.method(2, m.ChannelOpen())
+    client.read()
+    close = m.ChannelClose(reply_code=200)
+    events = client.send(
+        method_frame(1, m.QueueDeclare(queue="q")) + method_frame(1, close) + method_frame(2, close)
+    )
+    assert events == [
+        MethodReceived(1, m.QueueDeclare(queue="q")), Answer(1, m.ChannelCloseOk()), ChannelClosed(1, None, by_peer=True),
+        ChannelClosed(2, None, by_peer=True),
+    ]  # fmt: skip
+    assert client.read() == [(2, m.ChannelCloseOk())]
 
 
 @pytest.mark.parametrize(

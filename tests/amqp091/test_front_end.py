@@ -18,8 +18,8 @@ from minibroker.amqp091.frames import PROTOCOL_HEADER, FrameReader, content_fram
 from minibroker.amqp091.methods import decode_method
 from minibroker.amqp091.properties import BasicProperties, decode_content_header
 from minibroker.broker.clock import ManualClock
-from minibroker.broker.config import BrokerConfig
 from minibroker.broker.engine import Broker
+from minibroker.config import BrokerConfig
 from minibroker.front091 import PROTOCOL_HEADER as FRONT_END_HEADER
 from minibroker.front091.connection import Connection091
 
@@ -314,7 +314,7 @@ def test_a_transaction_holds_a_bounded_number_of_bytes(client: Client, broker: B
 
 
 def test_exchange_declarations_are_bounded(broker: Broker) -> None:
-    from minibroker.broker.config import RabbitMQOptions
+    from minibroker.rabbitmq.options import RabbitMQOptions
 
     bounded = Broker(BrokerConfig(rabbitmq=RabbitMQOptions(max_exchanges=2, max_queues=1)), clock=ManualClock())
     client = Client(bounded)

@@ -12,6 +12,7 @@ from minibroker.amqp.message import Message
 from minibroker.amqp.messaging import Header
 from minibroker.amqp.types import symbol
 from minibroker.amqp091 import methods as m
+from minibroker.amqp091.frames import method_frame
 from minibroker.broker.clock import ManualClock
 from minibroker.broker.engine import Broker
 
@@ -400,3 +401,38 @@ def test_deleting_a_stream_cancels_its_readers_and_closing_frees_them(client: Cl
     methods = client.methods()
     assert any(isinstance(method, m.BasicCancel) and method.consumer_tag == "r" for method in methods)
     assert "s" not in broker.router.streams
+
+
+def test_delete_ok_comes_before_the_cancels_of_the_queues_consumers(client: Client) -> None:
+    # RabbitMQ 3.10 answers queue.delete, then tells the consumers (on the deleting channel and
+    # the connection's others) with basic.cancel; py-amqp raises ConsumerCancelled for a cancel
+    # that arrives while it waits for delete-ok (kombu's test_ack_from_another_thread).
+    client.method(1, m.QueueDeclare(queue="doomed"))
+    client.method(1, m.BasicConsume(queue="doomed", consumer_tag="own"))
+    client.method(2, m.ChannelOpen())
+    client.method(2, m.BasicConsume(queue="doomed", consumer_tag="other"))
+    client.read()
+    client.method(1, m.QueueDelete(queue="doomed"))
+    assert [(channel, type(method).__name__) for channel, method in client.read()] == [
+        (1, "QueueDeleteOk"), (1, "BasicCancel"), (2, "BasicCancel"),
+    ]  # fmt: skip
+
+
+def test_replies_to_methods_read_together_keep_their_order(client: Client) -> None:
+    # py-amqp sends channel.close right after a basic.cancel it stopped waiting for (the broker's
+    # own basic.cancel came first); RabbitMQ answers cancel-ok then close-ok, and py-amqp fails
+    # (KeyError) on a cancel-ok for a channel it already dropped. Likewise connection.close-ok
+    # comes after the replies to every method before it.
+    client.method(1, m.QueueDeclare(queue="q"))
+    client.method(1, m.BasicConsume(queue="q", consumer_tag="c"))
+    client.method(2, m.ChannelOpen())
+    client.read()
+    client.send(
+        method_frame(1, m.BasicCancel(consumer_tag="c"))
+        + method_frame(1, m.ChannelClose(reply_code=200, reply_text="bye", class_id=0, method_id=0))
+        + method_frame(2, m.QueueDeclare(queue="q", passive=True))
+        + method_frame(0, m.ConnectionClose(reply_code=200, reply_text="bye", class_id=0, method_id=0))
+    )
+    assert [(channel, type(method).__name__) for channel, method in client.read()] == [
+        (1, "BasicCancelOk"), (1, "ChannelCloseOk"), (2, "QueueDeclareOk"), (0, "ConnectionCloseOk"),
+    ]  # fmt: skip

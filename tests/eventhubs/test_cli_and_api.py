@@ -7,11 +7,12 @@ import pytest
 import minibroker
 from minibroker.cli import _parser, build_broker
 from minibroker.eventhubs.layer import EventHubsLayer
+from minibroker.servicebus.layer import ServiceBusLayer
 
 
 def test_serve_declares_event_hubs() -> None:
     broker = build_broker(_parser().parse_args(["serve", "--event-hub", "telemetry:2", "--event-hub", "orders"]))
-    layer = broker.extension
+    layer = broker.layer("event_hubs")
     assert isinstance(layer, EventHubsLayer)
     assert {name: hub.partition_ids for name, hub in layer.hubs.items()} == {
         "telemetry": ("0", "1"),
@@ -23,12 +24,12 @@ def test_serve_declares_event_hubs() -> None:
 def test_serve_takes_the_tiers_and_the_bound_on_entities_made_on_demand() -> None:
     args = ["serve", "--servicebus-tier", "premium", "--event-hubs-tier", "basic", "--max-auto-created", "7"]
     broker = build_broker(_parser().parse_args(args))
-    layer = broker.extension
-    assert isinstance(layer, EventHubsLayer)
-    assert (layer.max_message_size, layer.servicebus.max_message_size) == (256 * 1024, 100 * 1024 * 1024)
+    layer, servicebus = broker.layer("event_hubs"), broker.layer("servicebus")
+    assert isinstance(layer, EventHubsLayer) and isinstance(servicebus, ServiceBusLayer)
+    assert (layer.max_message_size, servicebus.max_message_size) == (256 * 1024, 100 * 1024 * 1024)
     assert broker.config.max_auto_created == 7
     plain = build_broker(_parser().parse_args(["serve"]))
-    assert plain.extension is None  # the defaults turn no layer on up front (it turns on at $cbs)
+    assert not plain.layers  # the defaults turn no layer on up front (it turns on at $cbs)
     assert (plain.config.servicebus, plain.config.event_hubs, plain.config.max_auto_created) == (None, None, 10_000)
 
 

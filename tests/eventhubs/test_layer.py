@@ -17,12 +17,13 @@ from minibroker.amqp.performatives import Attach, Detach, Disposition, Transfer
 from minibroker.amqp.transactions import TransactionalState
 from minibroker.amqp.types import Described, symbol
 from minibroker.broker.clock import ManualClock
-from minibroker.broker.config import BrokerConfig, EventHubOptions, EventHubsOptions
 from minibroker.broker.engine import Broker
 from minibroker.broker.publish import BATCH_FORMAT
+from minibroker.config import BrokerConfig
 from minibroker.eventhubs.addresses import HubAddress, parse_hub_address
 from minibroker.eventhubs.events import Position, PositionError, parse_position
 from minibroker.eventhubs.layer import EventHubsLayer
+from minibroker.eventhubs.options import EventHubOptions, EventHubsOptions
 from minibroker.eventhubs.snapshots import snapshot
 from minibroker.testing import Frames, Peer, Pump, connect
 
@@ -37,8 +38,9 @@ def make_broker(**config: Any) -> tuple[Broker, ManualClock]:
 
 
 def layer_of(broker: Broker) -> EventHubsLayer:
-    assert isinstance(broker.extension, EventHubsLayer)
-    return broker.extension
+    layer = broker.layer("event_hubs")
+    assert isinstance(layer, EventHubsLayer)
+    return layer
 
 
 def open_client(broker: Broker) -> tuple[Peer, Pump]:

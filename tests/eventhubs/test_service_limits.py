@@ -16,9 +16,11 @@ import pytest
 from minibroker.amqp.message import Message, encode_message
 from minibroker.amqp.performatives import Attach, Detach
 from minibroker.broker.clock import ManualClock
-from minibroker.broker.config import BrokerConfig, EventHubOptions, EventHubsOptions, ServiceBusOptions
 from minibroker.broker.engine import Broker
+from minibroker.config import BrokerConfig
 from minibroker.eventhubs.layer import EventHubsLayer
+from minibroker.eventhubs.options import EventHubOptions, EventHubsOptions
+from minibroker.servicebus.options import ServiceBusOptions
 from minibroker.testing import Frames, Peer, Pump, connect
 
 KB = 1024
@@ -111,7 +113,7 @@ def test_consumer_groups_made_by_receivers_are_bounded_by_the_tier() -> None:
     detach = frames.one(Detach)
     assert detach.error is not None and detach.error.condition == RESOURCE_LIMIT
     assert "EventHubsOptions.tier" in (detach.error.description or "")
-    layer = broker.extension
+    layer = broker.layer("event_hubs")
     assert isinstance(layer, EventHubsLayer)
     assert layer.hubs["hub"].consumer_groups == ["$Default"]
     frames = pump.send(peer.attach_receiver("d", "hub/ConsumerGroups/$Default/Partitions/0", 2))

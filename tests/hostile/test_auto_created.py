@@ -72,7 +72,7 @@ def test_event_hubs_made_on_demand_stop_at_max_auto_created(broker: minibroker.T
     assert [d.handle for d in frames.of(Detach)] == [LIMIT + 1]
     [refusal] = refusals(frames.of(Detach))
     assert refusal.startswith(RESOURCE_LIMIT) and "max_auto_created" in refusal
-    layer = broker._broker.extension
+    layer = broker._broker.layer("event_hubs")
     assert isinstance(layer, EventHubsLayer)
     assert broker._read(lambda: len(layer.hubs)) == LIMIT
     assert node_count(broker) == 4 * LIMIT + 1  # four partitions each (streams); the bound counts hubs

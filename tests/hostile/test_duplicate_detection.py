@@ -22,10 +22,11 @@ from azure.servicebus.exceptions import ServiceBusError, ServiceBusQuotaExceeded
 from hostile_peer import good_client_round_trip  # tests/hostile is on sys.path
 
 import minibroker
-from minibroker.broker.config import EntityProperties, QueueOptions
+from minibroker.broker.config import QueueOptions
 from minibroker.servicebus import ServiceBusOptions, connection_string
 from minibroker.servicebus.duplicates import MAX_REMEMBERED, MAX_REMEMBERED_BYTES, DuplicateDetection
 from minibroker.servicebus.layer import ServiceBusLayer
+from minibroker.servicebus.options import EntityProperties
 
 pytestmark = pytest.mark.interop
 
@@ -52,8 +53,8 @@ def _held(broker: minibroker.ThreadedBroker) -> int:
 
 
 def servicebus_layer(broker: minibroker.ThreadedBroker) -> ServiceBusLayer:
-    """The broker's Service Bus layer (the Event Hubs layer holds one when the $cbs attach enabled that)."""
-    layer = getattr(broker._broker.extension, "servicebus", broker._broker.extension)
+    """The broker's Service Bus layer (turned on by the $cbs attach, beside the Event Hubs layer)."""
+    layer = broker._broker.layer("servicebus")
     assert isinstance(layer, ServiceBusLayer)
     return layer
 

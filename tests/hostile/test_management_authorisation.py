@@ -143,5 +143,5 @@ def test_an_event_hubs_read_creates_no_hub_without_manage(broker: minibroker.Thr
         assert sender.request(_read("hub-secret"))[0] == 200
     finally:
         sender.close()
-    hubs = broker._read(lambda: list(broker._broker.extension.hubs))
+    hubs = broker._read(lambda: list(broker._broker.layer("event_hubs").hubs))
     assert "hub-secret" in hubs and "hub-new" not in hubs

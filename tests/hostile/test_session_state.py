@@ -29,9 +29,9 @@ from minibroker.amqp.message import Message, encode_message
 from minibroker.amqp.messaging import Properties
 from minibroker.amqp.performatives import Attach
 from minibroker.broker.clock import ManualClock
-from minibroker.broker.config import BrokerConfig
 from minibroker.broker.engine import Broker
 from minibroker.broker.stored import Entry
+from minibroker.config import BrokerConfig
 from minibroker.servicebus import ServiceBusOptions, connection_string
 from minibroker.servicebus.sessions import (
     MAX_SESSION_STATE_BYTES,

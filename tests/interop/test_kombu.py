@@ -225,3 +225,18 @@ def test_headers_of_every_kind_come_back_as_sent(connection: Connection) -> None
     Producer(channel).publish("x", routing_key="headers", headers=headers, declare=[queue])
     message = queue(channel).get(no_ack=True)
     assert message is not None and message.headers == headers
+
+
+def test_deleting_the_queue_a_consumer_reads_answers_before_cancelling_it(connection: Connection) -> None:
+    # As kombu's own test_ack_from_another_thread does: the consumer's channel deletes its queue
+    # inside ``with consumer``. delete-ok comes first (RabbitMQ's order), so the delete returns
+    # and the broker's basic.cancel reaches py-amqp only after, where Consumer.__exit__ absorbs it.
+    queue = Queue("read-and-deleted")
+    channel = connection.channel()
+    Producer(channel).publish("x", routing_key="read-and-deleted", declare=[queue])
+    got: list[Any] = []
+    consumer = Consumer(connection, [queue], callbacks=[lambda body, message: got.append(message.ack())])
+    with consumer:
+        connection.drain_events(timeout=TIMEOUT)
+        assert queue(consumer.channel).delete() == 0  # its message count: the one message was acked
+    assert len(got) == 1

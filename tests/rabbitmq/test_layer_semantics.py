@@ -15,12 +15,13 @@ from minibroker import ManualClock, build_message
 from minibroker.amqp.message import Message
 from minibroker.amqp.messaging import Accepted, Properties, Rejected, Released
 from minibroker.amqp.performatives import Detach, Disposition, Transfer
-from minibroker.broker.config import BrokerConfig, RabbitMQOptions
 from minibroker.broker.engine import Broker
 from minibroker.broker.stored import StoredMessage
+from minibroker.config import BrokerConfig
 from minibroker.rabbitmq.addresses import Destination, queue_address
 from minibroker.rabbitmq.layer import RabbitMQLayer
 from minibroker.rabbitmq.management import Response, handle_request
+from minibroker.rabbitmq.options import RabbitMQOptions
 from minibroker.testing import Peer, connect
 
 
@@ -35,7 +36,7 @@ def broker(clock: ManualClock) -> Broker:
 
 
 def layer_of(broker: Broker) -> RabbitMQLayer:
-    layer = broker.extension
+    layer = broker.layer("rabbitmq")
     assert isinstance(layer, RabbitMQLayer)
     return layer
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from minibroker import ManualClock
 from minibroker.amqp import errors as conditions
-from minibroker.broker.config import BrokerConfig, RabbitMQOptions
 from minibroker.broker.engine import Broker
 from minibroker.broker.tap import Observer, TapConnection
+from minibroker.config import BrokerConfig
 from minibroker.protocol import events as ev
+from minibroker.rabbitmq.options import RabbitMQOptions
 from minibroker.testing import Peer, connect
 
 

@@ -12,9 +12,10 @@ from minibroker.amqp.messaging import Properties, Rejected
 from minibroker.amqp.performatives import Attach, Disposition
 from minibroker.amqp.transactions import TransactionalState
 from minibroker.broker.clock import ManualClock
-from minibroker.broker.config import BrokerConfig, EntityProperties
 from minibroker.broker.engine import Broker
+from minibroker.config import BrokerConfig
 from minibroker.servicebus import ServiceBusOptions
+from minibroker.servicebus.options import EntityProperties
 from minibroker.testing import Peer, connect
 
 
