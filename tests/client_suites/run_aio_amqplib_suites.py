@@ -143,6 +143,13 @@ i=0; until (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null; do i=$((i+1)); [ $i -g
 sleep 2
 cd {source} && {AMQPLIB_TEST} > {log} 2>&1
 {stop} > /dev/null 2>&1
+# End what the run left in this namespace (RabbitMQ's epmd outlives its node).
+NS=$(readlink /proc/$$/ns/net)
+for d in /proc/[0-9]*; do
+  p=${{d#/proc/}}
+  [ "$p" != "$$" ] && [ "$(readlink $d/ns/net 2>/dev/null)" = "$NS" ] && kill "$p" 2>/dev/null
+done
+true
 """
     subprocess.run(["unshare", "-n", "bash", "-c", script], check=True)
     outcomes: dict[str, str] = {}
