@@ -176,6 +176,7 @@ class Channel:
     # ----------------------------------------------------------------- dispatch
 
     def handle(self, method: Method) -> None:
+        self.confirms.flush()  # replies to later methods come after the confirms before them
         handler = _HANDLERS.get(type(method))
         if handler is None:
             raise AMQP091Error(codes.NOT_IMPLEMENTED, f"{method.NAME} is not implemented", method.CLASS_ID, method.METHOD_ID)
@@ -567,6 +568,7 @@ class Channel:
                 replying.deliver_reply(method.routing_key, properties, body)
                 routed = True
         if not routed and method.mandatory:
+            self.confirms.flush()
             returned = BasicReturn(
                 reply_code=codes.NO_ROUTE, reply_text="NO_ROUTE", exchange=method.exchange,
                 routing_key=method.routing_key,

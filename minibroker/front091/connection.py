@@ -56,10 +56,13 @@ CAPABILITIES: dict[str, Any] = {
     "consumer_priorities": True,
     "direct_reply_to": True,
 }
+#: ``product`` is RabbitMQ's, as the broker minibroker answers as: clients and their suites read
+#: it to tell RabbitMQ's extensions are there (amqplib's checks ``product == 'RabbitMQ'``);
+#: ``information`` says which broker it is.
 SERVER_PROPERTIES: dict[str, Any] = {
-    "product": "minibroker",
+    "product": "RabbitMQ",
     "platform": "Python",
-    "information": "an AMQP 1.0 and 0-9-1 broker for tests",
+    "information": "minibroker, an AMQP 1.0 and 0-9-1 broker for tests, answering as RabbitMQ",
     "capabilities": CAPABILITIES,
 }
 #: RabbitMQ's default user on a fresh install.
@@ -317,7 +320,11 @@ class Connection091:
         elif isinstance(event, Published):
             self._on_channel(event.channel, lambda channel: channel.publish(event.method, event.properties, event.body))
         elif isinstance(event, Answer):
-            # The engine's close-ok (or the like) after the replies to the methods before it.
+            # The engine's close-ok (or the like) after the replies to the methods before it,
+            # the confirms of the publishes before it included (all channels' for channel 0).
+            for number, confirming in self.channels.items():
+                if event.channel in (0, number):
+                    confirming.confirms.flush()
             self.engine.send(event.channel, event.method)
         elif isinstance(event, ChannelOpened):
             self.channels[event.channel] = Channel(self, event.channel)

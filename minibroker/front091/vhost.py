@@ -188,13 +188,7 @@ class VirtualHost:
         """405 RESOURCE_LOCKED when another connection declared ``name`` exclusive."""
         holder = self.owners.get(name)
         if holder is not None and holder is not owner:
-            raise AMQP091Error(
-                codes.RESOURCE_LOCKED,
-                f"cannot obtain exclusive access to locked queue '{name}' in vhost '/'. It could be originally "
-                "declared on another connection or the exclusive property value does not match that of the "
-                "original declaration.",
-                class_id, method_id,
-            )  # fmt: skip
+            raise _locked(name, class_id, method_id)
 
     # ------------------------------------------------------------ exchanges
 
@@ -202,7 +196,10 @@ class VirtualHost:
         self, name: str, kind: str, *, passive: bool, durable: bool, auto_delete: bool, internal: bool,
         arguments: Mapping[str, Any],
     ) -> None:  # fmt: skip
-        """``exchange.declare`` (§1.6.2.1); passive: 404 unless it exists."""
+        """``exchange.declare`` (§1.6.2.1); passive: 404 unless it exists.  The default exchange
+        is refused even passively (403), as RabbitMQ's ``check_not_default_exchange`` does."""
+        if name == "":
+            raise AMQP091Error(codes.ACCESS_REFUSED, "operation not permitted on the default exchange", 40, 10)
         exchanges = self.exchanges
         existing = exchanges.exchanges.get(name)
         if passive:
@@ -245,6 +242,8 @@ class VirtualHost:
 
     def delete_exchange(self, name: str, if_unused: bool) -> None:
         """``exchange.delete`` (§1.6.2.3): a missing one is no error (RabbitMQ 3.x)."""
+        if name == "":
+            raise AMQP091Error(codes.ACCESS_REFUSED, "operation not permitted on the default exchange", 40, 20)
         exchanges = self.exchanges
         existing = exchanges.exchanges.get(name)
         if existing is None:
@@ -260,12 +259,19 @@ class VirtualHost:
         exchanges = self.exchanges
         if binding.source == "":
             raise AMQP091Error(codes.ACCESS_REFUSED, "operation not permitted on the default exchange", class_id, method_id)
+        missing = None
         if binding.destination_kind == "queue" and not self.is_queue(binding.destination):
-            raise not_found("queue", binding.destination, class_id, method_id)
-        if binding.source not in exchanges.exchanges:
-            raise not_found("exchange", binding.source, class_id, method_id)
-        if binding.destination_kind == "exchange" and binding.destination not in exchanges.exchanges:
-            raise not_found("exchange", binding.destination, class_id, method_id)
+            missing = not_found("queue", binding.destination, class_id, method_id)
+        elif binding.source not in exchanges.exchanges:
+            missing = not_found("exchange", binding.source, class_id, method_id)
+        elif binding.destination_kind == "exchange" and binding.destination not in exchanges.exchanges:
+            missing = not_found("exchange", binding.destination, class_id, method_id)
+        if missing is not None:
+            if unbind:
+                # RabbitMQ 3.10 answers unbind-ok when the queue or an exchange is gone (an
+                # auto-delete exchange may have gone with its last binding): nothing is bound.
+                return
+            raise missing
         try:
             if unbind:
                 exchanges.unbind(binding)
@@ -309,6 +315,10 @@ class VirtualHost:
             self.check_owner(name, owner, 50, 10)
             existing = self.specs.get(name)
             if existing is not None:
+                if existing.exclusive != spec.exclusive:
+                    # RabbitMQ checks exclusivity first and strictly on a redeclare, even by the
+                    # owner (rabbit_amqqueue:assert_equivalence): 405, not an inequivalent 406.
+                    raise _locked(name, 50, 10)
                 differs = existing.equivalent(spec)
                 if differs is not None:
                     raise AMQP091Error(
@@ -434,7 +444,12 @@ class VirtualHost:
             return True  # dropped, as RabbitMQ does
         exchange, key = target
         now = self.broker.now()
-        entry.annotate({**record_death(annotations, queue.name, reason, now), X_EXCHANGE: exchange, X_ROUTING_KEY: key})
+        header = entry.message.header
+        # The publisher's per-message TTL (0-9-1 expiration): RabbitMQ keeps it in the x-death
+        # table as original-expiration when it drops it (aio-pika's suite reads it).
+        expiration = str(int(header.ttl)) if header is not None and header.ttl is not None else None
+        recorded = record_death(annotations, queue.name, reason, now, expiration)
+        entry.annotate({**recorded, X_EXCHANGE: exchange, X_ROUTING_KEY: key})
         queue.counters.dead_lettered += 1
         # RabbitMQ drops the message's TTL when it dead-letters it, so it does not expire again.
         message = StoredMessage(entry.payload_for_delivery(now, keep_ttl=False), now)
@@ -491,3 +506,14 @@ def _argument(spec: QueueSpec, argument: str, other: QueueSpec) -> str:
         return f"'{_shown(value)}'"
     kind = "signedint" if isinstance(value, int) and not isinstance(value, bool) else "longstr"
     return f"the value '{_shown(value)}' of type '{kind}'"
+
+
+def _locked(name: str, class_id: int, method_id: int) -> AMQP091Error:
+    """RabbitMQ's 405 for an exclusive queue another connection owns, or whose exclusivity a redeclare changes."""
+    return AMQP091Error(
+        codes.RESOURCE_LOCKED,
+        f"cannot obtain exclusive access to locked queue '{name}' in vhost '/'. It could be originally "
+        "declared on another connection or the exclusive property value does not match that of the "
+        "original declaration.",
+        class_id, method_id,
+    )  # fmt: skip

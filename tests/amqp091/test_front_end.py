@@ -246,6 +246,37 @@ def test_held_confirms_come_before_a_reply_and_after_a_nack_one_each(client: Cli
     assert client.methods() == [m.BasicAck(delivery_tag=4), m.BasicAck(delivery_tag=5)]
 
 
+def _publish_on(channel: int, key: str, body: bytes) -> bytes:
+    return method_frame(channel, m.BasicPublish(routing_key=key)) + content_frames(channel, BasicProperties(), body, 131072)
+
+
+def test_confirms_of_one_read_are_one_multiple_ack(client: Client, broker: Broker) -> None:
+    # RabbitMQ coalesces the confirms ready together (amqplib's suite waits for a multiple ack);
+    # an ack and a nack are not merged, and a later method's reply comes after the confirms.
+    client.method(1, m.QueueDeclare(queue="q", arguments={"x-max-length": 3, "x-overflow": "reject-publish"}))
+    client.method(1, m.ConfirmSelect())
+    client.read()
+    client.send(b"".join(_publish_on(1, "q", b"x") for _ in range(4)) + method_frame(1, m.QueueDeclare(queue="q", passive=True)))
+    assert client.methods() == [
+        m.BasicAck(delivery_tag=3, multiple=True), m.BasicNack(delivery_tag=4), m.QueueDeclareOk(queue="q", message_count=3),
+    ]  # fmt: skip
+
+
+def test_confirms_before_a_close_precede_the_close_ok(client: Client, broker: Broker) -> None:
+    # The publishes read with a channel.close (and a connection.close) are confirmed before the
+    # close-ok: after it amqplib drops any frame on the channel as on an unknown channel.
+    client.method(1, m.QueueDeclare(queue="q"))
+    client.method(1, m.ConfirmSelect())
+    client.method(2, m.ChannelOpen())
+    client.method(2, m.ConfirmSelect())
+    client.read()
+    client.send(_publish_on(1, "q", b"a") + _publish_on(1, "q", b"b") + method_frame(1, m.ChannelClose()))
+    assert client.methods() == [m.BasicAck(delivery_tag=2, multiple=True), m.ChannelCloseOk()]
+    client.send(_publish_on(2, "q", b"c") + method_frame(0, m.ConnectionClose()))
+    assert client.methods() == [m.BasicAck(delivery_tag=1), m.ConnectionCloseOk()]
+    assert broker.queues["q"].depth == 3
+
+
 def test_transaction_holds_acks_until_commit(client: Client, broker: Broker) -> None:
     client.method(1, m.QueueDeclare(queue="q"))
     client.publish(1, "", "q", b"x")
