@@ -549,10 +549,9 @@ class Channel:
     ) -> None:  # fmt: skip
         """Settle ``tag`` (with ``multiple``, every tag up to it; 0: all) with ``outcome``
         (``refusal``: a nack or reject, which a stream's deliveries do not take)."""
-        if multiple:
+        if multiple and (tag == 0 or tag in self.unacked):
+            # RabbitMQ 3.10 (collect_acks): ``multiple`` up to a tag it does not hold is 406 too.
             tags = [t for t in self.unacked if tag == 0 or t <= tag]
-            if tag and not tags and tag not in self.unacked:
-                raise AMQP091Error(codes.PRECONDITION_FAILED, f"unknown delivery tag {tag}", class_id, method_id)
         elif tag in self.unacked:
             tags = [tag]
         else:
