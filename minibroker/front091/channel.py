@@ -87,6 +87,7 @@ from ..broker.publish import Source
 from ..broker.queue import Queue
 from ..broker.stored import Entry, StoredMessage
 from ..broker.stream import Stream
+from ..broker.streamfilters import MAX_FILTER_VALUES, StreamFilter
 from ..rabbitmq.exchanges import Binding
 from . import consumers
 from .access import Kind
@@ -387,10 +388,32 @@ class Channel:
         if method.exclusive and stream.readers:
             raise AMQP091Error(codes.ACCESS_REFUSED, f"queue '{name}' in vhost '/' in exclusive use", 60, 20)
         reader = StreamReader091(self, self._consumer_tag(method), stream, self.prefetch)
+        wanted = method.arguments.get("x-stream-filter")
+        if wanted is not None:
+            reader.stream_filter = self._stream_filter(wanted, method.arguments.get("x-stream-match-unfiltered"))
         self.consumers[reader.tag] = reader
         self.vhost.consumer_added(reader)
         self._reply(BasicConsumeOk(consumer_tag=reader.tag), method.nowait)
         reader.start(spec, now)
+
+    @staticmethod
+    def _stream_filter(wanted: Any, unfiltered: Any) -> StreamFilter:
+        """RabbitMQ 3.13's stream filtering for 0-9-1 consumers ("Stream Filtering" in its
+        streams docs): ``x-stream-filter`` (a string or a list of strings) against each
+        message's ``x-stream-filter-value`` header, ``x-stream-match-unfiltered`` to also get
+        messages without one; the 1.0 readers' filter (:mod:`..broker.streamfilters`), exact."""
+        items = [wanted] if isinstance(wanted, str | bytes) else wanted
+        if (
+            not isinstance(items, list) or len(items) > MAX_FILTER_VALUES
+            or not all(isinstance(item, str | bytes) for item in items)
+        ):  # fmt: skip
+            raise AMQP091Error(
+                codes.PRECONDITION_FAILED,
+                f"invalid x-stream-filter {wanted!r}: expected a string or a list of at most {MAX_FILTER_VALUES} strings",
+                60, 20,
+            )  # fmt: skip
+        values = frozenset(item.decode() if isinstance(item, bytes) else item for item in items)
+        return StreamFilter(values=values, match_unfiltered=unfiltered is True)
 
     def deliver_stream(self, reader: StreamReader091, offset: int, message: StoredMessage) -> None:
         """Send the stream's message at ``offset`` to ``reader`` with its ``x-stream-offset`` header (a long, as RabbitMQ's)."""
