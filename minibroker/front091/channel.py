@@ -69,6 +69,7 @@ from ..broker.publish import Source
 from ..broker.queue import Queue
 from ..broker.stored import Entry, StoredMessage
 from ..broker.stream import Stream
+from ..broker.streamfilters import MAX_FILTER_VALUES, StreamFilter
 from . import consumers, faults, topology
 from .confirms import Confirms
 from .consumers import AnyConsumer, Consumer091, Ranking, StreamReader091, stream_offset
@@ -269,6 +270,9 @@ class Channel:
         if method.exclusive and stream.readers:
             raise AMQP091Error(codes.ACCESS_REFUSED, f"queue '{name}' in vhost '/' in exclusive use", 60, 20)
         reader = StreamReader091(self, self._consumer_tag(method), stream, self.prefetch)
+        wanted = method.arguments.get("x-stream-filter")
+        if wanted is not None:
+            reader.stream_filter = _stream_filter(wanted, method.arguments.get("x-stream-match-unfiltered"))
         self.consumers[reader.tag] = reader
         self.vhost.consumer_added(reader)
         self.reply(BasicConsumeOk(consumer_tag=reader.tag), method.nowait)
@@ -436,10 +440,9 @@ class Channel:
     ) -> None:  # fmt: skip
         """Settle ``tag`` (with ``multiple``, every tag up to it; 0: all) with ``outcome``
         (``refusal``: a nack or reject, which a stream's deliveries do not take)."""
-        if multiple:
+        if multiple and (tag == 0 or tag in self.unacked):
+            # RabbitMQ 3.10 (collect_acks): ``multiple`` up to a tag it does not hold is 406 too.
             tags = [t for t in self.unacked if tag == 0 or t <= tag]
-            if tag and not tags and tag not in self.unacked:
-                raise AMQP091Error(codes.PRECONDITION_FAILED, f"unknown delivery tag {tag}", class_id, method_id)
         elif tag in self.unacked:
             tags = [tag]
         else:
@@ -722,3 +725,22 @@ _HANDLERS: dict[type[Method], Callable[[Channel, Any], None]] = {
     ChannelFlow: Channel._channel_flow,
     ChannelFlowOk: Channel._ignore,
 }
+
+
+def _stream_filter(wanted: Any, unfiltered: Any) -> StreamFilter:
+    """RabbitMQ 3.13's stream filtering for 0-9-1 consumers ("Stream Filtering" in its
+    streams docs): ``x-stream-filter`` (a string or a list of strings) against each
+    message's ``x-stream-filter-value`` header, ``x-stream-match-unfiltered`` to also get
+    messages without one; the 1.0 readers' filter (:mod:`..broker.streamfilters`), exact."""
+    items = [wanted] if isinstance(wanted, str | bytes) else wanted
+    if (
+        not isinstance(items, list) or len(items) > MAX_FILTER_VALUES
+        or not all(isinstance(item, str | bytes) for item in items)
+    ):  # fmt: skip
+        raise AMQP091Error(
+            codes.PRECONDITION_FAILED,
+            f"invalid x-stream-filter {wanted!r}: expected a string or a list of at most {MAX_FILTER_VALUES} strings",
+            60, 20,
+        )  # fmt: skip
+    values = frozenset(item.decode() if isinstance(item, bytes) else item for item in items)
+    return StreamFilter(values=values, match_unfiltered=unfiltered is True)

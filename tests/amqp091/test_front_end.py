@@ -425,3 +425,20 @@ def test_quorum_queues_and_streams_must_be_durable_shared_and_kept(
         406, f"PRECONDITION_FAILED - invalid property '{refused}' for queue 'replicated' in vhost '/'",
     )  # fmt: skip
     assert "replicated" not in broker.queues and "replicated" not in broker.streams
+
+
+def test_ack_multiple_up_to_a_tag_not_held_is_406(client: Client, broker: Broker) -> None:
+    """RabbitMQ 3.10 refuses ``multiple`` up to a tag it does not hold, even with lower tags held
+    (its collect_acks walks the unacknowledged to the tag): checked with pika against it."""
+    client.method(1, m.QueueDeclare(queue="q"))
+    for body in (b"a", b"b", b"c"):
+        client.publish(1, "", "q", body)
+    client.method(1, m.BasicGet(queue="q"))
+    client.method(1, m.BasicGet(queue="q"))
+    client.method(1, m.BasicAck(delivery_tag=1))
+    client.read()
+    client.method(1, m.BasicAck(delivery_tag=5, multiple=True))
+    [close] = client.methods()
+    assert (close.reply_code, close.reply_text) == (406, "PRECONDITION_FAILED - unknown delivery tag 5")
+    client.method(1, m.ChannelCloseOk())
+    assert broker.queues["q"].available_count == broker.queues["q"].depth == 2  # tag 2 went back, unsettled
