@@ -66,8 +66,12 @@ def test_split_and_read_a_range(broker: ThreadedBroker) -> None:
     ]  # fmt: skip
     assert split("events", 5, 5, 10) == []
     assert bodies(read_range(options(broker), OffsetRange("events", 3, 13))) == [f"e{i}" for i in range(3, 13)]
-    # A range past the end reads what there is and stops when the broker has no more.
-    assert bodies(read_range(options(broker), OffsetRange("events", 20, 40))) == [f"e{i}" for i in range(20, 25)]
+    # A range is planned only up to the stream's next offset, so offsets missing past the end were
+    # dropped (or the stream made anew): lost data, unless failOnDataLoss is false, which reads what there is.
+    with pytest.raises(ranges.DataLost, match="offsets 25 to 39 "):
+        bodies(read_range(options(broker), OffsetRange("events", 20, 40)))
+    lenient = parse_options({"url": broker.url, "address": "events", "timeout": str(TIMEOUT), "failOnDataLoss": "false"})
+    assert bodies(read_range(lenient, OffsetRange("events", 20, 40))) == [f"e{i}" for i in range(20, 25)]
 
 
 def test_a_range_read_fetches_fewer_large_messages_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -191,6 +195,23 @@ def test_retention_during_a_query_fails_it_unless_fail_on_data_loss_is_false() -
         assert got == [f"m{i:03}" for i in range(first, 100)]
         with pytest.raises(ValueError, match="option 'failOnDataLoss' must be 'true' or 'false'"):
             parse_options({"url": broker.url, "address": "events", "failOnDataLoss": "no"})
+
+
+def test_a_range_whose_offsets_retention_dropped_with_nothing_newer_fails_unless_fail_on_data_loss_is_false(
+    broker: ThreadedBroker,
+) -> None:
+    # Offsets 20 to 24 were appended (a range was planned over them), then dropped with nothing
+    # after them: the reader starts at the stream's next offset and no message comes to show the gap.
+    assert broker.purge("events") == 25
+    opts = parse_options({"url": broker.url, "address": "events", "timeout": str(TIMEOUT)})
+    with pytest.raises(ranges.DataLost, match="offsets 20 to 24 of stream 'events' are no longer retained.*"
+                       "set option failOnDataLoss to 'false'"):  # fmt: skip
+        list(read_range(opts, OffsetRange("events", 20, 25)))
+    skip = parse_options({"url": broker.url, "address": "events", "timeout": str(TIMEOUT), "failOnDataLoss": "false"})
+    assert bodies(read_range(skip, OffsetRange("events", 20, 25))) == []
+    broker.publish("events", "e25")  # something newer: the first fetch's offset tells, as before
+    with pytest.raises(ranges.DataLost, match="offsets 20 to 24 "):
+        list(read_range(opts, OffsetRange("events", 20, 26)))
 
 
 def test_unknown_options_are_refused_naming_the_valid_ones() -> None:
