@@ -271,6 +271,12 @@ class Sender(_Link):
         All messages are sent and settled before the first failure (in send order) is raised
         as :class:`DeliveryFailed`, so nothing is left in flight.
         """
+        return self.send_encoded((as_message(value).encode() for value in messages), timeout)
+
+    def send_encoded(self, payloads: Iterable[bytes], timeout: float | None = None) -> int:
+        """:meth:`send_many` for messages already encoded: each payload is a message's sections
+        (Part 3 §3.2), sent as they are (message-format 0).  For a sender that encodes its
+        messages faster than building a :class:`Message` (the Spark writer's usual row)."""
         client, link = self._client, self._link
         deadline = client._deadline(timeout)
         outcomes = client._outcomes
@@ -279,7 +285,7 @@ class Sender(_Link):
         # each cost more than making the frame), and what the broker sent meanwhile (outcomes,
         # credit) is read after each write, so its answers never pile up unread.
         out = bytearray()
-        for value in messages:
+        for payload in payloads:
             self._check()
             if link.credit <= 0 or len(out) >= SEND_BYTES:
                 if out:
@@ -289,7 +295,6 @@ class Sender(_Link):
                 client._wait(lambda: link.credit > 0 or link.remote_detach is not None, _left(deadline),
                              f"credit to send to {self.address!r}")
                 self._check()
-            payload = as_message(value).encode()
             order.append(client._peer.session().next_delivery_id)
             out += client._peer.transfer(link.handle, None, None, payload)
         if out:
