@@ -603,7 +603,8 @@ class Client:
         return sender
 
     def receiver(self, address: str, *, credit: int = 100, browse: bool = False,
-                 offset: str | int | dt.datetime | None = None, timeout: float | None = None) -> Receiver:
+                 offset: str | int | dt.datetime | None = None, timeout: float | None = None,
+                 desired_capabilities: Iterable[str] = ()) -> Receiver:
         """Attach a link receiving from ``address``; ``browse=True`` reads without removing
         (distribution-mode copy, Part 3 §3.5.3; deliveries arrive settled).
 
@@ -611,6 +612,9 @@ class Client:
         ``"first"``, ``"last"``, ``"next"``, an offset (int) or an aware ``datetime``: the source
         carries the ``rabbitmq:stream-offset-spec`` filter, deliveries arrive settled (reading a
         stream removes nothing) and :attr:`Delivery.offset` is each one's offset.
+
+        ``desired_capabilities`` go in the attach (Part 2 §2.7.3): e.g. ``["x-opt-enqueued-time"]``
+        asks minibroker's streams to annotate each delivery with the message's append time.
 
         No credit is granted until :meth:`Receiver.receive` or :meth:`Receiver.fetch`.
         """
@@ -621,9 +625,11 @@ class Client:
         if offset is not None:
             fields["filter"] = {STREAM_OFFSET_SPEC: Described(STREAM_OFFSET_SPEC, _offset_spec(offset))}
         settled = browse or offset is not None
+        desired = [symbol(c) for c in desired_capabilities]
         self._send(self._peer.attach_receiver(
             f"receiver-{handle}-{address}", address, handle,
-            snd_settle_mode=SND_SETTLED if settled else SND_UNSETTLED, **fields,
+            snd_settle_mode=SND_SETTLED if settled else SND_UNSETTLED,
+            attach_fields={"desired_capabilities": desired} if desired else None, **fields,
         ))  # fmt: skip
         receiver = Receiver(self, address, self._peer.link(handle), credit, settled)
         self._links[handle] = receiver

@@ -30,6 +30,7 @@ from .node import Node
 from .queue import Queue
 from .router import Router
 from .selector import Selector
+from .stream import StreamConsumer
 from .streamfilters import StreamFilter, has_stream_filters, parse_stream_filters
 from .topic import Subscription, Topic
 
@@ -188,7 +189,9 @@ class Attacher:
             outcomes=list(source.outcomes) if source.outcomes else [symbol(o) for o in sorted(SUPPORTED_OUTCOMES)],
             capabilities=source.capabilities,
         )
-        connection.protocol.accept_link(link, source=reply, target=link.target)
+        # A stream reader that asked for its deliveries' append time is told it gets it (stream.py).
+        offered = list(consumer.offered_capabilities) if isinstance(consumer, StreamConsumer) else None
+        connection.protocol.accept_link(link, source=reply, target=link.target, offered_capabilities=offered)
         return consumer
 
     def _queue_consumer(

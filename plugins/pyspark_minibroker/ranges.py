@@ -225,7 +225,8 @@ def read_range(options: Options, piece: OffsetRange, rows: Rows | None = None) -
             try:
                 if receiver is None:
                     client = options.connect(backoff)
-                    receiver = client.receiver(piece.address, offset=rows.next, credit=window, timeout=options.timeout)
+                    receiver = client.receiver(piece.address, offset=rows.next, credit=window, timeout=options.timeout,
+                                               desired_capabilities=rows.DESIRED_CAPABILITIES)
                 # Exactly what is left of the range (a drain: the broker says when it has no more),
                 # each message made a row as it arrives.
                 got = receiver.fetch_into(min(window, piece.end - rows.next), rows.take, options.timeout)
