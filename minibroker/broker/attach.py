@@ -202,7 +202,10 @@ class Attacher:
         consumer = node.open_consumer(request)
         browse = consumer.browse
         link.context = consumer
-        connection.protocol.accept_link(link, source=_reply_source(source, address, browse, filters), target=link.target)
+        # A stream reader that asked for its deliveries' append time is told it gets it (stream.py).
+        offered = list(consumer.offered_capabilities) or None
+        reply = _reply_source(source, address, browse, filters)
+        connection.protocol.accept_link(link, source=reply, target=link.target, offered_capabilities=offered)
         return consumer
 
     def _queue_consumer(

@@ -84,6 +84,9 @@ class NodeConsumer(LinkRole, Protocol):
     link: Link
     #: It reads without acquiring (the client asked for ``copy`` and the node browses): echoed in the attach.
     browse: bool
+    #: Capabilities the broker's attach offers back (Part 2 §2.7.3), e.g. a stream reader's
+    #: ``x-opt-enqueued-time`` when it asked for it; empty for most.
+    offered_capabilities: tuple[str, ...]
 
     def start(self, registry: ConsumerRegistry) -> None:
         """Begin reading: join the node's readers (the registry calls it once, after the attach is answered)."""

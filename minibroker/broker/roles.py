@@ -92,6 +92,8 @@ class Role:
     message_point: str | None = None
     credit_stalls = False
     outcome_faults = False
+    #: What the broker's attach offers back for it (Part 2 §2.7.3): nothing unless it says so.
+    offered_capabilities: tuple[str, ...] = ()
 
     def on_message(self, delivery: Delivery) -> None:
         pass  # the protocol has already counted it against credit; a role with no node keeps nothing

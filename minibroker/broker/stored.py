@@ -31,6 +31,9 @@ _AMQP_VALUE_PREFIX = b"\x00\x53\x77"
 #: A lazily decoded section not decoded yet (None means the message has no such section).
 _UNDECODED = object()
 _NOTHING_DECODED = (_UNDECODED, _UNDECODED)
+#: Properties not decoded yet, and no application-properties section (seen while placing the
+#: sections): its property answers None without looking for the section again.
+_NO_APPLICATION_PROPERTIES = (_UNDECODED, None)
 
 
 #: The largest header section taken (Part 3 §3.2.1).  Its five fields are scalars (boolean,
@@ -67,8 +70,9 @@ def _header(data: bytes) -> Header:
     return header
 
 
-def _simple_layout(payload: bytes) -> int | None:
-    """Where the header ends, when ``payload`` is the usual message; None for split_sections to judge.
+def _simple_layout(payload: bytes) -> tuple[int, bool] | None:
+    """Where the header ends, and whether an application-properties section follows, when
+    ``payload`` is the usual message; None for split_sections to judge.
 
     The usual message: an optional header, then the bare message of optional properties and
     application-properties and one amqp-value or data body section, and nothing after it
@@ -80,11 +84,12 @@ def _simple_layout(payload: bytes) -> int | None:
         pos = header_end = codec.skip_at(payload, 3) if payload.startswith(_HEADER_PREFIX) else 0
         if payload.startswith(_PROPERTIES_PREFIX, pos):
             pos = codec.skip_at(payload, pos + 3)
-        if payload.startswith(_APPLICATION_PROPERTIES_PREFIX, pos):
+        application = payload.startswith(_APPLICATION_PROPERTIES_PREFIX, pos)
+        if application:
             pos = codec.skip_at(payload, pos + 3)
         if payload.startswith(_AMQP_VALUE_PREFIX, pos) or payload.startswith(_DATA_PREFIX, pos):
             if codec.skip_at(payload, pos + 3) == len(payload):
-                return header_end
+                return header_end, application
     except AMQPDecodeError:
         pass
     return None
@@ -108,9 +113,14 @@ class StoredMessage:
         # footer's length place them all:
         # header | delivery-annotations | message-annotations | bare message | footer.
         simple = _simple_layout(payload)
+        decoded = _NOTHING_DECODED
         if simple is not None:  # the usual message: no annotations, no footer
-            header_end = annotations_start = bare_start = simple
+            header_end = annotations_start = bare_start = simple[0]
             footer = 0
+            if not simple[1]:
+                # Known absent: application_properties need not skip the properties again to
+                # find that out (a writer's usual message: properties, then the body).
+                decoded = _NO_APPLICATION_PROPERTIES
         else:
             sections = split_sections(payload)
             header_end = sections.header[1]
@@ -134,7 +144,7 @@ class StoredMessage:
         self.arrived_at = arrived_at
         # (properties, application-properties), each decoded on first use: one shared
         # tuple until then.
-        self._decoded: tuple[object, object] = _NOTHING_DECODED
+        self._decoded: tuple[object, object] = decoded
 
     @property
     def _bare_end(self) -> int:

@@ -46,8 +46,8 @@ from .roles import Role
 from .statistics import NodeCounters, StreamMessages, StreamSnapshot
 from .stored import StoredMessage
 from .streamfilters import StreamFilter
+from .streamlog import ENQUEUED_TIME, OFFSET_LEAD, OffsetSpec, StreamLog, delivery_payload, timed_payload
 from .streamlog import OFFSET_ANNOTATION as OFFSET_ANNOTATION
-from .streamlog import OFFSET_LEAD, OffsetSpec, StreamLog, delivery_payload
 
 if TYPE_CHECKING:
     from ..amqp.performatives import Error
@@ -190,7 +190,9 @@ class Stream:
     def open_consumer(self, request: ConsumerRequest) -> NodeConsumer:
         """A reader: its position from ``rabbitmq:stream-offset-spec`` (none: ``next``), its filters, its credit."""
         stream_filter = request.stream_filter or StreamFilter(selector=request.selector)
-        return StreamConsumer(request.connection, request.link, self, stream_filter)
+        desired: Any = request.link.attach.desired_capabilities  # a symbol or a list of them (multiple)
+        timed = desired == ENQUEUED_TIME or (isinstance(desired, list) and ENQUEUED_TIME in desired)
+        return StreamConsumer(request.connection, request.link, self, stream_filter, timed)
 
     def producer_credit_queue(self) -> Queue | None:
         return None  # a stream never refuses a message, so producers are never held back
@@ -323,11 +325,20 @@ class StreamConsumer(Role):
     remove).
     """
 
-    def __init__(self, connection: Client, link: Link, stream: Stream, stream_filter: StreamFilter) -> None:
+    def __init__(
+        self, connection: Client, link: Link, stream: Stream, stream_filter: StreamFilter, timed: bool = False
+    ) -> None:
         self.connection = connection
         self.link = link
         self.stream = stream
         self.stream_filter = stream_filter
+        #: The reader's attach desired ``x-opt-enqueued-time`` (streamlog.ENQUEUED_TIME): each of its
+        #: deliveries carries the message's append time too.  Chosen once here, so a reader that did
+        #: not ask makes its deliveries as before, with no test per message.
+        self.timed = timed
+        self._payload: Callable[[StoredMessage, int], bytes] = self._timed_payload if timed else delivery_payload
+        #: What the broker's attach offers back (the reader knows its deliveries carry the time).
+        self.offered_capabilities: tuple[str, ...] = (str(ENQUEUED_TIME),) if timed else ()
         self.position = 0
         self.presettled = link.snd_settle_mode == SND_SETTLED
         #: Reading moves nothing: the attach is answered with distribution-mode ``copy``.
@@ -400,9 +411,14 @@ class StreamConsumer(Role):
             return 0  # a reader that does not read holds no more than its output bound (client_connection.py)
         return link.credit
 
+    def _timed_payload(self, message: StoredMessage, offset: int) -> bytes:
+        appended_at = self.stream.log.appended_at(offset)
+        assert appended_at is not None  # the message at offset is retained: it is being sent
+        return timed_payload(message, offset, appended_at)
+
     def deliver_offset(self, offset: int, message: StoredMessage) -> bool:
         limit = self.link.max_message_size
-        payload = delivery_payload(message, offset)
+        payload = self._payload(message, offset)
         if limit is not None and len(payload) > limit:
             return False  # larger than this receiver takes (Part 2 §2.7.3): it reads on past it
         self._tags = tags = (self._tags + 1) & 0xFFFFFFFF
@@ -443,14 +459,14 @@ class StreamConsumer(Role):
             if credit <= 0:
                 break
             stop = min(end, position + credit)
-            bare = log.bare_payloads(position, stop, RUN_BYTES)
+            bare = log.bare_payloads(position, stop, RUN_BYTES) if not self.timed else None
             if bare and max(map(len, bare)) <= fits - _LEAD_SIZE:
                 # The usual stream message: sent as stored, its offset annotation packed in front.
                 protocol.send_settled_run(link, (tags + 1) & 0xFFFFFFFF, bare, OFFSET_LEAD, position)
                 tags = (tags + len(bare)) & 0xFFFFFFFF
                 position += len(bare)
                 continue
-            payloads = log.delivery_payloads(position, stop, RUN_BYTES)
+            payloads = log.delivery_payloads(position, stop, RUN_BYTES, self.timed)
             if max(map(len, payloads)) <= fits:
                 protocol.send_settled_run(link, (tags + 1) & 0xFFFFFFFF, payloads)
                 tags = (tags + len(payloads)) & 0xFFFFFFFF

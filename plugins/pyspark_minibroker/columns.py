@@ -87,6 +87,10 @@ class _Unusual(Exception):
 class Rows:
     """READ_SCHEMA rows of messages added one at a time; :meth:`arrow` hands them to Spark."""
 
+    #: What a stream reader filling these rows asks the broker for in its attach (none: only the
+    #: position columns need more, :class:`.positions.PositionRows`).
+    DESIRED_CAPABILITIES: tuple[str, ...] = ()
+
     __slots__ = (
         "_bodies", "_rows", "next", "taken_bytes", "_end", "_address", "_sections", "_build_header",
         "_build_properties",

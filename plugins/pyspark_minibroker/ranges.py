@@ -205,7 +205,9 @@ def read_range(options: Options, piece: OffsetRange, rows: Rows | None = None) -
     Offsets no longer retained (the broker starts a reader at an offset it dropped from its first
     retained one) raise :class:`DataLost`, or are skipped when ``failOnDataLoss`` is false: checked
     once, on the range's first fetch, not per message (retention drops a stream's head, and a
-    stream's offsets are consecutive, so the first offset that came tells).
+    stream's offsets are consecutive, so the first offset that came tells); and when a fetch
+    brings nothing while offsets of the range are left (retention dropped them and nothing newer
+    was appended, so no later offset comes to tell).
 
     A lost connection (a broker restart or outage) is not the end of the range: the read goes on
     from the next offset it has no row of, on a new connection, tried with backoff for
@@ -223,7 +225,8 @@ def read_range(options: Options, piece: OffsetRange, rows: Rows | None = None) -
             try:
                 if receiver is None:
                     client = options.connect(backoff)
-                    receiver = client.receiver(piece.address, offset=rows.next, credit=window, timeout=options.timeout)
+                    receiver = client.receiver(piece.address, offset=rows.next, credit=window, timeout=options.timeout,
+                                               desired_capabilities=rows.DESIRED_CAPABILITIES)
                 # Exactly what is left of the range (a drain: the broker says when it has no more),
                 # each message made a row as it arrives.
                 got = receiver.fetch_into(min(window, piece.end - rows.next), rows.take, options.timeout)
@@ -236,7 +239,11 @@ def read_range(options: Options, piece: OffsetRange, rows: Rows | None = None) -
                 continue
             backoff.reset()
             if not got:
-                break  # nothing more from here (a range past the stream's end; retention drops from the head)
+                # Every offset of a range was appended before it was planned (a range ends at most at
+                # the stream's next offset then), so a drain that brings none of the rest means
+                # retention (or a purge) dropped them, with nothing newer to start from instead.
+                _lost(options, piece, rows.next, piece.end)
+                break
             if not taken:  # the first offset that came: how far the fetch moved less the rows it made
                 _lost(options, piece, piece.start, min(rows.next, piece.end) - len(rows))
             taken += got

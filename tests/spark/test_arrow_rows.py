@@ -6,6 +6,7 @@ source's tuples go through on an executor) runs in this process, beside :meth:`R
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from typing import Any
 
@@ -274,12 +275,13 @@ def test_a_source_with_include_position_reads_streams_with_their_offsets() -> No
     from pyspark_minibroker.rows import ALL_FIELDS, READ_SCHEMA
     from pyspark_minibroker.source import AmqpDataSource, _Range, _read
 
-    from minibroker import ThreadedBroker
+    from minibroker import ManualClock, ThreadedBroker
 
-    with ThreadedBroker() as broker:
+    with ThreadedBroker(clock=ManualClock(1_700_000_000.5)) as broker:
         broker.declare_stream("a")
         broker.declare_stream("b")
         broker.publish_many("a", ["a0", "a1", "a2"])
+        broker.clock.advance(2)
         broker.publish_many("b", ["b0", "b1"])
         source = AmqpDataSource({"url": broker.url, "address": "a,b", "includePosition": "true"})
         assert source.schema().endswith("address string, offset bigint, timestamp timestamp")
@@ -290,6 +292,8 @@ def test_a_source_with_include_position_reads_streams_with_their_offsets() -> No
         shape = _shape(every)
         rows = [r for address, end in (("a", 3), ("b", 2)) for batch in _read(source.parsed, _Range(address, 1, end), shape)
                 for r in batch.to_pylist()]  # fmt: skip
+        # The timestamp: when the stream appended the message (the reader asks for x-opt-enqueued-time).
+        first, later = dt.datetime.fromtimestamp(1_700_000_000.5, dt.UTC), dt.datetime.fromtimestamp(1_700_000_002.5, dt.UTC)
         assert [(r["address"], r["offset"], r["body"], r["timestamp"]) for r in rows] == [
-            ("a", 1, b"a1", None), ("a", 2, b"a2", None), ("b", 1, b"b1", None),
+            ("a", 1, b"a1", first), ("a", 2, b"a2", first), ("b", 1, b"b1", later),
         ]  # fmt: skip

@@ -400,15 +400,22 @@ def test_a_schema_of_some_columns_reads_just_those_from_streams_and_queues(
 
 
 def test_position_columns_tell_rows_of_several_streams_apart(spark: Any, broker: ThreadedBroker, tmp_path: Path) -> None:
+    import time
+
     broker.declare_stream("a")
     broker.declare_stream("b")
+    before = time.time()
     broker.publish_many("a", ["a0", "a1", "a2"])
     broker.publish_many("b", ["b0", "b1"])
+    after = time.time()
     df = amqp(spark.read, broker, "a,b", includePosition="true").load()
     assert df.columns[-3:] == ["address", "offset", "timestamp"]
-    assert sorted((r.address, r.offset, bytes(r.body)) for r in df.collect()) == [
+    got = df.collect()
+    assert sorted((r.address, r.offset, bytes(r.body)) for r in got) == [
         ("a", 0, b"a0"), ("a", 1, b"a1"), ("a", 2, b"a2"), ("b", 0, b"b0"), ("b", 1, b"b1"),
     ]  # fmt: skip
+    # Each row's timestamp: when the stream appended it (to the millisecond), not null.
+    assert all(before - 0.001 <= r.timestamp.timestamp() <= after + 0.001 for r in got), [r.timestamp for r in got]
     assert amqp(spark.read, broker, "a").load().columns[-1] == "application_properties"  # the default schema
     picked = amqp(spark.read.schema("offset bigint, body binary"), broker, "b").load()  # named: no option needed
     assert sorted((r.offset, bytes(r.body)) for r in picked.collect()) == [(0, b"b0"), (1, b"b1")]

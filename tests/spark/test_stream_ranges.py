@@ -66,8 +66,12 @@ def test_split_and_read_a_range(broker: ThreadedBroker) -> None:
     ]  # fmt: skip
     assert split("events", 5, 5, 10) == []
     assert bodies(read_range(options(broker), OffsetRange("events", 3, 13))) == [f"e{i}" for i in range(3, 13)]
-    # A range past the end reads what there is and stops when the broker has no more.
-    assert bodies(read_range(options(broker), OffsetRange("events", 20, 40))) == [f"e{i}" for i in range(20, 25)]
+    # A range is planned only up to the stream's next offset, so offsets missing past the end were
+    # dropped (or the stream made anew): lost data, unless failOnDataLoss is false, which reads what there is.
+    with pytest.raises(ranges.DataLost, match="offsets 25 to 39 "):
+        bodies(read_range(options(broker), OffsetRange("events", 20, 40)))
+    lenient = parse_options({"url": broker.url, "address": "events", "timeout": str(TIMEOUT), "failOnDataLoss": "false"})
+    assert bodies(read_range(lenient, OffsetRange("events", 20, 40))) == [f"e{i}" for i in range(20, 25)]
 
 
 def test_a_range_read_fetches_fewer_large_messages_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -193,6 +197,23 @@ def test_retention_during_a_query_fails_it_unless_fail_on_data_loss_is_false() -
             parse_options({"url": broker.url, "address": "events", "failOnDataLoss": "no"})
 
 
+def test_a_range_whose_offsets_retention_dropped_with_nothing_newer_fails_unless_fail_on_data_loss_is_false(
+    broker: ThreadedBroker,
+) -> None:
+    # Offsets 20 to 24 were appended (a range was planned over them), then dropped with nothing
+    # after them: the reader starts at the stream's next offset and no message comes to show the gap.
+    assert broker.purge("events") == 25
+    opts = parse_options({"url": broker.url, "address": "events", "timeout": str(TIMEOUT)})
+    with pytest.raises(ranges.DataLost, match="offsets 20 to 24 of stream 'events' are no longer retained.*"
+                       "set option failOnDataLoss to 'false'"):  # fmt: skip
+        list(read_range(opts, OffsetRange("events", 20, 25)))
+    skip = parse_options({"url": broker.url, "address": "events", "timeout": str(TIMEOUT), "failOnDataLoss": "false"})
+    assert bodies(read_range(skip, OffsetRange("events", 20, 25))) == []
+    broker.publish("events", "e25")  # something newer: the first fetch's offset tells, as before
+    with pytest.raises(ranges.DataLost, match="offsets 20 to 24 "):
+        list(read_range(opts, OffsetRange("events", 20, 26)))
+
+
 def test_unknown_options_are_refused_naming_the_valid_ones() -> None:
     base = {"url": "amqp://127.0.0.1:5672", "address": "events"}
     with pytest.raises(ValueError, match=r"no option 'maxBatchSize' \(did you mean 'maxBatch'\?\); its options are url, "
@@ -315,3 +336,26 @@ def test_a_batch_read_of_an_empty_stream_gives_no_rows() -> None:
             assert list(reader.read(InputPartition(None))) == []
         with pytest.raises(TypeError, match="reads stream ranges"):
             list(reader.read(InputPartition(3)))
+
+
+def test_a_body_alone_is_encoded_as_a_built_message_would_be_and_ids_stay_the_same() -> None:
+    from pyspark_minibroker.rows import message_from_row, plain_payload, row_digest
+
+    # Sizes around each one-byte/four-byte boundary of the id, the body and the properties list.
+    for n in [*range(4), *range(250, 262), 70_000]:
+        for body in ("x" * n, b"y" * n, "é" * n):
+            for message_id in ("i" * n, "é" * (n // 2)):
+                assert plain_payload(body, message_id) == message_from_row({"body": body}, message_id).encode()
+    # Default ids of a batch write as earlier versions made them: a rerun after an upgrade repeats them.
+    assert row_digest({"body": "x" * 256}) == "66da11d34c25a090"
+    assert row_digest({"body": b"ab", "priority": 3, "application_properties": {"a": "b"}}) == "f5ed708c1c391167"
+
+
+def test_a_write_of_bodies_alone_sends_each_with_its_id(broker: ThreadedBroker) -> None:
+    from pyspark_minibroker.source import _send_rows
+
+    opts = parse_options({"url": broker.url, "address": "out", "timeout": str(TIMEOUT)})
+    sent = _send_rows(opts, ["body"], iter([("a",), (b"b",)]), "q-7")
+    assert sent.count == 2
+    got = broker.queue("out").messages
+    assert [(m.body, m.properties.message_id) for m in got] == [("a", "q-7-0-0"), (b"b", "q-7-0-1")]
