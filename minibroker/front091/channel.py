@@ -85,7 +85,7 @@ from ..amqp091.properties import BasicProperties
 from ..amqp091.values import long
 from ..broker.publish import Source
 from ..broker.queue import Queue
-from ..broker.stored import Entry, StoredMessage
+from ..broker.stored import Entry, OriginMessage, StoredMessage
 from ..broker.stream import Stream
 from ..rabbitmq.exchanges import Binding
 from . import consumers, faults
@@ -425,7 +425,10 @@ class Channel:
 
     def deliver_stream(self, reader: StreamReader091, offset: int, message: StoredMessage) -> None:
         """Send the stream's message at ``offset`` to ``reader`` with its ``x-stream-offset`` header (a long, as RabbitMQ's)."""
-        delivered = from_amqp10(message.decode(), message.message_annotations, reader.name, message.payload)
+        if type(message) is OriginMessage and type(message.origin) is Delivered:
+            delivered = message.origin  # a 0-9-1 publish: as it came (see _delivered)
+        else:
+            delivered = from_amqp10(message.decode(), message.message_annotations, reader.name, message.payload)
         headers = dict(delivered.properties.headers or {})
         headers["x-stream-offset"] = long(offset)
         tag = self._next_tag()
@@ -698,7 +701,10 @@ class Channel:
                 return
         queues = self.vhost.route(method.exchange, method.routing_key, properties.headers)
         now = connection.broker.now()
-        message = StoredMessage(to_amqp10(method.exchange, method.routing_key, properties, body, ttl), now)
+        # The 1.0 form for the broker (queues, TTL, priority, selectors, inspection, 1.0 readers) and
+        # the publish as it came, which a 0-9-1 reader gets back without a conversion (_delivered).
+        origin = Delivered(properties, body, method.exchange, method.routing_key)
+        message = OriginMessage(to_amqp10(method.exchange, method.routing_key, properties, body, ttl), now, origin)
         if self.transactional:
             self._tx_bytes += len(message.payload) + _TX_OVERHEAD
             if self._tx_bytes > MAX_TX_BYTES:
@@ -877,10 +883,21 @@ class Channel:
 
 
 def _delivered(entry: Entry, queue: str) -> Delivered:
-    """What a 0-9-1 consumer is sent for ``entry``: the message is decoded once, and its own
-    annotations (unless the broker changed them) are taken from that decoding rather than from a
+    """What a 0-9-1 consumer is sent for ``entry``.
+
+    A 0-9-1 publish whose annotations the broker left alone is sent as it came (its
+    :class:`~minibroker.broker.stored.OriginMessage` origin): properties and body unconverted, as
+    RabbitMQ gives a 0-9-1 message back to a 0-9-1 reader; what the broker adds per delivery
+    (``redelivered``, ``x-delivery-count``) is added by the caller.  Anything else (a 1.0 publish,
+    a dead letter, annotations changed by ``modified``) is converted: the message decoded once, its
+    own annotations (unless the broker changed them) taken from that decoding rather than from a
     second decoding of the section (``Entry.merged_annotations``)."""
-    message = entry.message.decode()
+    stored = entry.message
+    if type(stored) is OriginMessage and entry.annotations is None:
+        origin = stored.origin
+        if type(origin) is Delivered:
+            return origin
+    message = stored.decode()
     changed = entry.annotations
     return from_amqp10(message, changed if changed is not None else message.message_annotations, queue,
                        entry.message.payload)  # fmt: skip

@@ -1,7 +1,11 @@
 """Messages crossing between AMQP 0-9-1 and AMQP 1.0, as RabbitMQ 4 converts them.
 
 The broker keeps messages as AMQP 1.0 (``StoredMessage``), so a 0-9-1 publish is converted once
-on the way in and a message read by a 0-9-1 consumer once on the way out.  The mapping follows
+on the way in (:func:`to_amqp10`), for the broker and AMQP 1.0 readers.  The publish is kept
+beside it as it came (an ``OriginMessage`` whose origin is a :class:`Delivered`), so a 0-9-1
+reader gets those properties and that body back unconverted, as RabbitMQ 4's message containers
+give a message back in the protocol it arrived in; :func:`from_amqp10` converts what came over
+AMQP 1.0 and what the broker changed (dead letters, ``modified`` annotations).  The mapping follows
 RabbitMQ's "Inter-Protocol Property Conversions" (``rabbitmq.com/docs/conversions``):
 
 ==================  ==========================================================
