@@ -57,11 +57,12 @@ USUAL = [
 
 #: Where the conversion to 1.0 and back changed what a 0-9-1 consumer got (RabbitMQ gives a 0-9-1
 #: message back as it came): an expiration alone came back with delivery-mode 1 and priority 4,
-#: delivery-mode 1 alone came back absent, cluster-id was dropped, a long string that is not UTF-8 came back as a byte array, and ``x-``
+#: delivery-mode 1 alone came back absent, priority 4 came back absent (AMQP 1.0's default), cluster-id was dropped, a long string that is not UTF-8 came back as a byte array, and ``x-``
 #: headers moved behind the others.
 LOST_BEFORE = [
     BasicProperties(expiration="1000"),
     BasicProperties(delivery_mode=1),
+    BasicProperties(priority=4, delivery_mode=2),
     BasicProperties(cluster_id="c1"),
     BasicProperties(headers={"raw": LongStr(b"\xff")}),
     BasicProperties(headers={"x-first": 1, "second": 2}),
@@ -118,7 +119,7 @@ def test_the_usual_properties_are_what_the_conversion_gave(client: Client, prope
     assert decode_content_header(header).properties == _before(properties, b"payload")
 
 
-@pytest.mark.parametrize("properties", LOST_BEFORE, ids=["expiration", "transient", "cluster-id", "binary-longstr", "order"])
+@pytest.mark.parametrize("properties", LOST_BEFORE, ids=["expiration", "transient", "priority-4", "cluster-id", "binary-longstr", "order"])
 def test_what_the_conversion_changed_now_comes_back_as_sent(client: Client, properties: BasicProperties) -> None:
     client.method(1, m.QueueDeclare(queue="q"))
     client.publish(1, "", "q", b"payload", **vars_of(properties))
