@@ -52,7 +52,7 @@ from typing import Any
 
 from ..amqp.codec import encode
 from ..amqp.message import Message
-from ..amqp.messaging import Data, Header, MessageAnnotations, Properties
+from ..amqp.messaging import ApplicationProperties, Data, Header, MessageAnnotations, Properties
 from ..amqp.types import byte, float32, int32, short, symbol, timestamp, ubyte, uint, ulong, ushort
 from ..amqp091.errors import FrameError
 from ..amqp091.properties import NO_PROPERTIES, BasicProperties
@@ -86,6 +86,21 @@ _SIMPLE = (str, bytes, int, float, bool)
 
 def to_amqp10(exchange: str, routing_key: str, properties: BasicProperties, body: bytes, ttl: int | None) -> bytes:
     """The AMQP 1.0 encoding of a 0-9-1 publish (``ttl``: the expiration, already checked, in ms)."""
+    if (
+        properties.content_type is None and properties.correlation_id is None and properties.message_id is None
+        and properties.reply_to is None and properties.timestamp is None and properties.type is None
+        and properties.app_id is None and properties.user_id is None and properties.content_encoding is None
+        and not properties.headers
+    ):  # fmt: skip
+        # What the header section alone (and an empty headers table) carries: aio-pika's defaults
+        # (delivery-mode 1, priority 0, headers {}), pika's persistent messages, no properties at
+        # all.  Everything before the body depends on a few small values, so it is encoded once
+        # per combination; the same bytes as Message.encode.
+        durable = properties.delivery_mode == 2
+        prefix = _plain_prefix(exchange, routing_key, durable, properties.priority, ttl, properties.headers is not None)
+        out = bytearray(prefix)
+        Data(body).encode_into(out)
+        return bytes(out)
     header = None
     if properties.delivery_mode == 2 or properties.priority is not None or ttl is not None:
         header = Header(
@@ -134,12 +149,6 @@ def to_amqp10(exchange: str, routing_key: str, properties: BasicProperties, body
                 application_properties[name] = converted
         if kept:
             annotations[X_HEADERS_091] = encode_table(kept)
-    if header is None and amqp_properties is None and application_properties is None and len(annotations) == 2:
-        # The usual publish (no properties, no headers): the annotations are the exchange and the
-        # routing key alone, encoded once per pair; the same bytes as Message.encode.
-        out = bytearray(_routing_annotations(exchange, routing_key))
-        Data(body).encode_into(out)
-        return bytes(out)
     return Message(
         body=body,
         body_kind="data",
@@ -151,14 +160,24 @@ def to_amqp10(exchange: str, routing_key: str, properties: BasicProperties, body
 
 
 @functools.lru_cache(maxsize=1024)
-def _routing_annotations(exchange: str, routing_key: str) -> bytes:
-    """The message-annotations section holding ``exchange`` and ``routing_key`` alone, encoded.
+def _plain_prefix(
+    exchange: str, routing_key: str, durable: bool, priority: int | None, ttl: int | None, empty_headers: bool
+) -> bytes:
+    """The sections before the body of a publish whose properties only the header section carries:
+    the header (when delivery-mode 2, a priority or a ttl is set), the message-annotations holding
+    ``exchange`` and ``routing_key`` alone, and an empty application-properties for an empty
+    headers table (amqplib and aio-pika send one, and an AMQP 1.0 reader sees it so).
 
-    Cached because a publisher sends to few (exchange, key) pairs; bounded, so a client using a
-    new key per message costs at most 1,024 small entries (each under 600 bytes: two shortstrs).
+    Cached because a publisher sends to few (exchange, key) pairs with the same delivery-mode and
+    priority; bounded, so a client using a new key or expiration per message costs at most 1,024
+    small entries (each under 700 bytes: two shortstrs and a header).
     """
     out = bytearray()
+    if durable or priority is not None or ttl is not None:
+        Header(durable=durable, priority=4 if priority is None else priority, ttl=ttl).encode_into(out)
     MessageAnnotations({X_EXCHANGE: exchange, X_ROUTING_KEY: routing_key}).encode_into(out)
+    if empty_headers:
+        ApplicationProperties({}).encode_into(out)
     return bytes(out)
 
 
