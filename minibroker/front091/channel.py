@@ -91,7 +91,7 @@ from ..rabbitmq.exchanges import Binding
 from . import consumers, faults
 from .access import Kind
 from .consumers import AnyConsumer, Consumer091, Ranking, StreamReader091, stream_offset
-from .conversion import Delivered, from_amqp10, to_amqp10
+from .conversion import Arrived, Delivered, from_amqp10, to_amqp10
 from .replyto import REPLY_TO
 
 if TYPE_CHECKING:
@@ -425,8 +425,8 @@ class Channel:
 
     def deliver_stream(self, reader: StreamReader091, offset: int, message: StoredMessage) -> None:
         """Send the stream's message at ``offset`` to ``reader`` with its ``x-stream-offset`` header (a long, as RabbitMQ's)."""
-        if type(message) is OriginMessage and type(message.origin) is Delivered:
-            delivered = message.origin  # a 0-9-1 publish: as it came (see _delivered)
+        if type(message) is OriginMessage and type(message.origin) is Arrived:
+            delivered = message.origin.delivered(message.payload)  # a 0-9-1 publish: as it came (see _delivered)
         else:
             delivered = from_amqp10(message.decode(), message.message_annotations, reader.name, message.payload)
         headers = dict(delivered.properties.headers or {})
@@ -703,7 +703,7 @@ class Channel:
         now = connection.broker.now()
         # The 1.0 form for the broker (queues, TTL, priority, selectors, inspection, 1.0 readers) and
         # the publish as it came, which a 0-9-1 reader gets back without a conversion (_delivered).
-        origin = Delivered(properties, body, method.exchange, method.routing_key)
+        origin = Arrived(properties, method.exchange, method.routing_key, len(body))
         message = OriginMessage(to_amqp10(method.exchange, method.routing_key, properties, body, ttl), now, origin)
         if self.transactional:
             self._tx_bytes += len(message.payload) + _TX_OVERHEAD
@@ -895,8 +895,8 @@ def _delivered(entry: Entry, queue: str) -> Delivered:
     stored = entry.message
     if type(stored) is OriginMessage and entry.annotations is None:
         origin = stored.origin
-        if type(origin) is Delivered:
-            return origin
+        if type(origin) is Arrived:
+            return origin.delivered(stored.payload)
     message = stored.decode()
     changed = entry.annotations
     return from_amqp10(message, changed if changed is not None else message.message_annotations, queue,

@@ -2,7 +2,7 @@
 
 The broker keeps messages as AMQP 1.0 (``StoredMessage``), so a 0-9-1 publish is converted once
 on the way in (:func:`to_amqp10`), for the broker and AMQP 1.0 readers.  The publish is kept
-beside it as it came (an ``OriginMessage`` whose origin is a :class:`Delivered`), so a 0-9-1
+beside it as it came (an ``OriginMessage`` whose origin is an :class:`Arrived`), so a 0-9-1
 reader gets those properties and that body back unconverted, as RabbitMQ 4's message containers
 give a message back in the protocol it arrived in; :func:`from_amqp10` converts what came over
 AMQP 1.0 and what the broker changed (dead letters, ``modified`` annotations).  The mapping follows
@@ -58,7 +58,7 @@ from ..amqp091.errors import FrameError
 from ..amqp091.properties import NO_PROPERTIES, BasicProperties
 from ..amqp091.values import LongStr, decode_table, encode_table, long
 
-__all__ = ["Delivered", "X_EXCHANGE", "X_ROUTING_KEY", "from_amqp10", "record_death", "to_amqp10"]
+__all__ = ["Arrived", "Delivered", "X_EXCHANGE", "X_ROUTING_KEY", "from_amqp10", "record_death", "to_amqp10"]
 
 X_EXCHANGE = symbol("x-exchange")
 X_ROUTING_KEY = symbol("x-routing-key")
@@ -191,6 +191,29 @@ class Delivered:
         self.body = body
         self.exchange = exchange
         self.routing_key = routing_key
+
+
+class Arrived:
+    """A 0-9-1 publish as it came: the origin of its ``OriginMessage`` (``broker/stored.py``).
+
+    The properties are the decoded content header, unchanged (only a ``reply-to`` of
+    ``amq.rabbitmq.reply-to`` is already named for its channel, as RabbitMQ names it at publish).
+    The body is not kept a second time: it is the end of the AMQP 1.0 payload, the content of
+    the ``data`` section :func:`to_amqp10` ends with, so only its size is kept.
+    """
+
+    __slots__ = ("properties", "exchange", "routing_key", "size")
+
+    def __init__(self, properties: BasicProperties, exchange: str, routing_key: str, size: int) -> None:
+        self.properties = properties
+        self.exchange = exchange
+        self.routing_key = routing_key
+        self.size = size
+
+    def delivered(self, payload: bytes) -> Delivered:
+        """What a 0-9-1 consumer is sent: the publish as it came (``payload``: its 1.0 form)."""
+        size = self.size
+        return Delivered(self.properties, payload[-size:] if size else b"", self.exchange, self.routing_key)
 
 
 def from_amqp10(

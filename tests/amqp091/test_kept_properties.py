@@ -22,7 +22,7 @@ from minibroker.amqp091.properties import BasicProperties, decode_content_header
 from minibroker.amqp091.values import LongStr, long
 from minibroker.broker.engine import Broker
 from minibroker.broker.stored import OriginMessage, StoredMessage
-from minibroker.front091.conversion import from_amqp10, to_amqp10
+from minibroker.front091.conversion import Arrived, from_amqp10, to_amqp10
 
 _MOMENT = datetime.datetime(2024, 5, 17, 12, 30, 45, tzinfo=datetime.UTC)
 
@@ -180,4 +180,17 @@ def test_the_broker_keeps_the_1_0_form_and_the_publish_as_it_came(client: Client
     stored = next(broker.queues["q"].entries()).message
     assert isinstance(stored, OriginMessage)
     assert stored.decode().header is not None and stored.decode().header.priority == 0
-    assert stored.origin.properties == USUAL[0]  # type: ignore[attr-defined]
+    origin = stored.origin
+    assert isinstance(origin, Arrived) and origin.properties == USUAL[0]
+    assert origin.size == 1 and stored.payload.endswith(b"b")  # the body is kept once, in the 1.0 form
+
+
+@pytest.mark.parametrize("size", [0, 1, 255, 256, 300_000])
+def test_the_body_comes_back_whole_at_every_size(client: Client, size: int) -> None:
+    body = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    client.method(1, m.QueueDeclare(queue="q"))
+    client.publish(1, "", "q", body, **vars_of(USUAL[0]))
+    client.read()
+    client.method(1, m.BasicGet(queue="q", no_ack=True))
+    [(_get_ok, header, got)] = _raw(client)
+    assert got == body and decode_content_header(header).body_size == size
