@@ -147,6 +147,12 @@ class ChannelOwner(Protocol):
         ...
 
 
+#: The most a 0-9-1 publish's properties may take, as the AMQP 1.0 sections before its body, for
+#: the decoded properties to be kept beside the message (``OriginMessage``); larger ones are
+#: converted back from the 1.0 form for a 0-9-1 reader, as every message was before.
+MAX_KEPT_PROPERTIES = 4096
+
+
 class _Unacked:
     """A message delivered on this channel and not yet acknowledged (``queue`` and ``entry`` None:
     read from a stream, where settling it removes nothing, or requeued by a fault, the tag kept)."""
@@ -703,8 +709,14 @@ class Channel:
         now = connection.broker.now()
         # The 1.0 form for the broker (queues, TTL, priority, selectors, inspection, 1.0 readers) and
         # the publish as it came, which a 0-9-1 reader gets back without a conversion (_delivered).
-        origin = Arrived(properties, method.exchange, method.routing_key, len(body))
-        message = OriginMessage(to_amqp10(method.exchange, method.routing_key, properties, body, ttl), now, origin)
+        payload = to_amqp10(method.exchange, method.routing_key, properties, body, ttl)
+        if len(payload) - len(body) <= MAX_KEPT_PROPERTIES:
+            origin = Arrived(properties, method.exchange, method.routing_key, len(body))
+            message: StoredMessage = OriginMessage(payload, now, origin)
+        else:
+            # Decoded headers take several times their encoded size, which the queues' byte limits
+            # do not count: large ones are not kept, and are converted back from 1.0 when read.
+            message = StoredMessage(payload, now)
         if self.transactional:
             self._tx_bytes += len(message.payload) + _TX_OVERHEAD
             if self._tx_bytes > MAX_TX_BYTES:

@@ -194,3 +194,18 @@ def test_the_body_comes_back_whole_at_every_size(client: Client, size: int) -> N
     client.method(1, m.BasicGet(queue="q", no_ack=True))
     [(_get_ok, header, got)] = _raw(client)
     assert got == body and decode_content_header(header).body_size == size
+
+
+def test_large_properties_are_not_kept_but_converted_back(client: Client, broker: Broker) -> None:
+    from minibroker.front091.channel import MAX_KEPT_PROPERTIES
+
+    headers = {f"h{i}": "v" * 100 for i in range(MAX_KEPT_PROPERTIES // 100)}
+    client.method(1, m.QueueDeclare(queue="q"))
+    client.publish(1, "", "q", b"b", headers=headers, delivery_mode=2)
+    stored = next(broker.queues["q"].entries()).message
+    assert type(stored) is StoredMessage  # nothing held beside the 1.0 form the byte limits count
+    client.read()
+    client.method(1, m.BasicGet(queue="q", no_ack=True))
+    [(_get_ok, header, body)] = _raw(client)
+    assert decode_content_header(header).properties == BasicProperties(headers=headers, delivery_mode=2)
+    assert body == b"b"
