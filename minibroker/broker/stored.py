@@ -16,7 +16,7 @@ from ..amqp.errors import AMQPDecodeError
 from ..amqp.message import Message, Sections, decode_message, split_sections
 from ..amqp.messaging import Header, MessageAnnotations, Properties
 
-__all__ = ["StoredMessage", "Entry", "AVAILABLE", "ACQUIRED", "ARCHIVED", "MAX_HEADER_SIZE", "clear_header_cache"]
+__all__ = ["StoredMessage", "OriginMessage", "Entry", "AVAILABLE", "ACQUIRED", "ARCHIVED", "MAX_HEADER_SIZE", "clear_header_cache"]
 
 # Message states (Part 3 §3.3, figure 3.2)
 AVAILABLE = 0
@@ -278,6 +278,34 @@ class StoredMessage:
     def decode(self) -> Message:
         """The whole message, decoded (for the inspection API and selectors)."""
         return decode_message(self.payload)
+
+
+class OriginMessage(StoredMessage):
+    """A stored message that also keeps the form it arrived in, for readers of that protocol.
+
+    RabbitMQ 4 keeps each message in a *message container* (``deps/rabbit/src/mc.erl`` in
+    rabbitmq-server: a record of the protocol module, that protocol's own data and the broker's
+    annotations): the message stays in the protocol it arrived in (``mc_amqpl`` for AMQP 0-9-1,
+    ``mc_amqp`` for 1.0), ``mc:convert/2`` returns it untouched when the reader speaks that
+    protocol and converts it otherwise, and what the broker itself records (exchange, routing
+    keys, deaths) lives in the annotations beside the data, not in it.  Here the AMQP 1.0 form (:attr:`payload`) is still made at arrival, because everything
+    below the front ends (queues, priority, TTL, size limits, selectors, the inspection API) reads
+    it; what this adds is :attr:`origin`: the arrival form, opaque to the broker and read only by
+    the front end that made it, so a reader of the same protocol skips the conversion back.
+
+    Safe by construction: the broker never changes a stored message (a changed one, such as a
+    dead letter or a message with added annotations, is a new plain :class:`StoredMessage`), and
+    what changes per queue lives on the :class:`Entry` (``annotations``, ``delivery_count``), which
+    the front end checks before using :attr:`origin`.  A subclass rather than a slot on
+    :class:`StoredMessage`, so an AMQP 1.0 message carries neither the slot nor the work of setting it.
+    """
+
+    __slots__ = ("origin",)
+
+    def __init__(self, payload: bytes, arrived_at: float, origin: object) -> None:
+        super().__init__(payload, arrived_at)
+        #: The message as it arrived, in the arriving front end's own type.
+        self.origin = origin
 
 
 class _Rare:

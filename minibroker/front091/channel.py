@@ -67,13 +67,13 @@ from ..amqp091.properties import BasicProperties
 from ..amqp091.values import long
 from ..broker.publish import Source
 from ..broker.queue import Queue
-from ..broker.stored import Entry, StoredMessage
+from ..broker.stored import Entry, OriginMessage, StoredMessage
 from ..broker.stream import Stream
 from ..broker.streamfilters import MAX_FILTER_VALUES, StreamFilter
 from . import consumers, faults, topology
 from .confirms import Confirms
 from .consumers import AnyConsumer, Consumer091, Ranking, StreamReader091, stream_offset
-from .conversion import Delivered, from_amqp10, to_amqp10
+from .conversion import Arrived, Delivered, from_amqp10, to_amqp10
 from .replyto import REPLY_TO
 from .txn import Publish, Transaction
 
@@ -122,6 +122,12 @@ class ChannelOwner(Protocol):
     def confirms_due(self, confirms: Confirms) -> None:
         """``confirms`` holds publisher acks to send once the read that routed them is handled."""
         ...
+
+
+#: The most a 0-9-1 publish's properties may take, as the AMQP 1.0 sections before its body, for
+#: the decoded properties to be kept beside the message (``OriginMessage``); larger ones are
+#: converted back from the 1.0 form for a 0-9-1 reader, as every message was before.
+MAX_KEPT_PROPERTIES = 4096
 
 
 class _Unacked:
@@ -280,7 +286,10 @@ class Channel:
 
     def deliver_stream(self, reader: StreamReader091, offset: int, message: StoredMessage) -> None:
         """Send the stream's message at ``offset`` to ``reader`` with its ``x-stream-offset`` header (a long, as RabbitMQ's)."""
-        delivered = from_amqp10(message.decode(), message.message_annotations, reader.name, message.payload)
+        if type(message) is OriginMessage and type(message.origin) is Arrived:
+            delivered = message.origin.delivered(message.payload)  # a 0-9-1 publish: as it came (see _delivered)
+        else:
+            delivered = from_amqp10(message.decode(), message.message_annotations, reader.name, message.payload)
         headers = dict(delivered.properties.headers or {})
         headers["x-stream-offset"] = long(offset)
         tag = self._next_tag()
@@ -548,7 +557,16 @@ class Channel:
                 return
         queues = self.vhost.route(method.exchange, method.routing_key, properties.headers)
         now = connection.broker.now()
-        message = StoredMessage(to_amqp10(method.exchange, method.routing_key, properties, body, ttl), now)
+        # The 1.0 form for the broker (queues, TTL, priority, selectors, inspection, 1.0 readers) and
+        # the publish as it came, which a 0-9-1 reader gets back without a conversion (_delivered).
+        payload = to_amqp10(method.exchange, method.routing_key, properties, body, ttl)
+        if len(payload) - len(body) <= MAX_KEPT_PROPERTIES:
+            origin = Arrived(properties, method.exchange, method.routing_key, len(body))
+            message: StoredMessage = OriginMessage(payload, now, origin)
+        else:
+            # Decoded headers take several times their encoded size, which the queues' byte limits
+            # do not count: large ones are not kept, and are converted back from 1.0 when read.
+            message = StoredMessage(payload, now)
         if self.tx is not None:
             self.tx.hold(Publish(method, properties, body, queues, message))
             return
@@ -692,10 +710,21 @@ class Channel:
 
 
 def _delivered(entry: Entry, queue: str) -> Delivered:
-    """What a 0-9-1 consumer is sent for ``entry``: the message is decoded once, and its own
-    annotations (unless the broker changed them) are taken from that decoding rather than from a
+    """What a 0-9-1 consumer is sent for ``entry``.
+
+    A 0-9-1 publish whose annotations the broker left alone is sent as it came (its
+    :class:`~minibroker.broker.stored.OriginMessage` origin): properties and body unconverted, as
+    RabbitMQ gives a 0-9-1 message back to a 0-9-1 reader; what the broker adds per delivery
+    (``redelivered``, ``x-delivery-count``) is added by the caller.  Anything else (a 1.0 publish,
+    a dead letter, annotations changed by ``modified``) is converted: the message decoded once, its
+    own annotations (unless the broker changed them) taken from that decoding rather than from a
     second decoding of the section (``Entry.merged_annotations``)."""
-    message = entry.message.decode()
+    stored = entry.message
+    if type(stored) is OriginMessage and entry.annotations is None:
+        origin = stored.origin
+        if type(origin) is Arrived:
+            return origin.delivered(stored.payload)
+    message = stored.decode()
     changed = entry.annotations
     return from_amqp10(message, changed if changed is not None else message.message_annotations, queue,
                        entry.message.payload)  # fmt: skip

@@ -1,7 +1,11 @@
 """Messages crossing between AMQP 0-9-1 and AMQP 1.0, as RabbitMQ 4 converts them.
 
 The broker keeps messages as AMQP 1.0 (``StoredMessage``), so a 0-9-1 publish is converted once
-on the way in and a message read by a 0-9-1 consumer once on the way out.  The mapping follows
+on the way in (:func:`to_amqp10`), for the broker and AMQP 1.0 readers.  The publish is kept
+beside it as it came (an ``OriginMessage`` whose origin is an :class:`Arrived`), so a 0-9-1
+reader gets those properties and that body back unconverted, as RabbitMQ 4's message containers
+give a message back in the protocol it arrived in; :func:`from_amqp10` converts what came over
+AMQP 1.0 and what the broker changed (dead letters, ``modified`` annotations).  The mapping follows
 RabbitMQ's "Inter-Protocol Property Conversions" (``rabbitmq.com/docs/conversions``):
 
 ==================  ==========================================================
@@ -48,13 +52,13 @@ from typing import Any
 
 from ..amqp.codec import encode
 from ..amqp.message import Message
-from ..amqp.messaging import Data, Header, MessageAnnotations, Properties
+from ..amqp.messaging import ApplicationProperties, Data, Header, MessageAnnotations, Properties
 from ..amqp.types import byte, float32, int32, short, symbol, timestamp, ubyte, uint, ulong, ushort
 from ..amqp091.errors import FrameError
 from ..amqp091.properties import NO_PROPERTIES, BasicProperties
 from ..amqp091.values import LongStr, decode_table, encode_table, long
 
-__all__ = ["Delivered", "X_EXCHANGE", "X_ROUTING_KEY", "from_amqp10", "record_death", "to_amqp10"]
+__all__ = ["Arrived", "Delivered", "X_EXCHANGE", "X_ROUTING_KEY", "from_amqp10", "record_death", "to_amqp10"]
 
 X_EXCHANGE = symbol("x-exchange")
 X_ROUTING_KEY = symbol("x-routing-key")
@@ -82,6 +86,21 @@ _SIMPLE = (str, bytes, int, float, bool)
 
 def to_amqp10(exchange: str, routing_key: str, properties: BasicProperties, body: bytes, ttl: int | None) -> bytes:
     """The AMQP 1.0 encoding of a 0-9-1 publish (``ttl``: the expiration, already checked, in ms)."""
+    if (
+        properties.content_type is None and properties.correlation_id is None and properties.message_id is None
+        and properties.reply_to is None and properties.timestamp is None and properties.type is None
+        and properties.app_id is None and properties.user_id is None and properties.content_encoding is None
+        and not properties.headers
+    ):  # fmt: skip
+        # What the header section alone (and an empty headers table) carries: aio-pika's defaults
+        # (delivery-mode 1, priority 0, headers {}), pika's persistent messages, no properties at
+        # all.  Everything before the body depends on a few small values, so it is encoded once
+        # per combination; the same bytes as Message.encode.
+        durable = properties.delivery_mode == 2
+        prefix = _plain_prefix(exchange, routing_key, durable, properties.priority, ttl, properties.headers is not None)
+        out = bytearray(prefix)
+        Data(body).encode_into(out)
+        return bytes(out)
     header = None
     if properties.delivery_mode == 2 or properties.priority is not None or ttl is not None:
         header = Header(
@@ -130,12 +149,6 @@ def to_amqp10(exchange: str, routing_key: str, properties: BasicProperties, body
                 application_properties[name] = converted
         if kept:
             annotations[X_HEADERS_091] = encode_table(kept)
-    if header is None and amqp_properties is None and application_properties is None and len(annotations) == 2:
-        # The usual publish (no properties, no headers): the annotations are the exchange and the
-        # routing key alone, encoded once per pair; the same bytes as Message.encode.
-        out = bytearray(_routing_annotations(exchange, routing_key))
-        Data(body).encode_into(out)
-        return bytes(out)
     return Message(
         body=body,
         body_kind="data",
@@ -147,14 +160,24 @@ def to_amqp10(exchange: str, routing_key: str, properties: BasicProperties, body
 
 
 @functools.lru_cache(maxsize=1024)
-def _routing_annotations(exchange: str, routing_key: str) -> bytes:
-    """The message-annotations section holding ``exchange`` and ``routing_key`` alone, encoded.
+def _plain_prefix(
+    exchange: str, routing_key: str, durable: bool, priority: int | None, ttl: int | None, empty_headers: bool
+) -> bytes:
+    """The sections before the body of a publish whose properties only the header section carries:
+    the header (when delivery-mode 2, a priority or a ttl is set), the message-annotations holding
+    ``exchange`` and ``routing_key`` alone, and an empty application-properties for an empty
+    headers table (amqplib and aio-pika send one, and an AMQP 1.0 reader sees it so).
 
-    Cached because a publisher sends to few (exchange, key) pairs; bounded, so a client using a
-    new key per message costs at most 1,024 small entries (each under 600 bytes: two shortstrs).
+    Cached because a publisher sends to few (exchange, key) pairs with the same delivery-mode and
+    priority; bounded, so a client using a new key or expiration per message costs at most 1,024
+    small entries (each under 700 bytes: two shortstrs and a header).
     """
     out = bytearray()
+    if durable or priority is not None or ttl is not None:
+        Header(durable=durable, priority=4 if priority is None else priority, ttl=ttl).encode_into(out)
     MessageAnnotations({X_EXCHANGE: exchange, X_ROUTING_KEY: routing_key}).encode_into(out)
+    if empty_headers:
+        ApplicationProperties({}).encode_into(out)
     return bytes(out)
 
 
@@ -168,6 +191,29 @@ class Delivered:
         self.body = body
         self.exchange = exchange
         self.routing_key = routing_key
+
+
+class Arrived:
+    """A 0-9-1 publish as it came: the origin of its ``OriginMessage`` (``broker/stored.py``).
+
+    The properties are the decoded content header, unchanged (only a ``reply-to`` of
+    ``amq.rabbitmq.reply-to`` is already named for its channel, as RabbitMQ names it at publish).
+    The body is not kept a second time: it is the end of the AMQP 1.0 payload, the content of
+    the ``data`` section :func:`to_amqp10` ends with, so only its size is kept.
+    """
+
+    __slots__ = ("properties", "exchange", "routing_key", "size")
+
+    def __init__(self, properties: BasicProperties, exchange: str, routing_key: str, size: int) -> None:
+        self.properties = properties
+        self.exchange = exchange
+        self.routing_key = routing_key
+        self.size = size
+
+    def delivered(self, payload: bytes) -> Delivered:
+        """What a 0-9-1 consumer is sent: the publish as it came (``payload``: its 1.0 form)."""
+        size = self.size
+        return Delivered(self.properties, payload[-size:] if size else b"", self.exchange, self.routing_key)
 
 
 def from_amqp10(

@@ -68,3 +68,26 @@ def test_a_publish_without_properties_is_delivered_without_properties() -> None:
     header = encode_content_header(4, NO_PROPERTIES)
     assert header == encode_content_header(4, BasicProperties())  # an equal value takes the long way
     assert decode_content_header(header).properties == BasicProperties() and header.endswith(b"\x00\x00")
+
+
+def test_a_publish_with_header_properties_alone_encodes_as_the_message_it_stands_for() -> None:
+    # aio-pika's defaults, pika's persistent messages, an expiration: the sections before the body
+    # are encoded once per combination; the bytes must be those of the Message they stand for.
+    from minibroker.amqp.messaging import Header
+
+    for delivery_mode in (None, 1, 2):
+        for priority in (None, 0, 4, 9):
+            for ttl in (None, 0, 60_000):
+                for headers in (None, {}):
+                    properties = BasicProperties(
+                        delivery_mode=delivery_mode, priority=priority, headers=headers,
+                        expiration=None if ttl is None else str(ttl),
+                    )  # fmt: skip
+                    header = None
+                    if delivery_mode == 2 or priority is not None or ttl is not None:
+                        header = Header(durable=delivery_mode == 2, priority=4 if priority is None else priority, ttl=ttl)
+                    expected = Message(
+                        body=b"body", body_kind="data", header=header, application_properties=headers,
+                        message_annotations={symbol("x-exchange"): "logs", symbol("x-routing-key"): "k"},
+                    ).encode()  # fmt: skip
+                    assert to_amqp10("logs", "k", properties, b"body", ttl) == expected, properties
