@@ -197,8 +197,9 @@ class Attacher:
             queue_consumer=queue_consumer,
             stream_filter=stream_filter,
         )
-        if request.durable and isinstance(node, Topic):
-            self._steal(node, request.durable_name)
+        topic = self.router.topics.get(node.name) if request.durable else None
+        if topic is not None:  # a durable subscription: a link that reattaches takes it over
+            self._steal(topic, request.durable_name)
         consumer = node.open_consumer(request)
         browse = consumer.browse
         link.context = consumer

@@ -257,15 +257,26 @@ class ServiceBusLayer:
                 limit = self.broker.router.auto_create_refusal() if auto_create else None
                 return limit or f"no subscription {entity.node!r} (auto-create is off; declare it in ServiceBusOptions.topics)"
             return queue
-        node = self.broker.resolve(entity.node)
-        if isinstance(node, Topic):
-            return f"{entity.name!r} is a topic: receive from one of its subscriptions, {entity.name}/{SUBSCRIPTIONS}/<name>"
+        node = self.broker.resolve(entity.node)  # may create it (auto-create)
         if node is None:
             limit = self.broker.router.auto_create_refusal() if auto_create else None
             return limit or f"no queue {entity.node!r} (auto-create is off; declare it in ServiceBusOptions.queues)"
-        if not isinstance(node, Queue):
+        if node.name in self.broker.topics:
+            return f"{entity.name!r} is a topic: receive from one of its subscriptions, {entity.name}/{SUBSCRIPTIONS}/<name>"
+        queue = self.broker.queues.get(node.name)  # the node as a queue, if it is one
+        if queue is None:
             return f"{entity.name!r} is a {node.KIND}, not a queue"
-        return self.settlement.entity_queue(node, self.options.entities.get(node.name))
+        return self.settlement.entity_queue(queue, self.options.entities.get(queue.name))
+
+    def _entity(self, node: Node | None) -> Queue | Topic | None:
+        """The Service Bus entity ``node`` is: a queue or a topic (the service has no other kind; a
+        stream, such as an event hub's partition, is no entity a Service Bus sender can reach)."""
+        if node is None:
+            return None
+        return self.broker.queues.get(node.name) or self.broker.topics.get(node.name)
+
+    def queue_of(self, node: Queue | Topic) -> Queue | None:
+        return self.broker.queues.get(node.name)
 
     def node_for(self, entity: Entity) -> Queue | Topic | str:
         """The node an entity's ``$management`` acts on: its queue, or a topic for a sender's requests."""
@@ -333,7 +344,7 @@ class ServiceBusLayer:
         the service does) with ``com.microsoft:argument-out-of-range``, before anything is stored.
         A duplicate-detecting entity remembers an id only once its message is stored or scheduled.
         """
-        node = _entity(self.broker.resolve(address))
+        node = self._entity(self.broker.resolve(address))
         if node is None:
             return _rejected(amqp_error(conditions.NOT_FOUND, f"no queue or topic {address!r}"))
         refused = _overlong_id(messages)
@@ -379,9 +390,9 @@ class ServiceBusLayer:
         Service Bus allows)."""
         for _hop in range(MAX_FORWARD_HOPS):
             properties = self.options.entities.get(node.name)
-            if properties is None or not properties.forward_to or not isinstance(node, Queue):
+            if properties is None or not properties.forward_to or node.name not in self.broker.queues:
                 break
-            target = _entity(self.broker.resolve(properties.forward_to))
+            target = self._entity(self.broker.resolve(properties.forward_to))
             if target is None:
                 break  # nowhere to go (auto-create off): it stays
             node = target
@@ -391,7 +402,7 @@ class ServiceBusLayer:
         """A subscription's rules that pass what they take on to ``target_name`` instead of keeping it."""
 
         def forward(message: StoredMessage) -> list[StoredMessage]:
-            target = _entity(self.broker.resolve(target_name))
+            target = self._entity(self.broker.resolve(target_name))
             copies = ruleset(message)
             if target is None or self._forward_depth >= MAX_FORWARD_HOPS:
                 return copies  # nowhere to go, or a forwarding loop: the subscription keeps them
@@ -492,11 +503,6 @@ _NO_ENTITY = EntityProperties()
 #: ArgumentOutOfRangeException / ServiceBusError, and do not retry it).
 ARGUMENT_OUT_OF_RANGE = "com.microsoft:argument-out-of-range"
 
-
-def _entity(node: Node | None) -> Queue | Topic | None:
-    """The Service Bus entity ``node`` is: a queue or a topic (the service has no other kind; a
-    stream, such as an event hub's partition, is no entity a Service Bus sender can reach)."""
-    return node if isinstance(node, (Queue, Topic)) else None
 
 
 def _rejected(error: Error) -> Rejected:

@@ -98,6 +98,9 @@ class ManagementContext(Protocol):
     def node_for(self, entity: Entity) -> Queue | Topic | str:
         """The node an entity's operations act on, or why there is none."""
 
+    def queue_of(self, node: Queue | Topic) -> Queue | None:
+        """``node`` as a queue (a subscription's is one), or None for a topic."""
+
     def refusal(self, user: str | None, right: str, address: str) -> str | None:
         """Why ``user`` may not use ``right`` on ``address``, or None if it may."""
 
@@ -155,9 +158,10 @@ class Management:
             return _error(400, conditions.INVALID_FIELD, f"malformed {operation} request: {type(exc).__name__}: {exc}")
 
     def _queue(self, node: Queue | Topic) -> Queue:
-        if not isinstance(node, Queue):
+        queue = self.context.queue_of(node)
+        if queue is None:
             raise ValueError(f"{node.name!r} is a topic; this operation acts on a queue or subscription")
-        return node
+        return queue
 
     # ------------------------------------------------------------ receiving
 
