@@ -66,6 +66,13 @@ class Settings:
     amqp091_startup_reps: int = 50
     amqp091_process_reps: int = 10
     amqp091_fixture_tests: int = 200
+    #: The scale group (bench/scale_bench.py): messages per workload; a topic's fan-out sends
+    #: ``scale_copies // subscriptions`` (at least ``scale_min_messages``), so the copies held stay bounded.
+    scale_messages: int = 10_000
+    scale_copies: int = 200_000
+    scale_min_messages: int = 200
+    #: Memory per item by tracemalloc in the broker (``--trace-memory``) rather than by RSS.
+    scale_trace: bool = False
 
     @classmethod
     def for_mode(cls, quick: bool) -> Settings:
@@ -77,6 +84,7 @@ class Settings:
                 fixture_tests=60, fixture_run_rounds=1, stream_messages=10_000, browse_small=2_000, browse_large=20_000, spark_stream_sizes=(2_000,),
                 cclient_messages=2_000, cclient_limit_s=10.0, amqp091_messages=1_000, amqp091_round_trips=100,
                 amqp091_startup_reps=5, amqp091_process_reps=2, amqp091_fixture_tests=20,
+                scale_messages=500, scale_copies=10_000, scale_min_messages=100,
             )  # fmt: skip
         return cls(mode="full", startup_reps=200, messages=20_000, round_trips=2_000)
 

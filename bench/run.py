@@ -21,7 +21,7 @@ What is measured (``--only`` takes these group names):
 ``startup``
     ``ThreadedBroker.start()`` then a raw-socket AMQP handshake (protocol header plus an
     ``open`` frame built with ``minibroker.amqp``) until the broker's ``open`` arrives;
-    then ``stop()``, timed separately.  200 repetitions (20 quick).
+    then ``stop()``, timed separately.  200 repetitions (20 quick); target < 1 ms (issue #47).
 ``api``
     The test-facing API of a ``ThreadedBroker`` in this process: seeding 100,000 messages
     (10,000 quick) with one ``publish_many`` call, then ``broker.queue(name).depth`` and
@@ -66,7 +66,7 @@ What is measured (``--only`` takes these group names):
     started and stopped per test) for comparison.  Then whole pytest processes of 200
     trivial tests with the fixture and 200 without, alternating (3 rounds, 1 quick): the
     CPU time per test they differ by, imports and the broker's start included (target
-    < 0.5 ms); and the CPU time of ``import minibroker``, of the fixture's imports, of trio
+    < 0.3 ms, issue #47); and the CPU time of ``import minibroker``, of the fixture's imports, of trio
     and of loading the plugin, each in a fresh interpreter.
 ``streams``
     The engine in-process, no sockets (``bench/stream_bench.py``): reading 100,000 messages
@@ -88,6 +88,18 @@ What is measured (``--only`` takes these group names):
     vs a parquet write, a batch scan (browse) vs parquet and an ``availableNow`` read vs the JSON
     source; 3 rounds (1 quick), each ratio the median
     of the ratios within a round; skipped with a line saying why when pyspark is not installed.
+``scale``
+    How broker CPU per message and memory grow with the broker around an unchanged workload
+    (concurrent send+receive of 10,000 messages, 500 quick; ``bench/scale_bench.py``), each
+    curve in a broker process of its own (``bench/scale_broker.py``) grown step by step: 0 / 100 /
+    1,000 idle connections, 10 / 10,000 / 100,000 queues, 1 / 100 / 1,000 consumers on the
+    workload's queue (only the worker's with credit), a topic with 1 / 100 / 1,000 subscriptions
+    (CPU per message per subscription), a RabbitMQ topic exchange with 10 / 10,000 bindings and
+    1 / 1,000 open transactions (quick: the two smallest sizes, at most 1,000).  Target: the
+    largest size within 1.2x of the smallest (fan-out: of 100 subscriptions).  Memory per
+    connection, queue, consumer, subscription, binding and transaction: the broker's RSS growth
+    while the last step adds them, per item, or with ``--trace-memory`` what tracemalloc counts that
+    step allocated (targets: idle connection < 20 KiB, empty queue < 2 KiB).
 ``depth``
     The engine in-process, no sockets: cost of one publish plus one dispatch-and-accept
     at depth 1,000 and at depth 1,000,000 (50,000 quick), 10,000 rounds each; CPU time is
@@ -153,13 +165,13 @@ if __package__ in (None, ""):  # `python bench/run.py`: make `minibroker` import
     sys.path.insert(0, str(HERE.parent))
 
 import minibroker  # noqa: E402
-from bench import cpp_broker  # noqa: E402
+from bench import cpp_broker, scale_bench  # noqa: E402
 from minibroker.amqp import Open, decode, encode  # noqa: E402
 from minibroker.protocol.framing import AMQP_HEADER, frame, frame_header  # noqa: E402
 
 T = TypeVar("T")
-GROUPS = ("startup", "api", "fixture", "throughput", "features", "workloads", "memory", "depth", "streams", "spark",
-          "cclient", "amqp091")
+GROUPS = ("startup", "api", "fixture", "throughput", "features", "workloads", "memory", "scale", "depth", "streams",
+          "spark", "cclient", "amqp091")
 DEFAULT_JSON = HERE / "results.jsonl"
 
 
@@ -252,16 +264,16 @@ def bench_startup(report: Report, s: Settings) -> None:
         return values[min(len(values) - 1, int(p * len(values)))] * 1e3
 
     med_open, p90_open = statistics.median(to_open) * 1e3, q(to_open, 0.9)
-    ok = med_open < 2.0
+    ok = med_open < 1.0  # issue #47 (was 2 ms)
     common = {"count": n, "complete": complete}
-    report.record("startup", "start_to_open_median", "minibroker", med_open, "ms", target="< 2 ms",
+    report.record("startup", "start_to_open_median", "minibroker", med_open, "ms", target="< 1 ms",
                   status=verdict(ok), **common)  # fmt: skip
     report.record("startup", "start_to_open_p90", "minibroker", p90_open, "ms", **common)
     report.record("startup", "start_median", "minibroker", statistics.median(to_start) * 1e3, "ms", **common)
     report.record("startup", "stop_median", "minibroker", statistics.median(stops) * 1e3, "ms", **common)
     report.record("startup", "stop_p90", "minibroker", q(stops, 0.9), "ms", **common)
     part = "" if complete else f" (partial: {n} runs)"
-    report.row("start-up", f"start() -> first AMQP open, median{part}", mb=fmt(med_open, "ms"), target="< 2 ms",
+    report.row("start-up", f"start() -> first AMQP open, median{part}", mb=fmt(med_open, "ms"), target="< 1 ms",
                status=verdict(ok))  # fmt: skip
     report.row("start-up", "start() -> first AMQP open, p90", mb=fmt(p90_open, "ms"))
     report.row("start-up", "start() alone (port bound), median", mb=fmt(statistics.median(to_start) * 1e3, "ms"))
@@ -330,7 +342,7 @@ def bench_fixture(report: Report, s: Settings) -> None:
     run_tests = s.fixture_run_tests
     progress(f"fixture: whole pytest runs of {run_tests} tests with the fixture vs without, alternating")
     runs = measure_runs(run_tests, rounds=s.fixture_run_rounds)
-    runs_ok = runs["overhead_cpu_ms"] < 0.5
+    runs_ok = runs["overhead_cpu_ms"] < 0.3  # issue #47 (was 0.5 ms)
     ok = reused["overhead_ms"] < 2.0
     report.record("fixture", "overhead_per_test", "minibroker", reused["overhead_ms"], "ms", count=n,
                   with_ms=reused["with_ms"], without_ms=reused["without_ms"], target="< 2 ms",
@@ -352,9 +364,9 @@ def bench_fixture(report: Report, s: Settings) -> None:
                note="a new broker started and stopped per test")  # fmt: skip
     report.record("fixture", "overhead_per_test_cpu_whole_run", "minibroker", runs["overhead_cpu_ms"], "ms",
                   count=run_tests, rounds=runs["rounds"], with_cpu_s=runs["with_cpu_s"],
-                  without_cpu_s=runs["without_cpu_s"], target="< 0.5 ms", status=verdict(runs_ok))  # fmt: skip
+                  without_cpu_s=runs["without_cpu_s"], target="< 0.3 ms", status=verdict(runs_ok))  # fmt: skip
     report.row("fixture", f"whole {run_tests}-test run, CPU per test (with - without)",
-               mb=fmt(runs["overhead_cpu_ms"], "ms"), target="< 0.5 ms", status=verdict(runs_ok),
+               mb=fmt(runs["overhead_cpu_ms"], "ms"), target="< 0.3 ms", status=verdict(runs_ok),
                note="imports and the broker's start included: separate pytest processes")  # fmt: skip
     progress("fixture: import times, each in a fresh interpreter, alternating")
     imports = measure_imports(rounds=max(3, s.fixture_run_rounds))
@@ -952,6 +964,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--cpp-broker", metavar="PATH", help="a built broker.cpp to compare with (default: build it)")
     parser.add_argument("--no-cpp-broker", action="store_true", help="do not run Qpid Proton's broker.cpp beside")
     parser.add_argument("--c-broker", metavar="PATH", help="a built broker.c (cclient group; default: build it)")
+    parser.add_argument("--curves", default="", metavar="NAMES",
+                        help="scale group: only these curves (comma-separated: idle_connections, queues, consumers, "
+                             "subscriptions, bindings, transactions)")  # fmt: skip
+    parser.add_argument("--trace-memory", action="store_true",
+                        help="scale group: memory per item by tracemalloc in the broker instead of RSS")
     parser.add_argument("--no-c-broker", action="store_true", help="do not run Qpid Proton's broker.c beside")
     parser.add_argument("--no-rabbitmq", action="store_true", help="amqp091 group: do not start RabbitMQ beside")
     parser.add_argument("--profile", nargs="?", const="", default=None, metavar="FILE",
@@ -963,13 +980,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     s = Settings.for_mode(args.quick)
     if args.messages:
-        s.messages = s.cclient_messages = s.amqp091_messages = args.messages
+        s.messages = s.cclient_messages = s.amqp091_messages = s.scale_messages = args.messages
     if args.round_trips:
         s.round_trips = args.round_trips
     if args.startup_reps:
         s.startup_reps = args.startup_reps
     if args.rounds:
         s.rounds = args.rounds
+    s.scale_trace = args.trace_memory
     groups = [g.strip() for g in args.only.split(",") if g.strip()]
     unknown = set(groups) - set(GROUPS)
     if unknown:
@@ -990,7 +1008,7 @@ def main(argv: list[str] | None = None) -> int:
         if "fixture" in groups:
             timed("fixture", bench_fixture, report, s)
         env: Env | None = None
-        if {"throughput", "features", "workloads", "memory"} & set(groups) or args.profile is not None:
+        if {"throughput", "features", "workloads", "memory", "scale"} & set(groups) or args.profile is not None:
             # Spawn every process first (they import in parallel), then wait for each.
             broker = spawn_broker()
             worker = start_worker("client worker")
@@ -1022,6 +1040,10 @@ def main(argv: list[str] | None = None) -> int:
             timed("workloads", bench_workloads, report, s, env)
         if "memory" in groups:
             timed("memory", bench_memory, report, s, env)
+        if "scale" in groups and env is not None:
+            env.broker.close(signal.SIGTERM)  # each curve starts a broker of its own
+            curves = {c.strip() for c in args.curves.split(",") if c.strip()}
+            timed("scale", scale_bench.bench_scale, report, s, env.worker, lambda name: not curves or name in curves)
         if env is not None:  # free the CPU for the in-process measurements
             env.broker.close(signal.SIGTERM)
             for other in (env.peer, env.cpp):

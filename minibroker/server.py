@@ -33,7 +33,6 @@ from . import (
     layers,  # noqa: F401 - importing it registers the built-in protocol layers (broker/layers.py)
 )
 from .broker.client_connection import OUTPUT_BOUND
-from .broker.clock import ManualClock
 from .broker.engine import Broker
 from .broker.frontends import HEADER_SIZE, ServedConnection
 from .broker.logins import LoginGuard
@@ -300,7 +299,7 @@ async def serve(
         outbox = _Outbox()
         handshakes = _Handshakes(broker.config.max_handshakes)
         async with trio.open_nursery() as nursery:
-            if not isinstance(broker.clock, ManualClock):
+            if not broker.clock.stepped:  # a stepped clock runs the timers itself, when it is advanced
                 nursery.start_soon(_run_timers, broker)
             task_status.started(bound)
             while True:
@@ -328,8 +327,7 @@ async def serve(
 async def _run_timers(broker: Broker) -> None:
     """Wake when the next message expires (or a transaction times out) and let the broker act."""
     waker = _Waker()
-    previous = broker.on_timers_changed
-    broker.on_timers_changed = waker.set
+    broker.timer_watchers.append(waker.set)
     try:
         while True:
             deadline = broker.next_deadline()
@@ -341,7 +339,7 @@ async def _run_timers(broker: Broker) -> None:
             if trio.current_time() >= wake_at:
                 broker.run_timers()
     finally:
-        broker.on_timers_changed = previous
+        broker.timer_watchers.remove(waker.set)
 
 
 async def _serve_tls(

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TypeVar, TypeVarTuple, Unpack
+from typing import TYPE_CHECKING, Any, TypeVar, TypeVarTuple, Unpack, cast
 
 import trio
 
@@ -76,11 +76,11 @@ class _ThreadedClock:
         return self._clock.now()
 
     def _manual(self, what: str) -> ManualClock:
-        if not isinstance(self._clock, ManualClock):
+        if not self._clock.stepped:
             raise TypeError(
                 f"{what} needs a manual clock, and this broker reads {type(self._clock).__name__}: {self.manual_hint}"
             )
-        return self._clock
+        return cast(ManualClock, self._clock)  # the one stepped clock minibroker has
 
     def advance(self, seconds: float) -> float:
         return self._owner._call(self._manual("advance()").advance, seconds)
@@ -132,11 +132,10 @@ class ThreadedBroker(BrokerAPI):
         self._changed = threading.Condition()
         self._version = 0
         self._broker = Broker(self._config, clock)
-        if isinstance(clock, ManualClock):
-            # Advancing the test's own clock object from the test's thread must still run the
-            # broker's expiry in the broker's thread.
-            clock.unsubscribe(self._broker.run_timers)
-            clock.subscribe(self._run_timers)
+        # Advancing the test's own clock object from the test's thread must still run the
+        # broker's expiry in the broker's thread (a clock that is not stepped never calls either).
+        self._broker.clock.unsubscribe(self._broker.run_timers)
+        self._broker.clock.subscribe(self._run_timers)
         self.clock = _ThreadedClock(self, self._broker.clock)
         #: Faults to inject: ``broker.faults.detach_link(address="jobs")`` (see ``minibroker.broker.faults``).
         self.faults = self._broker.faults
@@ -149,7 +148,7 @@ class ThreadedBroker(BrokerAPI):
         if self._thread is not None:
             raise RuntimeError("this ThreadedBroker is already started; stop() it before starting again")
         ready = threading.Event()
-        self._broker.on_change = self._notify_change
+        self._broker.change_watchers.append(self._notify_change)
         self._thread = threading.Thread(target=self._run, args=(ready,), name="minibroker", daemon=True)
         self._thread.start()
         ready.wait()

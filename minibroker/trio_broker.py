@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import trio
 
 from .api import BrokerAPI, check, timed_out
-from .broker.clock import Clock
+from .broker.clock import Clock, ClockListeners
 from .broker.config import BrokerConfig
 from .broker.engine import Broker
 from .config import config_from_keywords
@@ -27,7 +27,7 @@ __all__ = ["TrioBroker", "TrioClock", "open_broker"]
 T = TypeVar("T")
 
 
-class TrioClock:
+class TrioClock(ClockListeners):
     """The clock of the current trio run as epoch seconds, so ``trio.testing.MockClock`` drives TTL.
 
     ``open_broker(clock=TrioClock())`` inside a run with a mock clock (pytest-trio's
@@ -36,6 +36,7 @@ class TrioClock:
     """
 
     def __init__(self, start: float | None = None) -> None:
+        super().__init__()  # never called: trio's clock (even a MockClock) moves by itself for the broker
         self._offset = (time.time() if start is None else start) - trio.current_time()
 
     def now(self) -> float:
@@ -60,7 +61,7 @@ class TrioBroker(BrokerAPI):
         self.port = server.port
         self.clock = broker.clock
         self._changed = trio.Event()
-        broker.on_change = self._notify
+        broker.change_watchers.append(self._notify)
         #: Faults to inject: ``broker.faults.detach_link(address="jobs")`` (see ``minibroker.broker.faults``).
         self.faults = broker.faults
         self.faults.marshal = self._call

@@ -111,4 +111,14 @@ def test_the_amqp_0_9_1_front_end_loads_on_its_first_connection() -> None:
         "        assert sock.recv(7)[:1] == b'\\x01'  # connection.start, a method frame"
     )
     assert "minibroker.front091.connection" in loaded
+    assert "minibroker.amqp091.methods" in loaded
+
+
+def test_a_plain_broker_loads_no_amqp_0_9_1_codec() -> None:
+    """Registering the 0-9-1 front end (every broker's start) needs its protocol header only:
+    the codec compiles a reader and writer per method at import, which a broker nobody speaks
+    0-9-1 to never needs."""
+    loaded = loaded_after("from minibroker import ThreadedBroker\nwith ThreadedBroker() as broker:\n    pass")
+    assert "minibroker.front091" in loaded
+    assert [m for m in loaded if m.startswith(("minibroker.amqp091.", "minibroker.front091."))] == []
     assert not any(m.startswith(("minibroker.servicebus", "minibroker.eventhubs")) for m in loaded)

@@ -565,8 +565,13 @@ class Connection:
         if isinstance(method, ChannelOpen):
             if state is not None:
                 raise AMQP091Error(codes.CHANNEL_ERROR, "second 'channel.open' seen", 20, 10)
-            if channel > self.channel_max:
-                raise AMQP091Error(codes.NOT_ALLOWED, f"channel {channel} is above channel_max {self.channel_max}", 20, 10)
+            if len(self.channels) >= self.channel_max:
+                # RabbitMQ bounds how many channels are open, not their numbers (any of 1-65535;
+                # aiormq's suite opens 65535): rabbit_reader:create_channel's words, for no method.
+                raise AMQP091Error(
+                    codes.NOT_ALLOWED,
+                    f"number of channels opened ({len(self.channels)}) has reached the negotiated channel_max ({self.channel_max})",
+                )  # fmt: skip
             self.channels[channel] = ChannelState.OPEN
             self.send(channel, ChannelOpenOk())
             self._events.append(ChannelOpened(channel))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import struct
 from typing import Final, NamedTuple
 
+from . import PROTOCOL_HEADER
 from .errors import FrameError
 from .methods import Method, encode_method
 from .properties import BasicProperties, encode_content_header
@@ -35,8 +36,6 @@ __all__ = [
     "method_frame",
 ]
 
-#: The protocol header a 0-9-1 client sends first (§4.2.2).
-PROTOCOL_HEADER: Final = b"AMQP\x00\x00\x09\x01"
 
 FRAME_METHOD: Final = 1
 FRAME_HEADER: Final = 2

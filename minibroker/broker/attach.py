@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from ..amqp import errors as conditions
 from ..amqp.messaging import DeleteOnClose, Source, Target
@@ -25,7 +25,7 @@ from ..protocol.endpoints import Link
 from .consuming import ConsumerRequest, NodeConsumer
 from .filters import FilterError, parse_filter_set
 from .limits import CreditGate
-from .links import SUPPORTED_OUTCOMES, Client, ConsumerLink, OutcomeHandler, ProducerLink
+from .links import SUPPORTED_OUTCOMES, Client, ConsumerHost, ConsumerLink, ProducerHost, ProducerLink
 from .node import Node
 from .queue import Queue
 from .router import Router
@@ -59,6 +59,43 @@ def capabilities(terminus: Any) -> frozenset[str]:
     return frozenset(str(c) for c in caps)
 
 
+def _outcomes(link: Link, source: Source) -> frozenset[str] | None:
+    """The outcomes a receiving link declared (§3.5.3 ``outcomes``; None: any), or :class:`Refusal`
+    for one it may not have (an unsupported outcome, rcv-settle-mode second on pre-settled sending)."""
+    if link.rcv_settle_mode == RCV_SECOND and link.snd_settle_mode == SND_SETTLED:
+        raise Refusal(conditions.INVALID_FIELD, "rcv-settle-mode second makes no sense with pre-settled sending")
+    if not source.outcomes:
+        return None
+    outcomes = frozenset(str(o) for o in source.outcomes)
+    unknown = outcomes - SUPPORTED_OUTCOMES
+    if unknown:
+        raise Refusal(
+            conditions.NOT_IMPLEMENTED,
+            f"outcomes {sorted(unknown)} are not supported; supported: {sorted(SUPPORTED_OUTCOMES)}",
+        )
+    return outcomes
+
+
+def _reply_source(source: Source, address: str, browse: bool, filters: Any) -> Source:
+    """The source the broker's attach answers with (Part 2 §2.6.3): the node's address (a dynamic
+    one's, made now), the filters it applies, ``copy`` when it browses, and the outcomes it takes."""
+    return Source(
+        address=address,
+        durable=source.durable,
+        expiry_policy=source.expiry_policy,
+        timeout=source.timeout,
+        dynamic=source.dynamic,
+        dynamic_node_properties=(
+            {symbol("lifetime-policy"): DeleteOnClose()} if source.dynamic else source.dynamic_node_properties
+        ),
+        distribution_mode=symbol("copy") if browse else source.distribution_mode,
+        filter=filters,
+        default_outcome=source.default_outcome,
+        outcomes=list(source.outcomes) if source.outcomes else [symbol(o) for o in sorted(SUPPORTED_OUTCOMES)],
+        capabilities=source.capabilities,
+    )
+
+
 def _durable_name(user: str | None, container_id: str | None, link_name: str) -> str:
     """A durable subscription's name: it belongs to the user who created it (from SASL PLAIN) and
     their container-id and link name (broker paper 2.3.11), so another user reusing the same
@@ -77,45 +114,37 @@ class Attacher:
         now: Callable[[], float],
         link_credit: int,
         credit_gate: CreditGate | None = None,
-        on_outcome: OutcomeHandler | None = None,
+        host: ConsumerHost | None = None,
+        on_stolen: Callable[[ConsumerLink], None] | None = None,
     ) -> None:
         self.router = router
         self.now = now
         self.link_credit = link_credit
         self.credit_gate = credit_gate  # producers of withhold-credit queues get only the room (limits.py)
-        #: How a consumer on a queue applies the client's outcomes (the broker's consumer registry).
-        self.on_outcome = on_outcome
+        #: What a consumer on a queue reports outcomes, flows and its end to (the broker's consumer registry).
+        self.host = host
         self._link_ids = itertools.count(1)  # distinct per consumer: undeliverable-here names them
         #: Called with a live consumer whose durable subscription a new attach takes over (link
         #: stealing, Part 2 §2.6.1): the broker detaches it with ``amqp:link:stolen``.
-        self.on_stolen: Callable[[ConsumerLink], None] | None = None
+        self.on_stolen = on_stolen
         #: The connection that created each dynamic node (broker paper 2.3.13): only it may
         #: consume from the node; others may send to it (a reply-to address is made to be sent to).
         self._dynamic_owners: weakref.WeakKeyDictionary[Node, Client] = weakref.WeakKeyDictionary()
 
     def consumer(
-        self, connection: Client, link: Link, container_id: str | None, factory: type[ConsumerLink] = ConsumerLink
+        self, connection: Client, link: Link, container_id: str | None, factory: Callable[..., ConsumerLink] = ConsumerLink
     ) -> NodeConsumer:
         """Accept a link on which the client receives (source: any node, or a dynamic one), or raise :class:`Refusal`.
 
         The node builds the consumer (``Node.open_consumer``); the link is
         answered (attach) but the consumer not yet registered: the caller does that.
-        ``factory`` is the class of a consumer on a queue (a layer's subclass, e.g. RabbitMQ's).
+        ``factory`` builds a consumer on a queue (a layer's subclass, e.g. RabbitMQ's), given the
+        ConsumerLink constructor's arguments.
         """
         source = link.source
         if not isinstance(source, Source):
             raise Refusal(conditions.INVALID_FIELD, "a receiving link needs a source naming the address to receive from")
-        if link.rcv_settle_mode == RCV_SECOND and link.snd_settle_mode == SND_SETTLED:
-            raise Refusal(conditions.INVALID_FIELD, "rcv-settle-mode second makes no sense with pre-settled sending")
-        outcomes = None
-        if source.outcomes:
-            outcomes = frozenset(str(o) for o in source.outcomes)
-            unknown = outcomes - SUPPORTED_OUTCOMES
-            if unknown:
-                raise Refusal(
-                    conditions.NOT_IMPLEMENTED,
-                    f"outcomes {sorted(unknown)} are not supported; supported: {sorted(SUPPORTED_OUTCOMES)}",
-                )
+        outcomes = _outcomes(link, source)
         stream_filter: StreamFilter | None = None
         try:
             if has_stream_filters(source.filter):  # RabbitMQ's rabbitmq:stream-* filters (streamfilters.py)
@@ -173,27 +202,12 @@ class Attacher:
         consumer = node.open_consumer(request)
         browse = consumer.browse
         link.context = consumer
-        reply = Source(
-            address=address,
-            durable=source.durable,
-            expiry_policy=source.expiry_policy,
-            timeout=source.timeout,
-            dynamic=source.dynamic,
-            dynamic_node_properties=(
-                {symbol("lifetime-policy"): DeleteOnClose()} if dynamic else source.dynamic_node_properties
-            ),
-            distribution_mode=symbol("copy") if browse else source.distribution_mode,
-            filter=filters,
-            default_outcome=source.default_outcome,
-            outcomes=list(source.outcomes) if source.outcomes else [symbol(o) for o in sorted(SUPPORTED_OUTCOMES)],
-            capabilities=source.capabilities,
-        )
-        connection.protocol.accept_link(link, source=reply, target=link.target)
+        connection.protocol.accept_link(link, source=_reply_source(source, address, browse, filters), target=link.target)
         return consumer
 
     def _queue_consumer(
         self,
-        factory: type[ConsumerLink],
+        factory: Callable[..., ConsumerLink],
         connection: Client,
         link: Link,
         queue: Queue,
@@ -219,7 +233,7 @@ class Attacher:
             subscription=subscription,
             topic=topic,
             dynamic=dynamic,
-            on_outcome=self.on_outcome,
+            host=self.host,
         )
 
     def _steal(self, topic: Topic, durable_name: str) -> None:
@@ -230,10 +244,12 @@ class Attacher:
         if existing is None or not existing.attached or self.on_stolen is None:
             return
         for consumer in list(existing.queue.consumers):
-            if isinstance(consumer, ConsumerLink) and consumer.subscription is existing:
-                self.on_stolen(consumer)
+            # The subscription's links are the queue's consumers that name it (another front end's
+            # consumer of the same queue names none).
+            if getattr(consumer, "subscription", None) is existing:
+                self.on_stolen(cast(ConsumerLink, consumer))
 
-    def producer(self, connection: Client, link: Link) -> ProducerLink:
+    def producer(self, connection: Client, link: Link, host: ProducerHost) -> ProducerLink:
         """Accept a link on which the client sends (target: a node, a dynamic node or none for anonymous relay)."""
         target = link.target
         if not isinstance(target, Target):
@@ -251,7 +267,7 @@ class Attacher:
             address = target.address
             if self.router.resolve(address, capabilities(target)) is None:
                 raise Refusal.of(self.router.refusal(address, capabilities(target)))
-        producer = ProducerLink(connection, link, address, dynamic)
+        producer = ProducerLink(connection, link, address, dynamic, host)
         link.context = producer
         reply = Target(
             address=address,

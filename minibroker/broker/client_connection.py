@@ -21,7 +21,7 @@ from .config import BrokerConfig
 from .tap import Tap
 
 if TYPE_CHECKING:
-    from .consuming import NodeConsumer
+    from .roles import LinkRole
     from .stored import Entry
 
 __all__ = ["ANONYMOUS_RELAY", "BrokerConnection", "ConnectionOwner", "ConnectionIdentity", "LayerHooks", "OUTPUT_BOUND", "OWN_IDENTITY"]
@@ -130,7 +130,7 @@ class BrokerConnection:
         """The older name of :attr:`protocol` (kept working for layers and tests written against it)."""
         return self.protocol
 
-    def delivered(self, consumer: NodeConsumer, entry: Entry | None, delivery: Delivery) -> None:
+    def delivered(self, consumer: LinkRole, entry: Entry | None, delivery: Delivery) -> None:
         """A consumer on this connection was sent a message: the tap's semantic outbound point."""
         self.broker.tap.delivery_out(self, consumer, entry, delivery)
 

@@ -51,28 +51,36 @@ class Consumers:
 
     def add(self, consumer: NodeConsumer) -> None:
         """Start a consumer (one an extension attached, too); it ends with its link."""
-        consumer.start()
+        consumer.start(self)
         self._consumers.add(consumer)
 
     def credit(self, consumer: NodeConsumer, properties: dict[Any, Any] | None, drain: bool) -> None:
         """The client granted credit: a flow naming a transaction makes it transactional (§4.4.3)."""
-        if isinstance(consumer, ConsumerLink) and self.transactions is not None:
-            self.transactions.on_flow(consumer, properties)
+        consumer.on_flow(properties)  # a transaction's credit (§4.4.3): it may detach the consumer
         if consumer not in self._consumers:
             return  # refused: the flow named a transaction that does not exist
         consumer.pump(self.now())
         if drain:
-            if isinstance(consumer, ConsumerLink) and not consumer.browse:
-                # §2.7.4 flow ``available``: what awaits credit at the sender (advisory).  Like
-                # RabbitMQ 4, whose drain reply carries the queue's ready messages, the answer to a
-                # drain says how many messages the queue holds that no one has acquired, so a
-                # reader can learn a queue's depth over plain AMQP (the Spark source bounds an
-                # ``availableNow`` run by it).
-                consumer.link.available = consumer.queue.available_count
+            # A drain is answered at once (§2.7.6) with what the consumer says is waiting.
+            consumer.link.available = consumer.available()
             consumer.connection.protocol.drained(consumer.link)
             # The figure answered this drain; later flows (an echo, a credit top-up) must not
             # repeat a count the queue no longer has.
             consumer.link.available = 0
+
+    def pump(self, consumer: NodeConsumer, now: float) -> None:
+        """The session's window opened: a consumer that still reads sends what it may."""
+        if consumer in self._consumers:
+            consumer.pump(now)
+
+    def on_flow(self, consumer: ConsumerLink, properties: dict[Any, Any] | None) -> None:
+        """A consumer on a queue got a flow: one naming a transaction makes its credit transactional (§4.4.3)."""
+        if self.transactions is not None:
+            self.transactions.on_flow(consumer, properties)
+
+    def drop_temporary(self, name: str) -> None:
+        """A dynamic node's consumer ended: the node goes with it."""
+        self.router.drop_temporary(name)
 
     def queue_outcome(self, consumer: ConsumerLink, delivery: Delivery, state: Any, settled: bool) -> None:
         """Apply a client's outcome to a delivery from a queue (the ``on_outcome`` of a ConsumerLink)."""
@@ -121,14 +129,8 @@ class Consumers:
         self.end(consumer, closed=True)
 
     def end(self, consumer: NodeConsumer, closed: bool) -> None:
-        """A consumer's link ended: what it held goes back, a dynamic node goes with it."""
+        """A consumer's link ended: what it held goes back, a dynamic node goes with it (its ``end``)."""
         if consumer not in self._consumers:
-            return
+            return  # ended already (its node was deleted, or a fault or a layer detached it)
         self._consumers.discard(consumer)
-        now = self.now()
-        consumer.end(closed, now)
-        if isinstance(consumer, ConsumerLink):
-            queue = consumer.queue
-            if consumer.subscription is None and consumer.dynamic:
-                self.router.drop_temporary(queue.name)
-            queue.dispatch(now)  # what it held is available to the others
+        consumer.finish(closed, self.now())

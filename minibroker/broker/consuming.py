@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .roles import LinkRole
+
 if TYPE_CHECKING:
     from ..protocol.connection import Connection
     from ..protocol.endpoints import Delivery, Link
@@ -20,7 +22,7 @@ if TYPE_CHECKING:
     from .stored import Entry
     from .streamfilters import StreamFilter
 
-__all__ = ["Client", "ConsumerRequest", "NodeConsumer"]
+__all__ = ["Client", "ConsumerRegistry", "ConsumerRequest", "NodeConsumer"]
 
 
 class Client(Protocol):
@@ -43,18 +45,39 @@ class Client(Protocol):
     def output_full(self) -> bool:
         """Whether the output queued for this client is over its bound: route nothing more to it for now."""
 
-    def delivered(self, consumer: NodeConsumer, entry: Entry | None, delivery: Delivery) -> None:
+    def delivered(self, consumer: LinkRole, entry: Entry | None, delivery: Delivery) -> None:
         """Tell the broker's tap (``delivery_out``) that ``consumer`` was sent a message.
 
         Called only while ``protocol.hook`` is set (the tap has observers): free otherwise.
         """
 
 
-class NodeConsumer(Protocol):
+class ConsumerRegistry(Protocol):
+    """The broker's consumer registry (consumers.py), as a started consumer reports to it.
+
+    A consumer's link events go through the registry because only the registry
+    knows whether the consumer still reads: one whose node was deleted is
+    finished at once, while its link waits for the peer's detach, and must
+    send nothing more nor give back twice.
+    """
+
+    def credit(self, consumer: NodeConsumer, properties: dict[Any, Any] | None, drain: bool) -> None:
+        """The client's flow granted ``consumer`` credit."""
+
+    def pump(self, consumer: NodeConsumer, now: float) -> None:
+        """The session's window opened: ``consumer`` sends what it may, if it still reads."""
+
+    def end(self, consumer: NodeConsumer, closed: bool) -> None:
+        """``consumer``'s link ended: finish it (once)."""
+
+
+class NodeConsumer(LinkRole, Protocol):
     """The broker's side of a receiving link, as the broker drives it (built by ``Node.open_consumer``).
 
     The broker registers it, tells it of credit and of the client's outcomes,
     and ends it with its link; what it reads and how it settles is its own.
+    It is its link's role (roles.py) too: as a role it hands credit, the
+    session window and its link's end to the registry it was started by.
     """
 
     connection: Client
@@ -62,8 +85,8 @@ class NodeConsumer(Protocol):
     #: It reads without acquiring (the client asked for ``copy`` and the node browses): echoed in the attach.
     browse: bool
 
-    def start(self) -> None:
-        """Begin reading: join the node's readers (the broker calls it once, after the attach is answered)."""
+    def start(self, registry: ConsumerRegistry) -> None:
+        """Begin reading: join the node's readers (the registry calls it once, after the attach is answered)."""
 
     def reads_from(self, node: object) -> bool:
         """Whether it reads from ``node`` (deleting the node detaches it)."""
@@ -74,8 +97,14 @@ class NodeConsumer(Protocol):
     def on_outcome(self, delivery: Delivery, state: Any, settled: bool) -> None:
         """The client gave a delivery an outcome (Part 3 §3.4), or settled it."""
 
-    def end(self, closed: bool, now: float) -> None:
-        """Its link ended (``closed``: detached with closed=true): give back what it held."""
+    def on_flow(self, properties: dict[Any, Any] | None) -> None:
+        """A flow arrived (before any credit is used): ``properties`` may name a transaction (Part 4 §4.4.3)."""
+
+    def available(self) -> int:
+        """What a drain is answered with in the flow's ``available`` (§2.7.4: advisory)."""
+
+    def finish(self, closed: bool, now: float) -> None:
+        """Its link ended (``closed``: detached with closed=true): give back what it held (the registry calls it once)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,3 +126,4 @@ class ConsumerRequest:
     #: Where a stream reader starts and what it reads (RabbitMQ's ``rabbitmq:stream-*`` filters,
     #: streamfilters.py), or None when the source carries none of them.
     stream_filter: StreamFilter | None = None
+

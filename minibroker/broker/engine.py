@@ -21,7 +21,7 @@ from ..protocol.endpoints import Link
 from .attach import Attacher
 from .capture import Run
 from .client_connection import ANONYMOUS_RELAY, BrokerConnection
-from .clock import Clock, ManualClock, SystemClock
+from .clock import Clock, SystemClock
 from .config import BrokerConfig, QueueOptions, StreamOptions
 from .consumers import Consumers
 from .consuming import NodeConsumer
@@ -87,7 +87,7 @@ class Broker:
             self.tap.install(self.frame_log)
         if trace is not None:  # called with (connection, "in" or "out", channel, performative) for every frame
             self.tap.install(TraceObserver(trace))
-        self.router = Router(self.config, self.now, self._timers_changed, self._node_deleted)
+        self.router = Router(self.config, self.now, self.timers_changed, self._node_deleted)
         #: Grants producers of withhold-credit queues only as much credit as there is room (limits.py).
         self.credit_gate = CreditGate(self.config.link_credit)
         #: Per-user rights by address (``BrokerConfig.permissions``); None checks nothing.
@@ -104,7 +104,7 @@ class Broker:
             self.router,
             self.now,
             detach_consumer=self.consumers.detach,
-            timers_changed=self._timers_changed,
+            timers_changed=self.timers_changed,
         )
         self.consumers.transactions = self.transactions
         #: Failed SASL logins per peer address; the server slows an address past the bound (logins.py).
@@ -112,9 +112,8 @@ class Broker:
         self.timers.add(self.router)
         self.timers.add(self.transactions)
         self.attacher = Attacher(
-            self.router, self.now, self.config.link_credit, self.credit_gate, on_outcome=self.consumers.queue_outcome
+            self.router, self.now, self.config.link_credit, self.credit_gate, host=self.consumers, on_stolen=self._steal
         )
-        self.attacher.on_stolen = self._steal
         self._dirty: set[BrokerConnection | ServedConnection] = set()
         #: Exceptions raised while handling a connection (each closed it with amqp:internal-error).
         self.errors: list[Exception] = []
@@ -125,16 +124,15 @@ class Broker:
         #: ends its own consumers of it (the AMQP 0-9-1 one sends them ``basic.cancel``).
         self.node_deleted_hooks: list[Callable[[str, Node], None]] = []
         self.version = 0  # bumped after every change, for waiters
-        self.on_change: Callable[[], None] | None = None
-        #: Called when a new expiry may come before the timer's deadline (the server's timer task).
-        self.on_timers_changed: Callable[[], None] | None = None
+        self.change_watchers: list[Callable[[], None]] = []  #: told after each flush (waiters)
+        #: Told when a deadline may now come sooner (an expiry, a timeout): the server's timer task.
+        self.timer_watchers: list[Callable[[], None]] = []
         #: Faults to inject (``broker.faults.detach_link(...)``, faults.py), applied by an observer
         #: on the tap that is installed, and set as ``injector``, only while one is live.
         self.faults = FaultSet()
         self.injector: FaultInjector | None = None
-        FaultInjector(self, self.faults, self._timers_changed)
-        if isinstance(self.clock, ManualClock):
-            self.clock.subscribe(self.run_timers)
+        FaultInjector(self, self.faults, self.timers_changed)
+        self.clock.subscribe(self.run_timers)  # whatever the clock: only a stepped one ever calls it
         #: What the broker does for each protocol event (policy.py).
         self.policy = EventPolicy(self)
         #: The protocol layers on top (layers.py), in the order they are offered links; none: plain AMQP 1.0.
@@ -252,8 +250,8 @@ class Broker:
         for connection in dirty:
             connection.notify()
         self.version += 1
-        if self.on_change is not None:
-            self.on_change()
+        for watcher in self.change_watchers:
+            watcher()
 
     def now(self) -> float:
         return self.clock.now()
@@ -269,14 +267,10 @@ class Broker:
         self.timers.run(self.clock.now() if now is None else now)
         self.flush()
 
-    def _timers_changed(self) -> None:
-        """A new deadline (an expiry, a transaction timeout) may come before the timer's."""
-        if self.on_timers_changed is not None:
-            self.on_timers_changed()
-
     def timers_changed(self) -> None:
-        """A part's deadline (a layer's) may now come before the timer's: wake the timer."""
-        self._timers_changed()
+        """A new deadline (an expiry, a transaction timeout, a layer's timer) may come before the timer's."""
+        for watcher in self.timer_watchers:
+            watcher()
 
     # ---------------------------------------------------- protocol layers (layers.py)
 
@@ -299,7 +293,7 @@ class Broker:
         ``"stream"``) with ``options`` of its ``OPTIONS`` type (None: the defaults), or return the
         existing one of that name, ``options`` applied if given."""
         node = self.router.declare(kind, name, options)
-        self._timers_changed()  # a retention limit (a stream's max_age) may have come into force
+        self.timers_changed()  # a retention limit (a stream's max_age) may have come into force
         return node
 
     def node(self, name: str) -> Node:

@@ -39,12 +39,9 @@ from ..protocol.endpoints import Delivery, Link
 from .client_connection import BrokerConnection
 from .clock import Clock
 from .config import BrokerConfig
-from .extension import ExtensionLink
 from .faults import Fault, FaultSet, Firing, Site, fault_kind
-from .links import ConsumerLink, CoordinatorLink, ProducerLink
-from .queue import Queue
+from .roles import LinkRole
 from .stored import Entry
-from .stream import StreamConsumer
 from .tap import Observer, Tap, TapConnection
 from .timers import Timers
 from .transactions import TransactionManager
@@ -60,6 +57,11 @@ __all__ = ["ACTIONS", "FaultInjector", "InjectionHost"]
 #: Points offered a message a client sends, and a message the broker sends.
 _INBOUND_MESSAGE = frozenset({"publish", "transfer", "discharge"})
 _OUTBOUND_MESSAGE = frozenset({"delivery", "transfer"})
+
+
+def _nothing() -> None:
+    """The subject of a delivery whose sender kept no message (a fault's ``when=`` sees None)."""
+    return None
 
 
 class _Hold:
@@ -82,8 +84,6 @@ class InjectionHost(Protocol):
     injector: FaultInjector | None
     timers: Timers
 
-    def apply_outcome(self, queue: Queue, entry: Entry, state: Any, link_id: int | None) -> None: ...
-
     def detach_link(self, connection: BrokerConnection, link: Link, error: Error) -> None: ...
 
 
@@ -101,7 +101,7 @@ class FaultInjector(Observer):
         # through run_pending().
         self._actions: list[Callable[[], None]] = []  # run after the batch that fired them
         # Deliveries sent this batch (the tap's delivery_out), offered to delivery faults after it.
-        self._sent: list[tuple[BrokerConnection, ConsumerLink | StreamConsumer | ExtensionLink, int]] = []  # (connection, consumer, id)
+        self._sent: list[tuple[BrokerConnection, LinkRole, int]] = []  # (connection, the link's role, id)
         self._going: set[Any] = set()  # connections and links whose remaining events this batch are dropped
         self._silenced: set[BrokerConnection] = set()  # dropped: not even a close frame goes out
         self._holds: dict[BrokerConnection, _Hold] = {}
@@ -157,6 +157,8 @@ class FaultInjector(Observer):
     # -------------------------------------------------------- inbound
 
     def event_in(self, connection: TapConnection, event: ev.Event) -> ev.Event | None:
+        # Called for every inbound event while a fault is live: each test is ordered cheapest and
+        # likeliest first, and the event's kind compared by identity (no isinstance walk).
         if connection in self._going:
             return None  # closed or dropped by a fault: the rest of what it sent is never read
         kind = type(event)
@@ -166,6 +168,7 @@ class FaultInjector(Observer):
             if "attach" not in points:
                 return event
             return None if self._attach(self._own(connection), event.link) else event
+        # Only while a delivery waits for its client outcome to be replaced (at="outcome").
         if kind is ev.DeliveryUpdated and self._replaced:
             assert isinstance(event, ev.DeliveryUpdated)
             return self._replace_outcome(event)
@@ -211,13 +214,19 @@ class FaultInjector(Observer):
 
     def _message(self, connection: BrokerConnection, event: ev.MessageReceived) -> bool:
         link, delivery = event.link, event.delivery
-        owner = link.context
-        if isinstance(owner, CoordinatorLink):
+        owner: LinkRole | None = link.context
+        # The role says which point its messages meet: a producer's (or a layer's publishing
+        # link's) go into a node, the coordinator's are declares and discharges.
+        point = owner.message_point if owner is not None else None
+        if point == "discharge":
             return self._discharge(connection, event)
-        if not isinstance(owner, ProducerLink) and not (isinstance(owner, ExtensionLink) and owner.publishes):
+        if point != "publish":
             return False
+        assert owner is not None
         decoded: list[Any] = []
 
+        # Decoded at most once, and only if a fault's ``when=`` (or an anonymous relay's ``to``)
+        # asks: a fault aimed at another address never pays for decoding.
         def subject() -> Any:
             if not decoded:
                 decoded.append(decode_message(delivery.payload))
@@ -277,7 +286,8 @@ class FaultInjector(Observer):
 
     def frame_out(self, connection: TapConnection, channel: int, performative: Any, frame: bytes) -> bytes:
         if connection in self._silenced:
-            return b""
+            return b""  # dropped: not even the close that connection_lost() writes may reach the peer
+        # A held connection's frames keep their order: everything after the first held one waits too.
         hold = self._holds.get(self._own(connection))
         if hold is not None:
             hold.frames.append(frame)
@@ -295,14 +305,12 @@ class FaultInjector(Observer):
     def delivery_out(
         self, connection: TapConnection, consumer: Any, entry: Entry | None, delivery: Delivery
     ) -> None:
-        """A consumer was sent a message: offered to delivery faults after the batch (``run_pending``)."""
+        """A link's role sent a message: offered to delivery faults after the batch (``run_pending``)."""
         owned = self._own(connection)
         if owned in self._silenced or owned in self._holds:
             return  # dropped or held output is not on the wire (as frame_out withholds it)
-        if not isinstance(consumer, (ConsumerLink, StreamConsumer)) and not (
-            isinstance(consumer, ExtensionLink) and consumer.address is not None
-        ):
-            return  # a link faults do not reach
+        if consumer.address is None:
+            return  # a link faults do not reach: they are aimed at addresses, and it names none
         if not self.faults.points.isdisjoint(_OUTBOUND_MESSAGE):
             self._sent.append((owned, consumer, delivery.delivery_id))
 
@@ -340,7 +348,7 @@ class FaultInjector(Observer):
 
     def _stall(self, connection: BrokerConnection, channel: int, flow: Flow) -> bool:
         link = self._link(connection, channel, flow)
-        if link is None or not isinstance(link.context, ProducerLink) or not flow.link_credit:
+        if link is None or link.context is None or not link.context.credit_stalls or not flow.link_credit:
             return False  # only credit for producers; the transaction coordinator keeps its own
         site = self._site(connection, link, link.address, f"flow {link.name!r}")
         fault = self._fire("credit", site, lambda: flow)
@@ -359,72 +367,33 @@ class FaultInjector(Observer):
             for action in actions:
                 action()
             sent, self._sent = self._sent, []
-            for connection, consumer, delivery_id in sent:
-                if isinstance(consumer, StreamConsumer):
-                    self._read_from_stream(connection, consumer, delivery_id)
-                elif isinstance(consumer, ExtensionLink):
-                    self._layer_delivered(connection, consumer, delivery_id)
-                else:
-                    self._delivered(connection, consumer, delivery_id)
+            for connection, role, delivery_id in sent:
+                self._delivered(connection, role, delivery_id)
         self._update(self.faults.has_live())
 
-    def _delivered(self, connection: BrokerConnection, consumer: ConsumerLink, delivery_id: int) -> None:
-        link = consumer.link
+    def _delivered(self, connection: BrokerConnection, role: LinkRole, delivery_id: int) -> None:
+        """A delivery a link's role sent (a queue's consumer, a stream reader, a layer's link)."""
+        link = role.link
         if not connection.open or link.state is not LinkState.ATTACHED:
             return
-        entry = consumer.unsettled.get(delivery_id)
-        site = self._site(connection, link, consumer.queue.name, f"transfer delivery-id={int(delivery_id)}")
-
-        def subject() -> Any:
-            return entry.message.decode() if entry is not None else None
-
-        fired = self._on_delivery(connection, link, site, subject, entry is not None)
+        # What the role kept of the message decides which faults may act: one it still holds
+        # (unsettled) meets ``delivery`` faults and may be settled by them; one it kept nothing
+        # of (pre-settled, or a layer's) only ``transfer`` faults that end the link or connection.
+        subject = role.sent_message(delivery_id)
+        site = self._site(connection, link, role.address, f"transfer delivery-id={int(delivery_id)}")
+        fired = self._on_delivery(connection, link, site, subject or _nothing, subject is not None)
         if fired is None:
             return
         fault, outcome = fired
-        assert entry is not None
         delivery = link.unsettled.get(delivery_id)
-        if fault.params.get("at") == "outcome":
+        if fault.params.get("at") == "outcome" and role.outcome_faults:
             if delivery is not None:
                 self._forget_ended()
                 firing = self.faults.history[-1]  # the one just recorded, until the client's outcome comes
                 waiting = self.faults.moved(firing, firing.at, f"{firing.frame} (waiting for the client's outcome)")
                 self._replaced[delivery] = (outcome, waiting or firing)
             return
-        del consumer.unsettled[delivery_id]
-        self.broker.apply_outcome(consumer.queue, entry, outcome, consumer.link_id)
-        if delivery is not None:
-            connection.protocol.settle(delivery, outcome)
-        connection.mark_dirty()
-        consumer.queue.dispatch(self.broker.clock.now())
-
-    def _layer_delivered(self, connection: BrokerConnection, sender: ExtensionLink, delivery_id: int) -> None:
-        """A layer's link sent a message: faults that take the link or connection may fire on it."""
-        link = sender.link
-        if not connection.open or link.state is not LinkState.ATTACHED:
-            return
-        site = self._site(connection, link, sender.address, f"transfer delivery-id={int(delivery_id)}")
-        fault = self._fire("transfer", site, lambda: None)  # the layer keeps no decoded message to offer `when=`
-        if fault is not None:
-            self._disconnect(fault, connection, link)
-
-    def _read_from_stream(self, connection: BrokerConnection, reader: StreamConsumer, delivery_id: int) -> None:
-        """A delivery to a stream reader: faults act on that reader's link only (the stream is unchanged)."""
-        link = reader.link
-        if not connection.open or link.state is not LinkState.ATTACHED:
-            return
-        delivery = link.unsettled.get(delivery_id)
-        site = self._site(connection, link, reader.stream.name, f"transfer delivery-id={int(delivery_id)}")
-
-        def subject() -> Any:
-            return decode_message(delivery.payload) if delivery is not None and delivery.payload else None
-
-        fired = self._on_delivery(connection, link, site, subject, delivery is not None)
-        if fired is None:
-            return
-        outcome = fired[1]
-        assert delivery is not None
-        reader.outcome(delivery, outcome, False)  # counted and settled: nothing to put back in a stream
+        role.fault_outcome(delivery_id, delivery, outcome)
         connection.mark_dirty()
 
     def _on_delivery(

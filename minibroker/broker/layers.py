@@ -75,7 +75,7 @@ class LayerHost(Protocol):
 
     Nodes: declare, resolve, delete, purge (and the router, whose publisher is the one path a
     message takes into a node, ``router.publisher.publish(node, message, now, source)``, and
-    whose ``dead_letter_hook`` a layer may set); consumers: add one, detach a link; timers:
+    into whose ``dead_letter_handlers`` a layer registers); consumers: add one, detach a link; timers:
     say a deadline may have moved; sibling layers: find one by name.
     """
 

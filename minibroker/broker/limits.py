@@ -84,7 +84,7 @@ class CreditGate:
     def __init__(self, link_credit: int) -> None:
         self.link_credit = link_credit
         self._producers: dict[Queue, dict[ProducerLink, None]] = {}  # insertion-ordered sets
-        self._queue_of: dict[ProducerLink, Queue] = {}
+        self._queue_of: dict[object, Queue] = {}  # keyed by producer; any link's role may ask
 
     @staticmethod
     def gated(node: Node | None) -> Queue | None:
@@ -98,9 +98,17 @@ class CreditGate:
         queue.on_removed = self.room_made
         self.top_up(queue, [producer])
 
-    def queue_of(self, producer: ProducerLink) -> Queue | None:
-        """The gated queue a producer sends to, if it is gated."""
+    def queue_of(self, producer: object) -> Queue | None:
+        """The gated queue a producer sends to, if it is gated (any other link's role: None)."""
         return self._queue_of.get(producer)
+
+    def refill(self, producer: object) -> bool:
+        """Top up ``producer``'s credit within its gated queue's room; False if it is not gated."""
+        queue = self._queue_of.get(producer)
+        if queue is None:
+            return False
+        self.top_up(queue, [p for p in self._producers[queue] if p is producer])
+        return True
 
     def detach(self, producer: ProducerLink) -> None:
         """The producer's link ended: it no longer holds or waits for credit."""

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..amqp.messaging import Accepted, Modified, Rejected, Released
 from ..amqp.performatives import SND_SETTLED
 from ..protocol.endpoints import Delivery, Link
-from .consuming import Client
+from .consuming import Client, ConsumerRegistry
 from .filters import selector_matches
+from .roles import Role
 from .stored import Entry
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Client", "ConsumerLink", "CreditTransaction", "ProducerLink", "CoordinatorLink", "apply_outcome", "DELIVERY_FAILED",
-    "SUPPORTED_OUTCOMES", "LinkOwner", "OutcomeHandler",
+    "SUPPORTED_OUTCOMES", "ConsumerHost", "CoordinatorHost", "ProducerHost",
 ]  # fmt: skip
 
 #: The outcomes a consumer may give (Part 3 §3.4), by descriptor name as a source lists them.
@@ -49,15 +50,50 @@ class CreditTransaction(Protocol):
         """``entry`` went out on this transaction's credit: it is acquired within it."""
 
 
-#: Applies a client's outcome to a delivery from a queue: (consumer, delivery, state, settled).
-OutcomeHandler = Callable[["ConsumerLink", Delivery, Any, bool], None]
+class ConsumerHost(Protocol):
+    """The broker's consumer registry (consumers.py), as a consumer on a queue reaches it."""
+
+    def queue_outcome(self, consumer: ConsumerLink, delivery: Delivery, state: Any, settled: bool) -> None:
+        """Apply a client's outcome to a delivery from a queue (Part 3 §3.4; Part 4 §4.4.2 in a transaction)."""
+
+    def on_flow(self, consumer: ConsumerLink, properties: dict[Any, Any] | None) -> None:
+        """A flow arrived: one naming a transaction makes what its credit takes transactional (Part 4 §4.4.3)."""
+
+    def drop_temporary(self, name: str) -> None:
+        """A dynamic node's consumer ended: the node goes with it (Part 3 §3.5.10, delete-on-close)."""
 
 
-class ConsumerLink:
+class ProducerHost(Protocol):
+    """Where a producer's messages go (the event policy, policy.py): into their node or a transaction."""
+
+    def publish(self, producer: ProducerLink, delivery: Delivery) -> None:
+        """A client's message on ``producer``: into its node (or a transaction), and the outcome back."""
+
+    def producer_ended(self, producer: ProducerLink) -> None:
+        """Its link ended: it holds no credit any more, and a dynamic target goes with it."""
+
+
+class CoordinatorHost(Protocol):
+    """The transaction coordinator (transactions.py), as its links reach it (Part 4 §4.2)."""
+
+    def on_control_message(self, controller: CoordinatorLink, delivery: Delivery) -> None:
+        """A declare or discharge arrived on the coordinator link."""
+
+    def coordinator_gone(self, controller: CoordinatorLink) -> None:
+        """The controller's link ended: its open transactions roll back (§4.3)."""
+
+
+class ConsumerLink(Role):
     """A link on which the broker sends messages from one queue (or subscription queue).
 
-    The :class:`~.consuming.NodeConsumer` of queues and topics.
+    The :class:`~.consuming.NodeConsumer` of queues and topics, and its link's role (roles.py).
     """
+
+    #: Its credit comes back only by a flow, a session window or output room, each of which
+    #: pumps it (``Queue.wake``): the queue may leave it out of the turns while it has none.
+    wakes_queue = True
+    #: A delivery it holds unsettled waits for the client's outcome: a fault may replace that outcome.
+    outcome_faults = True
 
     def __init__(
         self,
@@ -74,7 +110,7 @@ class ConsumerLink:
         subscription: Subscription | None = None,
         topic: Topic | None = None,
         dynamic: bool = False,
-        on_outcome: OutcomeHandler | None = None,
+        host: ConsumerHost | None = None,
     ) -> None:
         self.connection = connection
         self.link = link
@@ -93,23 +129,42 @@ class ConsumerLink:
         #: Set by a flow carrying txn-id (Part 4 §4.4.3): what is sent on that credit is acquired in it.
         self.transaction: CreditTransaction | None = None
         self._tags = 0
-        self._on_outcome = on_outcome
+        self._host = host
+        self._registry: ConsumerRegistry | None = None
+
+    @property
+    def address(self) -> str:
+        """Faults aimed at the queue's name fire on what it sends."""
+        return self.queue.name
 
     # NodeConsumer protocol (consuming.py) ------------------------------
 
-    def start(self) -> None:
+    def start(self, registry: ConsumerRegistry) -> None:
+        self._registry = registry
         self.queue.add_consumer(self)
 
     def reads_from(self, node: object) -> bool:
         return self.queue is node or (self.topic is not None and self.topic is node)
 
     def pump(self, now: float) -> None:
-        self.queue.dispatch(now)
+        self.queue.wake(self, now)
 
     def on_outcome(self, delivery: Delivery, state: Any, settled: bool) -> None:
-        if self._on_outcome is None:
-            raise RuntimeError(f"{self!r} was built without an outcome handler; build consumers through the Attacher")
-        self._on_outcome(self, delivery, state, settled)
+        if self._host is None:
+            raise RuntimeError(f"{self!r} was built without a host; build consumers through the Attacher")
+        self._host.queue_outcome(self, delivery, state, settled)
+
+    def on_flow(self, properties: dict[Any, Any] | None) -> None:
+        if self._host is not None:  # a layer's consumer (built without one) takes no transactional credit
+            self._host.on_flow(self, properties)
+
+    def available(self) -> int:
+        # §2.7.4 flow ``available``: what awaits credit at the sender (advisory).  Like RabbitMQ 4,
+        # whose drain reply carries the queue's ready messages, a drain is answered with how many
+        # messages the queue holds that no one has acquired, so a reader can learn a queue's depth
+        # over plain AMQP (the Spark source bounds an ``availableNow`` run by it).  A browser moves
+        # nothing, so it announces nothing.
+        return 0 if self.browse else self.queue.available_count
 
     # Consumer protocol -------------------------------------------------
 
@@ -162,9 +217,23 @@ class ConsumerLink:
         if self.connection.protocol.hook is not None:  # one test when nothing observes (tap.py)
             self.connection.delivered(self, entry, delivery)
 
-    # Ending ------------------------------------------------------------
+    # Link role (roles.py): its link's events go to the registry that started it --------
+
+    def on_credit(self, properties: dict[Any, Any] | None, drain: bool) -> None:
+        if self._registry is not None:
+            self._registry.credit(self, properties, drain)
+
+    def on_window(self, now: float) -> None:
+        if self._registry is not None:
+            self._registry.pump(self, now)
 
     def end(self, closed: bool, now: float) -> None:
+        if self._registry is not None:
+            self._registry.end(self, closed)
+
+    # Ending ------------------------------------------------------------
+
+    def finish(self, closed: bool, now: float) -> None:
         """The link ended: what it held goes back as modified(delivery-failed) (Part 3 §3.4.5).
 
         An entry whose outcome a transaction has staged stays for the
@@ -187,34 +256,73 @@ class ConsumerLink:
             subscription.links -= 1
             if closed or not subscription.durable:  # a durable one waits for the same container and link
                 self.topic.subscriptions.pop(subscription.key, None)
+        if subscription is None and self.dynamic and self._host is not None:
+            self._host.drop_temporary(queue.name)
+        queue.dispatch(now)  # what it held is available to the others
+
+    # Faults (roles.py) ---------------------------------------------------
+
+    def sent_message(self, delivery_id: int) -> Callable[[], Any] | None:
+        entry = self.unsettled.get(delivery_id)
+        if entry is None:
+            return None  # pre-settled (or browsed): gone from the queue, nothing a fault can put back
+        return entry.message.decode
+
+    def fault_outcome(self, delivery_id: int, delivery: Delivery | None, outcome: Released | Modified) -> None:
+        entry = self.unsettled.pop(delivery_id)
+        now = self.now()
+        apply_outcome(self.queue, entry, outcome, self.link_id, now)
+        if delivery is not None:
+            self.connection.protocol.settle(delivery, outcome)
+        self.queue.dispatch(now)
 
     def __repr__(self) -> str:
         return f"<ConsumerLink {self.link.name!r} on {self.queue.name!r}>"
 
 
-class ProducerLink:
+class ProducerLink(Role):
     """A link on which clients send to one node, or to any node by ``to`` (anonymous relay)."""
 
-    def __init__(self, connection: Client, link: Link, address: str | None, dynamic: bool = False) -> None:
+    message_point = "publish"
+    #: The broker grants its credit (policy.py's top-up): a ``stall_credit`` fault may withhold it.
+    credit_stalls = True
+
+    def __init__(
+        self, connection: Client, link: Link, address: str | None, dynamic: bool, host: ProducerHost
+    ) -> None:
         self.connection = connection
         self.link = link
         self.address = address  # None: anonymous relay, route by the message's ``to``
         self.dynamic = dynamic
+        self.host = host
         #: The node ``address`` led to, found for an earlier message, and the router's
         #: ``generation`` then: valid while no node has been added or removed since.
         self.route: Any = None
         self.route_generation = -1
 
+    def on_message(self, delivery: Delivery) -> None:
+        self.host.publish(self, delivery)
 
-class CoordinatorLink:
-    """A link to the transaction coordinator (Part 4 §4.2)."""
+    def end(self, closed: bool, now: float) -> None:
+        self.host.producer_ended(self)
 
-    def __init__(self, connection: Client, link: Link) -> None:
+
+class CoordinatorLink(Role):
+    """A link to the transaction coordinator (Part 4 §4.2): its messages are declares and discharges."""
+
+    message_point = "discharge"
+    address = None  # declares and discharges name no node
+
+    def __init__(self, connection: Client, link: Link, host: CoordinatorHost) -> None:
         self.connection = connection
         self.link = link
+        self.host = host
 
+    def on_message(self, delivery: Delivery) -> None:
+        self.host.on_control_message(self, delivery)
 
-LinkOwner = ConsumerLink | ProducerLink | CoordinatorLink
+    def end(self, closed: bool, now: float) -> None:
+        self.host.coordinator_gone(self)
 
 
 

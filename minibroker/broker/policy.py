@@ -4,10 +4,13 @@ The protocol state machine (``minibroker.protocol``) turns bytes into events
 (protocol/events.py); :meth:`EventPolicy.handle` looks each one up in
 :data:`_HANDLERS` and acts on it through the broker's parts: links are
 checked (limits.py, permissions.py) and attached (attach.py, or a layer
-on top, layers.py), messages enter nodes by the publish path
-(publish.py) or are staged in a transaction (transactions.py), credit and
-outcomes go to the consumer registry (consumers.py).  It holds no state of
-its own.
+on top, layers.py); after that every event of a link goes to the role
+its attach put in ``link.context`` (roles.py) as a method call: a
+producer's messages come back here (:meth:`EventPolicy.publish`) to enter
+nodes by the publish path (publish.py) or be staged in a transaction
+(transactions.py); a node's consumer gets credit and ends through the
+consumer registry (consumers.py), which knows whether it still reads.  The
+policy never asks a role's class.  It holds no state of its own.
 """
 
 from __future__ import annotations
@@ -22,16 +25,14 @@ from ..amqp.performatives import RCV_SECOND, Error, amqp_error
 from ..amqp.transactions import Coordinator, TransactionalState
 from ..protocol import LinkState
 from ..protocol import events as ev
-from ..protocol.connection import Connection
 from ..protocol.endpoints import Delivery, Link
 from .attach import Attacher, Refusal
 from .client_connection import BrokerConnection
 from .clock import Clock
 from .config import BrokerConfig
 from .consumers import Consumers
-from .extension import ExtensionLink
 from .limits import CreditGate, connection_refusal, link_refusal
-from .links import ConsumerLink, CoordinatorLink, ProducerLink
+from .links import ProducerLink
 from .permissions import Permissions
 from .publish import ACCEPTED, Source, format_refusal, messages_of, relay_refusal, route_all
 from .router import Router
@@ -136,55 +137,55 @@ class EventPolicy:
 
     def _attach_producer(self, connection: BrokerConnection, link: Link) -> None:
         target = link.target
-        if isinstance(target, Coordinator):
+        if isinstance(target, Coordinator):  # the target's type (Part 4 §4.2), a value, not a role
             self.transactions.attach_coordinator(connection, link, target)
         else:
-            self.attacher.producer(connection, link)
+            self.attacher.producer(connection, link, self)
+
+    # A link's events after its attach go to its role.  ``link.context`` is None only for a link
+    # refused at attach (the protocol may still report what the peer sent on it before its
+    # detach came).
 
     def _on_credit(self, connection: BrokerConnection, event: ev.CreditChanged) -> None:
-        consumer = event.link.context
-        if isinstance(consumer, ExtensionLink):
-            consumer.on_credit()
-        elif isinstance(consumer, ConsumerLink) or consumer in self.consumers:
-            self.consumers.credit(consumer, event.properties, event.link.drain)
+        role = event.link.context
+        if role is not None:
+            role.on_credit(event.properties, event.link.drain)
 
     def _on_window(self, connection: BrokerConnection, event: ev.SessionWindowOpened) -> None:
         now = self.clock.now()
         for link in list(event.session.links_by_handle.values()):
-            if link.context in self.consumers:
-                link.context.pump(now)
-            elif isinstance(link.context, ExtensionLink):
-                link.context.on_credit()  # e.g. an Event Hubs reader waiting for the window
+            role = link.context
+            if role is not None:
+                role.on_window(now)
 
     def _on_message(self, connection: BrokerConnection, event: ev.MessageReceived) -> None:
-        link, delivery = event.link, event.delivery
-        producer = link.context
-        protocol = connection.protocol
-        if type(producer) is ProducerLink:
-            self._publish(protocol, producer, delivery)
-        elif isinstance(producer, CoordinatorLink):
-            self.transactions.on_control_message(producer, delivery)
-        elif isinstance(producer, ProducerLink):
-            self._publish(protocol, producer, delivery)
-        elif isinstance(producer, ExtensionLink):
-            producer.on_message(delivery)
+        link = event.link
+        role = link.context
+        if role is not None:
+            role.on_message(event.delivery)  # a producer's comes back to publish()
         # Credit top-up: a producer is granted link_credit again once it has used half, so a
         # steady sender never waits for a flow (one flow per link_credit/2 messages, not one
         # per message), and credit stays bounded by link_credit.  A withhold-credit queue's
         # producers get only what room there is (limits.CreditGate).
         if link.credit <= self.config.link_credit // 2 and link.state is LinkState.ATTACHED:
-            gated = self.credit_gate.queue_of(producer) if isinstance(producer, ProducerLink) else None
-            if gated is not None:  # hook: withhold-credit (limits.py)
-                self.credit_gate.top_up(gated, [producer])
-            else:
-                protocol.grant_credit(link, self.config.link_credit)
+            if not self.credit_gate.refill(role):  # hook: withhold-credit (limits.py)
+                connection.protocol.grant_credit(link, self.config.link_credit)
 
-    def _publish(self, protocol: Connection, producer: ProducerLink, delivery: Delivery) -> None:
+    # ProducerHost (links.py): what a producer's messages and its end come to ------------
+
+    def producer_ended(self, producer: ProducerLink) -> None:
+        self.credit_gate.detach(producer)
+        if producer.dynamic and producer.address is not None:
+            self.router.drop_temporary(producer.address)
+
+    def publish(self, producer: ProducerLink, delivery: Delivery) -> None:
         """A client's message on a sending link: into its node (or a transaction), and the outcome back."""
+        protocol = producer.connection.protocol
         now = self.clock.now()
+        # Format 0 (a plain AMQP message) is all but every transfer: only another is looked up.
         refused = format_refusal(delivery) if delivery.message_format else None
         if refused is not None:
-            if not delivery.remote_settled:
+            if not delivery.remote_settled:  # a pre-settled send is owed no answer (§3.4)
                 protocol.settle(delivery, refused)
             return
         state = delivery.state
@@ -212,6 +213,8 @@ class EventPolicy:
                 return
         if not messages:
             return  # an empty batch: nothing to route, nothing to answer
+        # A transfer whose state names a transaction is staged, not published (Part 4 §4.4.1): the
+        # ``is not None`` test first, as nearly every transfer has no state at all.
         if state is not None and isinstance(state, TransactionalState):
             self.transactions.stage_publish(producer, delivery, messages, state.txn_id)
             return
@@ -229,22 +232,14 @@ class EventPolicy:
             protocol.settle(delivery, outcome, settled=delivery.link.rcv_settle_mode != RCV_SECOND)
 
     def _on_delivery_updated(self, connection: BrokerConnection, event: ev.DeliveryUpdated) -> None:
-        owner = event.link.context
-        if isinstance(owner, ConsumerLink) or owner in self.consumers:
-            owner.on_outcome(event.delivery, event.state, event.settled)  # a queue's: Consumers.queue_outcome
+        role = event.link.context
+        if role is not None:
+            role.on_outcome(event.delivery, event.state, event.settled)  # a queue's: Consumers.queue_outcome
 
     def _on_detached(self, connection: BrokerConnection, event: ev.LinkDetached) -> None:
-        owner = event.link.context
-        if owner in self.consumers:
-            self.consumers.end(owner, event.closed)
-        elif isinstance(owner, ProducerLink):
-            self.credit_gate.detach(owner)
-            if owner.dynamic and owner.address is not None:
-                self.router.drop_temporary(owner.address)
-        elif isinstance(owner, CoordinatorLink):
-            self.transactions.coordinator_gone(owner)
-        elif isinstance(owner, ExtensionLink):
-            owner.on_detach()
+        role = event.link.context
+        if role is not None:
+            role.end(event.closed, self.clock.now())
 
 
 _HANDLERS: dict[type, Callable[[EventPolicy, BrokerConnection, Any], None]] = {

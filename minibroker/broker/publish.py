@@ -4,8 +4,9 @@ Every message that enters a node goes through :meth:`Publisher.publish`,
 which names its :class:`Source`: a client's transfer (``CLIENT``), a
 committed transactional transfer (``COMMIT``), the Python API (``API``), a
 message dead-lettered by a queue (``DEAD_LETTER``) or a scheduled message
-coming due (``SCHEDULE``).  So the observer (``on_route``), limits and
-counters see every message once, whatever brought it.
+coming due (``SCHEDULE``), an Event Hubs event included.  So the observers
+(``Publisher.observers``), limits and counters see every message once,
+whatever brought it.
 
 Which sources limits apply to (``max_depth``, ``max_bytes``, ``overflow``;
 limits.py) is decided here, once, in :data:`LIMITED_SOURCES`: what clients
@@ -76,8 +77,9 @@ class Publisher:
     """Puts messages on nodes: the only caller of ``Node.put``."""
 
     def __init__(self) -> None:
-        #: Observes every message a node receives: (node name, message).  The pytest plugin's recorder.
-        self.on_route: Callable[[str, StoredMessage], None] | None = None
+        #: Told of every message a node receives: (node name, message).  A list anyone registers
+        #: into (the pytest plugin's recorder and failure report, a test's own), empty by default.
+        self.observers: list[Callable[[str, StoredMessage], None]] = []
 
     def publish(
         self, node: Node, message: StoredMessage, now: float, source: Source, seq: int | None = None
@@ -97,8 +99,9 @@ class Publisher:
             refused = node.admit(message)  # max_depth, max_bytes; drop-head makes room (bounds.py)
             if refused is not None:
                 return refused
-        if self.on_route is not None:  # observation point: every message a node receives
-            self.on_route(node.name, message)
+        if self.observers:  # observation point: every message a node receives (one test when none)
+            for observer in self.observers:
+                observer(node.name, message)
         node.put(message, now, seq)
         if key is not None and duplicates is not None:
             duplicates.remember(key, now)  # only once kept: a refused message is no repeat later

@@ -21,7 +21,11 @@ Semantics (OASIS AMQP 1.0 Part 3 §3.2.1, §3.3, §3.4; broker paper 2.2.2-2.2.5
   are reached through their level (and the indexes below hold entries, not
   numbers), so a queued message costs no map slot (docs/performance.md).
 * Each message is AVAILABLE, ACQUIRED (by one consumer) or ARCHIVED (§3.3).
-* Consumers with credit take turns; browsers see every message without
+* Consumers with credit take turns; a consumer found without credit whose credit only a
+  :meth:`Queue.wake` can bring back (``wakes_queue``: an AMQP 1.0 link, whose flow, session
+  window and output room all pump it) leaves the turns until woken, so a message never walks
+  consumers that cannot take it (1,000 idle receivers cost nothing per message, only once each
+  when first found idle; bench ``scale``).  Browsers see every message without
   acquiring it, in arrival order.  While a browser is attached the queue keeps
   what it holds sorted by arrival number (a ``SortedKeyList``), and each
   browser holds only the last number it saw: a fetch seeks past it in
@@ -41,12 +45,14 @@ from collections import deque
 from collections.abc import Callable, Collection, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from sortedcontainers import SortedKeyList, SortedList
+from sortedcontainers import SortedList
 
 from .bounds import refusal
+from .browsing import Browsers
 from .capture import Capture, Run
 from .config import DEFAULT_DEAD_LETTER_SUFFIX, QueueOptions
 from .duplicates import RecentIds
+from .selective import SelectiveIndex
 from .statistics import NodeCounters, QueuedMessages, QueueSnapshot
 from .stored import ACQUIRED, ARCHIVED, AVAILABLE, Entry, StoredMessage
 
@@ -76,7 +82,12 @@ def priority_level(priority: int, levels: int) -> int:
 
 
 class Consumer(Protocol):
-    """What a queue needs of a consumer (the broker's sending link)."""
+    """What a queue needs of a consumer (the broker's sending link).
+
+    A consumer may also set ``wakes_queue = True`` when every way it gains credit ends in
+    :meth:`Queue.wake`: the queue then leaves it out of the turns while it has none (read once,
+    when it is added; one that does not say is never left out).
+    """
 
     link_id: int
     browse: bool
@@ -154,23 +165,27 @@ class Queue:
         self.keeps_expired = False
         # Per priority level, a FIFO of first-time entries in arrival order and a heap of
         # (seq, token, entry) for the others (see the module docstring for which are live).
-        self._fifos: list[deque[Entry]] = [deque() for _ in range(options.priorities)]
-        self._levels: list[list[tuple[int, int, Entry]]] = [[] for _ in range(options.priorities)]
+        # Both grow to a level when its first message comes (``_entry``): an empty queue holds
+        # none (ten empty deques were 7.8 KB of the 10 KB an empty queue cost; bench ``scale``).
+        self._fifos: list[deque[Entry]] = []
+        self._levels: list[list[tuple[int, int, Entry]]] = []
         self._available_count = 0
         #: No level above this one holds an available entry (nor a stale item): where
         #: ``_first_available`` starts, rather than at the highest of ``priorities`` levels.
         self._top = -1
         self._acquired: dict[int, Entry] = {}  # seq -> Entry, every ACQUIRED entry
-        # Built when a consumer first skips a message it does not accept (a selector):
-        # the available keys in delivery order, and how far each such consumer has
-        # looked, so it never re-examines messages it already turned down.
-        self._index: SortedKeyList | None = None  # available entries by (-level, seq)
-        self._cursors: dict[Consumer, tuple[int, int]] = {}
-        self._expiry = SortedList()  # (expires_at, seq, entry) of every available entry that can expire
+        #: Built when a consumer first skips a message it does not accept (selective.py).
+        self._selective: SelectiveIndex | None = None
+        #: (expires_at, seq, entry) of every available entry that can expire; made for the first.
+        self._expiry: SortedList | None = None
         self._seq = 0
         self.consumers: list[Consumer] = []
-        self._browsers: dict[Consumer, int] = {}  # browser -> last seq it saw
-        self._arrivals: SortedKeyList | None = None  # every entry held by seq, kept only while browsers exist
+        #: The consumers that take turns (attach order, those woken since at the end): every one
+        #: but the idle ones parked in ``_parked`` until :meth:`wake` (see the module docstring).
+        self._ready: list[Consumer] = []
+        self._parked: set[Consumer] | None = None  # made when the first is parked
+        self._waking = 0  # how many consumers say ``wakes_queue`` (none: nothing is ever parked)
+        self._browsers: Browsers | None = None  # made when the first browser attaches (browsing.py)
         self._turn = 0
         self._capture: weakref.ref[Capture] | None = None  # contents promised to a snapshot
         #: Encoded bytes of the messages held (``max_bytes``, see limits.py).
@@ -215,10 +230,10 @@ class Queue:
         entry = self._entry(message, now, seq)
         if entry is None:
             return
-        consumers = self.consumers
-        if self._available_count or self._browsers or not consumers:
+        consumers = self._ready
+        if self._available_count or self._browsers is not None or not consumers:
             self._push(entry)
-            self.dispatch(now)
+            self._dispatch(now)
             return
         # Nothing else is waiting (so nothing is due to expire either) and no browser needs to
         # see it: the next consumer in turn with credit that takes it gets it straight away,
@@ -226,18 +241,26 @@ class Queue:
         # selector index).  What dispatch would do, in the same turn order.
         count = len(consumers)
         turn = self._turn
+        idle = False
         for _ in range(count):
             consumer = consumers[turn % count]
             turn += 1
-            if consumer.credit() > 0 and consumer.accepts(entry):
-                self._turn = turn % count
-                entry.state = ACQUIRED
-                self._acquired[entry.seq] = entry
-                entry.owner = consumer
-                self.counters.delivered += 1
-                consumer.deliver(entry)
-                return
+            if consumer.credit() > 0:
+                if consumer.accepts(entry):
+                    self._turn = turn % count
+                    entry.state = ACQUIRED
+                    self._acquired[entry.seq] = entry
+                    entry.owner = consumer
+                    self.counters.delivered += 1
+                    consumer.deliver(entry)
+                    if idle and self._waking:
+                        self._park_idle()
+                    return
+            else:
+                idle = True
         self._push(entry)  # no consumer takes it now: it waits (dispatch would find none either)
+        if idle and self._waking:
+            self._park_idle()
 
     def open_consumer(self, request: ConsumerRequest) -> NodeConsumer:
         """Consumers compete for the queue's messages; a ``copy`` source browses them (2.3.12)."""
@@ -326,10 +349,10 @@ class Queue:
             if expires_at <= now:
                 self._expired(entry)
                 return None
-        if self._arrivals is not None:
-            self._arrivals.add(entry)
+        if self._browsers is not None:
+            self._browsers.arrived(entry)
         self.bytes += len(message.payload)
-        if entry.level >= len(self._levels):  # re-declared with more priority levels since created
+        if entry.level >= len(self._levels):  # the first message at this level (or more levels declared since)
             self._fifos.extend(deque() for _ in range(entry.level + 1 - len(self._fifos)))
             self._levels.extend([] for _ in range(entry.level + 1 - len(self._levels)))
         return entry
@@ -357,15 +380,14 @@ class Queue:
         self._available_count += 1
         expires_at = entry.expires_at
         if expires_at is not None:
-            if self.on_expiry is not None and (not self._expiry or expires_at < self._expiry[0][0]):
+            expiry = self._expiry
+            if expiry is None:
+                expiry = self._expiry = SortedList()
+            if self.on_expiry is not None and (not expiry or expires_at < expiry[0][0]):
                 self.on_expiry(expires_at)
-            self._expiry.add((expires_at, entry.seq, entry))
-        if self._index is not None:
-            key = (-entry.level, entry.seq)
-            self._index.add(entry)
-            for consumer, cursor in list(self._cursors.items()):
-                if key <= cursor:  # it lands where that consumer has already looked
-                    del self._cursors[consumer]
+            expiry.add((expires_at, entry.seq, entry))
+        if self._selective is not None:
+            self._selective.available(entry)
 
     def _take(self, entry: Entry, state: int) -> None:
         """An available entry leaves the available set (its heap item goes stale)."""
@@ -375,11 +397,11 @@ class Queue:
         if state == ACQUIRED:
             self._acquired[entry.seq] = entry
         self._available_count -= 1
-        if entry.expires_at is not None:
+        if entry.expires_at is not None and self._expiry is not None:
             # Only available messages expire (an acquired one is judged when it comes back).
             self._expiry.discard((entry.expires_at, entry.seq, entry))
-        if self._index is not None:
-            self._index.discard(entry)
+        if self._selective is not None:
+            self._selective.taken(entry)
 
     def _first_available(self) -> Entry | None:
         """The next entry in delivery order, dropping stale FIFO and heap items on the way."""
@@ -416,7 +438,8 @@ class Queue:
             fifo.clear()
         for heap in self._levels:
             heap.clear()
-        self._cursors.clear()
+        if self._selective is not None:
+            self._selective.reset()
         return removed
 
     def drop_transient(self) -> int:
@@ -431,47 +454,94 @@ class Queue:
             if header is None or not header.durable:
                 self._archive(entry)
                 dropped += 1
-        self._cursors.clear()
+        if self._selective is not None:
+            self._selective.reset()
         return dropped
 
     # ---------------------------------------------------------- consumers
 
     def add_consumer(self, consumer: Consumer) -> None:
         if consumer.browse:
-            if self._arrivals is None:
-                self._arrivals = SortedKeyList(self.entries(), key=_seq)
-            self._browsers[consumer] = 0
+            if self._browsers is None:
+                self._browsers = Browsers(self.entries())
+            self._browsers.add(consumer)
         else:
             self.consumers.append(consumer)
+            self._ready.append(consumer)
+            if getattr(consumer, "wakes_queue", False):
+                self._waking += 1
+
+    def wake(self, consumer: Consumer, now: float) -> None:
+        """``consumer`` may have credit again (a flow, a session window or output room): back in
+        the turns if it was parked, then dispatch."""
+        parked = self._parked
+        if parked and consumer in parked:
+            parked.discard(consumer)
+            self._ready.append(consumer)
+        self._dispatch(now)
+
+    def _park_idle(self) -> None:
+        """Leave the consumers without credit that a :meth:`wake` brings back out of the turns
+        (after a walk met one: walking it is paid for by the wake that puts it back)."""
+        if self._parked is None:
+            self._parked = set()
+        self._ready, self._turn = _parked_out(self._ready, self._turn, self._parked)
+
+    def _unpark_all(self) -> None:
+        """Every consumer back in the turns, in attach order (something changed what any may take)."""
+        self._parked = None
+        self._ready = list(self.consumers)
 
     def remove_consumer(self, consumer: Consumer) -> None:
-        self._browsers.pop(consumer, None)
-        if not self._browsers:
-            self._arrivals = None  # rebuilt when a browser attaches again
-        self._cursors.pop(consumer, None)
-        if not self._cursors:
-            self._index = None  # rebuilt when a selective consumer needs it again
+        if self._browsers is not None and self._browsers.remove(consumer):
+            self._browsers = None  # rebuilt when a browser attaches again
+        if self._selective is not None and self._selective.forget(consumer):
+            self._selective = None  # rebuilt when a selective consumer needs it again
         if consumer in self.consumers:
             self.consumers.remove(consumer)
+            if getattr(consumer, "wakes_queue", False):
+                self._waking -= 1
+            # Who may take a message can depend on who else is attached (a single active
+            # consumer): every consumer takes turns again.
+            self._unpark_all()
 
     def dispatch(self, now: float) -> None:
-        """Send what consumers have credit for; browsers first see what is new."""
+        """Send what consumers have credit for; browsers first see what is new.
+
+        Called from outside the queue when anything may have changed what its consumers can
+        take (an outcome, a timer, a prefetch window with room), so every parked consumer
+        takes turns again first; a consumer that gained credit itself calls :meth:`wake`.
+        """
+        if self._parked:
+            self._unpark_all()
+        self._dispatch(now)
+
+    def dispatch_new(self, now: float) -> None:
+        """Messages were added (:meth:`enqueue`, a topic's copies): send them to consumers in turn.
+
+        New messages change no consumer's credit, so the consumers parked without it stay parked
+        (:meth:`dispatch` would bring them all back, once per copy of a fan-out).
+        """
+        self._dispatch(now)
+
+    def _dispatch(self, now: float) -> None:
         if self._expiry and self._expiry[0][0] <= now:
             self.expire(now)
-        if self._browsers:
-            for browser in list(self._browsers):
-                self._browse(browser)
-        consumers = self.consumers
+        if self._browsers is not None:
+            self._browsers.send(self._seq)
+        consumers = self._ready
         if not consumers or not self._available_count:
             return
         count = len(consumers)
         turn = self._turn
         idle = 0
+        dry = False
         while self._available_count and idle < count:
             consumer = consumers[turn % count]
             turn += 1
             if consumer.credit() <= 0:
                 idle += 1
+                dry = True
                 continue
             entry = self._next_for(consumer)
             if entry is None:
@@ -480,11 +550,14 @@ class Queue:
             idle = 0
             self._acquire(entry, consumer)
             consumer.deliver(entry)
-            if len(consumers) != count:  # a consumer went away while delivering
+            if consumers is not self._ready or len(consumers) != count:  # a consumer went away while delivering
+                consumers = self._ready
                 count = len(consumers)
                 if not count:
                     break
         self._turn = turn % count if count else 0
+        if dry and self._waking:
+            self._park_idle()
 
     def take(self, owner: Any, now: float) -> Entry | None:
         """Acquire the next message for a reader that asks for one at a time (AMQP 0-9-1
@@ -500,37 +573,10 @@ class Queue:
         first = self._first_available()
         if first is None or consumer.accepts(first):
             return first
-        index = self._index
-        if index is None:
-            index = self._index = SortedKeyList(self._available_in_order(), key=_index_key)
-        # The cursor is the last key this consumer turned down: everything up to it was
-        # examined and refused, so it resumes after it.  Without it a selective consumer would
-        # re-test every message it refused on each dispatch (quadratic over a deep queue).  A
-        # message that lands at or before a cursor (a release back to its original place, a
-        # higher priority) drops that cursor in _push, so nothing new is skipped.
-        cursor = self._cursors.get(consumer)
-        candidates: Iterator[Entry] = (
-            index.irange_key(min_key=cursor, inclusive=(False, True)) if cursor is not None else iter(index)
-        )
-        for entry in candidates:
-            if consumer.accepts(entry):
-                return entry
-            self._cursors[consumer] = (-entry.level, entry.seq)
-        return None
-
-    def _browse(self, browser: Consumer) -> None:
-        """Send a browser what it has not seen yet, in arrival order, without acquiring (§3.5.3 copy)."""
-        last = self._browsers[browser]
-        arrivals = self._arrivals
-        if self._seq <= last or arrivals is None or browser.credit() <= 0:
-            return
-        # Sending to a browser never changes the queue, so the index can be walked while delivering.
-        for entry in arrivals.irange_key(min_key=last, inclusive=(False, True)):
-            if browser.credit() <= 0:
-                break
-            self._browsers[browser] = entry.seq
-            if browser.accepts(entry):
-                browser.deliver(entry)
+        selective = self._selective
+        if selective is None:
+            selective = self._selective = SelectiveIndex(self._available_in_order())
+        return selective.next_for(consumer)
 
     def _acquire(self, entry: Entry, consumer: Consumer) -> None:
         self._take(entry, ACQUIRED)
@@ -621,9 +667,9 @@ class Queue:
         entry.owner = None
         if state != ARCHIVED:  # it was held until now
             self.bytes -= len(entry.message.payload)
-            if self._arrivals is not None:
-                self._arrivals.discard(entry)
-        if entry.expires_at is not None:
+            if self._browsers is not None:
+                self._browsers.left(entry)
+        if entry.expires_at is not None and self._expiry is not None:
             self._expiry.discard((entry.expires_at, entry.seq, entry))
         if self.on_removed is not None:
             self.on_removed(self)
@@ -650,6 +696,8 @@ class Queue:
         An acquired message is judged again when it comes back (``_make_available``).
         """
         expired = 0
+        if self._expiry is None:
+            return 0
         due: list[Entry] = [entry for _at, _seq, entry in self._expiry.irange(maximum=(now, math.inf))]
         for entry in due:
             if entry.state == AVAILABLE:
@@ -672,6 +720,20 @@ def _seq(entry: Entry) -> int:
     return entry.seq
 
 
-def _index_key(entry: Entry) -> tuple[int, int]:
-    """Delivery order: higher levels first, then arrival."""
-    return (-entry.level, entry.seq)
+def _parked_out(ready: list[Consumer], turn: int, parked: set[Consumer]) -> tuple[list[Consumer], int]:
+    """The consumers of ``ready`` still taking turns, and whose turn is next, once those whose
+    credit only a wake brings back (``wakes_queue``) and who have none are moved to ``parked``.
+
+    Each is parked once per time it runs dry, not walked by every message (bench ``scale``).
+    """
+    turn = turn % len(ready) if ready else 0
+    next_turn = turn
+    keep: list[Consumer] = []
+    for i, consumer in enumerate(ready):
+        if getattr(consumer, "wakes_queue", False) and consumer.credit() <= 0:
+            parked.add(consumer)
+            if i < turn:
+                next_turn -= 1  # the consumer whose turn is next keeps it
+        else:
+            keep.append(consumer)
+    return keep, next_turn

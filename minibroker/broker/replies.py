@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .extension import ExtensionLink
 
@@ -35,6 +35,7 @@ class ReplyLink(ExtensionLink):
         self.connection = connection
         self.link = link
         self.address = address
+        self.reply_sink = self
         self._pending: deque[bytes] = deque(maxlen=MAX_PENDING_REPLIES)
         self._tags = 0
 
@@ -42,7 +43,7 @@ class ReplyLink(ExtensionLink):
         self._pending.append(payload)
         self.on_credit()
 
-    def on_credit(self) -> None:
+    def on_credit(self, properties: dict[Any, Any] | None = None, drain: bool = False) -> None:
         engine = self.connection.engine
         while self._pending and engine.can_send(self.link):
             self._tags += 1

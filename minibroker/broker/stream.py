@@ -34,13 +34,15 @@ import struct
 from collections.abc import Callable, Collection, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from ..amqp.message import decode_message
 from ..amqp.messaging import Accepted, Modified, Rejected, Released
 from ..amqp.performatives import SND_SETTLED
 from ..amqp.transactions import TransactionalState
 from ..protocol.endpoints import Delivery, Link
 from .config import StreamOptions
-from .consuming import Client
+from .consuming import Client, ConsumerRegistry
 from .duplicates import RecentIds
+from .roles import Role
 from .statistics import NodeCounters, StreamMessages, StreamSnapshot
 from .stored import StoredMessage
 from .streamfilters import StreamFilter
@@ -311,7 +313,7 @@ RUN = 1024
 RUN_BYTES = 256 * 1024
 
 
-class StreamConsumer:
+class StreamConsumer(Role):
     """A link on which the broker sends one reader a stream's messages: the stream's :class:`Reader`,
     and the broker's :class:`~.consuming.NodeConsumer` for it.
 
@@ -331,10 +333,12 @@ class StreamConsumer:
         #: Reading moves nothing: the attach is answered with distribution-mode ``copy``.
         self.browse = True
         self._tags = 0
+        self._registry: ConsumerRegistry | None = None
 
     # NodeConsumer protocol ---------------------------------------------
 
-    def start(self) -> None:
+    def start(self, registry: ConsumerRegistry) -> None:
+        self._registry = registry
         self.stream.add_reader(self)
 
     def reads_from(self, node: object) -> bool:
@@ -346,9 +350,45 @@ class StreamConsumer:
     def on_outcome(self, delivery: Delivery, state: Any, settled: bool) -> None:
         self.outcome(delivery, state, settled)
 
+    def on_flow(self, properties: dict[Any, Any] | None) -> None:
+        pass  # a txn-id on its credit changes nothing: reading a stream acquires nothing (see outcome)
+
+    def available(self) -> int:
+        return 0  # a reader's position is its own: nothing waits for it in particular
+
+    # Link role (roles.py): its link's events go to the registry that started it --------
+
+    def on_credit(self, properties: dict[Any, Any] | None, drain: bool) -> None:
+        if self._registry is not None:
+            self._registry.credit(self, properties, drain)
+
+    def on_window(self, now: float) -> None:
+        if self._registry is not None:
+            self._registry.pump(self, now)
+
     def end(self, closed: bool, now: float) -> None:
+        if self._registry is not None:
+            self._registry.end(self, closed)
+
+    def finish(self, closed: bool, now: float) -> None:
         """The link ended: the reader leaves (it held nothing but its position)."""
         self.stream.remove_reader(self)
+
+    # Faults (roles.py): they act on this reader's link only, the stream is unchanged ----
+
+    @property
+    def address(self) -> str:
+        return self.stream.name
+
+    def sent_message(self, delivery_id: int) -> Callable[[], Any] | None:
+        delivery = self.link.unsettled.get(delivery_id)
+        if delivery is None:
+            return None  # pre-settled: sent and done with, nothing a fault can settle
+        return lambda: decode_message(delivery.payload) if delivery.payload else None
+
+    def fault_outcome(self, delivery_id: int, delivery: Delivery | None, outcome: Released | Modified) -> None:
+        assert delivery is not None  # sent_message found it unsettled
+        self.outcome(delivery, outcome, False)  # counted and settled: nothing to put back in a stream
 
     # Reader protocol ---------------------------------------------------
 

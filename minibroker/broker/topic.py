@@ -150,7 +150,7 @@ class Topic:
     def put(self, message: StoredMessage, now: float, seq: int | None = None) -> None:
         """Copy to every subscription (``seq`` is a queue's notion: a topic numbers nothing) and dispatch."""
         for queue in self.publish(message, now):
-            queue.dispatch(now)
+            queue.dispatch_new(now)
 
     def open_consumer(self, request: ConsumerRequest) -> NodeConsumer:
         """A subscriber reads its own subscription queue: durable ones by container and link name (2.3.11)."""

@@ -200,7 +200,7 @@ class TransactionManager:
                 ),
             )
             return
-        link.context = CoordinatorLink(connection, link)
+        link.context = CoordinatorLink(connection, link, self)
         protocol.accept_link(
             link,
             source=link.source,

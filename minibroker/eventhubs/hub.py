@@ -28,13 +28,17 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..broker.stored import StoredMessage
 from ..broker.stream import Stream
 from .addresses import partition_node
 from .events import LastEnqueued, Position
 from .options import EventHubOptions
+
+if TYPE_CHECKING:
+    from ..broker.client_connection import BrokerConnection
+    from ..protocol.endpoints import Link
 
 __all__ = ["EventHub", "MAX_RECEIVERS", "Owned", "StreamFactory"]
 
@@ -43,19 +47,32 @@ MAX_RECEIVERS = 5
 
 #: Makes (or finds) the stream of one partition, by node name and retention in seconds.
 StreamFactory = Callable[[str, float | None], Stream]
+#: Puts one event on a partition's stream at ``now`` through the broker's publish path
+#: (``publish.Publisher``, the one way into a node), so that whatever observes the messages
+#: nodes receive (the pytest plugin's hooks and failure report) sees events too.
+PublishEvent = Callable[[Stream, StoredMessage, float], None]
 
 
 class Owned(Protocol):
-    """A receiver as the hub sees it: its owner level."""
+    """A receiver as the hub sees it (reader.EventHubReader): its owner level, and what a
+    snapshot shows of it and a higher epoch detaches."""
 
     owner_level: int | None
+    group: str
+    position: int
+    delivered: int
+    link: Link
+    connection: BrokerConnection
 
 
 class EventHub:
     """One event hub's partitions and receivers (see the module docstring)."""
 
-    def __init__(self, options: EventHubOptions, created_at: float, make_stream: StreamFactory) -> None:
+    def __init__(
+        self, options: EventHubOptions, created_at: float, make_stream: StreamFactory, publish: PublishEvent
+    ) -> None:
         self.options = options
+        self._publish = publish
         self.name = options.name
         self.created_at = created_at
         self.partition_ids = tuple(str(i) for i in range(options.partitions))
@@ -81,7 +98,7 @@ class EventHub:
     def append(self, partition: str, messages: Iterable[StoredMessage], now: float) -> None:
         stream = self.partitions[partition]
         for message in messages:
-            stream.put(message, now)  # appends, then sends to the readers waiting with credit
+            self._publish(stream, message, now)  # appends, then sends to the readers waiting with credit
 
     # ------------------------------------------------------------ positions
 

@@ -44,6 +44,7 @@ from ..broker.config import StreamOptions
 from ..broker.extension import ExtensionLink
 from ..broker.filters import SELECTOR_DESCRIPTORS
 from ..broker.permissions import ANONYMOUS_USER
+from ..broker.publish import Source as PublishSource
 from ..broker.publish import format_refusal, messages_of
 from ..broker.router import NodeError
 from ..broker.stored import StoredMessage
@@ -112,9 +113,14 @@ class EventHubsLayer:
         taken = [n for p in range(options.partitions) if (n := partition_node(options.name, str(p))) in others]
         if taken:
             raise ValueError(f"{taken[0]!r} is already a queue or topic; event hub {options.name!r} needs its partitions' names")
-        hub = EventHub(options, self.broker.now(), self._stream)
+        hub = EventHub(options, self.broker.now(), self._stream, self._publish_event)
         self.hubs[options.name] = hub
         return hub
+
+    def _publish_event(self, stream: Stream, message: StoredMessage, now: float) -> None:
+        """A client's event onto its partition, by the publish path (a stream admits every message:
+        retention drops the oldest instead, Stream.admit, so there is no refusal to answer)."""
+        self.broker.router.publisher.publish(stream, message, now, PublishSource.CLIENT)
 
     def snapshot(self, name: str) -> EventHubSnapshot:
         """A frozen view of the hub ``name`` (the Python API's ``event_hub``); :class:`NodeError` if there is none."""
@@ -238,6 +244,24 @@ class EventHubsLayer:
         )
         engine.grant_credit(link, self.broker.config.link_credit)
 
+    def _new_group_refusal(self, hub: EventHub, group: str) -> Error | None:
+        """Why a reader may not create consumer group ``group`` by attaching, or None."""
+        if not self.broker.config.auto_create:
+            return amqp_error(
+                conditions.NOT_FOUND,
+                f"event hub {hub.name!r} has no consumer group {group!r} (auto-create is off; "
+                f"declare it in consumer_groups)",
+            )
+        if len(hub.consumer_groups) >= CONSUMER_GROUPS_PER_HUB[self.options.tier]:
+            # Each group is kept for the life of the hub: the tier's quota bounds them.
+            return amqp_error(
+                conditions.RESOURCE_LIMIT_EXCEEDED,
+                f"event hub {hub.name!r} has {len(hub.consumer_groups)} consumer groups, the most the "
+                f"{self.options.tier} tier allows (EventHubsOptions.tier): use one of "
+                f"{hub.consumer_groups[:5]}..., or declare the group in EventHubOptions.consumer_groups",
+            )
+        return None
+
     def _attach_reader(self, connection: BrokerConnection, link: Link, parsed: HubAddress) -> None:
         engine = connection.engine
         group, partition = parsed.consumer_group, parsed.partition
@@ -252,28 +276,9 @@ class EventHubsLayer:
             self._refuse(connection, link, hub)
             return
         if group not in hub.consumer_groups:
-            if not self.broker.config.auto_create:
-                engine.refuse_link(
-                    link,
-                    amqp_error(
-                        conditions.NOT_FOUND,
-                        f"event hub {hub.name!r} has no consumer group {group!r} (auto-create is off; "
-                        f"declare it in consumer_groups)",
-                    ),
-                )
-                return
-            most = CONSUMER_GROUPS_PER_HUB[self.options.tier]
-            if len(hub.consumer_groups) >= most:
-                # Each group is kept for the life of the hub: the tier's quota bounds them.
-                engine.refuse_link(
-                    link,
-                    amqp_error(
-                        conditions.RESOURCE_LIMIT_EXCEEDED,
-                        f"event hub {hub.name!r} has {len(hub.consumer_groups)} consumer groups, the most the "
-                        f"{self.options.tier} tier allows (EventHubsOptions.tier): use one of "
-                        f"{hub.consumer_groups[:5]}..., or declare the group in EventHubOptions.consumer_groups",
-                    ),
-                )
+            refused = self._new_group_refusal(hub, group)
+            if refused is not None:
+                engine.refuse_link(link, refused)
                 return
             hub.consumer_groups.append(group)
         if partition not in hub.partitions:
@@ -309,7 +314,6 @@ class EventHubsLayer:
             properties={EPOCH: level} if level is not None else None,
         )
         for other in kicked:
-            assert isinstance(other, EventHubReader)
             error = amqp_error(
                 conditions.STOLEN,
                 f"New receiver '{link.name}' with higher epoch of '{level}' is created hence current receiver "
@@ -371,7 +375,7 @@ class EventHubProducer(ExtensionLink):
         self.partition = partition
         #: Faults name it as the hub, or the partition it sends to (``hub/Partitions/id``).
         self.address = hub.name if partition is None else partition_node(hub.name, partition)
-        self.publishes = True
+        self.message_point = "publish"
 
     def on_message(self, delivery: Delivery) -> None:
         engine = self.connection.engine

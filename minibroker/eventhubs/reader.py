@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..broker.extension import ExtensionLink
 from ..broker.stored import StoredMessage
@@ -90,13 +90,13 @@ class EventHubReader(ExtensionLink):
         delivery = connection.protocol.send_transfer(self.link, _TAG.pack(self._tags), payload, True)
         connection.mark_dirty()
         if connection.protocol.hook is not None:  # the tap's delivery_out (tap.py): faults see the delivery
-            connection.delivered(self, None, delivery)  # type: ignore[arg-type]  # a layer link, not a NodeConsumer
+            connection.delivered(self, None, delivery)
         self.delivered += 1
         return True
 
     # ExtensionLink ------------------------------------------------------
 
-    def on_credit(self) -> None:
+    def on_credit(self, properties: dict[Any, Any] | None = None, drain: bool = False) -> None:
         self.stream.dispatch(self.now())
 
     def on_detach(self) -> None:

@@ -8,7 +8,6 @@ from typing import Any
 from ..amqp.message import decode_message
 from .events import PARTITION_KEY
 from .hub import EventHub
-from .reader import EventHubReader
 
 __all__ = ["EventHubSnapshot", "PartitionSnapshot", "ReceiverSnapshot", "snapshot"]
 
@@ -87,7 +86,6 @@ def snapshot(hub: EventHub) -> EventHubSnapshot:
             for (group, partition), attached in hub.receivers.items()
             if partition == pid
             for r in attached
-            if isinstance(r, EventHubReader)
         )
         partitions.append(
             PartitionSnapshot(

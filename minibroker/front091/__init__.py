@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..amqp091.frames import PROTOCOL_HEADER
+from ..amqp091 import PROTOCOL_HEADER
 from ..broker.frontends import ServedConnection, register_front_end
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ What each method of the exchange, queue, basic, confirm and tx classes does (0-9
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..amqp.errors import AMQPDecodeError
@@ -55,25 +55,7 @@ from ..amqp091.methods import (
     ChannelFlowOk,
     ConfirmSelect,
     ConfirmSelectOk,
-    ExchangeBind,
-    ExchangeBindOk,
-    ExchangeDeclare,
-    ExchangeDeclareOk,
-    ExchangeDelete,
-    ExchangeDeleteOk,
-    ExchangeUnbind,
-    ExchangeUnbindOk,
     Method,
-    QueueBind,
-    QueueBindOk,
-    QueueDeclare,
-    QueueDeclareOk,
-    QueueDelete,
-    QueueDeleteOk,
-    QueuePurge,
-    QueuePurgeOk,
-    QueueUnbind,
-    QueueUnbindOk,
     TxCommit,
     TxCommitOk,
     TxRollback,
@@ -87,12 +69,13 @@ from ..broker.publish import Source
 from ..broker.queue import Queue
 from ..broker.stored import Entry, StoredMessage
 from ..broker.stream import Stream
-from ..rabbitmq.exchanges import Binding
-from . import consumers, faults
-from .access import Kind
+from ..broker.streamfilters import MAX_FILTER_VALUES, StreamFilter
+from . import consumers, faults, topology
+from .confirms import Confirms
 from .consumers import AnyConsumer, Consumer091, Ranking, StreamReader091, stream_offset
 from .conversion import Delivered, from_amqp10, to_amqp10
 from .replyto import REPLY_TO
+from .txn import Publish, Transaction
 
 if TYPE_CHECKING:
     from ..amqp091.connection import Connection
@@ -100,13 +83,7 @@ if TYPE_CHECKING:
     from .access import Access
     from .vhost import VirtualHost
 
-__all__ = ["Channel", "ChannelOwner", "MAX_TX_BYTES"]
-
-#: The message bytes one 0-9-1 transaction may hold until ``tx.commit`` (each publish counted
-#: with 1 KiB of bookkeeping besides), as ``max_transaction_bytes`` bounds an AMQP 1.0 one: past
-#: it the channel is closed with 406, the transaction's publishes dropped.
-MAX_TX_BYTES = 8 * 1024 * 1024
-_TX_OVERHEAD = 1024
+__all__ = ["Channel", "ChannelOwner"]
 
 
 class ChannelOwner(Protocol):
@@ -142,8 +119,8 @@ class ChannelOwner(Protocol):
 
     def release_hold(self) -> None: ...
 
-    def confirms_due(self, channel: Channel) -> None:
-        """``channel`` holds publisher confirms to send once the read that routed them is handled."""
+    def confirms_due(self, confirms: Confirms) -> None:
+        """``confirms`` holds publisher acks to send once the read that routed them is handled."""
         ...
 
 
@@ -162,19 +139,8 @@ class _Unacked:
         self.lost = False
 
 
-class _Publish:
-    """A publish held by a transaction until ``tx.commit``."""
-
-    __slots__ = ("method", "properties", "body", "queues", "message")
-
-    def __init__(
-        self, method: BasicPublish, properties: BasicProperties, body: bytes, queues: list[str], message: StoredMessage
-    ) -> None:
-        self.method = method
-        self.properties = properties
-        self.body = body
-        self.queues = queues
-        self.message = message
+#: A settlement a transaction holds until commit: (delivery tag, what it delivered, the outcome).
+_Settle = tuple[int, _Unacked, Callable[[_Unacked], None]]
 
 
 class Channel:
@@ -193,23 +159,15 @@ class Channel:
         self.global_prefetch = 0
         #: ``channel.flow``: the client asked the broker to stop (False) or resume (True) sending.
         self.active = True
+        #: ``confirm.select``: each publish is answered (confirms.py).
         self.confirming = False
-        self._published = 0
-        #: Publisher confirms not sent yet: the first and last delivery tag routed in this read
-        #: (0: none), sent by :meth:`flush_confirms` as one ``basic.ack multiple=true``.
-        self._confirm_first = 0
-        self._confirm_last = 0
-        #: Whether a publish was nacked: a later ``multiple=true`` ack would cover its tag too.
-        self._nacked = False
+        self.confirms = Confirms(lambda method: connection.engine.send(number, method), connection.confirms_due)
         #: In a transaction (``tx.select``): held publishes and settlements, applied on commit.
-        self.transactional = False
-        self._tx_publishes: list[_Publish] = []
-        self._tx_bytes = 0
+        self.tx: Transaction[_Settle] | None = None
         #: Settlements held by the transaction: (tag, what it delivered, outcome); out of ``unacked``
         #: meanwhile (acking a tag twice is an error, as in RabbitMQ), back in it on rollback.
-        self._tx_settles: list[tuple[int, _Unacked, Callable[[_Unacked], None]]] = []
         #: The queue this channel declared last: an empty queue name in a later method means it (§1.7.2.1).
-        self._last_queue = ""
+        self.last_queue = ""
         self._consumer_serial = 0
         #: Direct reply-to: the tag of this channel's ``amq.rabbitmq.reply-to`` consumer and the
         #: token its requests' ``reply-to`` carries.
@@ -219,130 +177,26 @@ class Channel:
     # ----------------------------------------------------------------- dispatch
 
     def handle(self, method: Method) -> None:
+        self.confirms.flush()  # replies to later methods come after the confirms before them
         handler = _HANDLERS.get(type(method))
         if handler is None:
             raise AMQP091Error(codes.NOT_IMPLEMENTED, f"{method.NAME} is not implemented", method.CLASS_ID, method.METHOD_ID)
         handler(self, method)
 
-    def _reply(self, method: Method, nowait: bool = False) -> None:
+    def reply(self, method: Method, nowait: bool = False) -> None:
+        """Answer ``method`` (unless the client asked ``nowait``), after the confirms it follows."""
         if not nowait:
-            self.flush_confirms()  # what the client sent first is confirmed first
+            self.confirms.flush()  # what the client sent first is confirmed first
             self.connection.engine.send(self.number, method)
 
-    def _queue_name(self, name: str, class_id: int, method_id: int) -> str:
+    def queue_name(self, name: str, class_id: int, method_id: int) -> str:
+        """``name``, or for an empty one the queue this channel declared last (§1.7.2.1)."""
         if name:
             return name
-        if not self._last_queue:
+        if not self.last_queue:
             # RabbitMQ's answer when a method names no queue and the channel declared none.
             raise AMQP091Error(codes.NOT_FOUND, "no previously declared queue", class_id, method_id)
-        return self._last_queue
-
-    # ---------------------------------------------------------------- exchange
-
-    def _exchange_declare(self, method: ExchangeDeclare) -> None:
-        if self.connection.broker.injector is not None:  # a refuse_declare fault (.faults)
-            faults.on_declare(self, "exchange", method.exchange, 40)
-        if not method.passive:
-            access = self.connection.access
-            access.require("configure", "exchange", method.exchange, 40, 10)
-            alternate = method.arguments.get("alternate-exchange")
-            if isinstance(alternate, str):
-                access.require("read", "exchange", method.exchange, 40, 10)
-                access.require("write", "exchange", alternate, 40, 10)
-        self.vhost.declare_exchange(
-            method.exchange, method.type, passive=method.passive, durable=method.durable,
-            auto_delete=method.auto_delete, internal=method.internal, arguments=method.arguments,
-        )  # fmt: skip
-        self._reply(ExchangeDeclareOk(), method.nowait)
-
-    def _exchange_delete(self, method: ExchangeDelete) -> None:
-        self.connection.access.require("configure", "exchange", method.exchange, 40, 20)
-        self.vhost.delete_exchange(method.exchange, method.if_unused)
-        self._reply(ExchangeDeleteOk(), method.nowait)
-
-    def _exchange_bind(self, method: ExchangeBind) -> None:
-        self._require_bind(method.source, method.destination, "exchange", 40, 30)
-        binding = Binding(method.source, method.destination, "exchange", method.routing_key, dict(method.arguments))
-        self.vhost.bind(binding, 40, 30)
-        self._reply(ExchangeBindOk(), method.nowait)
-
-    def _exchange_unbind(self, method: ExchangeUnbind) -> None:
-        self._require_bind(method.source, method.destination, "exchange", 40, 40)
-        binding = Binding(method.source, method.destination, "exchange", method.routing_key, dict(method.arguments))
-        self.vhost.bind(binding, 40, 40, unbind=True)
-        self._reply(ExchangeUnbindOk(), method.nowait)
-
-    def _require_bind(self, exchange: str, destination: str, kind: Kind, class_id: int, method_id: int) -> None:
-        """A binding: write on its destination, read on its source exchange (RabbitMQ checks them in that order)."""
-        access = self.connection.access
-        access.require("write", kind, destination, class_id, method_id)
-        access.require("read", "exchange", exchange, class_id, method_id)
-
-    # ------------------------------------------------------------------- queue
-
-    def _queue_declare(self, method: QueueDeclare) -> None:
-        if self.connection.broker.injector is not None:  # a refuse_declare fault (.faults)
-            faults.on_declare(self, "queue", method.queue, 50)
-        name, queue = self.vhost.declare_queue(
-            method.queue, owner=self.connection, passive=method.passive, durable=method.durable,
-            exclusive=method.exclusive, auto_delete=method.auto_delete, arguments=method.arguments,
-            authorise=self._authorise_queue,
-        )  # fmt: skip
-        self._last_queue = name
-        count = queue.available_count if queue is not None else 0
-        consumers = len(queue.consumers) if queue is not None else 0
-        self._reply(QueueDeclareOk(queue=name, message_count=count, consumer_count=consumers), method.nowait)
-
-    def _authorise_queue(self, name: str, arguments: Mapping[str, Any]) -> None:
-        """``queue.declare`` (not passive), once the name is known (a server-named one too)."""
-        access = self.connection.access
-        access.require("configure", "queue", name, 50, 10)
-        dead_letter_exchange = arguments.get("x-dead-letter-exchange")
-        if isinstance(dead_letter_exchange, str):
-            access.require("read", "queue", name, 50, 10)
-            access.require("write", "exchange", dead_letter_exchange, 50, 10)
-
-    def _queue_bind(self, method: QueueBind) -> None:
-        name = self._queue_name(method.queue, 50, 20)
-        self._require_bind(method.exchange, name, "queue", 50, 20)
-        self.vhost.check_owner(name, self.connection, 50, 20)
-        self.vhost.bind(Binding(method.exchange, name, "queue", method.routing_key, dict(method.arguments)), 50, 20)
-        self._reply(QueueBindOk(), method.nowait)
-
-    def _queue_unbind(self, method: QueueUnbind) -> None:
-        name = self._queue_name(method.queue, 50, 50)
-        self._require_bind(method.exchange, name, "queue", 50, 50)
-        binding = Binding(method.exchange, name, "queue", method.routing_key, dict(method.arguments))
-        self.vhost.bind(binding, 50, 50, unbind=True)
-        self._reply(QueueUnbindOk())
-
-    def _queue_purge(self, method: QueuePurge) -> None:
-        name = self._queue_name(method.queue, 50, 30)
-        self.connection.access.require("read", "queue", name, 50, 30)
-        queue = self.vhost.queue(name, 50, 30)
-        self.vhost.check_owner(name, self.connection, 50, 30)
-        self._reply(QueuePurgeOk(message_count=queue.purge()), method.nowait)
-
-    def _queue_delete(self, method: QueueDelete) -> None:
-        name = self._queue_name(method.queue, 50, 40)
-        self.connection.access.require("configure", "queue", name, 50, 40)
-        queue = self.connection.broker.router.queues.get(name)
-        count = 0
-        if queue is not None:
-            self.vhost.check_owner(name, self.connection, 50, 40)
-            if method.if_unused and queue.consumers:
-                raise AMQP091Error(codes.PRECONDITION_FAILED, f"queue '{name}' in vhost '/' in use", 50, 40)
-            # RabbitMQ counts ready messages only: one delivered and not yet acknowledged does
-            # not keep the queue (aio-pika's Queue.delete() sends if-empty by default).
-            if method.if_empty and queue.available_count:
-                raise AMQP091Error(codes.PRECONDITION_FAILED, f"queue '{name}' in vhost '/' is not empty", 50, 40)
-            count = queue.available_count
-        # delete-ok goes before the basic.cancel its consumers get (those on this connection
-        # too), as RabbitMQ orders them: its channel answers the delete, then learns the queue
-        # ended.  py-amqp raises ConsumerCancelled for a cancel that comes while it waits for the
-        # delete-ok (kombu's test_ack_from_another_thread deletes a queue it consumes from).
-        self._reply(QueueDeleteOk(message_count=count), method.nowait)
-        self.vhost.delete_queue(name)
+        return self.last_queue
 
     # ------------------------------------------------------------------- basic
 
@@ -353,14 +207,14 @@ class Channel:
             self.global_prefetch = method.prefetch_count
         else:
             self.prefetch = method.prefetch_count
-        self._reply(BasicQosOk())
+        self.reply(BasicQosOk())
         self._dispatch_all()  # a larger window lets more go out now
 
     def _basic_consume(self, method: BasicConsume) -> None:
         if method.queue == REPLY_TO:
             self._consume_replies(method)
             return
-        name = self._queue_name(method.queue, 60, 20)
+        name = self.queue_name(method.queue, 60, 20)
         self.connection.access.require("read", "queue", name, 60, 20)
         stream = self.vhost.stream(name)
         if stream is not None:
@@ -384,11 +238,9 @@ class Channel:
             single_active=spec is not None and spec.single_active_consumer,
             quorum=spec is not None and spec.type == "quorum",
         )  # fmt: skip
-        if priority:
-            ranking.prioritised += 1
         self.consumers[tag] = consumer
         self.vhost.consumer_added(consumer)
-        self._reply(BasicConsumeOk(consumer_tag=tag), method.nowait)  # before its first delivery
+        self.reply(BasicConsumeOk(consumer_tag=tag), method.nowait)  # before its first delivery
         queue.add_consumer(consumer)
         queue.dispatch(self.connection.broker.now())
 
@@ -418,9 +270,12 @@ class Channel:
         if method.exclusive and stream.readers:
             raise AMQP091Error(codes.ACCESS_REFUSED, f"queue '{name}' in vhost '/' in exclusive use", 60, 20)
         reader = StreamReader091(self, self._consumer_tag(method), stream, self.prefetch)
+        wanted = method.arguments.get("x-stream-filter")
+        if wanted is not None:
+            reader.stream_filter = _stream_filter(wanted, method.arguments.get("x-stream-match-unfiltered"))
         self.consumers[reader.tag] = reader
         self.vhost.consumer_added(reader)
-        self._reply(BasicConsumeOk(consumer_tag=reader.tag), method.nowait)
+        self.reply(BasicConsumeOk(consumer_tag=reader.tag), method.nowait)
         reader.start(spec, now)
 
     def deliver_stream(self, reader: StreamReader091, offset: int, message: StoredMessage) -> None:
@@ -457,7 +312,7 @@ class Channel:
             raise AMQP091Error(codes.PRECONDITION_FAILED, "reply consumer already set", 60, 20)
         self.reply_tag = self._consumer_tag(method)
         self._reply_token = self.vhost.replies.register(self)
-        self._reply(BasicConsumeOk(consumer_tag=self.reply_tag), method.nowait)
+        self.reply(BasicConsumeOk(consumer_tag=self.reply_tag), method.nowait)
 
     def _end_replies(self) -> None:
         if self.reply_tag is not None:
@@ -482,16 +337,14 @@ class Channel:
         elif method.consumer_tag == self.reply_tag:
             self._end_replies()
         # Unknown tags are answered too (§1.8.3.5: cancelling a consumer that is gone is no error).
-        self._reply(BasicCancelOk(consumer_tag=method.consumer_tag), method.nowait)
+        self.reply(BasicCancelOk(consumer_tag=method.consumer_tag), method.nowait)
 
     def end_consumer(self, consumer: AnyConsumer, notify: bool = False) -> None:
         """Stop a consumer (its unacknowledged messages stay the channel's until settled);
         ``notify``: the broker ends it (its queue was deleted), so the client is told with
         ``basic.cancel`` (RabbitMQ's consumer cancel notification)."""
         self.consumers.pop(consumer.tag, None)
-        consumer.detach()
-        if isinstance(consumer, Consumer091) and consumer.priority:
-            consumer.ranking.prioritised -= 1
+        consumer.detach()  # a Consumer091 leaves its queue's ranking too
         # A single active consumer's successor, or lower-priority consumers, may take over now.
         consumer.dispatch(self.connection.broker.now())
         self.vhost.consumer_removed(consumer)
@@ -501,7 +354,7 @@ class Channel:
             self.connection.engine.send(self.number, BasicCancel(consumer_tag=consumer.tag, nowait=True))
 
     def _basic_get(self, method: BasicGet) -> None:
-        name = self._queue_name(method.queue, 60, 70)
+        name = self.queue_name(method.queue, 60, 70)
         self.connection.access.require("read", "queue", name, 60, 70)
         queue = self.vhost.queue(name, 60, 70)
         self.vhost.check_owner(name, self.connection, 60, 70)
@@ -516,7 +369,7 @@ class Channel:
         self.vhost.used(name)  # a basic.get restarts an x-expires queue's idle time
         entry = queue.take(None, broker.now())
         if entry is None:
-            self._reply(BasicGetEmpty())
+            self.reply(BasicGetEmpty())
             return
         tag = self._next_tag()
         delivered = _delivered(entry, queue.name)
@@ -587,10 +440,9 @@ class Channel:
     ) -> None:  # fmt: skip
         """Settle ``tag`` (with ``multiple``, every tag up to it; 0: all) with ``outcome``
         (``refusal``: a nack or reject, which a stream's deliveries do not take)."""
-        if multiple:
+        if multiple and (tag == 0 or tag in self.unacked):
+            # RabbitMQ 3.10 (collect_acks): ``multiple`` up to a tag it does not hold is 406 too.
             tags = [t for t in self.unacked if tag == 0 or t <= tag]
-            if tag and not tags and tag not in self.unacked:
-                raise AMQP091Error(codes.PRECONDITION_FAILED, f"unknown delivery tag {tag}", class_id, method_id)
         elif tag in self.unacked:
             tags = [tag]
         else:
@@ -606,9 +458,9 @@ class Channel:
                         "in vhost '/'",
                         class_id, method_id,
                     )  # fmt: skip
-        if self.transactional:
+        if self.tx is not None:
             # Held until commit (RabbitMQ >= 2.8: acks and rejects are transactional).
-            self._tx_settles.extend((t, self.unacked.pop(t), outcome) for t in tags)
+            self.tx.settles.extend((t, self.unacked.pop(t), outcome) for t in tags)
             return
         self._apply(tags, outcome)
 
@@ -625,10 +477,8 @@ class Channel:
             (self._requeue if held.lost else outcome)(held)
             if held.queue is not None:
                 queues[id(held.queue)] = held.queue
-            elif isinstance(consumer, StreamReader091):
-                queues[id(consumer)] = consumer  # a stream's reader: its window has room
-            elif consumer is not None:
-                queues[id(consumer.queue)] = consumer.queue  # requeued by a fault: its window has room
+            elif consumer is not None:  # a stream's reader, or requeued by a fault: its window has room
+                queues[id(consumer.dispatcher)] = consumer.dispatcher
         now = self.connection.broker.now()
         for queue in queues.values():
             queue.dispatch(now)  # room in the prefetch window, or a requeued message
@@ -665,7 +515,7 @@ class Channel:
         """Redeliver every unacknowledged message: RabbitMQ requeues them whatever ``requeue`` says."""
         self._apply(list(self.unacked), self._requeue)
         if isinstance(method, BasicRecover):
-            self._reply(BasicRecoverOk())
+            self.reply(BasicRecoverOk())
 
     # --------------------------------------------------------------- publish
 
@@ -693,21 +543,14 @@ class Channel:
             if self.reply_tag is None:
                 raise AMQP091Error(codes.PRECONDITION_FAILED, "fast reply consumer does not exist", 60, 40)
             properties = dataclasses.replace(properties, reply_to=f"{REPLY_TO}.{self._reply_token}")
-        if connection.broker.injector is not None and not self.transactional:  # a fault is live (.faults)
+        if connection.broker.injector is not None and self.tx is None:  # a fault is live (.faults)
             if faults.on_publish(self, method.exchange, method.routing_key, lambda: body):
                 return
         queues = self.vhost.route(method.exchange, method.routing_key, properties.headers)
         now = connection.broker.now()
         message = StoredMessage(to_amqp10(method.exchange, method.routing_key, properties, body, ttl), now)
-        if self.transactional:
-            self._tx_bytes += len(message.payload) + _TX_OVERHEAD
-            if self._tx_bytes > MAX_TX_BYTES:
-                raise AMQP091Error(
-                    codes.PRECONDITION_FAILED,
-                    f"the transaction holds more than {MAX_TX_BYTES} bytes of publishes; commit more often",
-                    60, 40,
-                )  # fmt: skip
-            self._tx_publishes.append(_Publish(method, properties, body, queues, message))
+        if self.tx is not None:
+            self.tx.hold(Publish(method, properties, body, queues, message))
             return
         self._deliver_publish(method, properties, body, queues, message)
 
@@ -728,42 +571,19 @@ class Channel:
                 replying.deliver_reply(method.routing_key, properties, body)
                 routed = True
         if not routed and method.mandatory:
+            self.confirms.flush()
             returned = BasicReturn(
                 reply_code=codes.NO_ROUTE, reply_text="NO_ROUTE", exchange=method.exchange,
                 routing_key=method.routing_key,
             )  # fmt: skip
             self.connection.engine.send_content(self.number, returned, properties, body)
         if self.confirming:
-            self._published += 1
             if broker.injector is not None:  # a delay fault may hold the confirm (.faults)
                 faults.delay(self, (BasicNack if refused else BasicAck).NAME, method.exchange or method.routing_key)
             if refused:
-                self.flush_confirms()  # the acks before it go first, in tag order
-                self._nacked = True
-                self.connection.engine.send(self.number, BasicNack(delivery_tag=self._published))
-                return
-            if not self._confirm_last:
-                self._confirm_first = self._published
-                self.connection.confirms_due(self)
-            self._confirm_last = self._published
-
-    def flush_confirms(self) -> None:
-        """Send the confirms held since the read began: one ``basic.ack`` with ``multiple=true`` for
-        them all, as RabbitMQ coalesces confirms (rabbitmq.com/docs/confirms: "the broker may also
-        set the multiple field ... to indicate that all messages up to and including the one with
-        the sequence number have been handled").  Every earlier tag is confirmed already (confirms
-        are sent in tag order), so the range is exact unless a nack came before it: then one each.
-        """
-        first, last = self._confirm_first, self._confirm_last
-        if not last:
-            return
-        self._confirm_first = self._confirm_last = 0
-        engine = self.connection.engine
-        if first == last or not self._nacked:
-            engine.send(self.number, BasicAck(delivery_tag=last, multiple=first != last))
-        else:
-            for tag in range(first, last + 1):
-                engine.send(self.number, BasicAck(delivery_tag=tag))
+                self.confirms.nack()
+            else:
+                self.confirms.ack()
 
     # ------------------------------------------------------------ faults (.faults)
 
@@ -771,10 +591,7 @@ class Channel:
         """A ``reject_publish`` fault refused the publish: nacked under confirms, else dropped unseen
         (RabbitMQ's answer when ``x-overflow: reject-publish`` refuses one)."""
         if self.confirming:
-            self._published += 1
-            self.flush_confirms()  # the acks held for earlier publishes go first, in tag order
-            self._nacked = True
-            self.connection.engine.send(self.number, BasicNack(delivery_tag=self._published))
+            self.confirms.nack()
 
     def requeue_delivery(self, tag: int, delivery_failed: bool | None, at_outcome: bool) -> None:
         """A ``release`` (``delivery_failed`` None) or ``modify`` fault: the delivery of ``tag`` goes
@@ -808,47 +625,46 @@ class Channel:
     # ------------------------------------------------------------ confirm, tx
 
     def _confirm_select(self, method: ConfirmSelect) -> None:
-        if self.transactional:
+        if self.tx is not None:
             raise AMQP091Error(codes.PRECONDITION_FAILED, "cannot switch from tx to confirm mode", 85, 10)
         self.confirming = True
-        self._reply(ConfirmSelectOk(), method.nowait)
+        self.reply(ConfirmSelectOk(), method.nowait)
 
     def _tx_select(self, method: TxSelect) -> None:
         if self.confirming:
             raise AMQP091Error(codes.PRECONDITION_FAILED, "cannot switch from confirm to tx mode", 90, 10)
-        self.transactional = True
-        self._reply(TxSelectOk())
+        if self.tx is None:
+            self.tx = Transaction()
+        self.reply(TxSelectOk())
 
     def _tx_commit(self, method: TxCommit) -> None:
-        if not self.transactional:
+        if self.tx is None:
             raise AMQP091Error(codes.PRECONDITION_FAILED, "channel is not transactional", 90, 20)
-        publishes, self._tx_publishes = self._tx_publishes, []
-        settles, self._tx_settles = self._tx_settles, []
-        self._tx_bytes = 0
+        publishes, settles = self.tx.take()
         for publish in publishes:
             self._deliver_publish(publish.method, publish.properties, publish.body, publish.queues, publish.message)
         self._settled([(held, outcome) for _tag, held, outcome in settles])
-        self._reply(TxCommitOk())
+        self.reply(TxCommitOk())
 
     def _tx_rollback(self, method: TxRollback) -> None:
-        if not self.transactional:
+        if self.tx is None:
             raise AMQP091Error(codes.PRECONDITION_FAILED, "channel is not transactional", 90, 30)
-        self._tx_publishes.clear()
-        self._tx_bytes = 0
         self._unsettle()
-        self._reply(TxRollbackOk())
+        self.reply(TxRollbackOk())
 
     def _unsettle(self) -> None:
         """Settlements the transaction held are dropped: their tags are unacknowledged again
         ("the client can still ack/reject these messages in subsequent transactions", RabbitMQ)."""
-        settles, self._tx_settles = self._tx_settles, []
+        if self.tx is None:
+            return
+        _publishes, settles = self.tx.take()
         if settles:
             self.unacked.update((tag, held) for tag, held, _outcome in settles)
             self.unacked = dict(sorted(self.unacked.items()))
 
     def _channel_flow(self, method: ChannelFlow) -> None:
         self.active = method.active
-        self._reply(ChannelFlowOk(active=method.active))
+        self.reply(ChannelFlowOk(active=method.active))
         if method.active:
             self._dispatch_all()
 
@@ -859,7 +675,7 @@ class Channel:
 
     def _dispatch_all(self) -> None:
         now = self.connection.broker.now()
-        for consumer in {id(c.queue if isinstance(c, Consumer091) else c): c for c in self.consumers.values()}.values():
+        for consumer in {id(c.dispatcher): c for c in self.consumers.values()}.values():
             consumer.dispatch(now)
 
     def pump(self) -> None:
@@ -871,7 +687,6 @@ class Channel:
         for consumer in list(self.consumers.values()):
             self.end_consumer(consumer)
         self._end_replies()
-        self._tx_publishes.clear()
         self._unsettle()
         self._apply(list(self.unacked), self._release)
 
@@ -893,15 +708,7 @@ def _delivery_count(properties: BasicProperties, entry: Entry) -> BasicPropertie
 
 
 _HANDLERS: dict[type[Method], Callable[[Channel, Any], None]] = {
-    ExchangeDeclare: Channel._exchange_declare,
-    ExchangeDelete: Channel._exchange_delete,
-    ExchangeBind: Channel._exchange_bind,
-    ExchangeUnbind: Channel._exchange_unbind,
-    QueueDeclare: Channel._queue_declare,
-    QueueBind: Channel._queue_bind,
-    QueueUnbind: Channel._queue_unbind,
-    QueuePurge: Channel._queue_purge,
-    QueueDelete: Channel._queue_delete,
+    **topology.HANDLERS,
     BasicQos: Channel._basic_qos,
     BasicConsume: Channel._basic_consume,
     BasicCancel: Channel._basic_cancel,
@@ -918,3 +725,22 @@ _HANDLERS: dict[type[Method], Callable[[Channel, Any], None]] = {
     ChannelFlow: Channel._channel_flow,
     ChannelFlowOk: Channel._ignore,
 }
+
+
+def _stream_filter(wanted: Any, unfiltered: Any) -> StreamFilter:
+    """RabbitMQ 3.13's stream filtering for 0-9-1 consumers ("Stream Filtering" in its
+    streams docs): ``x-stream-filter`` (a string or a list of strings) against each
+    message's ``x-stream-filter-value`` header, ``x-stream-match-unfiltered`` to also get
+    messages without one; the 1.0 readers' filter (:mod:`..broker.streamfilters`), exact."""
+    items = [wanted] if isinstance(wanted, str | bytes) else wanted
+    if (
+        not isinstance(items, list) or len(items) > MAX_FILTER_VALUES
+        or not all(isinstance(item, str | bytes) for item in items)
+    ):  # fmt: skip
+        raise AMQP091Error(
+            codes.PRECONDITION_FAILED,
+            f"invalid x-stream-filter {wanted!r}: expected a string or a list of at most {MAX_FILTER_VALUES} strings",
+            60, 20,
+        )  # fmt: skip
+    values = frozenset(item.decode() if isinstance(item, bytes) else item for item in items)
+    return StreamFilter(values=values, match_unfiltered=unfiltered is True)

@@ -35,6 +35,7 @@ from ..amqp091.observed import MethodFrame
 from ..broker.client_connection import OUTPUT_BOUND
 from .access import Access
 from .channel import Channel
+from .confirms import Confirms
 from .vhost import vhost_of
 
 if TYPE_CHECKING:
@@ -55,10 +56,13 @@ CAPABILITIES: dict[str, Any] = {
     "consumer_priorities": True,
     "direct_reply_to": True,
 }
+#: ``product`` is RabbitMQ's, as the broker minibroker answers as: clients and their suites read
+#: it to tell RabbitMQ's extensions are there (amqplib's checks ``product == 'RabbitMQ'``);
+#: ``information`` says which broker it is.
 SERVER_PROPERTIES: dict[str, Any] = {
-    "product": "minibroker",
+    "product": "RabbitMQ",
     "platform": "Python",
-    "information": "an AMQP 1.0 and 0-9-1 broker for tests",
+    "information": "minibroker, an AMQP 1.0 and 0-9-1 broker for tests, answering as RabbitMQ",
     "capabilities": CAPABILITIES,
 }
 #: RabbitMQ's default user on a fresh install.
@@ -112,7 +116,7 @@ class Connection091:
         #: Output held by a ``delay`` fault (.faults), from the frame it fired on.
         self._hold: _Hold | None = None
         #: Channels holding publisher confirms, sent when the read that routed them is handled.
-        self._confirming: list[Channel] = []
+        self._confirming: list[Confirms] = []
         #: The logged-in user under ``BrokerConfig.permissions`` (access.py), set by ``connection.open``.
         self.access = Access(None, None, "/")
         # The broker's tap sees this connection's methods while it has observers (broker/tap.py).
@@ -290,15 +294,15 @@ class Connection091:
         if self._hold is not None and self.open:
             self._hold.done = True
             self.mark_dirty()
-    def confirms_due(self, channel: Channel) -> None:
-        self._confirming.append(channel)
+    def confirms_due(self, confirms: Confirms) -> None:
+        self._confirming.append(confirms)
 
     def _flush_confirms(self) -> None:
         """One ``basic.ack`` per confirming channel for the publishes of this read, not one per publish."""
         if self._confirming:
-            channels, self._confirming = self._confirming, []
-            for channel in channels:
-                channel.flush_confirms()
+            due, self._confirming = self._confirming, []
+            for confirms in due:
+                confirms.flush()
 
     # ---------------------------------------------------------------- events
 
@@ -325,18 +329,22 @@ class Connection091:
         elif isinstance(event, Published):
             self._on_channel(event.channel, lambda channel: channel.publish(event.method, event.properties, event.body))
         elif isinstance(event, Answer):
-            # The engine's close-ok (or the like) after the replies to the methods before it.
+            # The engine's close-ok (or the like) after the replies to the methods before it,
+            # the confirms of the publishes before it included (all channels' for channel 0).
+            for number, confirming in self.channels.items():
+                if event.channel in (0, number):
+                    confirming.confirms.flush()
             self.engine.send(event.channel, event.method)
         elif isinstance(event, ChannelOpened):
             self.channels[event.channel] = Channel(self, event.channel)
         elif isinstance(event, ChannelClosed):
             channel = self.channels.pop(event.channel, None)
             if channel is not None:
-                channel.flush_confirms()
+                channel.confirms.flush()
                 channel.close()
         elif isinstance(event, ConnectionClosed):
             for channel in list(self.channels.values()):
-                channel.flush_confirms()
+                channel.confirms.flush()
                 channel.close()
             self.channels.clear()
             self.vhost.connection_closed(self)
@@ -351,7 +359,7 @@ class Connection091:
         try:
             act(channel)
         except AMQP091Error as error:
-            channel.flush_confirms()  # the publishes routed before the error are confirmed before the close
+            channel.confirms.flush()  # the publishes routed before the error are confirmed before the close
             if error.closes_connection:
                 self.engine.close(error)
             else:

@@ -81,12 +81,14 @@ class ConsumerChannel(Protocol):
 
 
 class Ranking:
-    """How many 0-9-1 consumers of one queue have a non-zero ``x-priority``."""
+    """The 0-9-1 consumers of one queue, and how many of them have a non-zero ``x-priority``."""
 
-    __slots__ = ("prioritised",)
+    __slots__ = ("prioritised", "members")
 
     def __init__(self) -> None:
         self.prioritised = 0
+        #: The queue's 0-9-1 consumers (not its AMQP 1.0 ones: ``x-priority`` is a 0-9-1 argument).
+        self.members: list[Consumer091] = []
 
 
 class Consumer091:
@@ -115,13 +117,25 @@ class Consumer091:
         #: Shared by the queue's 0-9-1 consumers: whether any has an ``x-priority`` (only then are
         #: the others looked at for each message).
         self.ranking = ranking or Ranking()
+        self.ranking.members.append(self)
+        if priority:
+            self.ranking.prioritised += 1
 
     @property
     def name(self) -> str:
         return self.queue.name
 
+    @property
+    def dispatcher(self) -> Queue:
+        """What hands it messages: its queue (shared with the queue's other consumers)."""
+        return self.queue
+
     def detach(self) -> None:
         self.queue.remove_consumer(self)
+        if self in self.ranking.members:
+            self.ranking.members.remove(self)
+            if self.priority:
+                self.ranking.prioritised -= 1
 
     def dispatch(self, now: float) -> None:
         self.queue.dispatch(now)
@@ -160,10 +174,9 @@ class Consumer091:
     def _outranked(self) -> bool:
         """Whether a 0-9-1 consumer of higher ``x-priority`` on the queue has room (it gets the message)."""
         return any(
-            isinstance(other, Consumer091) and other.priority > self.priority and other.channel.active
-            and other._room() > 0
-            for other in self.queue.consumers
-        )  # fmt: skip
+            other.priority > self.priority and other.channel.active and other._room() > 0
+            for other in self.ranking.members
+        )
 
     def accepts(self, entry: Entry) -> bool:
         return True
@@ -197,6 +210,11 @@ class StreamReader091:
         self.stream.add_reader(self, spec)
         self.reading = True
         self.stream.dispatch(now)
+
+    @property
+    def dispatcher(self) -> StreamReader091:
+        """What hands it messages: itself (it reads the stream at its own position)."""
+        return self
 
     def detach(self) -> None:
         self.reading = False

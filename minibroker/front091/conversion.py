@@ -251,14 +251,18 @@ def _millis(moment: datetime.datetime) -> int:
     return millis
 
 
-def record_death(annotations: dict[Any, Any], queue: str, reason: str, now: float) -> dict[Any, Any]:
+def record_death(
+    annotations: dict[Any, Any], queue: str, reason: str, now: float, expiration: str | None = None
+) -> dict[Any, Any]:
     """The annotations that record one more dead-lettering of a message from ``queue``.
 
     RabbitMQ 3.10 (``rabbit_dead_letter``): the ``x-death`` header lists one table per queue and
     reason, the latest first, each with ``count``, ``reason``, ``queue``, ``time``, ``exchange``
     and ``routing-keys`` (the message's before this death); dying again from the same queue for
     the same reason counts up that table and moves it first.  ``x-first-death-exchange``,
-    ``-queue`` and ``-reason`` name the first death and never change.  Kept as message
+    ``-queue`` and ``-reason`` name the first death and never change.  A message that had a
+    per-message TTL (``expiration``, dropped as it dies) has it as ``original-expiration`` in
+    the new table (``rabbit_dead_letter:x_death_event_key``).  Kept as message
     annotations (a list of maps) and made headers for each 0-9-1 delivery (kombu and Celery
     count retries by ``x-death``).
     """
@@ -276,6 +280,8 @@ def record_death(annotations: dict[Any, Any], queue: str, reason: str, now: floa
         "count": count, "reason": why, "queue": queue, "time": timestamp(int(now) * 1000),
         "exchange": exchange, "routing-keys": [str(key) if key is not None else queue],
     }  # fmt: skip
+    if expiration is not None:
+        latest["original-expiration"] = expiration
     recorded: dict[Any, Any] = {X_DEATH: [latest, *deaths]}
     if _FIRST_DEATH[0] not in annotations:
         recorded.update(zip(_FIRST_DEATH, (exchange, queue, why), strict=True))

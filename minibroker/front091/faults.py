@@ -240,8 +240,7 @@ class FaultTimers:
         if broker is None:
             return
         broker.timers.add(self)
-        if broker.on_timers_changed is not None:  # the server's timer task re-reads the next deadline
-            broker.on_timers_changed()
+        broker.timers_changed()  # the server's timer task re-reads the next deadline
 
     def next_deadline(self) -> float | None:
         deadlines = list(self._holds.values())

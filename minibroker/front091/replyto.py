@@ -14,7 +14,10 @@ The rules and texts are RabbitMQ 3.10's, checked against it:
 * publishing with ``reply-to: amq.rabbitmq.reply-to`` from a channel without a reply consumer:
   406 ``fast reply consumer does not exist``;
 * a reply to an unknown token, to the bare name, or through any exchange but the default one
-  routes nowhere (``basic.return`` 312 when mandatory).
+  routes nowhere (``basic.return`` 312 when mandatory);
+* no permission is checked on the pseudo-queue: RabbitMQ's ``basic.consume`` clause for it does
+  not call ``check_read_permitted`` (a user without read on any queue consumed replies there, in
+  3.10); the request and the reply each need write on their exchange, as any publish.
 """
 
 from __future__ import annotations

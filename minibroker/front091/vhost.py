@@ -102,6 +102,9 @@ class VirtualHost:
         self._own = Exchanges(self.is_queue, options.max_exchanges, options.max_bindings, options.max_topic_visits)
         #: Queues declared over 0-9-1: how, for redeclarations (RabbitMQ's equivalence check).
         self.specs: dict[str, QueueSpec] = {}
+        #: Queues declared with ``x-dead-letter-exchange``: their dead letters are this host's to route.
+        self._dead_lettered: weakref.WeakSet[Queue] = weakref.WeakSet()
+        broker.router.dead_letter_handlers.append(self._dead_letter)
         #: Exclusive queues by the connection that declared them (deleted when it closes).
         self.owners: dict[str, object] = {}
         #: The 0-9-1 consumers of each queue (told with ``basic.cancel`` when it is deleted).
@@ -115,7 +118,7 @@ class VirtualHost:
             lambda name: self.broker.router.queues.get(name),
             lambda: self.broker.now(),
             self.delete_queue,
-            self._timers_changed,
+            lambda: self.broker.timers_changed(),
         )
         #: Per queue, how many of its 0-9-1 consumers have an ``x-priority`` (consumers.py).
         self.rankings: dict[str, Ranking] = {}
@@ -185,13 +188,7 @@ class VirtualHost:
         """405 RESOURCE_LOCKED when another connection declared ``name`` exclusive."""
         holder = self.owners.get(name)
         if holder is not None and holder is not owner:
-            raise AMQP091Error(
-                codes.RESOURCE_LOCKED,
-                f"cannot obtain exclusive access to locked queue '{name}' in vhost '/'. It could be originally "
-                "declared on another connection or the exclusive property value does not match that of the "
-                "original declaration.",
-                class_id, method_id,
-            )  # fmt: skip
+            raise _locked(name, class_id, method_id)
 
     # ------------------------------------------------------------ exchanges
 
@@ -199,7 +196,10 @@ class VirtualHost:
         self, name: str, kind: str, *, passive: bool, durable: bool, auto_delete: bool, internal: bool,
         arguments: Mapping[str, Any],
     ) -> None:  # fmt: skip
-        """``exchange.declare`` (§1.6.2.1); passive: 404 unless it exists."""
+        """``exchange.declare`` (§1.6.2.1); passive: 404 unless it exists.  The default exchange
+        is refused even passively (403), as RabbitMQ's ``check_not_default_exchange`` does."""
+        if name == "":
+            raise AMQP091Error(codes.ACCESS_REFUSED, "operation not permitted on the default exchange", 40, 10)
         exchanges = self.exchanges
         existing = exchanges.exchanges.get(name)
         if passive:
@@ -242,6 +242,8 @@ class VirtualHost:
 
     def delete_exchange(self, name: str, if_unused: bool) -> None:
         """``exchange.delete`` (§1.6.2.3): a missing one is no error (RabbitMQ 3.x)."""
+        if name == "":
+            raise AMQP091Error(codes.ACCESS_REFUSED, "operation not permitted on the default exchange", 40, 20)
         exchanges = self.exchanges
         existing = exchanges.exchanges.get(name)
         if existing is None:
@@ -257,12 +259,19 @@ class VirtualHost:
         exchanges = self.exchanges
         if binding.source == "":
             raise AMQP091Error(codes.ACCESS_REFUSED, "operation not permitted on the default exchange", class_id, method_id)
+        missing = None
         if binding.destination_kind == "queue" and not self.is_queue(binding.destination):
-            raise not_found("queue", binding.destination, class_id, method_id)
-        if binding.source not in exchanges.exchanges:
-            raise not_found("exchange", binding.source, class_id, method_id)
-        if binding.destination_kind == "exchange" and binding.destination not in exchanges.exchanges:
-            raise not_found("exchange", binding.destination, class_id, method_id)
+            missing = not_found("queue", binding.destination, class_id, method_id)
+        elif binding.source not in exchanges.exchanges:
+            missing = not_found("exchange", binding.source, class_id, method_id)
+        elif binding.destination_kind == "exchange" and binding.destination not in exchanges.exchanges:
+            missing = not_found("exchange", binding.destination, class_id, method_id)
+        if missing is not None:
+            if unbind:
+                # RabbitMQ 3.10 answers unbind-ok when the queue or an exchange is gone (an
+                # auto-delete exchange may have gone with its last binding): nothing is bound.
+                return
+            raise missing
         try:
             if unbind:
                 exchanges.unbind(binding)
@@ -306,6 +315,10 @@ class VirtualHost:
             self.check_owner(name, owner, 50, 10)
             existing = self.specs.get(name)
             if existing is not None:
+                if existing.exclusive != spec.exclusive:
+                    # RabbitMQ checks exclusivity first and strictly on a redeclare, even by the
+                    # owner (rabbit_amqqueue:assert_equivalence): 405, not an inequivalent 406.
+                    raise _locked(name, 50, 10)
                 differs = existing.equivalent(spec)
                 if differs is not None:
                     raise AMQP091Error(
@@ -340,7 +353,7 @@ class VirtualHost:
             # the declaration gives win over them (RabbitMQ: "optional arguments take precedence").
             queue.options = dataclasses.replace(queue.options, **_given(name, spec))
         if spec.dead_letter_exchange is not None:
-            queue.dead_letter = self._dead_letter
+            self._dead_lettered.add(queue)  # its dead letters go to the exchange (_dead_letter)
         self.used(name)
         return name, queue
 
@@ -410,9 +423,6 @@ class VirtualHost:
         """``name`` was declared or read, or lost its last consumer: its idle time starts again."""
         self.expiry.used(name)
 
-    def _timers_changed(self) -> None:
-        if self.broker.on_timers_changed is not None:
-            self.broker.on_timers_changed()
 
     def next_deadline(self) -> float | None:
         """When the first unused ``x-expires`` queue is due (timers.py)."""
@@ -421,24 +431,32 @@ class VirtualHost:
     def run_timers(self, now: float) -> None:
         self.expiry.run_timers(now)
 
-    def _dead_letter(self, queue: Queue, entry: Entry, reason: str, description: str | None) -> None:
+    def _dead_letter(self, queue: Queue, entry: Entry, reason: str, description: str | None) -> bool:
         """Republish a dead letter to the queue's ``x-dead-letter-exchange`` with
         ``x-dead-letter-routing-key`` or its own key (RabbitMQ's dead-lettering; dropped without one)."""
+        if queue not in self._dead_lettered:
+            return False  # not declared with x-dead-letter-exchange here: the router's own way
         annotations = entry.merged_annotations() or {}
         target = dead_letter_target(
             self.specs.get(queue.name), self.exchanges.exchanges, annotations.get(X_ROUTING_KEY), queue.name
         )
         if target is None:
-            return
+            return True  # dropped, as RabbitMQ does
         exchange, key = target
         now = self.broker.now()
-        entry.annotate({**record_death(annotations, queue.name, reason, now), X_EXCHANGE: exchange, X_ROUTING_KEY: key})
+        header = entry.message.header
+        # The publisher's per-message TTL (0-9-1 expiration): RabbitMQ keeps it in the x-death
+        # table as original-expiration when it drops it (aio-pika's suite reads it).
+        expiration = str(int(header.ttl)) if header is not None and header.ttl is not None else None
+        recorded = record_death(annotations, queue.name, reason, now, expiration)
+        entry.annotate({**recorded, X_EXCHANGE: exchange, X_ROUTING_KEY: key})
         queue.counters.dead_lettered += 1
         # RabbitMQ drops the message's TTL when it dead-letters it, so it does not expire again.
         message = StoredMessage(entry.payload_for_delivery(now, keep_ttl=False), now)
         router = self.broker.router
         for name in self.exchanges.route(exchange, key, message.application_properties):
             router.route(router.nodes[name], message, now, Source.DEAD_LETTER)
+        return True
 
 
 def _ae_inequivalence(wanted: Any, current: Any) -> str:
@@ -488,3 +506,14 @@ def _argument(spec: QueueSpec, argument: str, other: QueueSpec) -> str:
         return f"'{_shown(value)}'"
     kind = "signedint" if isinstance(value, int) and not isinstance(value, bool) else "longstr"
     return f"the value '{_shown(value)}' of type '{kind}'"
+
+
+def _locked(name: str, class_id: int, method_id: int) -> AMQP091Error:
+    """RabbitMQ's 405 for an exclusive queue another connection owns, or whose exclusivity a redeclare changes."""
+    return AMQP091Error(
+        codes.RESOURCE_LOCKED,
+        f"cannot obtain exclusive access to locked queue '{name}' in vhost '/'. It could be originally "
+        "declared on another connection or the exclusive property value does not match that of the "
+        "original declaration.",
+        class_id, method_id,
+    )  # fmt: skip

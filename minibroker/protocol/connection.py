@@ -174,14 +174,17 @@ class Connection:
         writes the attach answer before the link's first transfer (RabbitMQ's order).
         """
         if data:
-            self._received = True
+            self._received = True  # read by tick(), which holds the clock: nothing here reads time
         if self.finished:
-            return []
+            return []  # closed or failed: what a peer sends after our close is not read (§2.4.3)
+        # Usually ``_in`` is empty (whole frames were taken): the chunk is kept as it came, no copy.
         self._in = self._in + data if self._in else bytes(data)
         self.backlogged = False
         try:
             self._process(max_frames)
         except AMQPProtocolError as exc:
+            # The error names its scope (errors.py): a link or session error ends only that
+            # endpoint; the frames already handled in this read keep their events.
             self._fail(exc)
         events, self._events = self._events, []
         return events
@@ -189,6 +192,8 @@ class Connection:
     def data_to_send(self) -> bytes:
         """Bytes queued for the peer since the last call."""
         if self._dispositions:
+            # Settlements wait here to be merged into ranges (one disposition for many
+            # deliveries, §2.7.6); they must go out now, before the caller writes.
             dispositions.flush(self)
         if not self._out:
             return b""
@@ -205,6 +210,8 @@ class Connection:
         idle-time-out, and closes with ``amqp:resource-limit-exceeded`` when
         nothing arrived for our own.
         """
+        # receive_data and the writes only flag that traffic happened; the time of it is taken
+        # here, from the caller's clock, so this module never reads one (a ManualClock drives it).
         if self._received or self._last_received is None:
             self._last_received = now
             self._received = False
@@ -267,7 +274,7 @@ class Connection:
         self._last_disposition = None
         self._events = []
         self._starved = {}
-        self.hook = None
+        self.hook = None  # the tap's observers hold their own references; a gone transport needs none
 
     def local_session(self, channel: int) -> Session | None:
         """The session we write on ``channel`` (our own channel number, as in frames we send)."""
@@ -315,7 +322,7 @@ class Connection:
                 pos = frame_end
                 frames += 1
                 if body == frame_end:
-                    continue  # an empty frame: keep-alive (§2.4.5)
+                    continue  # an empty frame: keep-alive (§2.4.5); counted, so a flood of them yields too
                 if phase is Phase.SASL:
                     if not self._sasl_unit(buf[body:frame_end], frame_type):
                         pos = frame_end - size  # held: judged when the server lets it go (its turn)
@@ -354,6 +361,8 @@ class Connection:
                     self.backlogged = end - pos >= 8
                     break
         finally:
+            # What was not handled (a partial frame, or frames past max_frames) waits for the next
+            # call, also when a handler raised: the frames before it were handled and are not re-read.
             self._in = buf[pos:] if pos < end else b""
 
     def _decoded(self, buf: bytes, body: int, frame_end: int, channel: int, size: int) -> bool:
@@ -371,7 +380,7 @@ class Connection:
                 f"frame body is not a performative: {type(performative).__name__}",
             )
         if self.hook is not None:
-            self.hook.frame_in(channel, performative)
+            self.hook.frame_in(channel, performative)  # before the state checks: the log shows what came, also if refused
         if self.state is CONNECTION_DISCARDING and not isinstance(performative, Close):
             return False  # discarding until the peer's close (§2.4.3)
         if self.state is CONNECTION_AWAITS_OPEN and not isinstance(performative, (Open, Close)):
@@ -392,6 +401,8 @@ class Connection:
                 conditions.DECODE_ERROR,
                 f"{type(performative).__name__.lower()} has a field of the wrong type: {exc}",
             ) from None
+        # ``role`` true: the peer receives (§2.6.3), so the broker will send on this link and its
+        # answer must leave before the transfers (see ``attach_answer_alone`` in _process).
         return type(performative) is Attach and bool(performative.role) and not self.finished
 
     def _sasl_unit(self, body: bytes, frame_type: int) -> bool:
@@ -481,7 +492,7 @@ class Connection:
 
     def _write(self, channel: int, performative: Composite, payload: bytes = b"") -> None:
         """Queue a frame now: a transfer or a disposition, which nothing pending need precede."""
-        out = bytearray()
+        out = bytearray()  # performative and payload in one buffer: the frame is built with one copy
         performative.encode_into(out)
         if payload:
             out += payload

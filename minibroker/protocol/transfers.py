@@ -44,6 +44,10 @@ _FIELDS = 11  # handle .. batchable
 #: The fields after ``more`` may only be absent or say nothing: rcv-settle-mode and state null,
 #: resume, aborted and batchable null or false (0x40 null, 0x42 false).
 _NOTHING = (b"\x40", b"\x40", b"\x40\x42", b"\x40\x42", b"\x40\x42")
+#: ``settled`` and ``more`` as the one-byte constants true (0x41), false (0x42) or null (0x40):
+#: a null ``settled`` is left to the link's default (§2.7.5), a null ``more`` is false.
+_SETTLED: dict[int, bool | None] = {0x41: True, 0x42: False, 0x40: None}
+_MORE = {0x41: True, 0x42: False, 0x40: False}
 
 
 #: What :func:`read_transfer` reads: handle, delivery-id, delivery-tag, message-format, settled,
@@ -52,11 +56,11 @@ TransferFields = tuple[int, int | None, bytes | None, int | None, bool | None, b
 
 
 def read_transfer(buf: bytes, pos: int, end: int) -> TransferFields | None:
-    """Read the transfer at ``buf[pos:end]`` (it starts with :data:`TRANSFER_LIST8`), if it has the usual shape.
+    """The :data:`TransferFields` of the transfer at ``buf[pos:end]`` (it starts with :data:`TRANSFER_LIST8`),
+    the values the general decoder gives, or None when that decoder must read it (the module docstring).
 
-    Returns (handle, delivery-id, delivery-tag, message-format, settled, more, end of the
-    performative), the values the general decoder gives, or None when the general
-    decoder must read it (see the module docstring).
+    Called for every message a client sends: one function, no calls, each field's encodings tested
+    in the order clients use them (each ``x, pos = ...`` is one assignment, not a tuple).
     """
     try:
         stop = pos + 5 + buf[pos + 4]  # the size byte counts from the count byte on
@@ -66,14 +70,11 @@ def read_transfer(buf: bytes, pos: int, end: int) -> TransferFields | None:
         pos += 6
         code = buf[pos]
         if code == 0x52:  # smalluint
-            handle = buf[pos + 1]
-            pos += 2
+            handle, pos = buf[pos + 1], pos + 2
         elif code == 0x43:  # uint0
-            handle = 0
-            pos += 1
+            handle, pos = 0, pos + 1
         elif code == 0x70:  # uint
-            handle = int.from_bytes(buf[pos + 1 : pos + 5], "big")
-            pos += 5
+            handle, pos = int.from_bytes(buf[pos + 1 : pos + 5], "big"), pos + 5
         else:
             return None  # null (handle is mandatory) or another type: the general path says what is wrong
         delivery_id: int | None = None
@@ -84,14 +85,11 @@ def read_transfer(buf: bytes, pos: int, end: int) -> TransferFields | None:
         if count > 1:
             code = buf[pos]
             if code == 0x52:
-                delivery_id = buf[pos + 1]
-                pos += 2
+                delivery_id, pos = buf[pos + 1], pos + 2
             elif code == 0x43:
-                delivery_id = 0
-                pos += 1
+                delivery_id, pos = 0, pos + 1
             elif code == 0x70:
-                delivery_id = int.from_bytes(buf[pos + 1 : pos + 5], "big")
-                pos += 5
+                delivery_id, pos = int.from_bytes(buf[pos + 1 : pos + 5], "big"), pos + 5
             elif code == 0x40:
                 pos += 1
             else:
@@ -100,8 +98,7 @@ def read_transfer(buf: bytes, pos: int, end: int) -> TransferFields | None:
             code = buf[pos]
             if code == 0xA0:  # vbin8
                 tag_end = pos + 2 + buf[pos + 1]
-                tag = buf[pos + 2 : tag_end]
-                pos = tag_end
+                tag, pos = buf[pos + 2 : tag_end], tag_end
             elif code == 0x40:
                 pos += 1
             else:
@@ -109,34 +106,19 @@ def read_transfer(buf: bytes, pos: int, end: int) -> TransferFields | None:
         if count > 3:
             code = buf[pos]
             if code == 0x43:
-                message_format = 0
-                pos += 1
+                message_format, pos = 0, pos + 1
             elif code == 0x52:
-                message_format = buf[pos + 1]
-                pos += 2
+                message_format, pos = buf[pos + 1], pos + 2
             elif code == 0x70:
-                message_format = int.from_bytes(buf[pos + 1 : pos + 5], "big")
-                pos += 5
+                message_format, pos = int.from_bytes(buf[pos + 1 : pos + 5], "big"), pos + 5
             elif code == 0x40:
                 pos += 1
             else:
                 return None
         if count > 4:
-            code = buf[pos]
-            if code == 0x42:
-                settled = False
-            elif code == 0x41:
-                settled = True
-            elif code != 0x40:
-                return None
-            pos += 1
+            settled, pos = _SETTLED[buf[pos]], pos + 1  # KeyError: not a boolean constant
         if count > 5:
-            code = buf[pos]
-            if code == 0x41:
-                more = True
-            elif code != 0x42 and code != 0x40:
-                return None
-            pos += 1
+            more, pos = _MORE[buf[pos]], pos + 1
         if count > 6:
             for allowed in _NOTHING[: count - 6]:
                 if buf[pos] not in allowed:
@@ -144,8 +126,8 @@ def read_transfer(buf: bytes, pos: int, end: int) -> TransferFields | None:
                 pos += 1
         if pos != stop:
             return None
-    except IndexError:  # the list claims more than the buffer holds: the general path reports it
-        return None
+    except (IndexError, KeyError):  # the list claims more than the buffer holds, or a boolean is not
+        return None  # one of the constants: the general path reports it
     return handle, delivery_id, tag, message_format, settled, more, stop
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+import weakref
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -94,11 +95,14 @@ class RabbitMQLayer:
         self.exchanges = Exchanges(self.is_queue, options.max_exchanges, options.max_bindings, options.max_topic_visits)
         #: Queues declared through /management, with their type and arguments.
         self.specs: dict[str, QueueSpec] = {}
+        #: Queues declared with ``x-dead-letter-exchange``: their dead letters are this layer's to route.
+        self._dead_lettered: weakref.WeakSet[Queue] = weakref.WeakSet()
+        broker.router.dead_letter_handlers.append(self._dead_letter)
         #: Messages no queue received (settled ``released``), over all exchanges.
         self.unroutable = 0
         #: Queues with ``x-expires``: deleted once unused that long (no consumer, no declare or get).
         self.expiry = QueueExpiry(
-            self.specs, lambda name: broker.router.queues.get(name), broker.now, self.delete_queue, self._timers_changed
+            self.specs, lambda name: broker.router.queues.get(name), broker.now, self.delete_queue, self.broker.timers_changed
         )
         if broker.permissions is not None:  # RabbitMQ addresses never create a node: send/receive rights suffice
             broker.permissions.creates_nothing = is_rabbitmq_address
@@ -166,9 +170,7 @@ class RabbitMQLayer:
             name = DIRECT_REPLY_TO_PREFIX + uuid.uuid4().hex
             self.broker.router.declare_queue(name, temporary=True)
             link.source = dataclasses.replace(source, dynamic=False, address=queue_address(name))
-            consumer = self.broker.attacher.consumer(connection, link, connection.container_id, RabbitConsumer)
-            if isinstance(consumer, RabbitConsumer):
-                consumer.dynamic = True  # the queue goes when the link does
+            consumer = self.broker.attacher.consumer(connection, link, connection.container_id, _dynamic_consumer)
             self.broker.add_consumer(consumer)
             return True
         if not isinstance(address, str) or not (address.startswith(QUEUES) or address.startswith("/exchanges/")):
@@ -176,12 +178,16 @@ class RabbitMQLayer:
         destination = self._existing(address)
         if destination.kind != "queue":
             raise Refusal(conditions.INVALID_FIELD, f"{address!r}: consume from a queue, /queues/{{name}}")
-        consumer = self.broker.attacher.consumer(connection, link, connection.container_id, RabbitConsumer)
         spec = self.specs.get(destination.name)
-        if isinstance(consumer, RabbitConsumer) and spec is not None:
-            consumer.single_active = spec.single_active_consumer
-            consumer.on_end = self._consumer_ended
-        self.broker.add_consumer(consumer)
+
+        def build(*args: Any, **kwargs: Any) -> RabbitConsumer:
+            consumer = RabbitConsumer(*args, **kwargs)
+            if spec is not None:  # a queue declared with RabbitMQ's arguments
+                consumer.single_active = spec.single_active_consumer
+                consumer.on_end = self._consumer_ended
+            return consumer
+
+        self.broker.add_consumer(self.broker.attacher.consumer(connection, link, connection.container_id, build))
         return True
 
     def _existing(self, address: str) -> Destination:
@@ -307,7 +313,7 @@ class RabbitMQLayer:
         else:
             queue.options = spec.options  # a queue made by a plain address takes the declaration
         if spec.dead_letter_exchange is not None:
-            queue.dead_letter = self._dead_letter
+            self._dead_lettered.add(queue)  # its dead letters go to the exchange (_dead_letter)
         self.used(name)
 
     def delete_queue(self, name: str) -> int:
@@ -351,19 +357,21 @@ class RabbitMQLayer:
             "consumer_count": consumers,
         }
 
-    def _dead_letter(self, queue: Queue, entry: Entry, reason: str, description: str | None) -> None:
+    def _dead_letter(self, queue: Queue, entry: Entry, reason: str, description: str | None) -> bool:
         """Republish a dead letter to the queue's ``x-dead-letter-exchange`` (RabbitMQ's dead-lettering).
 
         The routing key is ``x-dead-letter-routing-key``, else the message's
         own; ``x-first-death-*`` and ``x-last-death-*`` annotations say where
         and why.  With no such exchange the message is dropped, as RabbitMQ does.
         """
+        if queue not in self._dead_lettered:
+            return False  # not declared with x-dead-letter-exchange here: the router's own way
         annotations = entry.merged_annotations() or {}
         target = dead_letter_target(
             self.specs.get(queue.name), self.exchanges.exchanges, annotations.get(X_ROUTING_KEY), queue.name
         )
         if target is None:
-            return
+            return True  # dropped, as RabbitMQ does
         exchange, key = target
         why = _DEATH_REASONS.get(reason, "rejected")
         death = {
@@ -379,6 +387,7 @@ class RabbitMQLayer:
         # RabbitMQ drops the message's TTL when it dead-letters it, so it does not expire again.
         message = StoredMessage(entry.payload_for_delivery(now, keep_ttl=False), now)
         self.route(exchange, key, message, now, MessageSource.DEAD_LETTER)
+        return True
 
     # ------------------------------------------------------------- inspection
 
@@ -440,9 +449,6 @@ class RabbitMQLayer:
     def run_timers(self, now: float) -> None:
         self.expiry.run_timers(now)
 
-    def _timers_changed(self) -> None:
-        self.broker.timers_changed()
-
     def reset(self) -> None:
         self.exchanges.reset()
         self.specs.clear()
@@ -476,3 +482,10 @@ def _annotated(message: StoredMessage, extra: dict[Any, Any]) -> StoredMessage:
     MessageAnnotations(merged).encode_into(out)
     out += payload[sections.bare[0] :]
     return StoredMessage(bytes(out), message.arrived_at)
+
+
+def _dynamic_consumer(*args: Any, **kwargs: Any) -> RabbitConsumer:
+    """A direct reply-to consumer: its queue goes when the link does."""
+    consumer = RabbitConsumer(*args, **kwargs)
+    consumer.dynamic = True
+    return consumer

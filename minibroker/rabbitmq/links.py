@@ -34,7 +34,7 @@ from ..amqp.types import symbol
 from ..broker.extension import ExtensionLink
 from ..broker.links import ConsumerLink
 from ..broker.publish import format_refusal
-from ..broker.replies import ReplyLink
+from ..broker.roles import ReplySink
 from ..broker.stored import Entry, StoredMessage
 from ..protocol.endpoints import Delivery, Link
 from .management import AccessRefused, Requester, handle_request
@@ -93,15 +93,16 @@ class ManagementRequests(ExtensionLink):
         )
         reply.send(encode_message(answer))
 
-    def _replies(self) -> ReplyLink | None:
+    def _replies(self) -> ReplySink | None:
         """This connection's receiving link on ``/management``: in this link's session if there is one."""
         fallback = None
         for session in self.connection.engine.sessions.values():
             for link in session.links_by_handle.values():
-                if isinstance(link.context, ReplyLink):
+                sink: ReplySink | None = link.context.reply_sink if link.context is not None else None
+                if sink is not None:
                     if session is self.link.session:
-                        return link.context
-                    fallback = link.context
+                        return sink
+                    fallback = sink
         return fallback
 
 
@@ -179,8 +180,8 @@ class RabbitConsumer(ConsumerLink):
     #: Told (queue name, clock time) when this consumer's link ends: a queue's x-expires counts from then.
     on_end: Callable[[str, float], None] | None = None
 
-    def end(self, closed: bool, now: float) -> None:
-        super().end(closed, now)
+    def finish(self, closed: bool, now: float) -> None:
+        super().finish(closed, now)
         if self.on_end is not None:
             self.on_end(self.queue.name, now)
 

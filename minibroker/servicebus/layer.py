@@ -103,15 +103,15 @@ class ServiceBusLayer:
         self.options = options or ServiceBusOptions()
         #: What senders' attach answers advertise: the tier's quota (Azure Service Bus quotas).
         self.max_message_size = SERVICE_BUS_MESSAGE_SIZE[self.options.tier]
-        self.settlement = Settlement(self.options, self._timers_changed)
+        self.settlement = Settlement(self.options, self.broker.timers_changed)
         self.sessions = Sessions(self._session_unlocked, self.options.max_session_state_size)
-        self.scheduler = Scheduler(self._enqueue_scheduled, self._timers_changed)
+        self.scheduler = Scheduler(self._enqueue_scheduled, self.broker.timers_changed)
         self.rules = Rules(self.options.rules)
         self.duplicates = DuplicateDetection()
         self._forward_depth = 0  # subscriptions forwarding into topics, nested: bounded by MAX_FORWARD_HOPS
         self._waiting: list[_Waiting] = []  # session receivers waiting for a free session, oldest first
         self._link_ids = itertools.count(-1, -1)  # apart from the broker's own (positive) link ids
-        broker.router.dead_letter_hook = self.settlement.dead_lettering
+        broker.router.dead_letter_handlers.append(self.settlement.dead_lettering)
         self._declare()
 
     def now(self) -> float:
@@ -221,7 +221,7 @@ class ServiceBusLayer:
                 engine.refuse_link(link, amqp_error(conditions.RESOURCE_LIMIT_EXCEEDED, "too many receivers wait for a session"))
                 return
             self._waiting.append(_Waiting(connection, link, queue, self.now() + wait))
-            self._timers_changed()
+            self.broker.timers_changed()
             return
         self._lock_session(connection, link, queue, session)
 
@@ -238,7 +238,7 @@ class ServiceBusLayer:
         )
         link.context = consumer
         self.sessions.lock(consumer)
-        self._timers_changed()
+        self.broker.timers_changed()
         source = dataclasses.replace(link.source, filter={**link.source.filter, SESSION_FILTER: session})
         engine.accept_link(link, source=source, target=link.target, properties={LOCKED_UNTIL_UTC: ticks(until)})
         self.broker.add_consumer(consumer)
@@ -475,8 +475,6 @@ class ServiceBusLayer:
         if self._waiting:
             self._serve_waiting(now)
 
-    def _timers_changed(self) -> None:
-        self.broker.timers_changed()
 
     def reset(self) -> None:
         self.settlement.clear()

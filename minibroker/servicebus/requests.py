@@ -19,6 +19,7 @@ from ..amqp.messaging import Accepted, Properties, Rejected
 from ..amqp.performatives import amqp_error
 from ..broker.extension import ExtensionLink
 from ..broker.replies import ReplyLink
+from ..broker.roles import ReplySink
 from ..protocol.endpoints import Delivery, Link
 
 if TYPE_CHECKING:
@@ -90,15 +91,15 @@ class RequestLink(ExtensionLink):
         )
         reply.send(encode_message(answer))
 
-    def _reply_link(self, reply_to: Any) -> ReplyLink | None:
+    def _reply_link(self, reply_to: Any) -> ReplySink | None:
         """The client's receiving link for answers: the one named by reply-to, else the one on this node."""
         fallback = None
         for session in self.connection.engine.sessions.values():
             for link in session.links_by_handle.values():
-                context = link.context
-                if isinstance(context, ReplyLink):
-                    if context.address == reply_to:
-                        return context
-                    if context.address == self.address:
-                        fallback = context
+                sink: ReplySink | None = link.context.reply_sink if link.context is not None else None
+                if sink is not None:
+                    if sink.address == reply_to:
+                        return sink
+                    if sink.address == self.address:
+                        fallback = sink
         return fallback

@@ -40,7 +40,7 @@ class Publisher(Protocol):
 class SenderLink(ExtensionLink):
     """The broker's receiving half of a Service Bus sender, bound to one entity."""
 
-    publishes = True
+    message_point = "publish"
 
     def __init__(
         self, connection: BrokerConnection, link: Link, address: str, publisher: Publisher, now: Callable[[], float]

@@ -87,8 +87,8 @@ class SessionConsumer(ServiceBusConsumer):
     def shown_until(self, now: float) -> float | None:
         return self.until
 
-    def end(self, closed: bool, now: float) -> None:
-        super().end(closed, now)
+    def finish(self, closed: bool, now: float) -> None:
+        super().finish(closed, now)
         self.sessions.unlock(self)
 
 

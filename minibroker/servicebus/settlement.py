@@ -73,13 +73,15 @@ class Settlement:
     def properties(self, queue: Queue) -> EntityProperties | None:
         return self._entities.get(queue)
 
-    def dead_lettering(self, source: Queue, entry: Entry, reason: str, description: str | None) -> None:
-        """The router's dead-letter hook: an entity's dead letters carry Service Bus's properties."""
+    def dead_lettering(self, source: Queue, entry: Entry, reason: str, description: str | None) -> bool:
+        """A router's dead-letter handler: an entity's dead letters carry Service Bus's properties,
+        then go where the router sends them (the entity's ``$deadletterqueue``)."""
         if source not in self._entities:
-            return
+            return False
         if reason != DEAD_LETTER:  # the broker's own reason (expiry, delivery limit)
             entry.message = with_application_properties(entry.message, _reason(reason, description))
         entry.annotate({DEAD_LETTER_SOURCE: source.name})
+        return False
 
     def lock(
         self, queue: Queue, entry: Entry, owner: Holder, delivery: Delivery | None, until: float | None,

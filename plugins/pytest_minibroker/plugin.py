@@ -45,7 +45,7 @@ __all__ = [
     "MarkerIgnoredWarning", "amqp_broker", "amqp_broker_config", "amqp_broker_factory", "amqp_broker_trio",
     "amqp_celery_worker",
     "pytest_addhooks", "pytest_addoption", "pytest_collection_modifyitems", "pytest_configure",
-    "pytest_runtest_makereport",
+    "pytest_runtest_makereport", "pytest_runtest_setup",
     "pytest_unconfigure",
 ]  # fmt: skip
 
@@ -106,7 +106,15 @@ def pytest_configure(config: pytest.Config) -> None:
         f"{MARKER}(*queues, queues=..., topics=..., streams=..., exchanges=..., bindings=..., clock='manual', tls=True, ssl_context=..., "
         "users=..., auto_create=False, **BrokerConfig fields): the broker this test's amqp_broker fixture gets",
     )
-    config.stash[_SESSION] = _Session(config)
+    session = config.stash[_SESSION] = _Session(config)
+    _ACTIVE.append(session)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    session = item.config.stash.get(_SESSION, None)
+    if session is not None:  # (None: a run that disabled the plugin's configure, e.g. -p no:...)
+        session.item = item
 
 
 #: The fixtures that read the marker (``amqp_broker_factory`` takes its keywords as arguments).
@@ -140,6 +148,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     session = config.stash.get(_SESSION, None)
     if session is not None:
         session.close()
+        if session in _ACTIVE:
+            _ACTIVE.remove(session)
 
 
 # --------------------------------------------------------------------------- session state
@@ -162,6 +172,10 @@ class _Session:
     pool: OrderedDict[str, ThreadedBroker] = field(default_factory=OrderedDict)
     #: Brokers with a test's recorder on their observation points.
     recording: set[Any] = field(default_factory=set)
+    #: The test being set up or run (``pytest_runtest_setup``): ``amqp_broker`` reads its node
+    #: here rather than taking pytest's ``request``, which pytest builds a fixture definition
+    #: for (``inspect.signature`` included) each time a fixture asks for it.
+    item: pytest.Item | None = None
     #: The settings of a test that asks for nothing of its own (no marker, an empty
     #: ``amqp_broker_config``, no ``pytest_minibroker_configure`` hook): built once per process.
     plain: BrokerSettings | None = None
@@ -274,6 +288,9 @@ class _Session:
 
 
 _SESSION = pytest.StashKey[_Session]()
+#: The plugin state of each configured run, innermost last (a test may run pytest inside
+#: itself, with pytester): ``amqp_broker`` finds its run's state here.
+_ACTIVE: list[_Session] = []
 _WATCHED = pytest.StashKey[list[_Watched]]()
 
 
@@ -340,12 +357,16 @@ def amqp_broker_config() -> dict[str, Any]:
 
 
 @pytest.fixture
-def amqp_broker(request: pytest.FixtureRequest, amqp_broker_config: dict[str, Any]) -> Iterator[ThreadedBroker]:
+def amqp_broker(amqp_broker_config: dict[str, Any]) -> Iterator[ThreadedBroker]:
     """A running broker for this test (``ThreadedBroker``): ``.url``, ``.queue()``, ``.publish()``,
     ``.assert_queue()``, ``.wait_for()``/``await .wait_for_async()``, ``.restart()``, ``.faults`` ...
     in plain, asyncio and trio tests alike (only a blocking ``wait_for`` is refused in an event loop)."""
-    session = request.config.stash[_SESSION]
-    node = request.node
+    # No ``request`` argument: asking for it costs pytest about a quarter of this fixture's own
+    # per-test cost (bench/fixture_bench.py; docs/performance.md), and the test is known anyway.
+    session = _ACTIVE[-1]
+    node = session.item
+    if node is None:
+        raise RuntimeError("amqp_broker was asked for outside a test's setup or call; ask for it from a test")
     settings = session.settings(node, amqp_broker_config, marker=True)
     broker = session.checkout(settings)
     _watch(node, "amqp_broker", broker, session.recorder(node, broker))

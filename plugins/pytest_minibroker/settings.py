@@ -14,19 +14,13 @@ import dataclasses
 import ssl
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from minibroker import (
-    BrokerConfig,
-    EventHubOptions,
-    EventHubsOptions,
-    ManualClock,
-    QueueOptions,
-    RabbitMQOptions,
-    StreamOptions,
-    ThreadedBroker,
-)
+from minibroker import BrokerConfig, ManualClock, QueueOptions, StreamOptions, ThreadedBroker
 from minibroker.broker.faults import Fault, FaultPlan
+
+if TYPE_CHECKING:
+    from minibroker import EventHubOptions, EventHubsOptions
 
 __all__ = ["BrokerSettings", "VALID_KEYWORDS", "QueueSpec"]
 
@@ -38,7 +32,6 @@ VALID_KEYWORDS = (
 CLOCKS = ("system", "manual")
 QUEUE_OPTIONS = tuple(f.name for f in dataclasses.fields(QueueOptions))
 STREAM_OPTIONS = tuple(f.name for f in dataclasses.fields(StreamOptions))
-EVENT_HUB_OPTIONS = tuple(f.name for f in dataclasses.fields(EventHubOptions) if f.name != "name")
 
 #: ``"orders"``, ``("orders", {"max_delivery_count": 2})``; or a mapping name -> options.
 QueueSpec = str | tuple[str, Mapping[str, Any]]
@@ -103,10 +96,8 @@ class BrokerSettings:
                     if value not in CLOCKS:
                         raise ValueError(f"{source}: clock={value!r}; use one of {', '.join(map(repr, CLOCKS))}")
                     settings.clock = value
-                elif key == "event_hubs" and not isinstance(value, EventHubsOptions | None):
-                    # ``event_hubs=["telemetry", ("orders", {"partitions": 2, "consumer_groups": ["audit"]})]``
-                    hubs = _queues(value, source, "event_hubs", EVENT_HUB_OPTIONS)
-                    fields[key] = EventHubsOptions(hubs=tuple(_event_hub(name, o) for name, o in hubs.items()))
+                elif key == "event_hubs" and value is not None:
+                    fields[key] = _event_hubs(value, source)
                 elif key == "ssl_context":
                     if value is not None and not isinstance(value, ssl.SSLContext):
                         raise TypeError(
@@ -126,6 +117,8 @@ class BrokerSettings:
                 else:
                     fields[key] = value
         if (settings.exchanges or settings.bindings) and fields.get("rabbitmq") is None:
+            from minibroker import RabbitMQOptions  # (the layers' options load when a test names them)
+
             fields["rabbitmq"] = RabbitMQOptions()  # exchanges are the RabbitMQ layer's
         settings.config = BrokerConfig(**fields)
         return settings
@@ -204,7 +197,22 @@ def _queue_options(
     return dict(options)
 
 
+def _event_hubs(value: Any, source: str) -> EventHubsOptions:
+    """``event_hubs=["telemetry", ("orders", {"partitions": 2, "consumer_groups": ["audit"]})]``
+    (or an ``EventHubsOptions``) -> ``EventHubsOptions``.  The Event Hubs options are imported
+    here, not with the plugin: most runs never name them."""
+    from minibroker import EventHubOptions, EventHubsOptions
+
+    if isinstance(value, EventHubsOptions):
+        return value
+    known = tuple(f.name for f in dataclasses.fields(EventHubOptions) if f.name != "name")
+    hubs = _queues(value, source, "event_hubs", known)
+    return EventHubsOptions(hubs=tuple(_event_hub(name, o) for name, o in hubs.items()))
+
+
 def _event_hub(name: str, options: Mapping[str, Any]) -> EventHubOptions:
+    from minibroker import EventHubOptions
+
     groups = options.get("consumer_groups", ())  # a list in a marker; a str goes on to say what to write
     return EventHubOptions(name, **{**options, "consumer_groups": groups if isinstance(groups, str) else tuple(groups)})
 

@@ -246,6 +246,37 @@ def test_held_confirms_come_before_a_reply_and_after_a_nack_one_each(client: Cli
     assert client.methods() == [m.BasicAck(delivery_tag=4), m.BasicAck(delivery_tag=5)]
 
 
+def _publish_on(channel: int, key: str, body: bytes) -> bytes:
+    return method_frame(channel, m.BasicPublish(routing_key=key)) + content_frames(channel, BasicProperties(), body, 131072)
+
+
+def test_confirms_of_one_read_are_one_multiple_ack(client: Client, broker: Broker) -> None:
+    # RabbitMQ coalesces the confirms ready together (amqplib's suite waits for a multiple ack);
+    # an ack and a nack are not merged, and a later method's reply comes after the confirms.
+    client.method(1, m.QueueDeclare(queue="q", arguments={"x-max-length": 3, "x-overflow": "reject-publish"}))
+    client.method(1, m.ConfirmSelect())
+    client.read()
+    client.send(b"".join(_publish_on(1, "q", b"x") for _ in range(4)) + method_frame(1, m.QueueDeclare(queue="q", passive=True)))
+    assert client.methods() == [
+        m.BasicAck(delivery_tag=3, multiple=True), m.BasicNack(delivery_tag=4), m.QueueDeclareOk(queue="q", message_count=3),
+    ]  # fmt: skip
+
+
+def test_confirms_before_a_close_precede_the_close_ok(client: Client, broker: Broker) -> None:
+    # The publishes read with a channel.close (and a connection.close) are confirmed before the
+    # close-ok: after it amqplib drops any frame on the channel as on an unknown channel.
+    client.method(1, m.QueueDeclare(queue="q"))
+    client.method(1, m.ConfirmSelect())
+    client.method(2, m.ChannelOpen())
+    client.method(2, m.ConfirmSelect())
+    client.read()
+    client.send(_publish_on(1, "q", b"a") + _publish_on(1, "q", b"b") + method_frame(1, m.ChannelClose()))
+    assert client.methods() == [m.BasicAck(delivery_tag=2, multiple=True), m.ChannelCloseOk()]
+    client.send(_publish_on(2, "q", b"c") + method_frame(0, m.ConnectionClose()))
+    assert client.methods() == [m.BasicAck(delivery_tag=1), m.ConnectionCloseOk()]
+    assert broker.queues["q"].depth == 3
+
+
 def test_transaction_holds_acks_until_commit(client: Client, broker: Broker) -> None:
     client.method(1, m.QueueDeclare(queue="q"))
     client.publish(1, "", "q", b"x")
@@ -310,7 +341,7 @@ def test_the_broker_reset_forgets_exchanges_and_closes_with_320(broker: Broker, 
 
 
 def test_a_transaction_holds_a_bounded_number_of_bytes(client: Client, broker: Broker) -> None:
-    from minibroker.front091.channel import MAX_TX_BYTES
+    from minibroker.front091.txn import MAX_TX_BYTES
 
     client.method(1, m.QueueDeclare(queue="q"))
     client.method(1, m.TxSelect())
@@ -418,3 +449,20 @@ def test_a_tick_that_ends_nothing_wakes_no_writer(broker: Broker) -> None:
     # A tick that ends the connection (silent for two heartbeats) still goes through the broker.
     assert client.server.tick(120.0) is None and client.server.finished
     assert "mine" not in broker.queues  # its exclusive queue went with it
+
+
+def test_ack_multiple_up_to_a_tag_not_held_is_406(client: Client, broker: Broker) -> None:
+    """RabbitMQ 3.10 refuses ``multiple`` up to a tag it does not hold, even with lower tags held
+    (its collect_acks walks the unacknowledged to the tag): checked with pika against it."""
+    client.method(1, m.QueueDeclare(queue="q"))
+    for body in (b"a", b"b", b"c"):
+        client.publish(1, "", "q", body)
+    client.method(1, m.BasicGet(queue="q"))
+    client.method(1, m.BasicGet(queue="q"))
+    client.method(1, m.BasicAck(delivery_tag=1))
+    client.read()
+    client.method(1, m.BasicAck(delivery_tag=5, multiple=True))
+    [close] = client.methods()
+    assert (close.reply_code, close.reply_text) == (406, "PRECONDITION_FAILED - unknown delivery tag 5")
+    client.method(1, m.ChannelCloseOk())
+    assert broker.queues["q"].available_count == broker.queues["q"].depth == 2  # tag 2 went back, unsettled

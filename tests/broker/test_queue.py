@@ -632,8 +632,9 @@ def test_a_browser_fetch_reads_only_what_it_sends(depth: int) -> None:
         queue.enqueue(message, T0)
     browser = FakeConsumer(0, browse=True)
     queue.add_consumer(browser)
-    counting = CountingArrivals(queue._arrivals)
-    queue._arrivals = counting  # type: ignore[assignment]
+    assert queue._browsers is not None
+    counting = CountingArrivals(queue._browsers._arrivals)
+    queue._browsers._arrivals = counting  # type: ignore[assignment]
     for _ in range(50):
         browser.link_credit = 1
         queue.dispatch(T0)
@@ -644,14 +645,15 @@ def test_a_browser_fetch_reads_only_what_it_sends(depth: int) -> None:
 def test_the_browse_index_lives_only_while_browsers_do() -> None:
     queue = make_queue()
     fill(queue, "a")
-    assert queue._arrivals is None
+    assert queue._browsers is None
     browser = FakeConsumer(10, browse=True)
     queue.add_consumer(browser)
-    assert [entry.seq for entry in queue._arrivals or ()] == [1]
+    assert queue._browsers is not None
+    assert [entry.seq for entry in queue._browsers._arrivals] == [1]
     fill(queue, "b")
-    assert [entry.seq for entry in queue._arrivals or ()] == [1, 2]
+    assert [entry.seq for entry in queue._browsers._arrivals] == [1, 2]
     queue.remove_consumer(browser)
-    assert queue._arrivals is None
+    assert queue._browsers is None
 
 
 # ---------------------------------------------------------------------- purge

@@ -66,10 +66,11 @@ def test_dead_letters_pass_the_hook_then_enter_the_dead_letter_queue_through_the
     hooked: list[tuple[str, str]] = []
     routed: list[str] = []
 
-    def hook(source: Queue, entry: Entry, reason: str, description: str | None) -> None:
+    def hook(source: Queue, entry: Entry, reason: str, description: str | None) -> bool:
         hooked.append((source.name, reason))
+        return False  # marked, not taken: the router moves it on
 
-    router.dead_letter_hook = hook
+    router.dead_letter_handlers.append(hook)
     router.on_route = lambda name, m: routed.append(name)
     entry = queue.enqueue(message("x"), T0)
     assert entry is not None
@@ -87,3 +88,31 @@ def test_deleting_a_node_tells_the_owner_and_frees_the_name() -> None:
     assert router.declare_queue("t").KIND == "queue"
     with pytest.raises(NodeError, match="no queue.* named 'gone'"):
         router.delete_node("gone")
+
+
+def test_a_dead_letter_handler_that_takes_the_dead_letter_ends_it_there() -> None:
+    """Dead-letter handlers are a list anyone registers into (a layer's exchanges, Service Bus's
+    properties): the first that takes a dead letter ends it, later ones and the router's own move
+    never see it."""
+    router, _ = make_router()
+    queue = router.declare_queue("q")
+    calls: list[str] = []
+
+    def marks(source: Queue, entry: Entry, reason: str, description: str | None) -> bool:
+        calls.append("marks")
+        return False
+
+    def takes(source: Queue, entry: Entry, reason: str, description: str | None) -> bool:
+        calls.append("takes")
+        return True
+
+    def never(source: Queue, entry: Entry, reason: str, description: str | None) -> bool:
+        calls.append("never")
+        return True
+
+    router.dead_letter_handlers.extend([marks, takes, never])
+    entry = queue.enqueue(message("x"), T0)
+    assert entry is not None
+    queue.reject(entry, "amqp:internal-error", "bad")
+    assert calls == ["marks", "takes"]
+    assert "q/$DeadLetterQueue" not in router.queues

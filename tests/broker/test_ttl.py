@@ -392,10 +392,10 @@ def test_run_timers_with_an_explicit_time() -> None:
     assert broker.queue_snapshot("q").depth == 0
 
 
-def test_on_timers_changed_is_told_of_an_earlier_expiry() -> None:
+def test_timer_watchers_are_told_of_an_earlier_expiry() -> None:
     broker, _clock = make_broker()
     calls: list[None] = []
-    broker.on_timers_changed = lambda: calls.append(None)
+    broker.timer_watchers.append(lambda: calls.append(None))
     broker.publish("q", build_message("a", ttl=30))
     assert len(calls) == 1  # the first deadline
     broker.publish("q", build_message("b", ttl=60))

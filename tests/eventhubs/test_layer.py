@@ -20,7 +20,7 @@ from minibroker.broker.clock import ManualClock
 from minibroker.broker.engine import Broker
 from minibroker.broker.publish import BATCH_FORMAT
 from minibroker.config import BrokerConfig
-from minibroker.eventhubs.addresses import HubAddress, parse_hub_address
+from minibroker.eventhubs.addresses import HubAddress, parse_hub_address, partition_node
 from minibroker.eventhubs.events import Position, PositionError, parse_position
 from minibroker.eventhubs.layer import EventHubsLayer
 from minibroker.eventhubs.options import EventHubOptions, EventHubsOptions
@@ -95,6 +95,18 @@ def test_events_carry_sequence_number_offset_enqueued_time_and_key() -> None:
         "x-opt-enqueued-time": int(T0 * 1000),
     }
     assert (second["x-opt-sequence-number"], second["x-opt-enqueued-time"]) == (1, int((T0 + 2.5) * 1000))
+
+
+def test_an_event_enters_its_partition_by_the_publish_path_so_message_observers_see_it() -> None:
+    """The pytest plugin's hooks and failure report watch the publish path (publish.Publisher):
+    an event a client sends must pass it like any message, not be appended to the stream aside."""
+    broker, _clock = make_broker()
+    seen: list[tuple[str, bytes]] = []
+    broker.router.publisher.observers.append(lambda name, message: seen.append((name, message.decode().body)))
+    peer, pump = open_client(broker)
+    frames = produce(peer, pump, "hub/Partitions/1", event("observed"))
+    assert isinstance(frames.one(Disposition).state, Accepted)
+    assert seen == [(partition_node("hub", "1"), b"observed")]
 
 
 def test_a_batch_lands_in_one_partition_and_each_event_gets_its_number() -> None:

@@ -54,7 +54,7 @@ def test_connect_robust_sees_the_servers_capabilities(broker: minibroker.Threade
         return {"product": server["product"], **server["capabilities"]}
 
     seen = run(broker, program)
-    assert seen["product"] == "minibroker"
+    assert seen["product"] == "RabbitMQ"  # as RabbitMQ says it; "information" names minibroker
     for capability in ("publisher_confirms", "basic.nack", "consumer_cancel_notify", "authentication_failure_close"):
         assert seen[capability] is True
 
@@ -229,3 +229,81 @@ def test_message_properties_come_back_as_sent(broker: minibroker.ThreadedBroker)
         7, "c", "r", sent_at, "t", "a", "guest", aio_pika.DeliveryMode.PERSISTENT, 30.0, "gzip", "mid", {"h": 1},
         "application/json",
     )  # fmt: skip
+
+
+def test_refusals_aiormqs_suite_expects_as_rabbitmq_answers(broker: minibroker.ThreadedBroker) -> None:
+    # aiormq's own suite (test_exclusive_queue_locked, test_channel_closed_reuse, test_bad_channel):
+    # a redeclare changing an exclusive queue's exclusivity, even by its owner, is 405 (was 406);
+    # the default exchange is refused even passively (403; was declare-ok); channel numbers are
+    # any of 1-65535, channel_max bounds how many are open (65535 was 530 NOT_ALLOWED).
+    async def program(connection: AbstractRobustConnection) -> dict[str, Any]:
+        raw: aiormq.Connection = connection.transport.connection  # type: ignore[union-attr]
+        owner, other = await raw.channel(), await raw.channel()
+        await owner.queue_declare("mine", exclusive=True)
+        seen: dict[str, Any] = {}
+        for key, channel, act in (
+            ("redeclare", other, lambda ch: ch.queue_declare("mine")),
+            ("default_exchange", await raw.channel(), lambda ch: ch.exchange_declare("", passive=True)),
+        ):
+            try:
+                await act(channel)
+                seen[key] = "ok"
+            except aiormq.exceptions.ChannelClosed as error:
+                seen[key] = error.args[0]
+        seen["channel_65535"] = (await raw.channel(65535)).number
+        return seen
+
+    assert run(broker, program) == {
+        "redeclare": "RESOURCE_LOCKED - cannot obtain exclusive access to locked queue 'mine' in vhost '/'. It could be "
+        "originally declared on another connection or the exclusive property value does not match that of the "
+        "original declaration.",
+        "default_exchange": "ACCESS_REFUSED - operation not permitted on the default exchange",
+        "channel_65535": 65535,
+    }
+
+
+def test_unbinding_what_is_gone_is_unbind_ok(broker: minibroker.ThreadedBroker) -> None:
+    # aio-pika's suite (test_simple_publish_and_receive_to_bound_exchange) unbinds an
+    # exchange-to-exchange binding after the queue's unbind auto-deleted both exchanges: RabbitMQ
+    # 3.10 answers unbind-ok when the queue or an exchange is gone (minibroker answered 404).
+    async def program(connection: AbstractRobustConnection) -> list[str]:
+        raw: aiormq.Connection = connection.transport.connection  # type: ignore[union-attr]
+        channel = await raw.channel()
+        await channel.exchange_declare("source", auto_delete=True)
+        await channel.exchange_declare("destination", auto_delete=True)
+        await channel.queue_declare("bound", auto_delete=True)
+        await channel.queue_bind("bound", "destination", "k")
+        await channel.exchange_bind("destination", "source", "k")
+        await channel.queue_unbind("bound", "destination", "k")  # destination unbound: gone, source with it
+        seen = []
+        for gone in ("source", "destination"):
+            probe = await raw.channel()
+            try:
+                await probe.exchange_declare(gone, passive=True)
+                seen.append("kept")
+            except aiormq.exceptions.ChannelNotFoundEntity:
+                seen.append("gone")
+        await channel.exchange_unbind("destination", "source", "k")
+        await channel.queue_unbind("no-such-queue", "amq.direct", "k")
+        seen.append("unbind-ok")
+        return seen
+
+    assert run(broker, program) == ["gone", "gone", "unbind-ok"]
+
+
+def test_a_dead_letter_keeps_its_expiration_as_original_expiration(broker: minibroker.ThreadedBroker) -> None:
+    # aio-pika's suite (test_expiration) reads x-death[0]["original-expiration"] of a message
+    # that expired by its own expiration: RabbitMQ 3.10 drops the property and keeps it there.
+    async def program(connection: AbstractRobustConnection) -> dict[str, Any]:
+        channel = await connection.channel()
+        dead = await channel.declare_exchange("dead", aio_pika.ExchangeType.FANOUT)
+        graveyard = await channel.declare_queue("graveyard")
+        await graveyard.bind(dead)
+        await channel.declare_queue("short", arguments={"x-dead-letter-exchange": "dead"})
+        await channel.default_exchange.publish(aio_pika.Message(b"x", expiration=0.1), "short")
+        while (message := await graveyard.get(no_ack=True, fail=False)) is None:
+            await asyncio.sleep(0.05)  # until it expires (the test's TIMEOUT bounds the wait)
+        [death] = message.headers["x-death"]  # type: ignore[union-attr]
+        return {"expiration": message.expiration, **{k: death[k] for k in ("reason", "queue", "original-expiration")}}  # type: ignore[index]
+
+    assert run(broker, program) == {"expiration": None, "reason": "expired", "queue": "short", "original-expiration": "100"}

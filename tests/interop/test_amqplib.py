@@ -55,7 +55,7 @@ def test_tuning_heartbeats_and_frames(broker: minibroker.ThreadedBroker) -> None
     # heartbeat for the connection to live.  A 300 kB body crosses in frames of frame_max.
     tuned = run(broker, "tune", "?heartbeat=1", idle_ms=2500, body_size=300_000)
     assert tuned == {
-        "heartbeat": 1, "frame_max": 131072, "channel_max": 2047, "product": "minibroker",
+        "heartbeat": 1, "frame_max": 131072, "channel_max": 2047, "product": "RabbitMQ",
         "closed_while_idle": None, "big_body_size": 300_000,
     }  # fmt: skip
 
@@ -81,6 +81,14 @@ def test_confirm_channel(broker: minibroker.ThreadedBroker) -> None:
     # x-max-length 1 with reject-publish: the first publish is acked, the second nacked, and
     # waitForConfirms fails on the third.
     assert run(broker, "confirms") == {"outcomes": ["ack", "nack"], "wait_for_confirms": "nacked"}
+
+
+def test_confirms_coalesce_and_precede_the_close_ok(broker: minibroker.ThreadedBroker) -> None:
+    # amqplib's own suite ("multiple confirms", "works when channel is closed"): RabbitMQ acks a
+    # burst with multiple acks, and a channel closed right after a burst gets every ack before
+    # its close-ok.  Before the fix, one ack a publish, and the close-ok before the acks.
+    burst = run(broker, "confirm_burst")
+    assert burst == {"coalesced": True, "queued": 400, "uncaught": []}
 
 
 def test_prefetch_window(broker: minibroker.ThreadedBroker) -> None:

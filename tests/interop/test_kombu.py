@@ -55,7 +55,7 @@ def _drain(connection: Connection, consumer: Consumer, got: list[Any], count: in
 def test_login_methods(broker: minibroker.ThreadedBroker, login_method: str) -> None:
     with _connect(broker, login_method=login_method) as connection:
         connection.connect()
-        assert connection.connection.server_properties["product"] == "minibroker"
+        assert connection.connection.server_properties["product"] == "RabbitMQ"  # as RabbitMQ says it; "information" names minibroker
     with _connect(broker, login_method=login_method, password="wrong") as refused:
         with pytest.raises(amqp.exceptions.AccessRefused):
             refused.connect()

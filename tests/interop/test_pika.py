@@ -376,6 +376,31 @@ def test_a_stream_read_from_an_offset_with_acks(broker: minibroker.ThreadedBroke
     assert broker.stream("events").count == 4
 
 
+def test_a_stream_read_with_a_filter(connection: pika.BlockingConnection, channel: BlockingChannel) -> None:
+    """RabbitMQ 3.13's stream filtering over 0-9-1: ``x-stream-filter-value`` on publish,
+    ``x-stream-filter`` (and ``x-stream-match-unfiltered``) on consume; minibroker filters exactly."""
+    channel.queue_declare("filtered", durable=True, arguments={"x-queue-type": "stream"})
+    for value, body in (("red", b"r1"), ("blue", b"b1"), (None, b"none"), ("red", b"r2")):
+        headers = {"x-stream-filter-value": value} if value else None
+        channel.basic_publish("", "filtered", body, pika.BasicProperties(headers=headers))
+    channel.basic_qos(prefetch_count=10)
+    got: dict[str, list[bytes]] = {"red": [], "red+": []}
+    for tag, arguments in (
+        ("red", {"x-stream-filter": "red"}),
+        ("red+", {"x-stream-filter": ["red"], "x-stream-match-unfiltered": True}),
+    ):
+        channel.basic_consume(
+            "filtered", lambda _c, m, _p, body: got[m.consumer_tag].append(body), consumer_tag=tag,
+            arguments={"x-stream-offset": "first", **arguments},
+        )  # fmt: skip
+    for _ in range(TIMEOUT * 10):
+        if len(got["red"]) >= 2 and len(got["red+"]) >= 3:
+            break
+        connection.process_data_events(time_limit=0.1)
+    connection.process_data_events(time_limit=0.1)
+    assert got == {"red": [b"r1", b"r2"], "red+": [b"r1", b"none", b"r2"]}
+
+
 def test_queue_and_exchange_arguments(broker: minibroker.ThreadedBroker, channel: BlockingChannel) -> None:
     """``x-delivery-limit`` on a quorum queue dead-letters after the limit's requeues;
     ``alternate-exchange`` catches what routes nowhere."""

@@ -125,3 +125,37 @@ def test_user_id_must_be_the_login(broker: minibroker.ThreadedBroker) -> None:
         "PRECONDITION_FAILED - user_id property set to 'alice' but authenticated user was 'bob'",
     )
     connection.close()
+
+
+def test_direct_reply_to_needs_no_read_permission() -> None:
+    """RabbitMQ checks no permission on the ``amq.rabbitmq.reply-to`` pseudo-queue (rabbit_channel's
+    ``basic.consume`` clause for it calls no ``check_read_permitted``; the reply's publisher needs
+    write on its exchange as any publisher): checked with RabbitMQ 3.10, where a user with read on
+    ``^bob\\.r.*`` only consumed from it and got the reply, while ``basic.get`` on another queue was 403."""
+    permissions = {"bob": {"bob.w*": "send", "amq.default": "send"}, "guest": {"*": "all"}}
+    with minibroker.ThreadedBroker(users={"bob": "pw"}, permissions=permissions) as running:
+        admin = pika.BlockingConnection(_parameters(running, "guest", "guest"))
+        bob = pika.BlockingConnection(_parameters(running, "bob", "pw"))
+        try:
+            server = admin.channel()
+            server.queue_declare("bob.w.requests")
+            client = bob.channel()
+            replies: list[bytes] = []
+            client.basic_consume("amq.rabbitmq.reply-to", lambda _c, _m, _p, body: replies.append(body), auto_ack=True)
+            properties = pika.BasicProperties(reply_to="amq.rabbitmq.reply-to")
+            client.basic_publish("", "bob.w.requests", b"request", properties)
+            request = None
+            while request is None or request[0] is None:
+                bob.process_data_events(0.05)
+                request = server.basic_get("bob.w.requests", auto_ack=True)
+            server.basic_publish("", request[1].reply_to, b"reply")
+            while not replies:
+                bob.process_data_events(0.05)
+            assert replies == [b"reply"]
+            with pytest.raises(ChannelClosedByBroker) as closed:
+                client.basic_get("bob.w.requests")  # read is still refused on real queues
+            assert closed.value.reply_code == 403
+        finally:
+            bob.close()
+            admin.close()
+        assert running.errors() == []

@@ -109,6 +109,34 @@ def test_an_error_inside_the_broker_fails_the_test_with_its_traceback(pytester: 
     )
 
 
+@pytest.mark.amqp_broker("outer")
+def test_each_test_gets_its_own_marker_also_asked_mid_test_and_in_a_run_inside_a_test(
+    amqp_broker: object, pytester: pytest.Pytester
+) -> None:
+    """``amqp_broker`` knows its test without pytest's ``request`` (the plugin notes the test at
+    setup): a fixture asked for in the middle of a test, and a pytest run inside a test (its own
+    plugin state on top), each read the marker of their own test; the outer broker is untouched."""
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.amqp_broker("first")
+        def test_first(amqp_broker):
+            assert set(amqp_broker.statistics().nodes) == {"first"}
+
+        @pytest.mark.amqp_broker("second")
+        def test_second(request):
+            broker = request.getfixturevalue("amqp_broker")
+            assert set(broker.statistics().nodes) == {"second"}
+
+        def test_plain(amqp_broker):
+            assert amqp_broker.statistics().nodes == {}
+        """
+    )
+    pytester.runpytest_inprocess("-p", "no:cacheprovider").assert_outcomes(passed=3)
+    assert set(amqp_broker.statistics().nodes) == {"outer"}  # type: ignore[attr-defined]
+
+
 def test_the_config_fixture_sets_defaults_for_every_test(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(
         """

@@ -129,6 +129,25 @@ def test_loading_the_plugin_imports_no_broker(pytester: pytest.Pytester) -> None
     pytester.runpytest_subprocess("-p", "no:trio", "-p", "no:xdist.looponfail").assert_outcomes(passed=1)
 
 
+def test_a_plain_fixture_broker_loads_no_layer_and_no_amqp_0_9_1_codec(pytester: pytest.Pytester) -> None:
+    """What a test that only asks for ``amqp_broker`` loads: the broker, not the protocol layers'
+    options (the plugin imports those when a test names them) nor the AMQP 0-9-1 codec (the
+    front end's registration needs only its protocol header)."""
+    pytester.makepyfile(
+        """
+        import sys
+
+        def test_plain(amqp_broker):
+            loaded = [m for m in sys.modules if m.startswith("minibroker.")]
+            assert "minibroker.server" in loaded
+            optional = ("minibroker.rabbitmq", "minibroker.eventhubs", "minibroker.servicebus",
+                        "minibroker.amqp091.", "minibroker.front091.")
+            assert [m for m in loaded if m.startswith(optional)] == []
+        """
+    )
+    pytester.runpytest_subprocess().assert_outcomes(passed=1)
+
+
 def test_plain_tests_share_settings_and_a_configure_hook_or_marker_still_applies(pytester: pytest.Pytester) -> None:
     """Tests that ask for nothing reuse one set of settings; a conftest hook in a subdirectory, a
     marker or an ``amqp_broker_config`` override each still gets a broker configured its own way."""

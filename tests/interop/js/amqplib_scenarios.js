@@ -108,6 +108,34 @@ const scenarios = {
         return {outcomes, wait_for_confirms: waited};
     },
 
+    // A burst of publishes on a confirm channel: how many acks covered several publishes
+    // (``multiple``, as RabbitMQ coalesces confirms ready together), then a burst closed at once:
+    // every ack must come before the close-ok (amqplib drops a frame on a closed channel with
+    // "Frame on unknown channel", an uncaught error).
+    async confirm_burst(url) {
+        const uncaught = [];
+        process.on('uncaughtException', (error) => uncaught.push(String(error.message || error)));
+        const connection = await amqp.connect(url);
+        const channel = await connection.createConfirmChannel();
+        await channel.assertQueue('burst');
+        let acks = 0;
+        let multiple = 0;
+        channel.on('ack', (ack) => {
+            acks += 1;
+            if (ack.multiple) multiple += 1;
+        });
+        for (let i = 0; i < 200; i++) channel.sendToQueue('burst', Buffer.from('x'));
+        await channel.waitForConfirms();
+        const closing = await connection.createConfirmChannel();
+        for (let i = 0; i < 200; i++) closing.sendToQueue('burst', Buffer.from('y'));
+        await closing.close();
+        await wait(args.settle_ms || 300);  // a late ack on the closed channel would fail here
+        const queued = (await channel.checkQueue('burst')).messageCount;
+        await channel.deleteQueue('burst');
+        await connection.close();
+        return {coalesced: acks < 200 && multiple > 0, queued, uncaught};
+    },
+
     // prefetch(2): two deliveries until one is acknowledged, then the next.
     async prefetch(url) {
         const connection = await amqp.connect(url);
