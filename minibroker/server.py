@@ -253,6 +253,9 @@ class _Channel:
     def write_now(self) -> None:
         connection = self.connection
         if connection is None or not connection.open:
+            # Dropped or closed by what another connection's read did (a fault, a reset): its
+            # writer sends what was queued before, then ends the socket.
+            self.waker.set()
             return
         output = connection.data_to_send()
         if output and not self.sender.write_nowait(output):

@@ -129,3 +129,31 @@ def test_an_acks_late_task_is_delivered_again_when_its_worker_connection_drops(
         lambda broker: broker.queue("celery").depth == 0 and len(archive.redelivered) == 2, timeout=30
     )
     assert archive.redelivered == [False, True]
+
+
+class RecordingArchive:
+    """Records whether each store came redelivered; stores at once."""
+
+    def __init__(self) -> None:
+        self.redelivered: list[bool] = []
+
+    def store(self, invoice: dict[str, Any], redelivered: bool) -> None:
+        self.redelivered.append(redelivered)
+
+
+def test_an_acks_late_task_is_delivered_again_when_the_broker_drops_its_worker(
+    amqp_broker: Any, amqp_celery_worker: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    archive = RecordingArchive()
+    monkeypatch.setattr(invoicing, "archive", archive)
+    # On the delivery of the task (a consumer's: the client's publish to "celery" has no consumer
+    # tag), the broker drops the worker's connection as a crash would: its late ack cannot come.
+    dropped = amqp_broker.faults.drop_connection(address="celery", link=lambda consumer_tag: True, must_fire=True)
+    amqp_celery_worker(app)
+    store.delay({"id": "inv-5"})
+    amqp_broker.wait_for(
+        lambda broker: broker.queue("celery").depth == 0 and True in archive.redelivered, timeout=30
+    )
+    assert archive.redelivered == [False, True]
+    [firing] = amqp_broker.faults.history
+    assert (dropped.fired, firing.frame) == (1, "basic.deliver channel=1 delivery-tag=1")

@@ -14,7 +14,7 @@ import pytest
 from minibroker.amqp.message import Message
 from minibroker.amqp.messaging import Header, Properties
 from minibroker.amqp091 import methods as m
-from minibroker.amqp091.frames import PROTOCOL_HEADER, FrameReader, content_frames, method_frame
+from minibroker.amqp091.frames import HEARTBEAT, PROTOCOL_HEADER, FrameReader, content_frames, method_frame
 from minibroker.amqp091.methods import decode_method
 from minibroker.amqp091.properties import BasicProperties, decode_content_header
 from minibroker.broker.clock import ManualClock
@@ -27,8 +27,8 @@ from minibroker.front091.connection import Connection091
 class Client:
     """One 0-9-1 client of ``broker``, speaking through the broker's front-end seam."""
 
-    def __init__(self, broker: Broker) -> None:
-        served = broker.accept(broker.connect(lambda: None, "memory"), FRONT_END_HEADER)
+    def __init__(self, broker: Broker, notify: Any = lambda: None) -> None:
+        served = broker.accept(broker.connect(notify, "memory"), FRONT_END_HEADER)
         assert isinstance(served, Connection091)
         self.server = served
         self.reader = FrameReader(1 << 20)
@@ -425,6 +425,30 @@ def test_quorum_queues_and_streams_must_be_durable_shared_and_kept(
         406, f"PRECONDITION_FAILED - invalid property '{refused}' for queue 'replicated' in vhost '/'",
     )  # fmt: skip
     assert "replicated" not in broker.queues and "replicated" not in broker.streams
+
+
+def test_a_tick_that_ends_nothing_wakes_no_writer(broker: Broker) -> None:
+    """The server's writer ticks its connection each time it wakes and sends the output right
+    after: a tick that only sends a heartbeat, or nothing, must not wake it again (it did, every
+    time: an idle connection cost its broker a busy loop of ~12,000 turns a second)."""
+    woken: list[None] = []
+    client = Client(broker, notify=lambda: woken.append(None))
+    client.send(PROTOCOL_HEADER)
+    client.method(0, m.ConnectionStartOk(response=b"\x00guest\x00guest"))
+    client.method(0, m.ConnectionTuneOk(channel_max=0, frame_max=0, heartbeat=10))
+    client.method(0, m.ConnectionOpen(virtual_host="/"))
+    client.method(1, m.ChannelOpen())
+    client.method(1, m.QueueDeclare(queue="mine", exclusive=True))
+    client.read()
+    woken.clear()
+    version = broker.version
+    assert client.server.tick(100.0) == 110.0
+    assert client.server.tick(105.0) == 110.0
+    assert client.server.tick(110.0) == 120.0 and client.server.data_to_send() == HEARTBEAT
+    assert (woken, broker.version) == ([], version)
+    # A tick that ends the connection (silent for two heartbeats) still goes through the broker.
+    assert client.server.tick(120.0) is None and client.server.finished
+    assert "mine" not in broker.queues  # its exclusive queue went with it
 
 
 def test_ack_multiple_up_to_a_tag_not_held_is_406(client: Client, broker: Broker) -> None:

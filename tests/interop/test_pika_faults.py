@@ -80,8 +80,10 @@ def test_drop_connection_on_a_delivery_is_a_lost_stream_and_the_job_comes_back(
     broker.publish("jobs", b"job 1")
     fault = broker.faults.drop_connection(address="jobs")
     channel = connection.channel()
-    channel.basic_consume("jobs", lambda *_: None)
     with pytest.raises(StreamLostError):  # no connection.close: the socket just ends
+        # The socket ends right after consume-ok and the delivery: pika may read the end while
+        # it still waits in basic_consume, or later.
+        channel.basic_consume("jobs", lambda *_: None)
         _pump(connection, lambda: False)
     assert fault.fired == 1
     [firing] = broker.faults.history
@@ -90,6 +92,25 @@ def test_drop_connection_on_a_delivery_is_a_lost_stream_and_the_job_comes_back(
     [(method, body)] = _consume(again, again.channel(), 1)
     assert (body, method.redelivered) == (b"job 1", True)  # what the lost channel held, redelivered (§1.8)
     again.close()
+
+
+def test_drop_connection_on_a_delivery_routed_by_another_connections_publish(
+    broker: minibroker.ThreadedBroker, connection: pika.BlockingConnection
+) -> None:
+    """The drop fires while the broker reads the publisher: the consumer's writer is woken for
+    it, so the delivery queued before goes out, then the socket ends (a Celery worker runs the
+    task, and its late ack cannot come).  Without that wake-up the delivery was lost with the
+    connection whenever its writer next woke."""
+    fault = broker.faults.drop_connection(address="jobs", link=lambda consumer_tag: True)
+    got: list[bytes] = []
+    channel = connection.channel()
+    channel.basic_consume("jobs", lambda _ch, _method, _props, body: got.append(body))
+    publisher = _connect(broker)
+    publisher.channel().basic_publish("", "jobs", b"job 1")
+    with pytest.raises(StreamLostError):
+        _pump(connection, lambda: False)
+    assert (fault.fired, got) == (1, [b"job 1"])
+    publisher.close()
 
 
 def test_drop_connection_on_a_publish_loses_that_publish(broker: minibroker.ThreadedBroker, connection: pika.BlockingConnection) -> None:
