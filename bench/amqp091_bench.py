@@ -53,7 +53,7 @@ from typing import Any
 import minibroker
 from bench.amqp091_client import first_message
 from bench.cclient_bench import round_ratio
-from bench.fixture_bench import _child_env, _pytest
+from bench.fixture_bench import CONFTEST, _child_env, _pytest
 from bench.harness import (
     Child,
     ChildError,
@@ -349,38 +349,12 @@ FIXTURE_TESTS = textwrap.dedent(
     """
 )
 
-FIXTURE_CONFTEST = textwrap.dedent(
-    """
-    import json
-    import os
-    import time
-    import pytest
-
-    TIMES = {}
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_protocol(item, nextitem):
-        kind = item.callspec.params["kind"]
-        t0, c0 = time.perf_counter(), time.process_time()
-        try:
-            return (yield)
-        finally:
-            TIMES.setdefault(kind, []).append(time.perf_counter() - t0)
-            TIMES.setdefault(kind + "_cpu", []).append(time.process_time() - c0)
-
-    def pytest_sessionfinish(session):
-        with open(os.environ["MINIBROKER_BENCH_OUT"], "w") as out:
-            json.dump(TIMES, out)
-    """
-)
-
-
 def measure_fixture(tests: int, rabbitmq_url: str | None, timeout: float = 300.0) -> dict[str, float]:
     """Per-test medians (ms) of a pika publish + get with ``amqp_broker``, with nothing, and on RabbitMQ."""
     with tempfile.TemporaryDirectory(prefix="minibroker-fixture091-bench-") as tmp:
         root = Path(tmp)
         (root / "test_fixture091_cost.py").write_text(FIXTURE_TESTS)
-        (root / "conftest.py").write_text(FIXTURE_CONFTEST)
+        (root / "conftest.py").write_text(CONFTEST)
         out = root / "times.json"
         extra = {"MINIBROKER_BENCH_TESTS": str(tests), "MINIBROKER_BENCH_OUT": str(out)}
         if rabbitmq_url:

@@ -52,6 +52,7 @@ TESTS = textwrap.dedent(
     """
 )
 
+#: The conftest of a measured run (also the 0-9-1 group's): each test's time by its ``kind``.
 CONFTEST = textwrap.dedent(
     """
     import json
@@ -59,7 +60,7 @@ CONFTEST = textwrap.dedent(
     import time
     import pytest
 
-    TIMES = {"with": [], "without": [], "with_cpu": [], "without_cpu": []}
+    TIMES = {}  # per test's ``kind`` parameter: wall times, and CPU times under ``<kind>_cpu``
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(item, nextitem):
@@ -68,8 +69,8 @@ CONFTEST = textwrap.dedent(
         try:
             return (yield)
         finally:
-            TIMES[kind].append(time.perf_counter() - t0)
-            TIMES[kind + "_cpu"].append(time.process_time() - c0)  # every thread: the broker's too
+            TIMES.setdefault(kind, []).append(time.perf_counter() - t0)
+            TIMES.setdefault(kind + "_cpu", []).append(time.process_time() - c0)  # every thread: the broker's too
 
     def pytest_sessionfinish(session):
         with open(os.environ["MINIBROKER_BENCH_OUT"], "w") as out:
