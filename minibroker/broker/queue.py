@@ -351,7 +351,7 @@ class Queue:
                 return None
         if self._browsers is not None:
             self._browsers.arrived(entry)
-        self.bytes += len(message.payload)
+        self.bytes += message.size
         if entry.level >= len(self._levels):  # the first message at this level (or more levels declared since)
             self._fifos.extend(deque() for _ in range(entry.level + 1 - len(self._fifos)))
             self._levels.extend([] for _ in range(entry.level + 1 - len(self._levels)))
@@ -666,7 +666,7 @@ class Queue:
         entry.state = ARCHIVED
         entry.owner = None
         if state != ARCHIVED:  # it was held until now
-            self.bytes -= len(entry.message.payload)
+            self.bytes -= entry.message.size
             if self._browsers is not None:
                 self._browsers.left(entry)
         if entry.expires_at is not None and self._expiry is not None:

@@ -301,7 +301,7 @@ class StreamLog:
         offset = self.next_offset
         self._messages.append(message)
         times.append(max(now, times[-1]) if len(times) else now)
-        self.bytes += len(message.payload)
+        self.bytes += message.size
         self.trim(now)
         return offset
 
@@ -324,7 +324,7 @@ class StreamLog:
                 break
             message = messages[head]
             assert message is not None
-            self.bytes -= len(message.payload)
+            self.bytes -= message.size
             messages[head] = None  # its bytes go now, not at the next compaction
             head += 1
         self._head = head
