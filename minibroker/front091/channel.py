@@ -75,6 +75,7 @@ from .confirms import Confirms
 from .consumers import AnyConsumer, Consumer091, Ranking, StreamReader091, stream_offset
 from .conversion import Arrived, Delivered, from_amqp10, header_of, to_amqp10
 from .replyto import REPLY_TO
+from .selected import BCC, without_bcc
 from .txn import Publish, Transaction
 
 if TYPE_CHECKING:
@@ -559,6 +560,9 @@ class Channel:
             if faults.on_publish(self, method.exchange, method.routing_key, lambda: body):
                 return
         queues = self.vhost.route(method.exchange, method.routing_key, properties.headers)
+        if properties.headers and BCC in properties.headers:
+            # Sender-selected distribution: BCC has routed, and no one sees it (selected.py).
+            properties = dataclasses.replace(properties, headers=without_bcc(properties.headers))
         now = connection.broker.now()
         message: StoredMessage
         if header_size <= MAX_KEPT_PROPERTIES:
