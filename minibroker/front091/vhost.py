@@ -401,7 +401,7 @@ class VirtualHost:
             raise AMQP091Error(
                 codes.ACCESS_REFUSED, f"cannot publish to internal exchange '{exchange}' in vhost '/'", 60, 40
             )
-        also = routing_keys(headers)
+        also = routing_keys(headers) if headers else ()
         if headers and BCC in headers:
             headers = without_bcc(headers)  # RabbitMQ removes it before routing
         try:
