@@ -442,7 +442,9 @@ class Exchanges:
         first.published += 1
         queues: dict[str, None] = {}
         if exchange == "":
-            for key in (routing_key, *also):
+            if self._queue_exists(routing_key):
+                queues[routing_key] = None
+            for key in also:
                 if self._queue_exists(key):
                     queues[key] = None
         else:
