@@ -325,6 +325,9 @@ class OriginMessage(StoredMessage):
     :meth:`StoredMessage.__init__` sets stay unset until then; reading one comes to
     :meth:`__getattr__` (Python calls it only for an attribute not found), which sets them all at
     once, so nothing sees a half-built message, and once set they are read as on any message.
+    The conversion is deterministic: a snapshot's messages decoded in a test's thread
+    (``ThreadedBroker``) while the broker's thread converts the same message set each slot to the
+    same value, so a reader sees a slot unset (and converts) or set to its one value.
 
     Safe by construction: the broker never changes a stored message (a changed one, such as a
     dead letter or a message with added annotations, is a new plain :class:`StoredMessage`), and
