@@ -18,9 +18,11 @@ from test_front_end import Client  # tests/amqp091 is on sys.path
 from minibroker.amqp.message import Message, decode_message
 from minibroker.amqp.messaging import Released
 from minibroker.amqp.performatives import Transfer
+from minibroker.amqp.types import Described, symbol
 from minibroker.amqp091 import methods as m
 from minibroker.amqp091.properties import BasicProperties, encode_content_header
 from minibroker.broker.engine import Broker
+from minibroker.broker.filters import SELECTOR_CODE
 from minibroker.broker.stored import OriginMessage
 from minibroker.front091 import conversion
 from minibroker.testing import Peer, Pump, connect
@@ -143,3 +145,20 @@ def test_a_0_9_1_publish_counts_its_content_header_and_body_whether_converted_or
     client.method(1, m.BasicGet(queue="q", no_ack=True))
     client.method(1, m.BasicGet(queue="q", no_ack=True))
     assert queue.bytes == 0
+
+
+def test_a_selector_reads_the_1_0_form_each_0_9_1_publish_converted_once(
+    client: Client, broker: Broker, conversions: list[str]
+) -> None:
+    client.method(1, m.QueueDeclare(queue="q"))
+    for color in ("blue", "red", "red"):
+        client.publish(1, "", "q", color.encode(), headers={"color": color})
+    peer, pump = _reader(broker)
+    selector = {symbol("red-only"): Described(SELECTOR_CODE, "color = 'red'")}
+    delivered = _delivered(pump.send(peer.attach_receiver("r", "q", 0, filter=selector) + peer.flow(0, credit=10)))
+    assert [message.body for _id, message in delivered] == [b"red", b"red"]
+    assert len(conversions) == 3  # each read once by the selector, the red ones then sent as converted
+    client.read()
+    client.method(1, m.BasicGet(queue="q", no_ack=True))
+    [(_channel, _get_ok, properties, body)] = client.read()
+    assert (properties, body, len(conversions)) == (BasicProperties(headers={"color": "blue"}), b"blue", 3)
