@@ -174,6 +174,7 @@ class _Content:
 
     method: BasicPublish
     properties: BasicProperties | None = None
+    header_size: int = 0
     size: int = 0
     parts: list[bytes] = dataclasses.field(default_factory=list)
     received: int = 0
@@ -630,6 +631,7 @@ class Connection:
                     60, 40,
                 )  # fmt: skip
             content.properties = header.properties
+            content.header_size = len(frame.payload)
             content.size = header.body_size
         elif frame.type != FRAME_BODY:
             raise AMQP091Error(codes.UNEXPECTED_FRAME, "expected content body, got non content body frame instead", 60, 40)
@@ -658,7 +660,7 @@ class Connection:
             body = content.parts[0] if len(content.parts) == 1 else b"".join(content.parts)
             if self.hook is not None:
                 self.hook.frame_in(channel, MethodFrame(content.method, content.properties, body))
-            self._events.append(Published(channel, content.method, content.properties, body))
+            self._events.append(Published(channel, content.method, content.properties, body, content.header_size))
             self._published = True
             if self._alarm is not None:
                 self._tell_blocked()

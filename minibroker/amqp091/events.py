@@ -51,6 +51,8 @@ class Published(NamedTuple):
     method: BasicPublish
     properties: BasicProperties
     body: bytes
+    #: The content header frame's payload size, as received (what the message's properties take).
+    header_size: int
 
 
 class ChannelClosed(NamedTuple):

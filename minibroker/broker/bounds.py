@@ -53,11 +53,11 @@ class StagedMessages(Collection[StoredMessage]):
 
     def add(self, message: StoredMessage) -> None:
         self._messages[id(message)] = message
-        self.bytes += len(message.payload)
+        self.bytes += message.size
 
     def discard(self, message: StoredMessage) -> None:
         if self._messages.pop(id(message), None) is not None:
-            self.bytes -= len(message.payload)
+            self.bytes -= message.size
 
     def __len__(self) -> int:
         return len(self._messages)
@@ -85,7 +85,7 @@ def refusal(queue: Bounded, message: StoredMessage, staged: Collection[StoredMes
     for this queue, each published at its commit)?  A ``drop-head``
     queue can make room at commit, so it refuses only what could never fit.
     """
-    size = len(message.payload)
+    size = message.size
     queue.largest = max(queue.largest, size)
     options = queue.options
     if staged is None:
@@ -95,7 +95,7 @@ def refusal(queue: Bounded, message: StoredMessage, staged: Collection[StoredMes
                 pass
         full = _full(queue, count, total)
     else:
-        staged_bytes = staged.bytes if isinstance(staged, StagedMessages) else sum(len(m.payload) for m in staged)
+        staged_bytes = staged.bytes if isinstance(staged, StagedMessages) else sum(m.size for m in staged)
         count, total = len(staged) + 1, size + staged_bytes
         if options.overflow == "drop-head":
             full = (options.max_depth is not None and count > options.max_depth) or (

@@ -9,14 +9,14 @@ message-annotations are re-encoded only when the broker has changed them
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from ..amqp import codec
 from ..amqp.errors import AMQPDecodeError
 from ..amqp.message import Message, Sections, decode_message, split_sections
 from ..amqp.messaging import Header, MessageAnnotations, Properties
 
-__all__ = ["StoredMessage", "OriginMessage", "Entry", "AVAILABLE", "ACQUIRED", "ARCHIVED", "MAX_HEADER_SIZE", "clear_header_cache"]
+__all__ = ["StoredMessage", "Origin", "OriginMessage", "Entry", "AVAILABLE", "ACQUIRED", "ARCHIVED", "MAX_HEADER_SIZE", "clear_header_cache"]
 
 # Message states (Part 3 §3.3, figure 3.2)
 AVAILABLE = 0
@@ -151,6 +151,12 @@ class StoredMessage:
         return len(self.payload) - self._footer
 
     @property
+    def size(self) -> int:
+        """The bytes it counts against byte limits (a queue's ``max_bytes``, a stream's retention,
+        a transaction's bound): its encoding as it arrived."""
+        return len(self.payload)
+
+    @property
     def priority(self) -> int:
         return self.header.priority if self.header is not None else 4
 
@@ -280,18 +286,48 @@ class StoredMessage:
         return decode_message(self.payload)
 
 
+class Origin(Protocol):
+    """A message in the form another wire protocol delivered it (what an :class:`OriginMessage` keeps)."""
+
+    @property
+    def size(self) -> int:
+        """Its encoded size as it arrived (counted against byte limits in place of the AMQP 1.0 form's)."""
+        ...
+
+    def amqp10(self) -> bytes:
+        """Its AMQP 1.0 encoding (Part 3 §3.2), header first; called at most once per message."""
+        ...
+
+
+#: The slots :meth:`StoredMessage.__init__` sets from the AMQP 1.0 form: an :class:`OriginMessage`
+#: builds that form when one of them is first read.
+_PLACED = frozenset(("payload", "_header_end", "_annotations_start", "bare_start", "_footer", "_decoded"))
+
+
 class OriginMessage(StoredMessage):
-    """A stored message that also keeps the form it arrived in, for readers of that protocol.
+    """A stored message kept in the form it arrived in, made AMQP 1.0 only when something reads that.
 
     RabbitMQ 4 keeps each message in a *message container* (``deps/rabbit/src/mc.erl`` in
     rabbitmq-server: a record of the protocol module, that protocol's own data and the broker's
     annotations): the message stays in the protocol it arrived in (``mc_amqpl`` for AMQP 0-9-1,
     ``mc_amqp`` for 1.0), ``mc:convert/2`` returns it untouched when the reader speaks that
     protocol and converts it otherwise, and what the broker itself records (exchange, routing
-    keys, deaths) lives in the annotations beside the data, not in it.  Here the AMQP 1.0 form (:attr:`payload`) is still made at arrival, because everything
-    below the front ends (queues, priority, TTL, size limits, selectors, the inspection API) reads
-    it; what this adds is :attr:`origin`: the arrival form, opaque to the broker and read only by
-    the front end that made it, so a reader of the same protocol skips the conversion back.
+    keys, deaths) lives in the annotations beside the data, not in it.
+
+    Here :attr:`origin` is the arrival form, opaque to the broker and read only by the front end
+    that made it, so a reader of the same protocol takes it as it came.  What the broker needs of
+    every message is given at arrival: the AMQP 1.0 :attr:`header` (priority, ttl, durable), the
+    :attr:`size` byte limits count, and no absolute-expiry-time (an origin expresses expiry as the
+    header's ttl).  Everything else (:attr:`payload`, the sections, properties, annotations:
+    the 1.0 form a 1.0 reader, a selector, the inspection API, a layer or a dead-lettering reads)
+    is built on first use, by the origin's :meth:`Origin.amqp10`, and kept: once per message,
+    however many queues share it or times it is delivered.  The slots
+    :meth:`StoredMessage.__init__` sets stay unset until then; reading one comes to
+    :meth:`__getattr__` (Python calls it only for an attribute not found), which sets them all at
+    once, so nothing sees a half-built message, and once set they are read as on any message.
+    The conversion is deterministic: a snapshot's messages decoded in a test's thread
+    (``ThreadedBroker``) while the broker's thread converts the same message set each slot to the
+    same value, so a reader sees a slot unset (and converts) or set to its one value.
 
     Safe by construction: the broker never changes a stored message (a changed one, such as a
     dead letter or a message with added annotations, is a new plain :class:`StoredMessage`), and
@@ -302,10 +338,39 @@ class OriginMessage(StoredMessage):
 
     __slots__ = ("origin",)
 
-    def __init__(self, payload: bytes, arrived_at: float, origin: object) -> None:
-        super().__init__(payload, arrived_at)
+    def __init__(self, origin: Origin, header: Header | None, arrived_at: float) -> None:
+        # StoredMessage.__init__ runs later, from __getattr__, with the 1.0 form.
+        self.header = header
+        self.arrived_at = arrived_at
         #: The message as it arrived, in the arriving front end's own type.
         self.origin = origin
+
+    def __getattr__(self, name: str) -> Any:
+        """Build the AMQP 1.0 form the first time a slot of it is read (see the class docstring)."""
+        if name not in _PLACED:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        header = self.header
+        StoredMessage.__init__(self, self.origin.amqp10(), self.arrived_at)
+        # The header the origin announced stays the one in use (equal to the one just decoded:
+        # the front end builds both from the same properties); entries read it at arrival.
+        self.header = header
+        return object.__getattribute__(self, name)
+
+    @property
+    def converted(self) -> bool:
+        """Whether its AMQP 1.0 form has been built."""
+        try:
+            object.__getattribute__(self, "payload")
+        except AttributeError:
+            return False
+        return True
+
+    @property
+    def size(self) -> int:
+        return self.origin.size
+
+    def _absolute_expiry_time(self) -> int | None:
+        return None  # an origin's expiry is its header's ttl (class docstring)
 
 
 class _Rare:

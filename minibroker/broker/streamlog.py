@@ -47,7 +47,7 @@ from typing import Any, Literal
 from ..amqp.messaging import MessageAnnotations
 from ..amqp.types import symbol, timestamp
 from .config import StreamOptions
-from .stored import StoredMessage
+from .stored import OriginMessage, StoredMessage
 
 __all__ = [
     "ENQUEUED_TIME", "OFFSET_ANNOTATION", "OFFSET_LEAD", "Instant", "OffsetSpec", "StreamLog", "delivery_payload",
@@ -301,7 +301,8 @@ class StreamLog:
         offset = self.next_offset
         self._messages.append(message)
         times.append(max(now, times[-1]) if len(times) else now)
-        self.bytes += len(message.payload)
+        # StoredMessage.size, inlined (see Queue._entry).
+        self.bytes += message.size if type(message) is OriginMessage else len(message.payload)
         self.trim(now)
         return offset
 
@@ -324,7 +325,7 @@ class StreamLog:
                 break
             message = messages[head]
             assert message is not None
-            self.bytes -= len(message.payload)
+            self.bytes -= message.size if type(message) is OriginMessage else len(message.payload)
             messages[head] = None  # its bytes go now, not at the next compaction
             head += 1
         self._head = head

@@ -73,8 +73,9 @@ from ..broker.streamfilters import MAX_FILTER_VALUES, StreamFilter
 from . import consumers, faults, topology
 from .confirms import Confirms
 from .consumers import AnyConsumer, Consumer091, Ranking, StreamReader091, stream_offset
-from .conversion import Arrived, Delivered, from_amqp10, to_amqp10
+from .conversion import Arrived, Delivered, from_amqp10, header_of, to_amqp10
 from .replyto import REPLY_TO
+from .selected import BCC, without_bcc
 from .txn import Publish, Transaction
 
 if TYPE_CHECKING:
@@ -124,9 +125,9 @@ class ChannelOwner(Protocol):
         ...
 
 
-#: The most a 0-9-1 publish's properties may take, as the AMQP 1.0 sections before its body, for
-#: the decoded properties to be kept beside the message (``OriginMessage``); larger ones are
-#: converted back from the 1.0 form for a 0-9-1 reader, as every message was before.
+#: The most a 0-9-1 publish's properties may take, as its content header frame, for the message to
+#: be kept as it came (``OriginMessage``); one with larger properties is stored converted to AMQP
+#: 1.0 at once, and converted back from that form for a 0-9-1 reader.
 MAX_KEPT_PROPERTIES = 4096
 
 
@@ -286,8 +287,9 @@ class Channel:
 
     def deliver_stream(self, reader: StreamReader091, offset: int, message: StoredMessage) -> None:
         """Send the stream's message at ``offset`` to ``reader`` with its ``x-stream-offset`` header (a long, as RabbitMQ's)."""
+        delivered: Delivered
         if type(message) is OriginMessage and type(message.origin) is Arrived:
-            delivered = message.origin.delivered(message.payload)  # a 0-9-1 publish: as it came (see _delivered)
+            delivered = message.origin  # a 0-9-1 publish: as it came (see _delivered)
         else:
             delivered = from_amqp10(message.decode(), message.message_annotations, reader.name, message.payload)
         headers = dict(delivered.properties.headers or {})
@@ -528,8 +530,10 @@ class Channel:
 
     # --------------------------------------------------------------- publish
 
-    def publish(self, method: BasicPublish, properties: BasicProperties, body: bytes) -> None:
-        """A complete ``basic.publish``: route it, then confirm, return or hold it for the transaction."""
+    def publish(self, method: BasicPublish, properties: BasicProperties, body: bytes, header_size: int) -> None:
+        """A complete ``basic.publish``: route it, then confirm, return or hold it for the transaction.
+
+        ``header_size``: its content header frame's size as received (what its properties take)."""
         connection = self.connection
         if method.immediate:
             # RabbitMQ 3.0 dropped "immediate" and closes the connection for it.
@@ -556,17 +560,21 @@ class Channel:
             if faults.on_publish(self, method.exchange, method.routing_key, lambda: body):
                 return
         queues = self.vhost.route(method.exchange, method.routing_key, properties.headers)
+        if properties.headers and BCC in properties.headers:
+            # Sender-selected distribution: BCC has routed, and no one sees it (selected.py).
+            properties = dataclasses.replace(properties, headers=without_bcc(properties.headers))
         now = connection.broker.now()
-        # The 1.0 form for the broker (queues, TTL, priority, selectors, inspection, 1.0 readers) and
-        # the publish as it came, which a 0-9-1 reader gets back without a conversion (_delivered).
-        payload = to_amqp10(method.exchange, method.routing_key, properties, body, ttl)
-        if len(payload) - len(body) <= MAX_KEPT_PROPERTIES:
-            origin = Arrived(properties, method.exchange, method.routing_key, len(body))
-            message: StoredMessage = OriginMessage(payload, now, origin)
+        message: StoredMessage
+        if header_size <= MAX_KEPT_PROPERTIES:
+            # Kept as it came: a 0-9-1 reader gets it back without a conversion (_delivered); the
+            # queues read the header and size given here, and the AMQP 1.0 form is made the first
+            # time something reads it (a 1.0 reader, a selector, inspection, a layer).
+            origin = Arrived(properties, body, method.exchange, method.routing_key, header_size + len(body))
+            message = OriginMessage(origin, header_of(properties, ttl), now)
         else:
             # Decoded headers take several times their encoded size, which the queues' byte limits
             # do not count: large ones are not kept, and are converted back from 1.0 when read.
-            message = StoredMessage(payload, now)
+            message = StoredMessage(to_amqp10(method.exchange, method.routing_key, properties, body, ttl), now)
         if self.tx is not None:
             self.tx.hold(Publish(method, properties, body, queues, message))
             return
@@ -723,7 +731,7 @@ def _delivered(entry: Entry, queue: str) -> Delivered:
     if type(stored) is OriginMessage and entry.annotations is None:
         origin = stored.origin
         if type(origin) is Arrived:
-            return origin.delivered(stored.payload)
+            return origin
     message = stored.decode()
     changed = entry.annotations
     return from_amqp10(message, changed if changed is not None else message.message_annotations, queue,

@@ -327,7 +327,7 @@ class Connection091:
         if isinstance(event, MethodReceived):
             self._on_channel(event.channel, lambda channel: channel.handle(event.method))
         elif isinstance(event, Published):
-            self._on_channel(event.channel, lambda channel: channel.publish(event.method, event.properties, event.body))
+            self._on_channel(event.channel, lambda channel: channel.publish(event.method, event.properties, event.body, event.header_size))
         elif isinstance(event, Answer):
             # The engine's close-ok (or the like) after the replies to the methods before it,
             # the confirms of the publishes before it included (all channels' for channel 0).

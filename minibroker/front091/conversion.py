@@ -1,11 +1,12 @@
 """Messages crossing between AMQP 0-9-1 and AMQP 1.0, as RabbitMQ 4 converts them.
 
-The broker keeps messages as AMQP 1.0 (``StoredMessage``), so a 0-9-1 publish is converted once
-on the way in (:func:`to_amqp10`), for the broker and AMQP 1.0 readers.  The publish is kept
-beside it as it came (an ``OriginMessage`` whose origin is an :class:`Arrived`), so a 0-9-1
-reader gets those properties and that body back unconverted, as RabbitMQ 4's message containers
-give a message back in the protocol it arrived in; :func:`from_amqp10` converts what came over
-AMQP 1.0 and what the broker changed (dead letters, ``modified`` annotations).  The mapping follows
+A 0-9-1 publish is stored as it came (an ``OriginMessage`` whose origin is an :class:`Arrived`),
+so a 0-9-1 reader gets those properties and that body back unconverted, as RabbitMQ 4's message
+containers give a message back in the protocol it arrived in.  It is converted to AMQP 1.0
+(:func:`to_amqp10`) once, the first time something reads that form: an AMQP 1.0 reader, a
+selector or filter, the inspection API, a layer, a dead-lettering; the broker's queues need only
+its header (:func:`header_of`) and size.  :func:`from_amqp10` converts what came over AMQP 1.0
+and what the broker changed (dead letters, ``modified`` annotations).  The mapping follows
 RabbitMQ's "Inter-Protocol Property Conversions" (``rabbitmq.com/docs/conversions``):
 
 ==================  ==========================================================
@@ -58,7 +59,7 @@ from ..amqp091.errors import FrameError
 from ..amqp091.properties import NO_PROPERTIES, BasicProperties
 from ..amqp091.values import LongStr, decode_table, encode_table, long
 
-__all__ = ["Arrived", "Delivered", "X_EXCHANGE", "X_ROUTING_KEY", "from_amqp10", "record_death", "to_amqp10"]
+__all__ = ["Arrived", "Delivered", "X_EXCHANGE", "X_ROUTING_KEY", "from_amqp10", "header_of", "record_death", "to_amqp10"]
 
 X_EXCHANGE = symbol("x-exchange")
 X_ROUTING_KEY = symbol("x-routing-key")
@@ -101,13 +102,7 @@ def to_amqp10(exchange: str, routing_key: str, properties: BasicProperties, body
         out = bytearray(prefix)
         Data(body).encode_into(out)
         return bytes(out)
-    header = None
-    if properties.delivery_mode == 2 or properties.priority is not None or ttl is not None:
-        header = Header(
-            durable=properties.delivery_mode == 2,
-            priority=4 if properties.priority is None else properties.priority,
-            ttl=ttl,
-        )
+    header = _header_section(properties.delivery_mode == 2, properties.priority, ttl)
     amqp_properties = None
     if any(
         value is not None
@@ -173,8 +168,9 @@ def _plain_prefix(
     small entries (each under 700 bytes: two shortstrs and a header).
     """
     out = bytearray()
-    if durable or priority is not None or ttl is not None:
-        Header(durable=durable, priority=4 if priority is None else priority, ttl=ttl).encode_into(out)
+    header = _header_section(durable, priority, ttl)
+    if header is not None:
+        header.encode_into(out)
     MessageAnnotations({X_EXCHANGE: exchange, X_ROUTING_KEY: routing_key}).encode_into(out)
     if empty_headers:
         ApplicationProperties({}).encode_into(out)
@@ -193,27 +189,44 @@ class Delivered:
         self.routing_key = routing_key
 
 
-class Arrived:
+class Arrived(Delivered):
     """A 0-9-1 publish as it came: the origin of its ``OriginMessage`` (``broker/stored.py``).
 
     The properties are the decoded content header, unchanged (only a ``reply-to`` of
-    ``amq.rabbitmq.reply-to`` is already named for its channel, as RabbitMQ names it at publish).
-    The body is not kept a second time: it is the end of the AMQP 1.0 payload, the content of
-    the ``data`` section :func:`to_amqp10` ends with, so only its size is kept.
+    ``amq.rabbitmq.reply-to`` is already named for its channel, as RabbitMQ names it at publish),
+    and the body the one published: a 0-9-1 consumer is sent this very object (it is what
+    :class:`Delivered` holds), so a 0-9-1 reader converts nothing.  The AMQP 1.0 form is made
+    from it by :meth:`amqp10` only when the broker needs that form (``OriginMessage``).
     """
 
-    __slots__ = ("properties", "exchange", "routing_key", "size")
+    __slots__ = ("size",)
 
-    def __init__(self, properties: BasicProperties, exchange: str, routing_key: str, size: int) -> None:
-        self.properties = properties
-        self.exchange = exchange
-        self.routing_key = routing_key
+    def __init__(self, properties: BasicProperties, body: bytes, exchange: str, routing_key: str, size: int) -> None:
+        super().__init__(properties, body, exchange, routing_key)
+        #: What byte limits count: the content header as received and the body.
         self.size = size
 
-    def delivered(self, payload: bytes) -> Delivered:
-        """What a 0-9-1 consumer is sent: the publish as it came (``payload``: its 1.0 form)."""
-        size = self.size
-        return Delivered(self.properties, payload[-size:] if size else b"", self.exchange, self.routing_key)
+    def amqp10(self) -> bytes:
+        """The AMQP 1.0 form (:func:`to_amqp10`; the expiration was checked at publish)."""
+        expiration = self.properties.expiration
+        return to_amqp10(
+            self.exchange, self.routing_key, self.properties, self.body, int(expiration) if expiration is not None else None
+        )
+
+
+@functools.lru_cache(maxsize=1024)
+def _header_section(durable: bool, priority: int | None, ttl: int | None) -> Header | None:
+    """The header section a publish's delivery-mode, priority and expiration become: None when it
+    sets none of them (one shared Header per combination; the broker never changes one)."""
+    if not durable and priority is None and ttl is None:
+        return None
+    return Header(durable=durable, priority=4 if priority is None else priority, ttl=ttl)
+
+
+def header_of(properties: BasicProperties, ttl: int | None) -> Header | None:
+    """The AMQP 1.0 header of a 0-9-1 publish (``ttl``: its checked expiration in ms), the one its
+    :func:`to_amqp10` form starts with: what the broker reads of a message kept unconverted."""
+    return _header_section(properties.delivery_mode == 2, properties.priority, ttl)
 
 
 def from_amqp10(

@@ -56,7 +56,7 @@ class Transaction(Generic[S]):
 
     def hold(self, publish: Publish) -> None:
         """Hold ``publish`` until commit, refusing it (406, the channel closes) past :data:`MAX_TX_BYTES`."""
-        self._bytes += len(publish.message.payload) + _TX_OVERHEAD
+        self._bytes += publish.message.size + _TX_OVERHEAD
         if self._bytes > MAX_TX_BYTES:
             raise AMQP091Error(
                 codes.PRECONDITION_FAILED,

@@ -34,6 +34,7 @@ from ..rabbitmq.options import RabbitMQOptions
 from .consumers import Ranking
 from .conversion import X_EXCHANGE, X_ROUTING_KEY, record_death
 from .replyto import ReplyTargets
+from .selected import BCC, routing_keys, without_bcc
 
 if TYPE_CHECKING:
     from ..broker.engine import Broker
@@ -389,7 +390,9 @@ class VirtualHost:
     # --------------------------------------------------------------- routing
 
     def route(self, exchange: str, key: str, headers: Mapping[str, Any] | None) -> list[str]:
-        """The queues a publish to ``exchange`` with ``key`` reaches (404 for a missing exchange)."""
+        """The queues a publish to ``exchange`` with ``key`` reaches (404 for a missing exchange),
+        its ``CC`` and ``BCC`` keys included (406 for a ``CC`` or ``BCC`` that is not an array,
+        reported after the exchange's errors, as RabbitMQ orders them: ``selected.py``)."""
         exchanges = self.exchanges
         found = exchanges.exchanges.get(exchange)
         if found is None:
@@ -398,8 +401,11 @@ class VirtualHost:
             raise AMQP091Error(
                 codes.ACCESS_REFUSED, f"cannot publish to internal exchange '{exchange}' in vhost '/'", 60, 40
             )
+        also = routing_keys(headers) if headers else ()
+        if headers and BCC in headers:
+            headers = without_bcc(headers)  # RabbitMQ removes it before routing
         try:
-            queues = exchanges.route(exchange, key, headers)
+            queues = exchanges.route(exchange, key, headers, also)
             # RabbitMQ's alternate exchanges: what an exchange routes nowhere goes to its
             # ``alternate-exchange`` (and on to that one's), each exchange tried once.
             tried = {exchange}
@@ -409,7 +415,7 @@ class VirtualHost:
                     break
                 tried.add(alternate)
                 found = exchanges.exchanges[alternate]
-                queues = exchanges.route(alternate, key, headers)
+                queues = exchanges.route(alternate, key, headers, also)
             return queues
         except RoutingRefused as exc:
             raise AMQP091Error(codes.PRECONDITION_FAILED, str(exc), 60, 40) from None

@@ -212,13 +212,18 @@ class _Bindings:
             self._headers.remove(serial)
 
     def matching(
-        self, routing_key: str, headers: Mapping[str, Any] | None, budget: int | None = None
+        self, routing_key: str, headers: Mapping[str, Any] | None, budget: int | None = None, also: Sequence[str] = ()
     ) -> list[Binding]:
-        """The bindings a message with ``routing_key`` and ``headers`` matches, in the order made."""
+        """The bindings a message with ``routing_key`` (and the keys ``also``) and ``headers``
+        matches, each once, in the order made."""
         if self.kind == "direct":
+            if also:
+                serials = {s for key in (routing_key, *also) for s in self._direct.get(key, ())}
+                return [self._by_serial[s] for s in sorted(serials)]
             return [self._by_serial[s] for s in self._direct.get(routing_key, ())]
         if self._topic is not None:
-            return [self._by_serial[s] for s in sorted(self._topic.match(routing_key, budget))]
+            found = self._topic.match(routing_key, budget, also)
+            return [self._by_serial[s] for s in sorted(set(found) if also else found)]
         if self.kind == "headers":
             return [self._by_serial[s] for s in self._headers.matching(headers or {})]
         return list(self._by_serial.values())  # fanout, x-local-random: every binding
@@ -249,10 +254,11 @@ class Exchange:
         return list(self.table)
 
     def matching(
-        self, routing_key: str, headers: Mapping[str, Any] | None, budget: int | None = None
+        self, routing_key: str, headers: Mapping[str, Any] | None, budget: int | None = None, also: Sequence[str] = ()
     ) -> Sequence[Binding]:
-        """The bindings a message matches (``x-local-random``: the one whose turn it is)."""
-        matched = self.table.matching(routing_key, headers, budget)
+        """The bindings a message matches (``x-local-random``: the one whose turn it is); ``also``:
+        more routing keys it is routed with."""
+        matched = self.table.matching(routing_key, headers, budget, also)
         if self.type == "x-local-random" and matched:
             self._turn += 1
             return [matched[self._turn % len(matched)]]
@@ -421,12 +427,16 @@ class Exchanges:
 
     # ------------------------------------------------------------- routing
 
-    def route(self, exchange: str, routing_key: str, headers: Mapping[str, Any] | None) -> list[str]:
+    def route(
+        self, exchange: str, routing_key: str, headers: Mapping[str, Any] | None, also: Sequence[str] = ()
+    ) -> list[str]:
         """The queues a message published to ``exchange`` with ``routing_key`` goes to, each once.
 
-        Counts the message on the exchange it was published to (and as
-        unroutable there when it reaches no queue).  Raises :class:`RoutingRefused`
-        when a topic exchange's match would pass ``max_topic_visits``.
+        ``also``: more routing keys the message is routed with, at every exchange it passes
+        (RabbitMQ's sender-selected distribution, ``front091/selected.py``).  Counts the message
+        on the exchange it was published to (and as unroutable there when it reaches no queue).
+        Raises :class:`RoutingRefused` when a topic exchange's match would pass
+        ``max_topic_visits`` (all the keys' matches together).
         """
         first = self.exchanges[exchange]
         first.published += 1
@@ -434,12 +444,15 @@ class Exchanges:
         if exchange == "":
             if self._queue_exists(routing_key):
                 queues[routing_key] = None
+            for key in also:
+                if self._queue_exists(key):
+                    queues[key] = None
         else:
             seen = {exchange}
             pending = [first]
             for current in pending:  # breadth first: the list grows while it is walked
                 try:
-                    matched = current.matching(routing_key, headers, self.max_topic_visits)
+                    matched = current.matching(routing_key, headers, self.max_topic_visits, also)
                 except RoutingRefused as exc:
                     raise RoutingRefused(
                         f"{exc} in topic exchange '{current.name}' (RabbitMQOptions.max_topic_visits); "

@@ -7,7 +7,7 @@ how one routing key or one set of headers finds the bindings it matches
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,39 +107,45 @@ class TopicTrie:
                 del parent.words[word]
             node = parent
 
-    def match(self, key: str, budget: int | None = None) -> list[int]:
-        """The serials of the bindings whose key matches the routing key ``key``, in no order."""
-        words = _topic_words(key)
-        end = 1 << len(words)  # the position after the last word: a key that gets there matched
-        full = (end << 1) - 1
-        where: dict[str, int] = {}  # each distinct word: the positions it is at
-        for position, word in enumerate(words):
-            where[word] = where.get(word, 0) | (1 << position)
+    def match(self, key: str, budget: int | None = None, also: Sequence[str] = ()) -> list[int]:
+        """The serials of the bindings whose key matches the routing key ``key``, in no order.
+
+        ``also``: more routing keys (sender-selected distribution), each matched in turn with
+        ``budget`` shared by them all; a binding matched by several keys is listed for each.
+        """
         found: list[int] = []
-        pending: list[tuple[_TopicNode, int]] = [(self.root, 1)]
         visits = 0
-        while pending:
-            node, reach = pending.pop()
-            visits += 1
-            if budget is not None and visits > budget:
-                raise RoutingRefused(f"the routing key reaches more than {budget} binding-key prefixes")
-            if reach & end and node.serials:
-                found.extend(node.serials)
-            if node.hash is not None:  # '#': zero or more words, so from the first reached position on
-                pending.append((node.hash, full & ~((reach & -reach) - 1)))
-            live = reach & ~end  # the positions that still have a word to take
-            if not live:
-                continue
-            if node.star is not None:
-                pending.append((node.star, live << 1))
-            if node.words:
-                if len(node.words) < len(where):
-                    pairs = ((child, where.get(word, 0)) for word, child in node.words.items())
-                else:
-                    pairs = ((node.words.get(word), at) for word, at in where.items())  # type: ignore[misc]
-                for child, at in pairs:
-                    if child is not None and at & live:
-                        pending.append((child, (at & live) << 1))
+        for routing_key in (key, *also) if also else (key,):
+            words = _topic_words(routing_key)
+            end = 1 << len(words)  # the position after the last word: a key that gets there matched
+            full = (end << 1) - 1
+            where: dict[str, int] = {}  # each distinct word: the positions it is at
+            for position, word in enumerate(words):
+                where[word] = where.get(word, 0) | (1 << position)
+            pending: list[tuple[_TopicNode, int]] = [(self.root, 1)]
+            while pending:
+                node, reach = pending.pop()
+                visits += 1
+                if budget is not None and visits > budget:
+                    what = "routing key reaches" if not also else f"routing key and its {len(also)} CC/BCC keys reach"
+                    raise RoutingRefused(f"the {what} more than {budget} binding-key prefixes")
+                if reach & end and node.serials:
+                    found.extend(node.serials)
+                if node.hash is not None:  # '#': zero or more words, so from the first reached position on
+                    pending.append((node.hash, full & ~((reach & -reach) - 1)))
+                live = reach & ~end  # the positions that still have a word to take
+                if not live:
+                    continue
+                if node.star is not None:
+                    pending.append((node.star, live << 1))
+                if node.words:
+                    if len(node.words) < len(where):
+                        pairs = ((child, where.get(word, 0)) for word, child in node.words.items())
+                    else:
+                        pairs = ((node.words.get(word), at) for word, at in where.items())  # type: ignore[misc]
+                    for child, at in pairs:
+                        if child is not None and at & live:
+                            pending.append((child, (at & live) << 1))
         return found
 
 

@@ -25,7 +25,7 @@ from minibroker.amqp091.events import (
 )
 from minibroker.amqp091.frames import HEARTBEAT, PROTOCOL_HEADER, FrameReader, content_frames, method_frame
 from minibroker.amqp091.methods import decode_method
-from minibroker.amqp091.properties import BasicProperties, decode_content_header
+from minibroker.amqp091.properties import BasicProperties, decode_content_header, encode_content_header
 from minibroker.amqp091.values import encode_table
 
 
@@ -220,10 +220,11 @@ def test_a_publish_is_reassembled_from_its_frames() -> None:
     body = bytes(range(256)) * 100
     wire = method_frame(1, publish) + content_frames(1, props, body, 4096)
     events = [e for i in range(0, len(wire), 1000) for e in client.send(wire[i : i + 1000])]
-    assert events == [Published(1, publish, props, body)]
+    header_size = len(encode_content_header(len(body), props))
+    assert events == [Published(1, publish, props, body, header_size)]
     # An empty body has no body frame: the header completes it.
     assert client.send(method_frame(1, publish) + content_frames(1, props, b"", 4096)) == [
-        Published(1, publish, props, b"")
+        Published(1, publish, props, b"", header_size)
     ]
 
 
