@@ -63,7 +63,7 @@ from .rows import (
     WRITE_COLUMNS,
     bad_record_message,
     message_from_row,
-    plain_payload,
+    plain_row,
     projection,
     row_digest,
 )
@@ -311,12 +311,23 @@ def _send_rows(options: Options, columns: list[str], rows: Iterator[Any], id_pre
     partition = context.partitionId() if context is not None else 0
     count = skipped = 0
     bad: list[Message] = []
-    # A body alone (the usual write) is encoded straight from the row (rows.plain_payload).
+    # A body alone (the usual write) is encoded straight from the row (rows.plain_row).
     plain = columns == ["body"]
     with _Outbox(options) as outbox:
         chunk: list[bytes] = []
         size = 0  # the chunk's bytes
         for row in rows:
+            if plain and isinstance(row[0], (str, bytes)):
+                # The usual row: no row dict, its body encoded once for its id and its message.
+                payload = plain_row(row[0], id_prefix, f"{partition}-{count}")
+                count += 1
+                chunk.append(payload)
+                size += len(payload)
+                if len(chunk) >= SEND_CHUNK or size >= SEND_CHUNK_BYTES:
+                    outbox.send(chunk)
+                    chunk = []
+                    size = 0
+                continue
             values = dict(zip(columns, row, strict=True))
             if values.get("message_id") is not None:
                 message_id = str(values["message_id"])
@@ -326,11 +337,7 @@ def _send_rows(options: Options, columns: list[str], rows: Iterator[Any], id_pre
                 message_id = f"{id_prefix}-{partition}-{count}"
             count += 1  # bad rows keep their number: the ids of the others do not depend on them
             try:
-                body = row[0]
-                if plain and isinstance(body, (str, bytes)):
-                    chunk.append(plain_payload(body, message_id))
-                else:
-                    chunk.append(message_from_row(values, message_id).encode())
+                chunk.append(message_from_row(values, message_id).encode())
             except (ValueError, TypeError) as exc:
                 if options.on_bad_record == "fail":
                     raise ValueError(

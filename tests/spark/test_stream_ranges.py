@@ -339,13 +339,17 @@ def test_a_batch_read_of_an_empty_stream_gives_no_rows() -> None:
 
 
 def test_a_body_alone_is_encoded_as_a_built_message_would_be_and_ids_stay_the_same() -> None:
-    from pyspark_minibroker.rows import message_from_row, plain_payload, row_digest
+    from pyspark_minibroker.rows import message_from_row, plain_row, row_digest
 
     # Sizes around each one-byte/four-byte boundary of the id, the body and the properties list.
     for n in [*range(4), *range(250, 262), 70_000]:
         for body in ("x" * n, b"y" * n, "é" * n):
-            for message_id in ("i" * n, "é" * (n // 2)):
-                assert plain_payload(body, message_id) == message_from_row({"body": body}, message_id).encode()
+            for prefix in ("i" * n, "é" * (n // 2)):
+                expected = message_from_row({"body": body}, f"{prefix}-0-7").encode()
+                assert plain_row(body, prefix, "0-7") == expected
+            # No prefix: a batch write's default id, the row's digest.
+            expected = message_from_row({"body": body}, f"{row_digest({'body': body})}-1-2").encode()
+            assert plain_row(body, None, "1-2") == expected
     # Default ids of a batch write as earlier versions made them: a rerun after an upgrade repeats them.
     assert row_digest({"body": "x" * 256}) == "66da11d34c25a090"
     assert row_digest({"body": b"ab", "priority": 3, "application_properties": {"a": "b"}}) == "f5ed708c1c391167"
