@@ -363,3 +363,33 @@ def test_a_write_of_bodies_alone_sends_each_with_its_id(broker: ThreadedBroker) 
     assert sent.count == 2
     got = broker.queue("out").messages
     assert [(m.body, m.properties.message_id) for m in got] == [("a", "q-7-0-0"), (b"b", "q-7-0-1")]
+
+
+def test_a_body_only_write_reads_arrow_batches_and_sends_what_the_row_writer_sends(broker: ThreadedBroker) -> None:
+    """PySpark hands a ``DataSourceArrowWriter`` record batches instead of a Row per row: a write of
+    a body column alone (the usual one) takes them, and sends the messages, ids and bad-record
+    handling the row writer gives the same rows."""
+    import pyarrow as pa
+    from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter
+    from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+
+    def source(address: str) -> AmqpDataSource:
+        return AmqpDataSource({"url": broker.url, "address": address, "onBadRecord": "skip", "timeout": str(TIMEOUT)})
+
+    for kind, values in ((StringType(), ["a", "é" * 300, None, "b"]), (BinaryType(), [b"\x00", None, b"y" * 70_000])):
+        schema = StructType([StructField("body", kind)])
+        arrow = source(f"arrow-{kind}").writer(schema, False)
+        assert isinstance(arrow, DataSourceArrowWriter)
+        assert isinstance(source("s").streamWriter(schema, False), DataSourceStreamArrowWriter)
+        batches = [pa.record_batch([pa.array(values[:2])], names=["body"]), pa.record_batch([pa.array(values[2:])], names=["body"])]
+        sent = arrow.write(iter(batches))
+        rows = source(f"rows-{kind}").writer(StructType([StructField("body", kind), StructField("subject", StringType())]), False)
+        assert not isinstance(rows, DataSourceArrowWriter)
+        rows.columns = ["body"]  # the row writer, given the same rows as Spark's Rows
+        assert rows.write(iter([(v,) for v in values])) == sent
+        assert sent.count == len(values) - 1 and sent.skipped == 1  # the null body, let pass
+
+        def messages(address: str) -> list[tuple[object, object]]:
+            return [(m.message.properties.message_id, m.message.body) for m in broker.queue(address).messages]
+
+        assert messages(f"arrow-{kind}") == messages(f"rows-{kind}") and len(messages(f"rows-{kind}")) == len(values) - 1
