@@ -261,7 +261,8 @@ class StoredMessage:
         if payload.startswith(_PROPERTIES_PREFIX, start):
             if not _plain_properties(payload, start):
                 self.properties  # noqa: B018 - decoded and kept
-            self.application_properties  # noqa: B018 - likewise (known absent: no work)
+            if self._decoded is not _NO_APPLICATION_PROPERTIES:  # (known absent: nothing to check)
+                self.application_properties  # noqa: B018 - decoded and kept
         elif payload.startswith(_APPLICATION_PROPERTIES_PREFIX, start):
             self.application_properties  # noqa: B018 - decoded and kept
         if start > self._annotations_start:
