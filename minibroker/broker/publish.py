@@ -134,7 +134,9 @@ def messages_of(delivery: Delivery, now: float) -> list[StoredMessage]:
     Raises :class:`AMQPDecodeError` (or ``IndexError``) for a message whose sections are misrepresented.
     """
     if delivery.message_format != BATCH_FORMAT:
-        return [_checked(StoredMessage(delivery.payload, now))]
+        message = StoredMessage(delivery.payload, now)
+        message.check_sections()  # what _checked does (inlined: once per message)
+        return [message]
     outer = decode_message(delivery.payload)
     if outer.body_kind != "data":
         raise AMQPDecodeError(

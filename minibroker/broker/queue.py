@@ -81,6 +81,11 @@ def priority_level(priority: int, levels: int) -> int:
     return min(max(priority, low), high) - low
 
 
+#: The level of a message without a header (priority 4, Part 3 §3.2.1), by the number of levels
+#: (1..256): read for most messages instead of computing it.
+_DEFAULT_LEVELS = tuple(priority_level(4, levels) if levels else 0 for levels in range(257))
+
+
 class Consumer(Protocol):
     """What a queue needs of a consumer (the broker's sending link).
 
@@ -343,7 +348,11 @@ class Queue:
         if seq is None:
             self._seq += 1
             seq = self._seq
-        entry = Entry(seq, message, priority_level(message.priority, options.priorities), expires_at)
+        header = message.header
+        level = (
+            _DEFAULT_LEVELS[options.priorities] if header is None else priority_level(header.priority, options.priorities)
+        )
+        entry = Entry(seq, message, level, expires_at)
         self.counters.enqueued += 1
         if expires_at is not None:
             if expires_at <= now:

@@ -83,16 +83,81 @@ def _simple_layout(payload: bytes) -> tuple[int, bool] | None:
     try:
         pos = header_end = codec.skip_at(payload, 3) if payload.startswith(_HEADER_PREFIX) else 0
         if payload.startswith(_PROPERTIES_PREFIX, pos):
-            pos = codec.skip_at(payload, pos + 3)
+            # The properties' list8, read here as skip_at reads it (one call less per message).
+            pos = pos + 5 + payload[pos + 4] if payload[pos + 3] == 0xC0 else codec.skip_at(payload, pos + 3)
         application = payload.startswith(_APPLICATION_PROPERTIES_PREFIX, pos)
         if application:
             pos = codec.skip_at(payload, pos + 3)
         if payload.startswith(_AMQP_VALUE_PREFIX, pos) or payload.startswith(_DATA_PREFIX, pos):
-            if codec.skip_at(payload, pos + 3) == len(payload):
+            # The body's one value, its size read here for the usual string and binary encodings
+            # (what skip_at does with them); one that runs past the payload does not end at its end.
+            code = payload[pos + 3]
+            if code == 0xB1 or code == 0xB0:
+                end = pos + 8 + int.from_bytes(payload[pos + 4 : pos + 8], "big")
+            elif code == 0xA1 or code == 0xA0:
+                end = pos + 5 + payload[pos + 4]
+            else:
+                end = codec.skip_at(payload, pos + 3)
+            if end == len(payload):
                 return header_end, application
-    except AMQPDecodeError:
+    except (AMQPDecodeError, IndexError):
         pass
     return None
+
+
+#: The 8-bit-size encodings each properties field (Part 3 §3.2.4, in order) takes as they are:
+#: str8-utf8 (0xa1) where the field is a string or any type, sym8 (0xa3, ASCII: a symbol is a
+#: string) where it is a symbol, a string or any type, vbin8 (0xa0) where it is binary or any
+#: type.  What :func:`_plain_properties` accepts without decoding, a field at a time; nothing for
+#: the timestamps and the uint, which it leaves to the decoder.
+_ANY, _STRING, _SYMBOL, _BINARY = b"\xa0\xa1\xa3", b"\xa1\xa3", b"\xa3", b"\xa0"
+_PLAIN_FIELDS = (
+    _ANY, _BINARY, _ANY, _STRING, _ANY, _ANY,  # message-id, user-id, to, subject, reply-to, correlation-id
+    _SYMBOL, _SYMBOL, b"", b"", _STRING, b"", _STRING,  # content-type/-encoding, times, group-id/-sequence, reply-to-group-id
+)  # fmt: skip
+
+
+def _plain_properties(payload: bytes, start: int) -> bool:
+    """Whether the properties section at ``payload[start]`` (its ``00 53 73`` prefix) surely decodes,
+    found without decoding it: a list8 (or the empty list) whose fields are each null or an 8-bit-size
+    string, symbol or binary of a type the field takes (``_PLAIN_FIELDS``), valid UTF-8 or ASCII,
+    ending where the list's size says.
+
+    The usual client's properties (a message-id, a ``to``, a subject, a content-type as short
+    strings) pass; anything else (wider encodings, numbers, timestamps, uuids) is False and left
+    to the decoder, which then says what is wrong, if anything.  A True is what decoding would have
+    accepted (the properties' builder checks only the types of the typed fields, Part 3 §3.2.4).
+    """
+    code = payload[start + 3] if start + 3 < len(payload) else -1
+    if code == 0x45:  # list0: every field null
+        return True
+    if code != 0xC0 or start + 5 >= len(payload):
+        return False
+    end, count, pos = start + 5 + payload[start + 4], payload[start + 5], start + 6
+    if count > len(_PLAIN_FIELDS) or end > len(payload):
+        return False
+    for accepted in _PLAIN_FIELDS[:count]:
+        if pos >= end:
+            return False
+        code = payload[pos]
+        if code == 0x40:  # null
+            pos += 1
+            continue
+        if code not in accepted or pos + 1 >= end:
+            return False
+        stop = pos + 2 + payload[pos + 1]
+        if stop > end:
+            return False
+        data = payload[pos + 2 : stop]
+        if not data.isascii():
+            if code != 0xA1:
+                return False  # a symbol is ASCII; a binary's bytes are any, but rare here: decode it
+            try:
+                data.decode()
+            except UnicodeDecodeError:
+                return False
+        pos = stop
+    return pos == end
 
 
 class StoredMessage:
@@ -189,15 +254,23 @@ class StoredMessage:
         return self._annotations_start > self._header_end
 
     def check_sections(self) -> None:
-        """Decode what is read later (properties and application-properties, kept; message-annotations).
+        """Check that what is read later decodes: the properties (decoded and kept, unless
+        :func:`_plain_properties` finds them sure to decode: then left for their first reader),
+        the application-properties (decoded and kept) and the message-annotations.
 
         Raises :class:`AMQPDecodeError` for a section that does not decode.  The usual message
-        without either section costs two prefix tests.
+        without either section costs two prefix tests; a writer's usual one (a message-id as a
+        string, no application-properties) a walk over its properties' few bytes, and keeps no
+        decoded object (nothing more per queued message for the garbage collector to walk).
         """
         payload, start = self.payload, self.bare_start
-        if payload.startswith(_PROPERTIES_PREFIX, start) or payload.startswith(_APPLICATION_PROPERTIES_PREFIX, start):
-            self.properties  # noqa: B018 - decoded and kept
-            self.application_properties  # noqa: B018 - likewise
+        if payload.startswith(_PROPERTIES_PREFIX, start):
+            if not _plain_properties(payload, start):
+                self.properties  # noqa: B018 - decoded and kept
+            if self._decoded is not _NO_APPLICATION_PROPERTIES:  # (known absent: nothing to check)
+                self.application_properties  # noqa: B018 - decoded and kept
+        elif payload.startswith(_APPLICATION_PROPERTIES_PREFIX, start):
+            self.application_properties  # noqa: B018 - decoded and kept
         if start > self._annotations_start:
             self.message_annotations  # noqa: B018 - decoded to check it, not kept (rarely read)
 

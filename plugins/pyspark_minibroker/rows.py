@@ -14,7 +14,7 @@ from minibroker.client import Delivery
 
 __all__ = [
     "ALL_FIELDS", "CREATED", "POSITION_SCHEMA", "READ_FIELDS", "READ_SCHEMA", "WRITE_COLUMNS", "app_values", "bad_record_message",
-    "datetime_of", "fingerprint", "header_values", "message_from_row", "message_values", "plain_payload", "project",
+    "datetime_of", "fingerprint", "header_values", "message_from_row", "message_values", "plain_row", "project",
     "projection", "property_values", "read_struct_type", "redelivered", "row_digest", "row_from_delivery",
 ]  # fmt: skip
 
@@ -254,22 +254,31 @@ def _sized(code8: int, code32: int, data: bytes) -> bytes:
     return bytes((code32,)) + len(data).to_bytes(4, "big") + data
 
 
-def plain_payload(body: str | bytes, message_id: str) -> bytes:
-    """The encoded message of a row that has only a ``body``: a properties section holding the
-    message-id, then the body (a string as an amqp-value, bytes as a data section), byte for byte
-    what :func:`message_from_row` then ``encode()`` give, without building either (the writer's
-    usual row; most of its client CPU went to building and encoding a Message).
+def plain_row(body: str | bytes, prefix: str | None, suffix: str) -> bytes:
+    """The encoded message of a row that has only a ``body``, with the message-id ``{prefix}-{suffix}``,
+    or with no prefix ``{row_digest({"body": body})}-{suffix}`` (a batch write's default id): byte
+    for byte what :func:`message_from_row` then ``encode()`` give, without building a row dict or
+    a Message, and with the body encoded once for both the digest and the message (the writer's
+    usual row: most of its client CPU went to those).
 
-    Part 3 §3.2.4 properties (a list of one field, the message-id as a string), §3.2.8
-    amqp-value / §3.2.6 data; the list in its list8 form while its size fits a byte."""
+    A properties section holding the message-id (Part 3 §3.2.4, a list of one string field), then
+    the body: a string as an amqp-value (§3.2.8), bytes as a data section (§3.2.6)."""
+    if isinstance(body, str):
+        data, kind, section, code8, code32 = body.encode(), b"s", b"\x00\x53\x77", 0xA1, 0xB1
+    else:
+        data, kind, section, code8, code32 = body, b"b", b"\x00\x53\x75", 0xA0, 0xB0
+    if prefix is None:  # row_digest's bytes for the one column "body"
+        prefix = hashlib.sha256(b"".join((b"body\x00", kind, data, b"\x00"))).hexdigest()[:16]
+    return _id_properties(f"{prefix}-{suffix}") + section + _sized(code8, code32, data)
+
+
+def _id_properties(message_id: str) -> bytes:
+    """A properties section holding only ``message_id`` as a string; its list in the list8 form
+    while its size fits a byte (Part 1 §1.6.22)."""
     field = _sized(0xA1, 0xB1, message_id.encode())
     if len(field) < 255:  # list8: size (count byte and field) and count in one byte each
-        properties = b"\x00\x53\x73\xc0" + bytes((len(field) + 1, 1)) + field
-    else:
-        properties = b"\x00\x53\x73\xd0" + (len(field) + 4).to_bytes(4, "big") + b"\x00\x00\x00\x01" + field
-    if isinstance(body, str):
-        return properties + b"\x00\x53\x77" + _sized(0xA1, 0xB1, body.encode())
-    return properties + b"\x00\x53\x75" + _sized(0xA0, 0xB0, body)
+        return b"\x00\x53\x73\xc0" + bytes((len(field) + 1, 1)) + field
+    return b"\x00\x53\x73\xd0" + (len(field) + 4).to_bytes(4, "big") + b"\x00\x00\x00\x01" + field
 
 
 def bad_record_message(row: Mapping[str, Any], message_id: str, reason: str) -> Message:

@@ -11,6 +11,7 @@ the driver-side stream reader) and never pickled.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import uuid
 from collections.abc import Iterator
@@ -21,7 +22,9 @@ from pyspark import TaskContext
 from pyspark.errors import PySparkNotImplementedError
 from pyspark.sql.datasource import (
     DataSource,
+    DataSourceArrowWriter,
     DataSourceReader,
+    DataSourceStreamArrowWriter,
     DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
@@ -63,7 +66,7 @@ from .rows import (
     WRITE_COLUMNS,
     bad_record_message,
     message_from_row,
-    plain_payload,
+    plain_row,
     projection,
     row_digest,
 )
@@ -137,13 +140,15 @@ class AmqpDataSource(DataSource):
         return _OffsetStreamReader(self.parsed, _shape(schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        return _BatchWriter(self.parsed, _columns(schema))
+        columns = _columns(schema)
+        return (_BodyBatchWriter if columns == ["body"] else _BatchWriter)(self.parsed, columns)
 
     def simpleStreamReader(self, schema: StructType) -> SimpleDataSourceStreamReader:
         return _StreamReader(self.parsed, _shape(schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        return _StreamWriter(self.parsed, _columns(schema), uuid.uuid4().hex[:12])
+        columns = _columns(schema)
+        return (_BodyStreamWriter if columns == ["body"] else _StreamWriter)(self.parsed, columns, uuid.uuid4().hex[:12])
 
 
 def _columns(schema: StructType) -> list[str]:
@@ -311,12 +316,23 @@ def _send_rows(options: Options, columns: list[str], rows: Iterator[Any], id_pre
     partition = context.partitionId() if context is not None else 0
     count = skipped = 0
     bad: list[Message] = []
-    # A body alone (the usual write) is encoded straight from the row (rows.plain_payload).
+    # A body alone (the usual write) is encoded straight from the row (rows.plain_row).
     plain = columns == ["body"]
     with _Outbox(options) as outbox:
         chunk: list[bytes] = []
         size = 0  # the chunk's bytes
         for row in rows:
+            if plain and isinstance(row[0], (str, bytes)):
+                # The usual row: no row dict, its body encoded once for its id and its message.
+                payload = plain_row(row[0], id_prefix, f"{partition}-{count}")
+                count += 1
+                chunk.append(payload)
+                size += len(payload)
+                if len(chunk) >= SEND_CHUNK or size >= SEND_CHUNK_BYTES:
+                    outbox.send(chunk)
+                    chunk = []
+                    size = 0
+                continue
             values = dict(zip(columns, row, strict=True))
             if values.get("message_id") is not None:
                 message_id = str(values["message_id"])
@@ -326,11 +342,7 @@ def _send_rows(options: Options, columns: list[str], rows: Iterator[Any], id_pre
                 message_id = f"{id_prefix}-{partition}-{count}"
             count += 1  # bad rows keep their number: the ids of the others do not depend on them
             try:
-                body = row[0]
-                if plain and isinstance(body, (str, bytes)):
-                    chunk.append(plain_payload(body, message_id))
-                else:
-                    chunk.append(message_from_row(values, message_id).encode())
+                chunk.append(message_from_row(values, message_id).encode())
             except (ValueError, TypeError) as exc:
                 if options.on_bad_record == "fail":
                     raise ValueError(
@@ -407,6 +419,13 @@ def _report(options: Options, messages: list[WriterCommitMessage | None], what: 
         )  # fmt: skip
 
 
+def _bodies(batches: Iterator[Any]) -> Iterator[tuple[Any]]:
+    """The rows of Arrow record batches of one column (``body``), as 1-tuples: each batch's column
+    becomes Python strings or bytes in one call (``to_pylist``), where Spark's rows for a
+    :class:`DataSourceWriter` cost a converter call and a ``Row`` per row (about 5x the CPU)."""
+    return itertools.chain.from_iterable(zip(batch.column(0).to_pylist()) for batch in batches)
+
+
 class _BatchWriter(DataSourceWriter):
     def __init__(self, options: Options, columns: list[str]) -> None:
         self.options, self.columns = options, columns
@@ -418,20 +437,30 @@ class _BatchWriter(DataSourceWriter):
         _report(self.options, messages, "write")
 
 
+class _BodyBatchWriter(_BatchWriter, DataSourceArrowWriter):  # type: ignore[misc]
+    """A batch write of a ``body`` column alone (the usual one): Spark hands it Arrow record batches
+    (PySpark 4.0+ ``DataSourceArrowWriter``), read as :func:`_bodies`; the same messages and ids."""
+
+    def write(self, iterator: Iterator[Any]) -> SentCount:
+        return _send_rows(self.options, self.columns, _bodies(iterator), None)
+
+
 class _StreamWriter(DataSourceStreamWriter):
     def __init__(self, options: Options, columns: list[str], fallback: str) -> None:
         self.options, self.columns, self.fallback = options, columns, fallback
 
     def write(self, iterator: Iterator[Any]) -> SentCount:
-        # The query id (kept in the checkpoint) and the batch id make message-ids that a replayed
-        # batch repeats exactly, so consumers can drop duplicates.
+        return _send_rows(self.options, self.columns, iterator, self._prefix())
+
+    def _prefix(self) -> str:
+        """The message-id prefix of this task's rows: the query id (kept in the checkpoint) and the
+        batch id make message-ids that a replayed batch repeats exactly, so consumers can drop duplicates."""
         context = TaskContext.get()
         query = batch = None
         if context is not None:
             query = context.getLocalProperty("sql.streaming.queryId")
             batch = context.getLocalProperty("streaming.sql.batchId")
-        prefix = f"{query or self.fallback}-{batch or 0}"
-        return _send_rows(self.options, self.columns, iterator, prefix)
+        return f"{query or self.fallback}-{batch or 0}"
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Every row was accepted before its task ended: only the rows ``onBadRecord`` let pass are logged."""
@@ -439,6 +468,13 @@ class _StreamWriter(DataSourceStreamWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Nothing to undo: accepted messages stay; a retried batch resends with the same message-ids."""
+
+
+class _BodyStreamWriter(_StreamWriter, DataSourceStreamArrowWriter):  # type: ignore[misc]
+    """:class:`_BodyBatchWriter`'s Arrow batches for a streaming write (PySpark 4.1+ ``DataSourceStreamArrowWriter``)."""
+
+    def write(self, iterator: Iterator[Any]) -> SentCount:
+        return _send_rows(self.options, self.columns, _bodies(iterator), self._prefix())
 
 
 # --------------------------------------------------------------------------- streaming read

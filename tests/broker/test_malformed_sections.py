@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from minibroker.amqp.messaging import Accepted, Rejected
 from minibroker.amqp.performatives import Close, Disposition, Transfer
 from minibroker.amqp.types import Described, symbol
@@ -159,3 +161,35 @@ def test_rejecting_a_message_whose_message_annotations_do_not_decode_loses_nothi
     assert_not_closed(frames)
     assert broker.queues["q/$DeadLetterQueue"].depth == 1  # dead-lettered, not lost
     assert broker.errors == []
+
+
+@pytest.mark.parametrize(
+    "properties",
+    [
+        b"\x00\x53\x73\xc0\x04\x01\xa1\x02\xc3\x28",  # a message-id string that is not UTF-8
+        b"\x00\x53\x73\xc0\x06\x04\x40\x40\x40\xa0\x01s",  # a subject of binary, not a string
+        b"\x00\x53\x73\xc0\x05\x02\xa1\x02id",  # a count of two, one field
+    ],
+)
+def test_properties_of_the_usual_shape_that_do_not_decode_are_rejected_too(properties: bytes) -> None:
+    """The arrival check takes the usual properties (short strings in the fields that take them)
+    without decoding them: one that only looks usual is still that message's amqp:decode-error."""
+    broker, _clock = make_broker()
+    broker.declare_queue("q")
+    peer, pump = producer(broker, "q", "sender")
+    state = outcome(pump.send(peer.transfer(0, None, None, properties + BODY)))
+    assert isinstance(state, Rejected) and state.error is not None
+    assert state.error.condition == "amqp:decode-error"
+    assert broker.queues["q"].depth == 0 and broker.errors == []
+
+
+def test_usual_properties_taken_without_decoding_read_as_sent() -> None:
+    broker, _clock = make_broker()
+    broker.declare_queue("q")
+    peer, pump = producer(broker, "q", "sender")
+    payload = build_message("hi", message_id="m-1", subject="s", content_type="text/plain").encode()
+    assert isinstance(outcome(pump.send(peer.transfer(0, None, None, payload))), Accepted)
+    (entry,) = broker.queues["q"].entries()
+    properties = entry.message.properties
+    assert properties is not None
+    assert (properties.message_id, properties.subject, properties.content_type) == ("m-1", "s", "text/plain")

@@ -339,13 +339,17 @@ def test_a_batch_read_of_an_empty_stream_gives_no_rows() -> None:
 
 
 def test_a_body_alone_is_encoded_as_a_built_message_would_be_and_ids_stay_the_same() -> None:
-    from pyspark_minibroker.rows import message_from_row, plain_payload, row_digest
+    from pyspark_minibroker.rows import message_from_row, plain_row, row_digest
 
     # Sizes around each one-byte/four-byte boundary of the id, the body and the properties list.
     for n in [*range(4), *range(250, 262), 70_000]:
         for body in ("x" * n, b"y" * n, "é" * n):
-            for message_id in ("i" * n, "é" * (n // 2)):
-                assert plain_payload(body, message_id) == message_from_row({"body": body}, message_id).encode()
+            for prefix in ("i" * n, "é" * (n // 2)):
+                expected = message_from_row({"body": body}, f"{prefix}-0-7").encode()
+                assert plain_row(body, prefix, "0-7") == expected
+            # No prefix: a batch write's default id, the row's digest.
+            expected = message_from_row({"body": body}, f"{row_digest({'body': body})}-1-2").encode()
+            assert plain_row(body, None, "1-2") == expected
     # Default ids of a batch write as earlier versions made them: a rerun after an upgrade repeats them.
     assert row_digest({"body": "x" * 256}) == "66da11d34c25a090"
     assert row_digest({"body": b"ab", "priority": 3, "application_properties": {"a": "b"}}) == "f5ed708c1c391167"
@@ -359,3 +363,33 @@ def test_a_write_of_bodies_alone_sends_each_with_its_id(broker: ThreadedBroker) 
     assert sent.count == 2
     got = broker.queue("out").messages
     assert [(m.body, m.properties.message_id) for m in got] == [("a", "q-7-0-0"), (b"b", "q-7-0-1")]
+
+
+def test_a_body_only_write_reads_arrow_batches_and_sends_what_the_row_writer_sends(broker: ThreadedBroker) -> None:
+    """PySpark hands a ``DataSourceArrowWriter`` record batches instead of a Row per row: a write of
+    a body column alone (the usual one) takes them, and sends the messages, ids and bad-record
+    handling the row writer gives the same rows."""
+    import pyarrow as pa
+    from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter
+    from pyspark.sql.types import BinaryType, StringType, StructField, StructType
+
+    def source(address: str) -> AmqpDataSource:
+        return AmqpDataSource({"url": broker.url, "address": address, "onBadRecord": "skip", "timeout": str(TIMEOUT)})
+
+    for kind, values in ((StringType(), ["a", "é" * 300, None, "b"]), (BinaryType(), [b"\x00", None, b"y" * 70_000])):
+        schema = StructType([StructField("body", kind)])
+        arrow = source(f"arrow-{kind}").writer(schema, False)
+        assert isinstance(arrow, DataSourceArrowWriter)
+        assert isinstance(source("s").streamWriter(schema, False), DataSourceStreamArrowWriter)
+        batches = [pa.record_batch([pa.array(values[:2])], names=["body"]), pa.record_batch([pa.array(values[2:])], names=["body"])]
+        sent = arrow.write(iter(batches))
+        rows = source(f"rows-{kind}").writer(StructType([StructField("body", kind), StructField("subject", StringType())]), False)
+        assert not isinstance(rows, DataSourceArrowWriter)
+        rows.columns = ["body"]  # the row writer, given the same rows as Spark's Rows
+        assert rows.write(iter([(v,) for v in values])) == sent
+        assert sent.count == len(values) - 1 and sent.skipped == 1  # the null body, let pass
+
+        def messages(address: str) -> list[tuple[object, object]]:
+            return [(m.message.properties.message_id, m.message.body) for m in broker.queue(address).messages]
+
+        assert messages(f"arrow-{kind}") == messages(f"rows-{kind}") and len(messages(f"rows-{kind}")) == len(values) - 1
