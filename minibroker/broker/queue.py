@@ -348,10 +348,8 @@ class Queue:
         if seq is None:
             self._seq += 1
             seq = self._seq
-        header = message.header
-        level = (
-            _DEFAULT_LEVELS[options.priorities] if header is None else priority_level(header.priority, options.priorities)
-        )
+        levels, header = options.priorities, message.header
+        level = _DEFAULT_LEVELS[levels] if header is None else priority_level(header.priority, levels)
         entry = Entry(seq, message, level, expires_at)
         self.counters.enqueued += 1
         if expires_at is not None:
