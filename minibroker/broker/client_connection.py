@@ -109,6 +109,7 @@ class BrokerConnection:
                 properties=dict(identity.properties),
                 open_refusal=self._open_refusal,
                 attach_answer_alone=identity.attach_answer_alone,
+                batch_events=True,  # a batch of messages is one event (policy.py), when no hook watches
             ),
             hook=self if broker.tap.active else None,
         )

@@ -12,6 +12,9 @@ queued, and nothing else: it never touches a socket or a clock.
   :func:`~.framing.frame_header`, its performative decoded, and a handler
   per performative (``_HANDLERS``) updates the session and link endpoints
   (:mod:`.endpoints`) and appends events (:mod:`.events`) for the broker.
+  Once open, with no hook, the usual transfers and dispositions are read in
+  one loop straight from the frames (:mod:`.runs`) until a frame of another
+  shape comes, which is read the general way.
   An incomplete frame stays buffered for the next call.
 * The connection keeps the framing, the dispatch and the connection's own
   states (headers, SASL, ``open``, ``close``, time-outs).  The handlers of
@@ -76,8 +79,7 @@ from ._state import (
     advance,
 )
 from .config import ConnectionConfig
-from .deliveries import MAX_FRAGMENTS, transfer
-from .dispositions import disposition
+from .deliveries import MAX_FRAGMENTS
 from .endpoints import INCOMING_WINDOW, Link, Session
 from .errors import AMQPProtocolError, ConnectionError_, LinkError, SessionError, framing_error
 from .framing import (
@@ -93,10 +95,15 @@ from .framing import (
 )
 from .hooks import FrameHook
 from .links import MAX_ATTACH_BYTES
-from .transfers import DISPOSITION_LIST8, TRANSFER_LIST8, read_disposition, read_transfer
+from .runs import read_run
 
 # The limits and the window are the handler modules' own; named here too, as they always were.
 __all__ = ["Connection", "ConnectionConfig", "INCOMING_WINDOW", "MAX_ATTACH_BYTES", "MAX_FRAGMENTS"]
+
+# The phases and the state the frame loop tests per frame, as plain names: an enum member read
+# through its class costs a metaclass attribute lookup (about ten times a global's).
+_AWAIT_HEADER, _SASL, _AUTHENTICATED, _FRAMES = Phase.AWAIT_HEADER, Phase.SASL, Phase.AUTHENTICATED, Phase.FRAMES
+_OPENED = ConnectionState.OPENED
 
 #: A performative's handler: the connection, the channel, the performative, the frame's payload.
 Handler = Callable[["Connection", int, Any, bytes], None]
@@ -301,7 +308,15 @@ class Connection:
                     self.backlogged = end - pos >= 8  # whole frames may be left: the caller goes on
                     break
                 phase = self.phase
-                if phase is Phase.AWAIT_HEADER or phase is Phase.AUTHENTICATED:
+                if phase is _FRAMES and self.hook is None and self.state is _OPENED:
+                    # The usual transfers and dispositions, read in one loop without building a
+                    # performative (runs.py); it stops at a frame of another shape, which goes on
+                    # to the codec below.  No hook may watch: it is owed the decoded performative.
+                    pos, taken = read_run(self, buf, pos, end, max_frames - frames if max_frames is not None else end)
+                    if taken:
+                        frames += taken
+                        continue
+                elif phase is _AWAIT_HEADER or phase is _AUTHENTICATED:
                     if end - pos < 8:
                         if not b"AMQP".startswith(buf[pos : pos + 4]):
                             self._bad_header(buf[pos:])
@@ -323,36 +338,13 @@ class Connection:
                 frames += 1
                 if body == frame_end:
                     continue  # an empty frame: keep-alive (§2.4.5); counted, so a flood of them yields too
-                if phase is Phase.SASL:
+                if phase is _SASL:
                     if not self._sasl_unit(buf[body:frame_end], frame_type):
                         pos = frame_end - size  # held: judged when the server lets it go (its turn)
                         break
                     continue
                 if frame_type != FRAME_AMQP:
                     raise framing_error(f"expected an AMQP frame (type 0), got type {frame_type}")
-                if self.hook is None and self.state is ConnectionState.OPENED:
-                    # The usual disposition and transfer, read without building a performative
-                    # (transfers.py); a frame of another shape goes on to the codec below.  No
-                    # hook may watch: it is owed the decoded performative.
-                    try:
-                        if buf.startswith(DISPOSITION_LIST8, body):
-                            read = read_disposition(buf, body, frame_end)
-                            if read is not None and read[5] == frame_end:
-                                disposition(self, channel, read[0], read[1], read[2], read[3], read[4])
-                                continue
-                        elif buf.startswith(TRANSFER_LIST8, body):
-                            fields = read_transfer(buf, body, frame_end)
-                            if fields is not None:
-                                handle, delivery_id, tag, message_format, settled, more, perf_end = fields
-                                payload = buf[perf_end:frame_end]
-                                transfer(
-                                    self, channel, handle, delivery_id, tag, message_format, settled, more, None,
-                                    False, payload,
-                                )  # fmt: skip
-                                continue
-                    except (LinkError, SessionError) as exc:
-                        self._fail(exc)  # only that link or session ends (see _decoded)
-                        continue
                 if self._decoded(buf, body, frame_end, channel, size) and alone:
                     # A receiving peer's attach ends the pass: the caller writes our answer before
                     # the flow read with it turns into transfers, so the answer leaves in a write of
