@@ -132,6 +132,11 @@ class Connection:
         self.links_answered = 0
         #: Set when ``receive_data(..., max_frames=N)`` left buffered frames to handle.
         self.backlogged = False
+        #: Frames the last ``receive_data`` handled (what a caller's pass budget counts).
+        self.frames_taken = 0
+        #: Set when the last ``receive_data`` stopped before its ``max_frames`` for the caller to
+        #: write first (a receiving peer's attach answered alone) or to wait (a held login).
+        self.ended_early = False
         #: Never set here: AMQP 1.0 producers are held back by credit, not by stopping reads.
         self.read_paused = False
         #: Bytes of the deliveries in progress (multi-frame, not yet complete) over all links: at
@@ -152,6 +157,9 @@ class Connection:
         self.hold_logins = False
         self.login_held = False
         self._in = b""
+        #: Where the unread part of ``_in`` starts: a pass that stopped at ``max_frames`` leaves the
+        #: buffer as it is and goes on from here, so a read taken in steps is not copied per step.
+        self._in_pos = 0
         self._out: list[bytes] = []
         #: Bytes of frames queued in ``_out`` (protocol headers aside): the broker stops routing
         #: messages to a connection whose output, here and in the transport, is over its bound.
@@ -182,10 +190,14 @@ class Connection:
         """
         if data:
             self._received = True  # read by tick(), which holds the clock: nothing here reads time
+        self.frames_taken = 0
+        self.ended_early = False
         if self.finished:
             return []  # closed or failed: what a peer sends after our close is not read (§2.4.3)
         # Usually ``_in`` is empty (whole frames were taken): the chunk is kept as it came, no copy.
-        self._in = self._in + data if self._in else bytes(data)
+        if data:
+            self._in = self._in[self._in_pos :] + data if self._in else bytes(data)
+            self._in_pos = 0
         self.backlogged = False
         try:
             self._process(max_frames)
@@ -274,6 +286,7 @@ class Connection:
         written, dispositions not yet sent) now, not when a collection breaks this object's cycles."""
         self.finished = True
         self._in = b""
+        self._in_pos = 0
         self._out = []
         self.output_size = 0
         self._dispositions = {}
@@ -297,7 +310,7 @@ class Connection:
     def _process(self, max_frames: int | None) -> None:
         """Handle the whole units buffered in ``_in`` (at most ``max_frames`` frames); keep the rest."""
         buf = self._in
-        pos = 0
+        pos = self._in_pos
         end = len(buf)
         frames = 0
         # Asked once per call, not per frame: whether a receiving peer's attach ends the pass.
@@ -341,6 +354,7 @@ class Connection:
                 if phase is _SASL:
                     if not self._sasl_unit(buf[body:frame_end], frame_type):
                         pos = frame_end - size  # held: judged when the server lets it go (its turn)
+                        self.ended_early = True
                         break
                     continue
                 if frame_type != FRAME_AMQP:
@@ -351,11 +365,18 @@ class Connection:
                     # its own, as RabbitMQ's does (a blocking client, Proton's BlockingConnection, can
                     # then return the link before a message handler runs).  Once per attach.
                     self.backlogged = end - pos >= 8
+                    self.ended_early = True
                     break
         finally:
             # What was not handled (a partial frame, or frames past max_frames) waits for the next
             # call, also when a handler raised: the frames before it were handled and are not re-read.
-            self._in = buf[pos:] if pos < end else b""
+            if pos >= end:
+                self._in, self._in_pos = b"", 0
+            elif self.backlogged:
+                self._in_pos = pos  # whole frames wait: the next call reads on from here
+            else:
+                self._in, self._in_pos = buf[pos:], 0  # a partial frame (or what a failure left)
+            self.frames_taken = frames
 
     def _decoded(self, buf: bytes, body: int, frame_end: int, channel: int, size: int) -> bool:
         """Decode the frame's performative and hand it to its handler; True for a receiving peer's attach."""
