@@ -76,6 +76,9 @@ class ConnectionOwner(Protocol):
 
     def handle(self, connection: BrokerConnection, events: list[ev.Event]) -> None: ...
 
+    def act(self, connection: BrokerConnection, events: list[ev.Event]) -> None:
+        """``handle`` without waking the other connections: the caller flushes."""
+
     def internalerror(self, connection: BrokerConnection, exc: Exception) -> None: ...
 
     def mark_dirty(self, connection: BrokerConnection) -> None: ...
@@ -178,7 +181,7 @@ class BrokerConnection:
         step = 1
         while True:
             woken = broker.woken
-            broker.handle(self, protocol.receive_data(data, step))
+            broker.act(self, protocol.receive_data(data, step))
             data = b""
             taken = protocol.frames_taken
             frames += taken
@@ -186,8 +189,10 @@ class BrokerConnection:
             # Ended: nothing left, the protocol ended the pass (a receiving peer's attach is
             # answered alone, a login is held), or the pass's frames or work are spent.
             if not protocol.backlogged or protocol.ended_early or frames >= max_frames or spent >= budget:
-                return
+                break
             step = min(2 * step, max_frames - frames, budget - spent)
+        # The others are woken once per pass, as when a pass was one step: nothing runs between steps.
+        broker.flush()
 
     def data_to_send(self) -> bytes:
         """Bytes to write; a failure to produce them closes this connection (amqp:internal-error)."""

@@ -472,10 +472,14 @@ class Broker:
 
     def handle(self, connection: BrokerConnection, events: list[ev.Event]) -> None:
         """Act on the protocol events of one connection, then wake the others with output."""
+        self.act(connection, events)
+        self.flush()
+
+    def act(self, connection: BrokerConnection, events: list[ev.Event]) -> None:
+        """:meth:`handle` without the wake-up: for a caller that flushes once after several."""
         if self.tap.active:
             events = self.tap.events_in(connection, events)
         self.policy.handle(connection, events)
-        self.flush()
 
     def detach_link(self, connection: BrokerConnection, link: Link, error: Error) -> None:
         """Detach any link from the broker's side with ``error``, closing it, and end it (Part 2 §2.6.5)."""

@@ -21,12 +21,15 @@ T0 = 1_700_000_000.0
 MAX_FRAMES = 64
 
 
-def _subscribers(broker: Broker, address: str, links: int, credit: int) -> None:
-    """One connection with ``links`` receiving links on ``address``, each with ``credit``."""
+def _subscribers(broker: Broker, address: str, links: int, credit: int) -> list[None]:
+    """One connection with ``links`` receiving links on ``address``, each with ``credit``; the list
+    its wake-up callback appends to (the server's writer is woken so)."""
     peer = Peer("subscriber")
-    pump = connect(broker, peer)
+    woken: list[None] = []
+    pump = connect(broker.connect(lambda: woken.append(None), "subscriber"), peer)
     pump.send(peer.start() + b"".join(peer.attach_receiver(f"r{i}", address, i) for i in range(links)))
     pump.send(b"".join(peer.flow(i, credit=credit) for i in range(links)))
+    return woken
 
 
 def _passes(broker: Broker, address: str, messages: int, enqueued: Callable[[], int]) -> list[int]:
@@ -60,7 +63,10 @@ def test_a_fan_out_to_many_subscriptions_ends_the_pass() -> None:
 def test_a_message_with_one_delivery_still_reads_max_frames_per_pass() -> None:
     broker = Broker(BrokerConfig(), ManualClock(T0))
     queue = broker.declare_queue("q")
-    _subscribers(broker, "q", 1, credit=150)
+    woken = _subscribers(broker, "q", 1, credit=150)
+    woken.clear()
     # A frame and its one delivery: max_frames of them per pass, as when only frames counted.
     assert _passes(broker, "q", 150, lambda: queue.counters.enqueued) == [64, 64, 22]
     assert queue.counters.delivered == 150
+    # Read in steps, but the subscriber's writer is woken once per pass, as with one step.
+    assert len(woken) == 3
