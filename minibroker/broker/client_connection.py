@@ -67,12 +67,17 @@ class ConnectionOwner(Protocol):
     config: BrokerConfig
     tap: Tap
     errors: list[Exception]
+    #: Times output was queued for a connection (``mark_dirty``), ever: a pass counts it as work.
+    woken: int
 
     @property
     def layers(self) -> LayerHooks:
         """The broker's layers (read only here)."""
 
     def handle(self, connection: BrokerConnection, events: list[ev.Event]) -> None: ...
+
+    def act(self, connection: BrokerConnection, events: list[ev.Event]) -> None:
+        """``handle`` without waking the other connections: the caller flushes."""
 
     def internalerror(self, connection: BrokerConnection, exc: Exception) -> None: ...
 
@@ -109,6 +114,7 @@ class BrokerConnection:
                 properties=dict(identity.properties),
                 open_refusal=self._open_refusal,
                 attach_answer_alone=identity.attach_answer_alone,
+                batch_events=True,  # a batch of messages is one event (policy.py), when no hook watches
             ),
             hook=self if broker.tap.active else None,
         )
@@ -149,11 +155,44 @@ class BrokerConnection:
         self.broker.flush()
 
     def receive_data(self, data: bytes, max_frames: int | None = None) -> None:
-        """Bytes from the socket: run the protocol and the broker on them (``Connection.receive_data``)."""
+        """Bytes from the socket: run the protocol and the broker on them (``Connection.receive_data``).
+
+        With ``max_frames`` (a server's pass) the pass is bounded by its work, not only by its
+        frames: each frame read and each time output is queued for a connection (about one per
+        delivery, ``Broker.mark_dirty``) count one, and a pass does at most ``2 * max_frames``
+        (a frame and its delivery, ``max_frames`` times).  Frames are read in steps that double
+        from one, so a frame whose message fans out to thousands of subscriptions ends the pass
+        after itself, and ``protocol.backlogged`` says frames are left for the next.
+        """
         try:
-            self.broker.handle(self, self.protocol.receive_data(data, max_frames))
+            if max_frames is None:
+                self.broker.handle(self, self.protocol.receive_data(data))
+            else:
+                self._pass(data, max_frames)
         except Exception as exc:  # a broker bug must cost one connection, not the broker
             self.broker.internalerror(self, exc)
+
+    def _pass(self, data: bytes, max_frames: int) -> None:
+        """One server pass over ``data`` (and what is buffered): see :meth:`receive_data`."""
+        protocol = self.protocol
+        broker = self.broker
+        budget = 2 * max_frames
+        frames = spent = 0
+        step = 1
+        while True:
+            woken = broker.woken
+            broker.act(self, protocol.receive_data(data, step))
+            data = b""
+            taken = protocol.frames_taken
+            frames += taken
+            spent += taken + broker.woken - woken
+            # Ended: nothing left, the protocol ended the pass (a receiving peer's attach is
+            # answered alone, a login is held), or the pass's frames or work are spent.
+            if not protocol.backlogged or protocol.ended_early or frames >= max_frames or spent >= budget:
+                break
+            step = min(2 * step, max_frames - frames, budget - spent)
+        # The others are woken once per pass, as when a pass was one step: nothing runs between steps.
+        broker.flush()
 
     def data_to_send(self) -> bytes:
         """Bytes to write; a failure to produce them closes this connection (amqp:internal-error)."""

@@ -82,6 +82,20 @@ class Consumers:
         """A dynamic node's consumer ended: the node goes with it."""
         self.router.drop_temporary(name)
 
+    def queue_outcomes(self, consumer: ConsumerLink, deliveries: list[Delivery], state: Any, settled: bool) -> None:
+        """Apply one disposition's outcome to its deliveries from a queue, in order (a range, §2.7.6)."""
+        if type(state) is Accepted and settled and consumer.outcomes is None:
+            # The usual outcome for the whole range, as queue_outcome's first branch, in one loop.
+            unsettled = consumer.unsettled
+            accept = consumer.queue.accept
+            for delivery in deliveries:
+                entry = unsettled.pop(delivery.delivery_id, None)
+                if entry is not None:
+                    accept(entry)
+            return
+        for delivery in deliveries:
+            self.queue_outcome(consumer, delivery, state, settled)
+
     def queue_outcome(self, consumer: ConsumerLink, delivery: Delivery, state: Any, settled: bool) -> None:
         """Apply a client's outcome to a delivery from a queue (the ``on_outcome`` of a ConsumerLink)."""
         entry = consumer.unsettled.get(delivery.delivery_id)

@@ -115,6 +115,9 @@ class Broker:
             self.router, self.now, self.config.link_credit, self.credit_gate, host=self.consumers, on_stolen=self._steal
         )
         self._dirty: set[BrokerConnection | ServedConnection] = set()
+        #: Times output was queued for a connection (:meth:`mark_dirty`: about one per delivery),
+        #: ever: what a reader's pass counts as the work its frames made besides reading them.
+        self.woken = 0
         #: Exceptions raised while handling a connection (each closed it with amqp:internal-error).
         self.errors: list[Exception] = []
         #: Called by :meth:`reset` after the nodes are gone: what a front end keeps beside them
@@ -241,6 +244,7 @@ class Broker:
 
     def mark_dirty(self, connection: BrokerConnection | ServedConnection) -> None:
         self._dirty.add(connection)
+        self.woken += 1  # a unit of work a reader's pass counts (BrokerConnection.receive_data)
 
     def flush(self) -> None:
         """Wake every connection with output queued by work done for another one."""
@@ -468,10 +472,14 @@ class Broker:
 
     def handle(self, connection: BrokerConnection, events: list[ev.Event]) -> None:
         """Act on the protocol events of one connection, then wake the others with output."""
+        self.act(connection, events)
+        self.flush()
+
+    def act(self, connection: BrokerConnection, events: list[ev.Event]) -> None:
+        """:meth:`handle` without the wake-up: for a caller that flushes once after several."""
         if self.tap.active:
             events = self.tap.events_in(connection, events)
         self.policy.handle(connection, events)
-        self.flush()
 
     def detach_link(self, connection: BrokerConnection, link: Link, error: Error) -> None:
         """Detach any link from the broker's side with ``error``, closing it, and end it (Part 2 §2.6.5)."""

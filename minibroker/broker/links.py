@@ -56,6 +56,9 @@ class ConsumerHost(Protocol):
     def queue_outcome(self, consumer: ConsumerLink, delivery: Delivery, state: Any, settled: bool) -> None:
         """Apply a client's outcome to a delivery from a queue (Part 3 §3.4; Part 4 §4.4.2 in a transaction)."""
 
+    def queue_outcomes(self, consumer: ConsumerLink, deliveries: list[Delivery], state: Any, settled: bool) -> None:
+        """:meth:`queue_outcome` for the deliveries one disposition gave the same outcome, in order."""
+
     def on_flow(self, consumer: ConsumerLink, properties: dict[Any, Any] | None) -> None:
         """A flow arrived: one naming a transaction makes what its credit takes transactional (Part 4 §4.4.3)."""
 
@@ -68,6 +71,9 @@ class ProducerHost(Protocol):
 
     def publish(self, producer: ProducerLink, delivery: Delivery) -> None:
         """A client's message on ``producer``: into its node (or a transaction), and the outcome back."""
+
+    def publish_many(self, producer: ProducerLink, deliveries: list[Delivery]) -> None:
+        """Messages read together on ``producer``, in order: each as :meth:`publish`, at one time."""
 
     def producer_ended(self, producer: ProducerLink) -> None:
         """Its link ended: it holds no credit any more, and a dynamic target goes with it."""
@@ -153,6 +159,13 @@ class ConsumerLink(Role):
         if self._host is None:
             raise RuntimeError(f"{self!r} was built without a host; build consumers through the Attacher")
         self._host.queue_outcome(self, delivery, state, settled)
+
+    def on_outcomes(self, deliveries: list[Delivery], state: Any, settled: bool) -> None:
+        if self._host is None or type(self).on_outcome is not ConsumerLink.on_outcome:
+            # A layer's consumer decides outcomes in its own on_outcome: each delivery goes there.
+            super().on_outcomes(deliveries, state, settled)
+            return
+        self._host.queue_outcomes(self, deliveries, state, settled)
 
     def on_flow(self, properties: dict[Any, Any] | None) -> None:
         if self._host is not None:  # a layer's consumer (built without one) takes no transactional credit
@@ -302,6 +315,9 @@ class ProducerLink(Role):
 
     def on_message(self, delivery: Delivery) -> None:
         self.host.publish(self, delivery)
+
+    def on_messages(self, deliveries: list[Delivery]) -> None:
+        self.host.publish_many(self, deliveries)
 
     def end(self, closed: bool, now: float) -> None:
         self.host.producer_ended(self)

@@ -40,6 +40,10 @@ from .transactions import TransactionManager
 
 __all__ = ["EventPolicy", "PolicyHost"]
 
+# Read per message: plain names, as an enum member read through its class costs a metaclass lookup.
+_CLIENT = Source.CLIENT
+_ATTACHED = LinkState.ATTACHED
+
 
 class LayerLinks(Protocol):
     """The broker's layers as the policy uses them (``layers.Layers``)."""
@@ -163,11 +167,22 @@ class EventPolicy:
         role = link.context
         if role is not None:
             role.on_message(event.delivery)  # a producer's comes back to publish()
-        # Credit top-up: a producer is granted link_credit again once it has used half, so a
-        # steady sender never waits for a flow (one flow per link_credit/2 messages, not one
-        # per message), and credit stays bounded by link_credit.  A withhold-credit queue's
-        # producers get only what room there is (limits.CreditGate).
-        if link.credit <= self.config.link_credit // 2 and link.state is LinkState.ATTACHED:
+        self._top_up(connection, link, role)
+
+    def _on_messages(self, connection: BrokerConnection, event: ev.MessagesReceived) -> None:
+        link = event.link
+        role = link.context
+        if role is not None:
+            role.on_messages(event.deliveries)  # a producer's come back to publish_many()
+        self._top_up(connection, link, role)
+
+    def _top_up(self, connection: BrokerConnection, link: Link, role: Any) -> None:
+        """Credit top-up after a producer's messages (one test per event, not per message)."""
+        # A producer is granted link_credit again once it has used half, so a steady sender
+        # never waits for a flow (one flow per link_credit/2 messages, not one per message),
+        # and credit stays bounded by link_credit.  A withhold-credit queue's producers get
+        # only what room there is (limits.CreditGate).
+        if link.credit <= self.config.link_credit // 2 and link.state is _ATTACHED:
             if not self.credit_gate.refill(role):  # hook: withhold-credit (limits.py)
                 connection.protocol.grant_credit(link, self.config.link_credit)
 
@@ -180,8 +195,16 @@ class EventPolicy:
 
     def publish(self, producer: ProducerLink, delivery: Delivery) -> None:
         """A client's message on a sending link: into its node (or a transaction), and the outcome back."""
-        protocol = producer.connection.protocol
+        self._publish(producer, delivery, self.clock.now())
+
+    def publish_many(self, producer: ProducerLink, deliveries: list[Delivery]) -> None:
+        """Messages read together on a sending link: each as :meth:`publish`, with one reading of the clock."""
         now = self.clock.now()
+        for delivery in deliveries:
+            self._publish(producer, delivery, now)
+
+    def _publish(self, producer: ProducerLink, delivery: Delivery, now: float) -> None:
+        protocol = producer.connection.protocol
         # Format 0 (a plain AMQP message) is all but every transfer: only another is looked up.
         refused = format_refusal(delivery) if delivery.message_format else None
         if refused is not None:
@@ -220,7 +243,7 @@ class EventPolicy:
             return
         if address is not None and len(messages) == 1 and producer.route_generation == self.router.generation:
             # The link's node, as found for its last message: no node was added or removed since.
-            refusal = self._publisher.publish(producer.route, messages[0], now, Source.CLIENT)
+            refusal = self._publisher.publish(producer.route, messages[0], now, _CLIENT)
             outcome: Any = ACCEPTED if refusal is None else Rejected(error=refusal)
         else:
             outcome = route_all(self._find, self._publisher, address, messages, now)
@@ -236,6 +259,11 @@ class EventPolicy:
         if role is not None:
             role.on_outcome(event.delivery, event.state, event.settled)  # a queue's: Consumers.queue_outcome
 
+    def _on_deliveries_updated(self, connection: BrokerConnection, event: ev.DeliveriesUpdated) -> None:
+        role = event.link.context
+        if role is not None:
+            role.on_outcomes(event.deliveries, event.state, event.settled)  # a queue's: Consumers.queue_outcomes
+
     def _on_detached(self, connection: BrokerConnection, event: ev.LinkDetached) -> None:
         role = event.link.context
         if role is not None:
@@ -250,7 +278,9 @@ _HANDLERS: dict[type, Callable[[EventPolicy, BrokerConnection, Any], None]] = {
     ev.LinkAttached: EventPolicy._on_attached,
     ev.LinkDetached: EventPolicy._on_detached,
     ev.MessageReceived: EventPolicy._on_message,
+    ev.MessagesReceived: EventPolicy._on_messages,
     ev.DeliveryUpdated: EventPolicy._on_delivery_updated,
+    ev.DeliveriesUpdated: EventPolicy._on_deliveries_updated,
     ev.CreditChanged: EventPolicy._on_credit,
     ev.SessionWindowOpened: EventPolicy._on_window,
 }

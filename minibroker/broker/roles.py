@@ -61,6 +61,9 @@ class LinkRole(Protocol):
     def on_message(self, delivery: Delivery) -> None:
         """A message arrived on it (the client sends on this link)."""
 
+    def on_messages(self, deliveries: list[Delivery]) -> None:
+        """Messages read together arrived on it, in order (``MessagesReceived``): each an ``on_message``."""
+
     def on_credit(self, properties: dict[Any, Any] | None, drain: bool) -> None:
         """The client's flow granted credit (§2.7.4; ``properties``: the flow's, e.g. a txn-id)."""
 
@@ -69,6 +72,9 @@ class LinkRole(Protocol):
 
     def on_outcome(self, delivery: Delivery, state: Any, settled: bool) -> None:
         """The client gave a delivery on this link an outcome (Part 3 §3.4), or settled it."""
+
+    def on_outcomes(self, deliveries: list[Delivery], state: Any, settled: bool) -> None:
+        """One disposition gave these deliveries on this link, in order, the same outcome (``DeliveriesUpdated``)."""
 
     def end(self, closed: bool, now: float) -> None:
         """The link ended (detached by either side, or its session or connection ended)."""
@@ -98,6 +104,10 @@ class Role:
     def on_message(self, delivery: Delivery) -> None:
         pass  # the protocol has already counted it against credit; a role with no node keeps nothing
 
+    def on_messages(self, deliveries: list[Delivery]) -> None:
+        for delivery in deliveries:
+            self.on_message(delivery)
+
     def on_credit(self, properties: dict[Any, Any] | None, drain: bool) -> None:
         pass
 
@@ -106,6 +116,10 @@ class Role:
 
     def on_outcome(self, delivery: Delivery, state: Any, settled: bool) -> None:
         pass
+
+    def on_outcomes(self, deliveries: list[Delivery], state: Any, settled: bool) -> None:
+        for delivery in deliveries:
+            self.on_outcome(delivery, state, settled)
 
     def end(self, closed: bool, now: float) -> None:
         pass

@@ -23,6 +23,7 @@ from ..amqp.composite import Composite
 from . import events as ev
 from .config import ConnectionConfig
 from .endpoints import Link, Session
+from .errors import AMQPProtocolError
 from .hooks import FrameHook
 
 __all__ = ["Engine"]
@@ -33,6 +34,8 @@ class Engine(Protocol):
 
     config: ConnectionConfig
     hook: FrameHook | None
+    #: Closed or failed: nothing more is read.
+    finished: bool
     #: The peer's max-frame-size (§2.7.1): what an outgoing transfer is split to.
     remote_max_frame_size: int
     #: Sessions by the peer's channel, and by ours.
@@ -61,6 +64,9 @@ class Engine(Protocol):
 
     def _write(self, channel: int, performative: Composite, payload: bytes = b"") -> None:
         """Queue a frame now (a transfer or a disposition: nothing need go before it)."""
+
+    def _fail(self, exc: AMQPProtocolError) -> None:
+        """End what the error's scope names: a link, a session, or the connection."""
 
     def _session(self, channel: int) -> Session:
         """The session on the peer's ``channel``, or a connection error."""

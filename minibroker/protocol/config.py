@@ -53,3 +53,8 @@ class ConnectionConfig:
     #: scheduler pass per such attach (500 pipelined in one read: ~40 -> ~80 ms), so only the
     #: RabbitMQ identity turns it on.
     attach_answer_alone: bool = False
+    #: Report the whole messages read in a row on one link as one ``MessagesReceived`` (and a
+    #: disposition's deliveries on one link as one ``DeliveriesUpdated``) instead of an event
+    #: each: one call into the broker per batch (``runs.py``).  Only while no hook watches frames,
+    #: so a hook's observers still see an event per message.  The broker turns it on.
+    batch_events: bool = False

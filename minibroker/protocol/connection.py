@@ -12,6 +12,9 @@ queued, and nothing else: it never touches a socket or a clock.
   :func:`~.framing.frame_header`, its performative decoded, and a handler
   per performative (``_HANDLERS``) updates the session and link endpoints
   (:mod:`.endpoints`) and appends events (:mod:`.events`) for the broker.
+  Once open, with no hook, the usual transfers and dispositions are read in
+  one loop straight from the frames (:mod:`.runs`) until a frame of another
+  shape comes, which is read the general way.
   An incomplete frame stays buffered for the next call.
 * The connection keeps the framing, the dispatch and the connection's own
   states (headers, SASL, ``open``, ``close``, time-outs).  The handlers of
@@ -76,8 +79,7 @@ from ._state import (
     advance,
 )
 from .config import ConnectionConfig
-from .deliveries import MAX_FRAGMENTS, transfer
-from .dispositions import disposition
+from .deliveries import MAX_FRAGMENTS
 from .endpoints import INCOMING_WINDOW, Link, Session
 from .errors import AMQPProtocolError, ConnectionError_, LinkError, SessionError, framing_error
 from .framing import (
@@ -93,10 +95,15 @@ from .framing import (
 )
 from .hooks import FrameHook
 from .links import MAX_ATTACH_BYTES
-from .transfers import DISPOSITION_LIST8, TRANSFER_LIST8, read_disposition, read_transfer
+from .runs import read_run
 
 # The limits and the window are the handler modules' own; named here too, as they always were.
 __all__ = ["Connection", "ConnectionConfig", "INCOMING_WINDOW", "MAX_ATTACH_BYTES", "MAX_FRAGMENTS"]
+
+# The phases and the state the frame loop tests per frame, as plain names: an enum member read
+# through its class costs a metaclass attribute lookup (about ten times a global's).
+_AWAIT_HEADER, _SASL, _AUTHENTICATED, _FRAMES = Phase.AWAIT_HEADER, Phase.SASL, Phase.AUTHENTICATED, Phase.FRAMES
+_OPENED = ConnectionState.OPENED
 
 #: A performative's handler: the connection, the channel, the performative, the frame's payload.
 Handler = Callable[["Connection", int, Any, bytes], None]
@@ -125,6 +132,11 @@ class Connection:
         self.links_answered = 0
         #: Set when ``receive_data(..., max_frames=N)`` left buffered frames to handle.
         self.backlogged = False
+        #: Frames the last ``receive_data`` handled (what a caller's pass budget counts).
+        self.frames_taken = 0
+        #: Set when the last ``receive_data`` stopped before its ``max_frames`` for the caller to
+        #: write first (a receiving peer's attach answered alone) or to wait (a held login).
+        self.ended_early = False
         #: Never set here: AMQP 1.0 producers are held back by credit, not by stopping reads.
         self.read_paused = False
         #: Bytes of the deliveries in progress (multi-frame, not yet complete) over all links: at
@@ -145,6 +157,9 @@ class Connection:
         self.hold_logins = False
         self.login_held = False
         self._in = b""
+        #: Where the unread part of ``_in`` starts: a pass that stopped at ``max_frames`` leaves the
+        #: buffer as it is and goes on from here, so a read taken in steps is not copied per step.
+        self._in_pos = 0
         self._out: list[bytes] = []
         #: Bytes of frames queued in ``_out`` (protocol headers aside): the broker stops routing
         #: messages to a connection whose output, here and in the transport, is over its bound.
@@ -175,10 +190,14 @@ class Connection:
         """
         if data:
             self._received = True  # read by tick(), which holds the clock: nothing here reads time
+        self.frames_taken = 0
+        self.ended_early = False
         if self.finished:
             return []  # closed or failed: what a peer sends after our close is not read (§2.4.3)
         # Usually ``_in`` is empty (whole frames were taken): the chunk is kept as it came, no copy.
-        self._in = self._in + data if self._in else bytes(data)
+        if data:
+            self._in = self._in[self._in_pos :] + data if self._in else bytes(data)
+            self._in_pos = 0
         self.backlogged = False
         try:
             self._process(max_frames)
@@ -267,6 +286,7 @@ class Connection:
         written, dispositions not yet sent) now, not when a collection breaks this object's cycles."""
         self.finished = True
         self._in = b""
+        self._in_pos = 0
         self._out = []
         self.output_size = 0
         self._dispositions = {}
@@ -290,7 +310,7 @@ class Connection:
     def _process(self, max_frames: int | None) -> None:
         """Handle the whole units buffered in ``_in`` (at most ``max_frames`` frames); keep the rest."""
         buf = self._in
-        pos = 0
+        pos = self._in_pos
         end = len(buf)
         frames = 0
         # Asked once per call, not per frame: whether a receiving peer's attach ends the pass.
@@ -301,7 +321,15 @@ class Connection:
                     self.backlogged = end - pos >= 8  # whole frames may be left: the caller goes on
                     break
                 phase = self.phase
-                if phase is Phase.AWAIT_HEADER or phase is Phase.AUTHENTICATED:
+                if phase is _FRAMES and self.hook is None and self.state is _OPENED:
+                    # The usual transfers and dispositions, read in one loop without building a
+                    # performative (runs.py); it stops at a frame of another shape, which goes on
+                    # to the codec below.  No hook may watch: it is owed the decoded performative.
+                    pos, taken = read_run(self, buf, pos, end, max_frames - frames if max_frames is not None else end)
+                    if taken:
+                        frames += taken
+                        continue
+                elif phase is _AWAIT_HEADER or phase is _AUTHENTICATED:
                     if end - pos < 8:
                         if not b"AMQP".startswith(buf[pos : pos + 4]):
                             self._bad_header(buf[pos:])
@@ -323,47 +351,32 @@ class Connection:
                 frames += 1
                 if body == frame_end:
                     continue  # an empty frame: keep-alive (§2.4.5); counted, so a flood of them yields too
-                if phase is Phase.SASL:
+                if phase is _SASL:
                     if not self._sasl_unit(buf[body:frame_end], frame_type):
                         pos = frame_end - size  # held: judged when the server lets it go (its turn)
+                        self.ended_early = True
                         break
                     continue
                 if frame_type != FRAME_AMQP:
                     raise framing_error(f"expected an AMQP frame (type 0), got type {frame_type}")
-                if self.hook is None and self.state is ConnectionState.OPENED:
-                    # The usual disposition and transfer, read without building a performative
-                    # (transfers.py); a frame of another shape goes on to the codec below.  No
-                    # hook may watch: it is owed the decoded performative.
-                    try:
-                        if buf.startswith(DISPOSITION_LIST8, body):
-                            read = read_disposition(buf, body, frame_end)
-                            if read is not None and read[5] == frame_end:
-                                disposition(self, channel, read[0], read[1], read[2], read[3], read[4])
-                                continue
-                        elif buf.startswith(TRANSFER_LIST8, body):
-                            fields = read_transfer(buf, body, frame_end)
-                            if fields is not None:
-                                handle, delivery_id, tag, message_format, settled, more, perf_end = fields
-                                payload = buf[perf_end:frame_end]
-                                transfer(
-                                    self, channel, handle, delivery_id, tag, message_format, settled, more, None,
-                                    False, payload,
-                                )  # fmt: skip
-                                continue
-                    except (LinkError, SessionError) as exc:
-                        self._fail(exc)  # only that link or session ends (see _decoded)
-                        continue
                 if self._decoded(buf, body, frame_end, channel, size) and alone:
                     # A receiving peer's attach ends the pass: the caller writes our answer before
                     # the flow read with it turns into transfers, so the answer leaves in a write of
                     # its own, as RabbitMQ's does (a blocking client, Proton's BlockingConnection, can
                     # then return the link before a message handler runs).  Once per attach.
                     self.backlogged = end - pos >= 8
+                    self.ended_early = True
                     break
         finally:
             # What was not handled (a partial frame, or frames past max_frames) waits for the next
             # call, also when a handler raised: the frames before it were handled and are not re-read.
-            self._in = buf[pos:] if pos < end else b""
+            if pos >= end:
+                self._in, self._in_pos = b"", 0
+            elif self.backlogged:
+                self._in_pos = pos  # whole frames wait: the next call reads on from here
+            else:
+                self._in, self._in_pos = buf[pos:], 0  # a partial frame (or what a failure left)
+            self.frames_taken = frames
 
     def _decoded(self, buf: bytes, body: int, frame_end: int, channel: int, size: int) -> bool:
         """Decode the frame's performative and hand it to its handler; True for a receiving peer's attach."""

@@ -26,7 +26,7 @@ from .errors import LinkError, SessionError
 from .transfers import settled_transfer_frames, transfer_frame
 
 __all__ = [
-    "MAX_FRAGMENTS", "MAX_TAG", "TRANSFER_OVERHEAD", "can_send", "drop_incoming", "on_transfer", "send_frames",
+    "MAX_FRAGMENTS", "MAX_TAG", "TRANSFER_OVERHEAD", "can_send", "drop_incoming", "on_transfer", "receive", "send_frames",
     "send_settled", "send_settled_run", "send_transfer", "settled_run_room", "transfer",
 ]  # fmt: skip
 
@@ -75,11 +75,31 @@ def transfer(
     payload: bytes,
 ) -> None:
     """A transfer's fields (§2.7.5), from :func:`on_transfer` or read directly (transfers.py)."""
+    delivery = receive(conn, channel, handle, delivery_id, tag, message_format, settled, more, state, aborted, payload)
+    if delivery is not None:
+        conn._events.append(ev.MessageReceived(delivery.link, delivery))
+
+
+def receive(
+    conn: Engine,
+    channel: int,
+    handle: int,
+    delivery_id: int | None,
+    tag: bytes | None,
+    message_format: int | None,
+    settled: bool | None,
+    more: bool,
+    state: Any,
+    aborted: bool,
+    payload: bytes,
+) -> Delivery | None:
+    """:func:`transfer`'s work but the event: the whole delivery the frame completes, or None
+    (more frames to come, aborted, or dropped); ``runs.read_run`` reports it, alone or in a batch."""
     session = conn.sessions.get(channel)
     if session is None:
         session = conn._session(channel)  # raises
     if session.state is not SESSION_HANDLES:
-        return
+        return None
     link = session.links_by_remote.get(handle)
     if link is None:
         link = conn._link(session, handle, "transfer")  # raises
@@ -95,7 +115,7 @@ def transfer(
         session.incoming_window = INCOMING_WINDOW
         conn._send(session.channel, flow_frame(session))
     if link.state is not LINK_TRANSFERS:
-        return  # the link is being detached; late transfers are dropped
+        return None  # the link is being detached; late transfers are dropped
     if link.is_sender:
         raise LinkError(
             conditions.NOT_ALLOWED, f"transfer on link {link.name!r}, where the broker is the sender", channel, handle
@@ -114,20 +134,20 @@ def transfer(
         _continue(delivery, delivery_id, settled, state, channel, handle)
     if aborted:
         drop_incoming(conn, link)  # an aborted delivery is discarded (§2.6.14)
-        return
+        return None
     if more or delivery.frames is not None:
         if not _assemble(conn, link, delivery, payload, more, channel, handle):
-            return  # more frames to come
+            return None  # more frames to come
     else:  # the common single-frame message: no list to build
-        if link.receive_limit:
-            check_size(conn, link, len(payload), channel, handle)
+        if link.receive_limit and len(payload) > link.receive_limit:
+            check_size(conn, link, len(payload), channel, handle)  # raises
         delivery.payload = payload
     link.incoming = None
     if not delivery.remote_settled:
         session.incoming_unsettled[delivery.delivery_id] = delivery
         if link.rcv_settle_mode:  # second: we keep it until the peer settles, so it counts per link
             link.unsettled[delivery.delivery_id] = delivery
-    conn._events.append(ev.MessageReceived(link, delivery))
+    return delivery
 
 
 def _refuse_first(link: Link, delivery_id: int | None, tag: bytes | None, channel: int, handle: int) -> NoReturn:

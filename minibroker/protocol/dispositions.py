@@ -21,7 +21,7 @@ from ..amqp.performatives import ROLE_RECEIVER, ROLE_SENDER, Disposition
 from . import events as ev
 from ._engine import Engine
 from ._state import LINK_TRANSFERS, SESSION_HANDLES
-from .endpoints import SERIAL_HALF, SERIAL_MOD, Delivery
+from .endpoints import SERIAL_HALF, SERIAL_MOD, Delivery, Link
 from .errors import SessionError
 from .flow import grant_credit
 from .transfers import accepted_disposition_frame
@@ -70,16 +70,32 @@ def disposition(
     else:
         ids = [delivery_id for delivery_id in table if (delivery_id - first) % SERIAL_MOD <= width]
     released = False
+    events = conn._events
+    # With batch_events (and no hook watching), the range's deliveries on one link are one event.
+    batch = conn.config.batch_events and conn.hook is None
+    run_link: Link | None = None
+    run: list[Delivery] = []
     for delivery_id in ids:
         delivery = table.get(delivery_id)
         if delivery is not None:
-            delivery.state = state if state is not None else delivery.state
+            link = delivery.link
+            if state is not None:
+                delivery.state = state
             if settled:
                 delivery.remote_settled = True
                 del table[delivery_id]
-                delivery.link.unsettled.pop(delivery_id, None)
-                released = released or not delivery.link.is_sender
-            conn._events.append(ev.DeliveryUpdated(delivery.link, delivery, state, settled))
+                link.unsettled.pop(delivery_id, None)
+                released = released or not link.is_sender
+            if not batch:
+                events.append(ev.DeliveryUpdated(link, delivery, state, settled))
+            elif link is run_link:
+                run.append(delivery)
+            else:
+                if run:
+                    events.append(ev.DeliveriesUpdated(run_link, run, state, settled))  # type: ignore[arg-type]  # set with run
+                run_link, run = link, [delivery]
+    if run:
+        events.append(ev.DeliveriesUpdated(run_link, run, state, settled))  # type: ignore[arg-type]
     if released and conn._starved:  # the peer settled: the credit held back is granted now
         for link in list(conn._starved):
             if link.state is LINK_TRANSFERS:

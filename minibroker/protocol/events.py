@@ -14,8 +14,8 @@ if TYPE_CHECKING:
     from .endpoints import Delivery, Link, Session
 
 __all__ = [
-    "ConnectionClosed", "ConnectionOpened", "CreditChanged", "DeliveryUpdated", "Event",
-    "LinkAttached", "LinkDetached", "MessageReceived", "SessionBegun", "SessionEnded",
+    "ConnectionClosed", "ConnectionOpened", "CreditChanged", "DeliveriesUpdated", "DeliveryUpdated", "Event",
+    "LinkAttached", "LinkDetached", "MessageReceived", "MessagesReceived", "SessionBegun", "SessionEnded",
     "SessionWindowOpened",
 ]  # fmt: skip
 
@@ -69,11 +69,29 @@ class MessageReceived(NamedTuple):
     delivery: Delivery
 
 
+class MessagesReceived(NamedTuple):
+    """Whole messages read in a row on one receiving link, in order (§2.6.12): what
+    ``ConnectionConfig.batch_events`` reports instead of a :class:`MessageReceived` each."""
+
+    link: Link
+    deliveries: list[Delivery]
+
+
 class DeliveryUpdated(NamedTuple):
     """The peer changed the state of, or settled, a delivery (``disposition``, §2.7.6)."""
 
     link: Link
     delivery: Delivery
+    state: Any
+    settled: bool
+
+
+class DeliveriesUpdated(NamedTuple):
+    """A disposition's deliveries on one link, in order, all given ``state`` (or settled): what
+    ``ConnectionConfig.batch_events`` reports instead of a :class:`DeliveryUpdated` each."""
+
+    link: Link
+    deliveries: list[Delivery]
     state: Any
     settled: bool
 
@@ -94,5 +112,5 @@ class SessionWindowOpened(NamedTuple):
 
 Event = (
     ConnectionOpened | ConnectionClosed | SessionBegun | SessionEnded | LinkAttached | LinkDetached
-    | MessageReceived | DeliveryUpdated | CreditChanged | SessionWindowOpened
+    | MessageReceived | MessagesReceived | DeliveryUpdated | DeliveriesUpdated | CreditChanged | SessionWindowOpened
 )  # fmt: skip
