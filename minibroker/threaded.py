@@ -21,7 +21,7 @@ from .broker.config import BrokerConfig
 from .broker.engine import Broker
 from .config import config_from_keywords
 from .restartable import RestartableServer
-from .server import DEFAULT_HOST, HANDLE_KEYWORDS, stop
+from .server import DEFAULT_HOST, HANDLE_KEYWORDS, listen, stop
 from .tls import resolve as resolve_tls
 
 if TYPE_CHECKING:
@@ -129,6 +129,8 @@ class ThreadedBroker(BrokerAPI):
         self._nursery: trio.Nursery | None = None
         self._port: int | None = None
         self._failure: BaseException | None = None
+        #: Set once the broker's trio run serves (or ended): see ``_wait_up``.
+        self._up = threading.Event()
         self._changed = threading.Condition()
         self._version = 0
         self._broker = Broker(self._config, clock)
@@ -144,42 +146,57 @@ class ThreadedBroker(BrokerAPI):
     # ----------------------------------------------------------- lifecycle
 
     def start(self) -> ThreadedBroker:
-        """Start serving; returns once the port is bound."""
+        """Start serving; returns once the port is bound.
+
+        The port is bound here, in the caller's thread, so a failure to listen (a port in use,
+        an address this machine lacks) is raised here; the broker's trio run starts in its own
+        thread meanwhile, and a client connecting at once waits in the listen backlog until it
+        is served (no wait here for that thread: one thread hand-off fewer before a client's
+        ``open`` is answered).  Calls that need the broker's thread wait for it to be up.
+        """
         if self._thread is not None:
             raise RuntimeError("this ThreadedBroker is already started; stop() it before starting again")
-        ready = threading.Event()
+        try:
+            listener = listen(self._host, self._requested_port, ssl_context=self._ssl_context)
+        except OSError as exc:
+            raise RuntimeError(_start_failure(exc, self._host, self._requested_port)) from exc
+        self._port = listener.getsockname()[1]
+        self._failure = None
+        self._up = threading.Event()
         self._broker.change_watchers.append(self._notify_change)
-        self._thread = threading.Thread(target=self._run, args=(ready,), name="minibroker", daemon=True)
+        self._thread = threading.Thread(target=self._run, args=(listener, self._up), name="minibroker", daemon=True)
         self._thread.start()
-        ready.wait()
-        if self._failure is not None:
-            self._thread.join()
-            self._thread = None
-            cause = _root_cause(self._failure)
-            raise RuntimeError(_start_failure(cause, self._host, self._requested_port)) from cause
         return self
 
-    def _run(self, ready: threading.Event) -> None:
+    def _run(self, listener: socket.socket, up: threading.Event) -> None:
         async def main() -> None:
             self._token = trio.lowlevel.current_trio_token()
             async with trio.open_nursery() as nursery:
                 self._cancel = nursery.cancel_scope
                 self._nursery = nursery
-                self._server = RestartableServer(self._broker, self._host, self._requested_port, self._ssl_context)
-                self._port = await self._server.start(nursery)
-                ready.set()
+                self._server = RestartableServer(self._broker, self._host, self._port or 0, self._ssl_context)
+                await self._server.start(nursery, listener)
+                up.set()
                 await trio.sleep_forever()  # keeps the nursery open for restart(); stop() cancels it
 
         try:
             trio.run(main)
-        except BaseException as exc:  # reported to start() or kept for the next call
+        except BaseException as exc:  # kept for the next call, which raises it (see _stopped)
             self._failure = exc
             self._notify_change()  # wake every wait_for: it says why instead of waiting out its timeout
         finally:
-            ready.set()
+            listener.close()  # (closed already by the server, unless the run ended before serving it)
+            up.set()
+
+    def _wait_up(self) -> None:
+        """Wait for the broker's trio run to be serving (or to have ended on an error); ``start()``
+        returns before it is.  Called before anything that needs the run's token."""
+        if self._thread is not None and not self._up.is_set() and threading.current_thread() is not self._thread:
+            self._up.wait()
 
     def stop(self) -> None:
         """Close every connection and stop serving; safe to call twice."""
+        self._wait_up()
         thread, self._thread = self._thread, None
         if thread is None:
             return
@@ -208,6 +225,7 @@ class ThreadedBroker(BrokerAPI):
         _run(token, server.restart, nursery, graceful)
 
     def _serving(self, what: str) -> tuple[RestartableServer, trio.Nursery, trio.lowlevel.TrioToken]:
+        self._wait_up()
         if self._thread is None or self._token is None or self._server is None or self._nursery is None:
             raise RuntimeError("the broker is not running: call start() or use `with ThreadedBroker() as broker:`")
         if threading.current_thread() is self._thread:
@@ -278,6 +296,7 @@ class ThreadedBroker(BrokerAPI):
         return error
 
     def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        self._wait_up()
         if self._thread is None or self._token is None:
             raise RuntimeError("the broker is not running: call start() or use `with ThreadedBroker() as broker:`")
         if self._failure is not None:
@@ -293,6 +312,7 @@ class ThreadedBroker(BrokerAPI):
         return self._call(fn, *args)
 
     def _run_timers(self, now: float) -> None:
+        self._wait_up()
         thread, token = self._thread, self._token
         if thread is None or token is None or threading.current_thread() is thread:
             self._broker.run_timers(now)
@@ -300,6 +320,7 @@ class ThreadedBroker(BrokerAPI):
             _run_sync(token, self._broker.run_timers, now)
 
     def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        self._wait_up()
         if self._thread is None or self._token is None:
             raise RuntimeError("the broker is not running: call start() or use `with ThreadedBroker() as broker:`")
         if self._failure is not None:
@@ -309,6 +330,7 @@ class ThreadedBroker(BrokerAPI):
         return _run_sync(self._token, fn, *args)
 
     def _inspect(self, fn: Callable[[], None]) -> None:
+        self._wait_up()
         if self._thread is None or self._token is None:
             fn()  # stopped: nothing else touches the broker's state any more
         else:
