@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, TypeVarTuple, Unpack, cast
 
 import trio
 
+from . import broker_thread
 from .api import BrokerAPI, check, timed_out
 from .broker.clock import Clock, ManualClock
 from .broker.config import BrokerConfig
@@ -129,8 +130,9 @@ class ThreadedBroker(BrokerAPI):
         self._nursery: trio.Nursery | None = None
         self._port: int | None = None
         self._failure: BaseException | None = None
-        #: Set once the broker's trio run serves (or ended): see ``_wait_up``.
+        #: Set once this broker's task serves (or ended: ``_ended``): see ``_wait_up``.
         self._up = threading.Event()
+        self._ended = trio.Event()
         self._changed = threading.Condition()
         self._version = 0
         self._broker = Broker(self._config, clock)
@@ -149,10 +151,11 @@ class ThreadedBroker(BrokerAPI):
         """Start serving; returns once the port is bound.
 
         The port is bound here, in the caller's thread, so a failure to listen (a port in use,
-        an address this machine lacks) is raised here; the broker's trio run starts in its own
-        thread meanwhile, and a client connecting at once waits in the listen backlog until it
-        is served (no wait here for that thread: one thread hand-off fewer before a client's
-        ``open`` is answered).  Calls that need the broker's thread wait for it to be up.
+        an address this machine lacks) is raised here.  The broker is then served by a task in
+        the process's broker thread (:mod:`.broker_thread`, one trio run for every
+        ``ThreadedBroker``, started by the first); ``start()`` does not wait for that task, and
+        a client connecting at once waits in the listen backlog until it is served.  Calls that
+        need the task wait for it to be up.
         """
         if self._thread is not None:
             raise RuntimeError("this ThreadedBroker is already started; stop() it before starting again")
@@ -160,17 +163,23 @@ class ThreadedBroker(BrokerAPI):
             listener = listen(self._host, self._requested_port, ssl_context=self._ssl_context)
         except OSError as exc:
             raise RuntimeError(_start_failure(exc, self._host, self._requested_port)) from exc
+        try:
+            host = broker_thread.shared()
+        except BaseException:
+            listener.close()
+            raise
         self._port = listener.getsockname()[1]
-        self._failure = None
-        self._up = threading.Event()
+        self._failure = self._server = self._nursery = self._cancel = None
+        self._up, self._ended = threading.Event(), trio.Event()
+        self._thread, self._token = host.thread, host.token
         self._broker.change_watchers.append(self._notify_change)
-        self._thread = threading.Thread(target=self._run, args=(listener, self._up), name="minibroker", daemon=True)
-        self._thread.start()
+        host.spawn(self._serve, listener, self._up, self._ended)
         return self
 
-    def _run(self, listener: socket.socket, up: threading.Event) -> None:
-        async def main() -> None:
-            self._token = trio.lowlevel.current_trio_token()
+    async def _serve(self, listener: socket.socket, up: threading.Event, ended: trio.Event) -> None:
+        """This broker's task in the broker thread: serve until ``stop()`` cancels it; an error
+        ends this broker only and is kept for its next call (see ``_stopped``)."""
+        try:
             async with trio.open_nursery() as nursery:
                 self._cancel = nursery.cancel_scope
                 self._nursery = nursery
@@ -178,39 +187,38 @@ class ThreadedBroker(BrokerAPI):
                 await self._server.start(nursery, listener)
                 up.set()
                 await trio.sleep_forever()  # keeps the nursery open for restart(); stop() cancels it
-
-        try:
-            trio.run(main)
-        except BaseException as exc:  # kept for the next call, which raises it (see _stopped)
+        except BaseException as exc:  # the broker thread's run is every broker's: nothing escapes
             self._failure = exc
             self._notify_change()  # wake every wait_for: it says why instead of waiting out its timeout
         finally:
-            listener.close()  # (closed already by the server, unless the run ended before serving it)
+            listener.close()  # (closed already by the server, unless the task ended before serving it)
             up.set()
+            ended.set()
 
     def _wait_up(self) -> None:
-        """Wait for the broker's trio run to be serving (or to have ended on an error); ``start()``
-        returns before it is.  Called before anything that needs the run's token."""
+        """Wait for this broker's task to be serving (or to have ended on an error); ``start()``
+        returns before it is.  Called before anything that needs the task."""
         if self._thread is not None and not self._up.is_set() and threading.current_thread() is not self._thread:
             self._up.wait()
 
     def stop(self) -> None:
-        """Close every connection and stop serving; safe to call twice."""
+        """Close every connection and stop serving; safe to call twice.  Returns once this
+        broker's task has ended (its listener and every connection's socket closed)."""
         self._wait_up()
         thread, self._thread = self._thread, None
         if thread is None:
             return
-        if thread.is_alive() and self._token is not None and self._cancel is not None:
-            cancel = self._cancel
+        token, cancel, ended = self._token, self._cancel, self._ended
+        if not ended.is_set() and token is not None and cancel is not None:
             try:
-                _run_sync(self._token, self._shutdown, cancel)
+                _run(token, self._shutdown, cancel, ended)
             except trio.RunFinishedError:
                 pass
-        thread.join()
         self._token = None
 
-    def _shutdown(self, cancel: trio.CancelScope) -> None:
+    async def _shutdown(self, cancel: trio.CancelScope, ended: trio.Event) -> None:
         stop(self._broker, cancel)
+        await ended.wait()  # the task winds down: closes flushed, sockets closed
 
     def restart(self, *, graceful: bool = False) -> None:
         """Restart as a real broker would: every connection dropped (sockets closed, no ``close``
