@@ -97,6 +97,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Final, NamedTuple, TypeGuard
 
+from ..amqp.filternames import ANNOTATION_PREFIX
+
 __all__ = [
     "ANNOTATION_PREFIX", "MAX_DEPTH", "MAX_LENGTH", "MAX_LIKE_STEPS", "MAX_TOKENS", "Selector", "SelectorError",
     "parse_selector", "parse_value",
@@ -257,7 +259,6 @@ _OPERATORS: Final = ("<>", "<=", ">=", "=", "<", ">", "+", "-", "*", "/", "(", "
 _DIGITS: Final = frozenset("0123456789")
 _WHITESPACE: Final = re.compile(r"\s+")
 #: A message-annotation identifier of Azure's filter syntax: the prefix, then a name that may hold '-'.
-ANNOTATION_PREFIX: Final = "amqp.annotation."
 _ANNOTATION: Final = re.compile(re.escape(ANNOTATION_PREFIX) + r"[A-Za-z_$][A-Za-z0-9_$-]*")
 #: A quoted position (Event Hubs): an integer, compared as the number it spells.
 _QUOTED_INTEGER: Final = re.compile(r"-?[0-9]{1,19}")

@@ -36,14 +36,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..amqp.filternames import MATCH_UNFILTERED, OFFSET_SPEC, STREAM_FILTER
 from ..amqp.types import Array, Described, symbol, timestamp
 from .expressions import EXPRESSION_FILTERS, Expression, parse_expression_filters
 from .filters import FilterError, parse_filter_set, selector_matches
-from .selector import Selector
 from .stored import StoredMessage
+
+if TYPE_CHECKING:
+    from .selector import Selector
 from .streamlog import Instant, OffsetSpec, interval_seconds
 
 __all__ = [
