@@ -93,11 +93,11 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Final, NamedTuple, TypeGuard
 
 from ..amqp.filternames import ANNOTATION_PREFIX
+from ..records import record
 
 __all__ = [
     "ANNOTATION_PREFIX", "MAX_DEPTH", "MAX_LENGTH", "MAX_LIKE_STEPS", "MAX_TOKENS", "Selector", "SelectorError",
@@ -233,7 +233,7 @@ class _T(Enum):
     END = "end of input"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class _Token:
     kind: _T
     value: object  # str for IDENT/STRING/OP, upper-case str for KEYWORD, int/float for numbers
@@ -806,7 +806,7 @@ class _Kind(Enum):
     ANY = "a value"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class _Expr:
     evaluate: _Eval
     kind: _Kind
