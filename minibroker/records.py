@@ -91,8 +91,8 @@ def _twin(made: Any, frozen: bool, methods: dict[str, bool]) -> type:
     for f in dataclasses.fields(made):
         namespace["__annotations__"][f.name] = f.type
         namespace[f.name] = dataclasses.field(
-            default=f.default, default_factory=f.default_factory, init=f.init, repr=f.repr, compare=f.compare,
-            kw_only=f.kw_only,
+            default=f.default, default_factory=f.default_factory, init=f.init, repr=f.repr, hash=f.hash,
+            compare=f.compare, kw_only=f.kw_only,
         )  # fmt: skip
     options = {"init": False, "repr": False, "eq": False, **methods}
     return dataclasses.dataclass(type(made.__name__, (), namespace), frozen=frozen, **options)

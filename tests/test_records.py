@@ -115,3 +115,15 @@ def test_identity_own_methods_and_inheritance() -> None:
     assert child != Point(1, 2) and child == Child(1, 2, label="x")
     with pytest.raises(TypeError):
         Child(1, 2, (), "x")  # type: ignore[misc]
+
+
+@record(frozen=True)
+class Keyed:
+    """A field compared but left out of the hash."""
+
+    key: str
+    weight: list[int] = field(default_factory=list, hash=False)
+
+
+def test_a_field_left_out_of_the_hash_stays_out() -> None:
+    assert Keyed("k", [1]) == Keyed("k", [1]) and hash(Keyed("k", [1])) == hash(Keyed("k", [2]))
