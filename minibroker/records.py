@@ -85,7 +85,8 @@ def _stand_in(made: Any, name: str, frozen: bool, methods: dict[str, bool]) -> C
 
 def _twin(made: Any, frozen: bool, methods: dict[str, bool]) -> type:
     """A class with ``made``'s fields (inherited ones too, in order) and the methods asked for."""
-    namespace: dict[str, Any] = {"__annotations__": {}, "__qualname__": made.__qualname__}
+    # A docstring, or dataclass would make one from inspect.signature (it tokenizes text signatures).
+    namespace: dict[str, Any] = {"__annotations__": {}, "__qualname__": made.__qualname__, "__doc__": made.__doc__}
     if hasattr(made, "__post_init__"):
         namespace["__post_init__"] = made.__post_init__  # so the generated __init__ calls it
     for f in dataclasses.fields(made):
