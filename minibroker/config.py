@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from . import layers as _registered  # noqa: F401 - importing it registers the built-in layers
 from .broker import config as core
+from .records import record
 
 if TYPE_CHECKING:
     from .eventhubs.options import EventHubsOptions
@@ -28,7 +28,7 @@ __all__ = ["BrokerConfig", "LAYER_KEYWORDS", "config_from_keywords"]
 LAYER_KEYWORDS = ("servicebus", "rabbitmq", "event_hubs")
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class BrokerConfig(core.BrokerConfig):
     """Options for the whole broker (see :class:`minibroker.broker.config.BrokerConfig` for the rest)."""
 

@@ -13,6 +13,7 @@ dynamic nodes ended with their links; open transactions were rolled back.
 
 from __future__ import annotations
 
+import socket
 import ssl
 
 import trio
@@ -39,16 +40,22 @@ class RestartableServer:
         self._scope: trio.CancelScope | None = None
         self._done = trio.Event()
 
-    async def start(self, nursery: trio.Nursery) -> int:
-        """Bind and serve in ``nursery``; returns the bound port (the same one on a restart)."""
-        self.port = await nursery.start(self._serve)
+    async def start(self, nursery: trio.Nursery, listener: socket.socket | None = None) -> int:
+        """Bind (or take ``listener``, bound by ``server.listen``) and serve in ``nursery``; returns
+        the bound port (the same one on a restart, which binds it again)."""
+        self.port = await nursery.start(self._serve, listener)
         return self.port
 
-    async def _serve(self, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+    async def _serve(
+        self, listener: socket.socket | None, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         done = self._done = trio.Event()
         try:
             with trio.CancelScope() as self._scope:
-                await serve(self.broker, self.host, self.port, ssl_context=self.ssl_context, task_status=task_status)
+                await serve(
+                    self.broker, self.host, self.port, ssl_context=self.ssl_context, listener=listener,
+                    task_status=task_status,
+                )  # fmt: skip
         finally:
             done.set()
 

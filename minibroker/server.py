@@ -39,7 +39,7 @@ from .broker.logins import LoginGuard
 from .broker.stored import clear_header_cache
 from .tls import close_notify, handshake, wrap
 
-__all__ = ["serve", "stop", "DEFAULT_HOST", "ExposedBrokerWarning", "HANDLE_KEYWORDS"]
+__all__ = ["listen", "serve", "stop", "DEFAULT_HOST", "ExposedBrokerWarning", "HANDLE_KEYWORDS"]
 
 DEFAULT_HOST = "127.0.0.1"
 #: The keywords ``ThreadedBroker(...)`` and ``open_broker(...)`` take besides the ``BrokerConfig`` fields.
@@ -269,17 +269,12 @@ def stop(broker: Broker, scope: trio.CancelScope) -> None:
     scope.cancel()
 
 
-async def serve(
-    broker: Broker,
-    host: str = DEFAULT_HOST,
-    port: int = 0,
-    *,
-    ssl_context: ssl.SSLContext | None = None,
-    task_status: Any = trio.TASK_STATUS_IGNORED,
-) -> None:
-    """Serve AMQP on ``host:port`` until cancelled; reports the bound port through ``task_status``.
+def listen(host: str = DEFAULT_HOST, port: int = 0, *, ssl_context: ssl.SSLContext | None = None) -> socket.socket:
+    """A non-blocking listening socket on ``host:port`` (port 0: a free one), for :func:`serve`.
 
-    With ``ssl_context`` every connection is TLS (``amqps``, see :mod:`.tls`).
+    Synchronous, so an owner in another thread can bind first and learn the port (or why
+    not, as an ``OSError``) at once, while its trio run is still starting: connections made
+    meanwhile wait in the listen backlog.  Warns (``ExposedBrokerWarning``) for a non-loopback host.
     """
     family, kind, proto, _name, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     listener = socket.socket(family, kind, proto)
@@ -288,14 +283,39 @@ async def serve(
         listener.bind(address)
         listener.listen(128)
         listener.setblocking(False)
+    except BaseException:
+        listener.close()
+        raise
+    if not _is_loopback(host):
+        warnings.warn(
+            f"minibroker is bound to {host!r}, reachable from other machines"
+            f"{'' if ssl_context is not None else ' without TLS'}; bind 127.0.0.1 unless you mean it",
+            ExposedBrokerWarning,
+            stacklevel=3,  # the caller of serve() or of ThreadedBroker.start()
+        )
+    return listener
+
+
+async def serve(
+    broker: Broker,
+    host: str = DEFAULT_HOST,
+    port: int = 0,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+    listener: socket.socket | None = None,
+    task_status: Any = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve AMQP on ``host:port`` until cancelled; reports the bound port through ``task_status``.
+
+    With ``ssl_context`` every connection is TLS (``amqps``, see :mod:`.tls`).  ``listener``: a
+    socket :func:`listen` bound already (``host`` and ``port`` are then not used); it is served
+    and closed as one bound here would be.
+    """
+    if listener is None:
+        listener = listen(host, port, ssl_context=ssl_context)
+    family = listener.family
+    try:
         bound = listener.getsockname()[1]
-        if not _is_loopback(host):
-            warnings.warn(
-                f"minibroker is bound to {host!r}, reachable from other machines"
-                f"{'' if ssl_context is not None else ' without TLS'}; bind 127.0.0.1 unless you mean it",
-                ExposedBrokerWarning,
-                stacklevel=2,
-            )
         outbox = _Outbox()
         handshakes = _Handshakes(broker.config.max_handshakes)
         async with trio.open_nursery() as nursery:

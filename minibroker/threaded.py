@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING, Any, TypeVar, TypeVarTuple, Unpack, cast
 
 import trio
 
+from . import broker_thread
 from .api import BrokerAPI, check, timed_out
 from .broker.clock import Clock, ManualClock
 from .broker.config import BrokerConfig
 from .broker.engine import Broker
 from .config import config_from_keywords
 from .restartable import RestartableServer
-from .server import DEFAULT_HOST, HANDLE_KEYWORDS, stop
+from .server import DEFAULT_HOST, HANDLE_KEYWORDS, listen, stop
 from .tls import resolve as resolve_tls
 
 if TYPE_CHECKING:
@@ -129,6 +130,9 @@ class ThreadedBroker(BrokerAPI):
         self._nursery: trio.Nursery | None = None
         self._port: int | None = None
         self._failure: BaseException | None = None
+        #: Set once this broker's task serves (or ended: ``_ended``): see ``_wait_up``.
+        self._up = threading.Event()
+        self._ended = trio.Event()
         self._changed = threading.Condition()
         self._version = 0
         self._broker = Broker(self._config, clock)
@@ -144,56 +148,77 @@ class ThreadedBroker(BrokerAPI):
     # ----------------------------------------------------------- lifecycle
 
     def start(self) -> ThreadedBroker:
-        """Start serving; returns once the port is bound."""
+        """Start serving; returns once the port is bound.
+
+        The port is bound here, in the caller's thread, so a failure to listen (a port in use,
+        an address this machine lacks) is raised here.  The broker is then served by a task in
+        the process's broker thread (:mod:`.broker_thread`, one trio run for every
+        ``ThreadedBroker``, started by the first); ``start()`` does not wait for that task, and
+        a client connecting at once waits in the listen backlog until it is served.  Calls that
+        need the task wait for it to be up.
+        """
         if self._thread is not None:
             raise RuntimeError("this ThreadedBroker is already started; stop() it before starting again")
-        ready = threading.Event()
+        try:
+            listener = listen(self._host, self._requested_port, ssl_context=self._ssl_context)
+        except OSError as exc:
+            raise RuntimeError(_start_failure(exc, self._host, self._requested_port)) from exc
+        try:
+            host = broker_thread.shared()
+        except BaseException:
+            listener.close()
+            raise
+        self._port = listener.getsockname()[1]
+        self._failure = self._server = self._nursery = self._cancel = None
+        self._up, self._ended = threading.Event(), trio.Event()
+        self._thread, self._token = host.thread, host.token
         self._broker.change_watchers.append(self._notify_change)
-        self._thread = threading.Thread(target=self._run, args=(ready,), name="minibroker", daemon=True)
-        self._thread.start()
-        ready.wait()
-        if self._failure is not None:
-            self._thread.join()
-            self._thread = None
-            cause = _root_cause(self._failure)
-            raise RuntimeError(_start_failure(cause, self._host, self._requested_port)) from cause
+        host.spawn(self._serve, listener, self._up, self._ended)
         return self
 
-    def _run(self, ready: threading.Event) -> None:
-        async def main() -> None:
-            self._token = trio.lowlevel.current_trio_token()
+    async def _serve(self, listener: socket.socket, up: threading.Event, ended: trio.Event) -> None:
+        """This broker's task in the broker thread: serve until ``stop()`` cancels it; an error
+        ends this broker only and is kept for its next call (see ``_stopped``)."""
+        try:
             async with trio.open_nursery() as nursery:
                 self._cancel = nursery.cancel_scope
                 self._nursery = nursery
-                self._server = RestartableServer(self._broker, self._host, self._requested_port, self._ssl_context)
-                self._port = await self._server.start(nursery)
-                ready.set()
+                self._server = RestartableServer(self._broker, self._host, self._port or 0, self._ssl_context)
+                await self._server.start(nursery, listener)
+                up.set()
                 await trio.sleep_forever()  # keeps the nursery open for restart(); stop() cancels it
-
-        try:
-            trio.run(main)
-        except BaseException as exc:  # reported to start() or kept for the next call
+        except BaseException as exc:  # the broker thread's run is every broker's: nothing escapes
             self._failure = exc
             self._notify_change()  # wake every wait_for: it says why instead of waiting out its timeout
         finally:
-            ready.set()
+            listener.close()  # (closed already by the server, unless the task ended before serving it)
+            up.set()
+            ended.set()
+
+    def _wait_up(self) -> None:
+        """Wait for this broker's task to be serving (or to have ended on an error); ``start()``
+        returns before it is.  Called before anything that needs the task."""
+        if self._thread is not None and not self._up.is_set() and threading.current_thread() is not self._thread:
+            self._up.wait()
 
     def stop(self) -> None:
-        """Close every connection and stop serving; safe to call twice."""
+        """Close every connection and stop serving; safe to call twice.  Returns once this
+        broker's task has ended (its listener and every connection's socket closed)."""
+        self._wait_up()
         thread, self._thread = self._thread, None
         if thread is None:
             return
-        if thread.is_alive() and self._token is not None and self._cancel is not None:
-            cancel = self._cancel
+        token, cancel, ended = self._token, self._cancel, self._ended
+        if not ended.is_set() and token is not None and cancel is not None:
             try:
-                _run_sync(self._token, self._shutdown, cancel)
+                _run(token, self._shutdown, cancel, ended)
             except trio.RunFinishedError:
                 pass
-        thread.join()
         self._token = None
 
-    def _shutdown(self, cancel: trio.CancelScope) -> None:
+    async def _shutdown(self, cancel: trio.CancelScope, ended: trio.Event) -> None:
         stop(self._broker, cancel)
+        await ended.wait()  # the task winds down: closes flushed, sockets closed
 
     def restart(self, *, graceful: bool = False) -> None:
         """Restart as a real broker would: every connection dropped (sockets closed, no ``close``
@@ -208,6 +233,7 @@ class ThreadedBroker(BrokerAPI):
         _run(token, server.restart, nursery, graceful)
 
     def _serving(self, what: str) -> tuple[RestartableServer, trio.Nursery, trio.lowlevel.TrioToken]:
+        self._wait_up()
         if self._thread is None or self._token is None or self._server is None or self._nursery is None:
             raise RuntimeError("the broker is not running: call start() or use `with ThreadedBroker() as broker:`")
         if threading.current_thread() is self._thread:
@@ -278,6 +304,7 @@ class ThreadedBroker(BrokerAPI):
         return error
 
     def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        self._wait_up()
         if self._thread is None or self._token is None:
             raise RuntimeError("the broker is not running: call start() or use `with ThreadedBroker() as broker:`")
         if self._failure is not None:
@@ -293,6 +320,7 @@ class ThreadedBroker(BrokerAPI):
         return self._call(fn, *args)
 
     def _run_timers(self, now: float) -> None:
+        self._wait_up()
         thread, token = self._thread, self._token
         if thread is None or token is None or threading.current_thread() is thread:
             self._broker.run_timers(now)
@@ -300,6 +328,7 @@ class ThreadedBroker(BrokerAPI):
             _run_sync(token, self._broker.run_timers, now)
 
     def _read(self, fn: Callable[..., T], *args: Any) -> T:
+        self._wait_up()
         if self._thread is None or self._token is None:
             raise RuntimeError("the broker is not running: call start() or use `with ThreadedBroker() as broker:`")
         if self._failure is not None:
@@ -309,6 +338,7 @@ class ThreadedBroker(BrokerAPI):
         return _run_sync(self._token, fn, *args)
 
     def _inspect(self, fn: Callable[[], None]) -> None:
+        self._wait_up()
         if self._thread is None or self._token is None:
             fn()  # stopped: nothing else touches the broker's state any more
         else:

@@ -41,6 +41,7 @@ def test_a_plain_broker_loads_no_protocol_layer() -> None:
     )
     assert "trio" in loaded
     assert [m for m in loaded if m.startswith(OPTIONAL)] == []
+    assert "minibroker.broker.selector" not in loaded  # the parser loads with the first selector or SQL filter
 
 
 def test_a_layer_loads_when_a_broker_turns_it_on() -> None:

@@ -20,6 +20,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar, dataclass_transform
 
+from ..records import record
 from . import codec
 from .errors import AMQPDecodeError
 from .types import Array, symbol, timestamp, ubyte, uint, ulong, ushort
@@ -256,7 +257,7 @@ def composite(code: int, name: str, *, full: bool = False) -> Callable[[type[T]]
     """Class decorator: declare a composite type encoded as a described list (every field if ``full``)."""
 
     def wrap(cls: type[T]) -> type[T]:
-        data_cls: Any = dataclasses.dataclass(slots=True)(cls)
+        data_cls: Any = record(slots=True)(cls)
         fields = dataclasses.fields(data_cls)
         names = tuple(f.name for f in fields)
         defaults = tuple(f.default for f in fields)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from .types import symbol
 
-__all__ = ["MATCH_UNFILTERED", "OFFSET_SPEC", "STREAM_FILTER"]
+__all__ = ["ANNOTATION_PREFIX", "MATCH_UNFILTERED", "OFFSET_SPEC", "STREAM_FILTER"]
 
 #: Where a stream reader starts: ``first``, ``last``, ``next``, an offset, a timestamp or an interval.
 OFFSET_SPEC = symbol("rabbitmq:stream-offset-spec")
@@ -20,3 +20,7 @@ OFFSET_SPEC = symbol("rabbitmq:stream-offset-spec")
 STREAM_FILTER = symbol("rabbitmq:stream-filter")
 #: With :data:`STREAM_FILTER`: deliver messages that carry no filter value too.
 MATCH_UNFILTERED = symbol("rabbitmq:stream-match-unfiltered")
+#: How a selector (``apache.org:selector-filter:string``, Azure's SQL filter syntax) names a
+#: message annotation: this prefix, then the annotation's key (``amqp.annotation.x-opt-partition-key``).
+#: Here rather than in the selector parser, so that matching (``broker/filters.py``) needs no parser loaded.
+ANNOTATION_PREFIX = "amqp.annotation."

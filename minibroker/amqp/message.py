@@ -8,10 +8,10 @@ requires of intermediaries, and decode only what it needs.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, NamedTuple
 
+from ..records import record
 from . import codec
 from .composite import generated_from_list
 from .errors import AMQPDecodeError
@@ -49,7 +49,7 @@ _SECTION_NAMES = {
 }  # fmt: skip
 
 
-@dataclasses.dataclass(slots=True)
+@record(slots=True)
 class Message:
     """A decoded AMQP message.
 

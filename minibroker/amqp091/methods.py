@@ -23,6 +23,7 @@ import typing
 from collections.abc import Callable
 from typing import Annotated, Any, ClassVar, TypeVar
 
+from ..records import record
 from .errors import FrameError
 from .values import read_longstr, read_shortstr, read_table, write_longstr, write_shortstr, write_table
 
@@ -189,7 +190,7 @@ C = TypeVar("C", bound=type)
 @typing.dataclass_transform(frozen_default=True, kw_only_default=True, field_specifiers=(dataclasses.field,))
 def _declared(cls: C) -> C:
     """Make a method declaration a frozen, slotted, keyword-only dataclass."""
-    return dataclasses.dataclass(frozen=True, slots=True, kw_only=True)(cls)  # type: ignore[return-value]
+    return record(frozen=True, slots=True, kw_only=True)(cls)  # type: ignore[return-value]
 
 
 # --- connection (class 10) -----------------------------------------------------------------

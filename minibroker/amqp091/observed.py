@@ -20,9 +20,9 @@ the password, as a 1.0 ``sasl-init`` does; AMQPLAIN's and a new secret are repla
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
+from ..records import record
 from .methods import Method
 from .properties import BasicProperties
 
@@ -76,7 +76,7 @@ def _shown(value: Any) -> str:
     return text if len(text) <= BODY_SHOWN else text[: BODY_SHOWN - 3] + "..."
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class MethodFrame:
     """A method frame as an observer sees it, with the content that followed it (if any)."""
 

@@ -10,11 +10,11 @@ property is declared there) rather than misread.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import struct
 from typing import Any, Final
 
+from ..records import record
 from .errors import FrameError
 from .values import read_shortstr, read_table, write_shortstr, write_table
 
@@ -36,7 +36,7 @@ _B = struct.Struct(">B")
 _Q = struct.Struct(">Q")
 
 
-@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+@record(frozen=True, slots=True, kw_only=True)
 class BasicProperties:
     """The ``basic`` class's message properties; ``None`` means absent (its flag bit clear).
 
@@ -90,7 +90,7 @@ NO_PROPERTIES: Final = BasicProperties()
 _NO_FLAGS: Final = b"\x00\x00"
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ContentHeader:
     """A decoded content header: the class it belongs to, the body's size and the properties."""
 

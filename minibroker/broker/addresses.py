@@ -12,8 +12,9 @@ percent-encoded, RFC 3986 §2.1) names the node ``name`` as a plain name does
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from urllib.parse import unquote
+
+from ..records import record
 
 __all__ = [
     "ADDRESS_KINDS",
@@ -34,7 +35,7 @@ __all__ = [
 Kind = str
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class AddressKind:
     """How addresses name one kind of node."""
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections.abc import Callable
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ..amqp import errors as conditions
 from ..amqp.messaging import DeleteOnClose, Source, Target
@@ -29,9 +29,11 @@ from .links import SUPPORTED_OUTCOMES, Client, ConsumerHost, ConsumerLink, Produ
 from .node import Node
 from .queue import Queue
 from .router import Router
-from .selector import Selector
 from .streamfilters import STREAM_FILTER_NAMES, StreamFilter, has_stream_filters, parse_stream_filters
 from .topic import Subscription, Topic
+
+if TYPE_CHECKING:
+    from .selector import Selector
 
 __all__ = ["Attacher", "Refusal", "capabilities"]
 

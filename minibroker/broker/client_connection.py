@@ -10,13 +10,14 @@ layer) does not import the broker engine.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..amqp.performatives import Error
 from ..protocol import events as ev
 from ..protocol.connection import Connection, ConnectionConfig
 from ..protocol.endpoints import Delivery
+from ..records import record
 from .config import BrokerConfig
 from .tap import Tap
 
@@ -34,7 +35,7 @@ ANONYMOUS_RELAY = "ANONYMOUS-RELAY"
 OUTPUT_BOUND = 4 * 1024 * 1024
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ConnectionIdentity:
     """How a layer makes every connection present itself (``layers.Layer.identity``)."""
 

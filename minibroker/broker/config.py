@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from ..records import record
 
 __all__ = ["BrokerConfig", "QueueOptions", "StreamOptions", "DEFAULT_DEAD_LETTER_SUFFIX", "check_tier"]
 
@@ -11,7 +13,7 @@ __all__ = ["BrokerConfig", "QueueOptions", "StreamOptions", "DEFAULT_DEAD_LETTER
 DEFAULT_DEAD_LETTER_SUFFIX = "/$DeadLetterQueue"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class QueueOptions:
     """Per-queue behaviour.
 
@@ -88,7 +90,7 @@ def check_tier(tier: object, sizes: dict[str, int], service: str) -> None:
         raise ValueError(f"{service} tier must be one of {', '.join(map(repr, sizes))}, got {tier!r}")
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class StreamOptions:
     """Retention of a stream (see :mod:`minibroker.broker.streamlog`).
 
@@ -117,7 +119,7 @@ class StreamOptions:
             raise ValueError(f"max_age must be a positive number of seconds or None (no bound), got {self.max_age!r}")
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class BrokerConfig:
     """Options for the whole broker."""
 

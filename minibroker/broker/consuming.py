@@ -10,9 +10,9 @@ node.py so that nodes can name these types without naming each other.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..records import record
 from .roles import LinkRole
 
 if TYPE_CHECKING:
@@ -110,7 +110,7 @@ class NodeConsumer(LinkRole, Protocol):
         """Its link ended (``closed``: detached with closed=true): give back what it held (the registry calls it once)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ConsumerRequest:
     """What a receiving link's attach asks of the node its source names (attach.py fills it in)."""
 

@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..amqp.types import Described, symbol
 from .filters import FilterError
-from .selector import MAX_LENGTH, Selector, SelectorError, parse_selector
 from .stored import StoredMessage
+
+if TYPE_CHECKING:
+    from .selector import Selector
 
 __all__ = ["EXPRESSION_FILTERS", "Expression", "parse_expression_filters"]
 
@@ -40,10 +42,9 @@ PROPERTIES_FILTER = symbol("amqp:properties-filter")
 APPLICATION_PROPERTIES_FILTER = symbol("amqp:application-properties-filter")
 SQL_FILTER = symbol("amqp:sql-filter")
 EXPRESSION_FILTERS = frozenset({PROPERTIES_FILTER, APPLICATION_PROPERTIES_FILTER, SQL_FILTER})
-#: Most entries one map filter may hold, and the longest SQL text (the selector's, RabbitMQ's
-#: 4,096 characters): they bound the work per message, with the selector's token and depth limits.
+#: Most entries one map filter may hold: with the selector's length (RabbitMQ's 4,096 characters),
+#: token and depth limits for SQL, they bound the work per message.
 MAX_ENTRIES = 256
-MAX_SQL = MAX_LENGTH
 
 #: A predicate on a message.
 Expression = Callable[[StoredMessage], bool]
@@ -102,8 +103,11 @@ def _matcher(expected: Any) -> Callable[[Any], bool]:
 
 
 def _sql(text: Any) -> Expression:
-    if not isinstance(text, str) or len(text) > MAX_SQL:
-        raise FilterError(f"{SQL_FILTER} takes an expression of at most {MAX_SQL} characters, got {text!r:.80}")
+    # The parser (a large module: its grammar's tables and patterns) loads with the first SQL filter.
+    from .selector import MAX_LENGTH, SelectorError, parse_selector
+
+    if not isinstance(text, str) or len(text) > MAX_LENGTH:
+        raise FilterError(f"{SQL_FILTER} takes an expression of at most {MAX_LENGTH} characters, got {text!r:.80}")
     rewritten = _qualify(text)
     try:
         # The length that counts is the client's: rewriting 'p.x' as '$p$x' may add a character.

@@ -32,17 +32,18 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any, TypedDict, Unpack
 
 from ..amqp import errors as conditions
+from ..records import record
 
 __all__ = [
     "AMQP091_KINDS", "FAULT_KINDS", "Fault", "FaultBuilder", "FaultKind", "FaultNotFired", "FaultPlan", "FaultSet", "Firing", "KINDS",
     "Site", "Trigger", "fault_kind",
 ]  # fmt: skip
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class FaultKind:
     """One kind of fault: one row of :data:`FAULT_KINDS`, the only place a kind is defined."""
 
@@ -144,7 +145,7 @@ class FaultNotFired(AssertionError):
     """Faults declared ``must_fire=True`` never fired: the scenario did not reach them."""
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Site:
     """Where an event happens: the client's container-id, the link's name and the node's address."""
 
@@ -155,7 +156,7 @@ class Site:
     frame: str
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Firing:
     """One time a fault acted: which fault, on the broker's clock, where, and on which frame."""
 
@@ -307,7 +308,7 @@ class Fault:
         return f"faults.{self.kind}({', '.join(args)})"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FaultPlan:
     """Faults to install together, e.g. one drawn by ``minibroker.testing.fault_plans``.
 

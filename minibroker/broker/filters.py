@@ -10,11 +10,14 @@ registry).  A filter the broker does not understand refuses the link
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..amqp.filternames import ANNOTATION_PREFIX
 from ..amqp.types import Described, symbol, ulong
-from .selector import ANNOTATION_PREFIX, Selector, SelectorError, parse_selector
 from .stored import StoredMessage
+
+if TYPE_CHECKING:
+    from .selector import Selector
 
 __all__ = ["FilterError", "SELECTOR_DESCRIPTORS", "field_lookup", "parse_filter_set", "selector_matches"]
 
@@ -44,6 +47,9 @@ def parse_filter_set(filter_set: dict[Any, Any] | None) -> tuple[Selector | None
             accepted[name] = value
             if not text.strip():
                 continue  # an empty selector selects everything
+            # The parser (a large module: its grammar's tables and patterns) loads with the first selector.
+            from .selector import SelectorError, parse_selector
+
             try:
                 selector = parse_selector(text)
             except SelectorError as exc:

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..records import record
 from .timers import Timers
 
 if TYPE_CHECKING:
@@ -132,7 +132,7 @@ class LayerHost(Protocol):
 LayerFactory = Callable[[LayerHost, Any], Layer]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class LayerSpec:
     """A registered layer: its name, how to build it, what turns it on, what it needs and excludes."""
 

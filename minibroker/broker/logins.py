@@ -29,7 +29,8 @@ and reads none.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+
+from ..records import record
 
 __all__ = ["LoginGuard", "MAX_WAIT", "WINDOW"]
 
@@ -43,7 +44,7 @@ MAX_WAIT = 10.0
 MAX_ADDRESSES = 4096
 
 
-@dataclass
+@record
 class LoginGuard:
     """Failed logins per peer address, and the turns of a penalised address's connections."""
 

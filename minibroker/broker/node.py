@@ -81,8 +81,9 @@ where each reader holds a position) was added that way.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from ..records import record
 
 if TYPE_CHECKING:
     from ..amqp.performatives import Error
@@ -97,7 +98,7 @@ if TYPE_CHECKING:
 __all__ = ["Node", "NodeServices"]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class NodeServices:
     """What the router gives the nodes it creates (they never see the router itself)."""
 

@@ -28,7 +28,6 @@ as the links a transaction uses are checked themselves.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
@@ -36,6 +35,7 @@ from ..amqp import errors as conditions
 from ..amqp.messaging import Source, Target
 from ..amqp.performatives import Error, amqp_error
 from ..protocol.endpoints import Link
+from ..records import record
 from .addresses import ADDRESS_KINDS
 
 __all__ = ["ANONYMOUS_USER", "RIGHTS", "Permissions"]
@@ -46,7 +46,7 @@ RIGHTS = frozenset({"send", "receive", "manage"})
 _PREFIXES = tuple(row.prefix for row in ADDRESS_KINDS)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class _Grant:
     pattern: str
     rights: frozenset[str]

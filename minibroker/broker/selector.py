@@ -93,9 +93,11 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Final, NamedTuple, TypeGuard
+
+from ..amqp.filternames import ANNOTATION_PREFIX
+from ..records import record
 
 __all__ = [
     "ANNOTATION_PREFIX", "MAX_DEPTH", "MAX_LENGTH", "MAX_LIKE_STEPS", "MAX_TOKENS", "Selector", "SelectorError",
@@ -231,7 +233,7 @@ class _T(Enum):
     END = "end of input"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class _Token:
     kind: _T
     value: object  # str for IDENT/STRING/OP, upper-case str for KEYWORD, int/float for numbers
@@ -257,7 +259,6 @@ _OPERATORS: Final = ("<>", "<=", ">=", "=", "<", ">", "+", "-", "*", "/", "(", "
 _DIGITS: Final = frozenset("0123456789")
 _WHITESPACE: Final = re.compile(r"\s+")
 #: A message-annotation identifier of Azure's filter syntax: the prefix, then a name that may hold '-'.
-ANNOTATION_PREFIX: Final = "amqp.annotation."
 _ANNOTATION: Final = re.compile(re.escape(ANNOTATION_PREFIX) + r"[A-Za-z_$][A-Za-z0-9_$-]*")
 #: A quoted position (Event Hubs): an integer, compared as the number it spells.
 _QUOTED_INTEGER: Final = re.compile(r"-?[0-9]{1,19}")
@@ -805,7 +806,7 @@ class _Kind(Enum):
     ANY = "a value"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class _Expr:
     evaluate: _Eval
     kind: _Kind

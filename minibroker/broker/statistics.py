@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, overload
 
 from ..amqp.message import Message, decode_message
+from ..records import record
 from . import wireframes
 from .addresses import parse_address
 from .capture import Capture, QueuedRow
@@ -23,7 +24,7 @@ __all__ = [
 ]  # fmt: skip
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class NodeCounters:
     """Live counters of one node; only the broker thread touches them."""
 
@@ -42,7 +43,7 @@ class NodeCounters:
         return NodeStatistics(*[getattr(self, name) for name in _COUNTER_NAMES])
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class NodeStatistics:
     """Counters of one queue or topic at one moment.
 
@@ -71,7 +72,7 @@ class NodeStatistics:
 _COUNTER_NAMES = tuple(f.name for f in dataclasses.fields(NodeStatistics))
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class BrokerStatistics(Mapping[str, "NodeStatistics"]):
     """Counters of the whole broker: ``nodes`` maps each queue, topic and stream name to its
     counters, and the snapshot itself reads as that mapping: ``statistics()["orders"].enqueued``,
@@ -100,7 +101,7 @@ class BrokerStatistics(Mapping[str, "NodeStatistics"]):
         return len(self.nodes)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class QueuedMessage:
     """A message in a queue snapshot, decoded as a consumer would receive it at the snapshot's time.
 
@@ -216,7 +217,7 @@ class QueuedMessages(Sequence[QueuedMessage]):
         return f"QueuedMessages({list(self)!r})"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class QueueSnapshot:
     """A queue at one moment: counters, and ``messages`` in delivery order (uncommitted publishes
     excluded), copied and decoded only when read, so taking a snapshot costs the same at any depth."""
@@ -246,7 +247,7 @@ class _NoEntries:
         return iter(())
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class StreamMessage:
     """A message in a stream snapshot, decoded as a reader would receive it (``x-stream-offset`` included)."""
 
@@ -330,7 +331,7 @@ class StreamMessages(Sequence[StreamMessage]):
         return f"StreamMessages({len(self._stored)} messages)"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class StreamSnapshot:
     """A stream at one moment: its retained offsets ``first_offset``..``last_offset`` (``last_offset``
     is ``first_offset - 1`` when empty), ``count`` and ``bytes`` retained, readers attached, and
@@ -360,7 +361,7 @@ class StreamSnapshot:
         return self.count
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class SubscriptionSnapshot:
     """One subscription of a topic: its name, whether durable, and its queued depth."""
 
@@ -370,7 +371,7 @@ class SubscriptionSnapshot:
     depth: int
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class TopicSnapshot:
     """A topic at one moment."""
 
@@ -384,7 +385,7 @@ class TopicSnapshot:
         return sum(subscription.depth for subscription in self.subscriptions)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class TransactionSnapshot:
     """An open transaction and the work it has staged."""
 
@@ -395,7 +396,7 @@ class TransactionSnapshot:
     age: float
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class FrameRecord:
     """One frame the broker received (``"in"``) or sent (``"out"``), as kept by the frame log,
     whatever its wire protocol.

@@ -35,15 +35,17 @@ and SQL filters, :mod:`.expressions`).  Anything else refuses the link
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..amqp.filternames import MATCH_UNFILTERED, OFFSET_SPEC, STREAM_FILTER
 from ..amqp.types import Array, Described, symbol, timestamp
+from ..records import record
 from .expressions import EXPRESSION_FILTERS, Expression, parse_expression_filters
 from .filters import FilterError, parse_filter_set, selector_matches
-from .selector import Selector
 from .stored import StoredMessage
+
+if TYPE_CHECKING:
+    from .selector import Selector
 from .streamlog import Instant, OffsetSpec, interval_seconds
 
 __all__ = [
@@ -61,7 +63,7 @@ STREAM_FILTER_NAMES = ", ".join((OFFSET_SPEC, STREAM_FILTER, MATCH_UNFILTERED))
 MAX_FILTER_VALUES = 1024
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class StreamFilter:
     """What a stream reader asked for: where to start, and which messages it wants."""
 

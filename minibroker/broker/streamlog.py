@@ -41,11 +41,11 @@ import re
 import struct
 from array import array
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..amqp.messaging import MessageAnnotations
 from ..amqp.types import symbol, timestamp
+from ..records import record
 from .config import StreamOptions
 from .stored import OriginMessage, StoredMessage
 
@@ -128,7 +128,7 @@ _UNITS = {"Y": 365 * 86400, "M": 30 * 86400, "D": 86400, "h": 3600, "m": 60, "s"
 _INTERVAL = re.compile(r"([0-9]{1,12})([YMDhms])")
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Instant:
     """A point in time, seconds since the epoch: start at the first message appended at or after it."""
 

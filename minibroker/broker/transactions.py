@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ..amqp import errors as conditions
@@ -78,6 +78,7 @@ from ..amqp.transactions import (
 from ..amqp.types import symbol
 from ..protocol import LinkState
 from ..protocol.endpoints import Delivery, Link
+from ..records import record
 from .addresses import parse_address
 from .bounds import StagedMessages, refusal
 from .config import BrokerConfig, QueueOptions
@@ -99,7 +100,7 @@ TIMED_OUT_MEMORY = 1024
 STAGED_OVERHEAD = 1024
 
 
-@dataclass(eq=False)
+@record(eq=False)
 class Transaction:
     """One open transaction and its staged work."""
 
@@ -135,7 +136,7 @@ class Transaction:
 NOTHING_STAGED = StagedMessages()
 
 
-@dataclass(eq=False)
+@record(eq=False)
 class Unborn:
     """A node that does not exist yet and that a commit would create (auto-create): it holds
     nothing and has ``queue_defaults``' bounds (the :class:`~.bounds.Bounded` a staged message is

@@ -5,9 +5,8 @@ Light on purpose (no import of the layer), as ``minibroker.servicebus.options``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..broker.config import check_tier
+from ..records import record
 
 __all__ = [
     "CONSUMER_GROUPS_PER_HUB", "DEFAULT_CONSUMER_GROUP", "EVENT_HUBS_MESSAGE_SIZE", "EventHubOptions", "EventHubsOptions",
@@ -28,7 +27,7 @@ CONSUMER_GROUPS_PER_HUB: dict[str, int] = {"basic": 1, "standard": 20, "premium"
 DEFAULT_CONSUMER_GROUP = "$Default"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class EventHubOptions:
     """One event hub: its partition count, consumer groups (``$Default`` always) and retention.
 
@@ -64,7 +63,7 @@ class EventHubOptions:
         return (DEFAULT_CONSUMER_GROUP, *(g for g in self.consumer_groups if g != DEFAULT_CONSUMER_GROUP))
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class EventHubsOptions:
     """How the broker behaves for Azure Event Hubs clients.
 

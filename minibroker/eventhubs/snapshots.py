@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from ..amqp.message import decode_message
+from ..records import record
 from .events import PARTITION_KEY
 from .hub import EventHub
 
 __all__ = ["EventHubSnapshot", "PartitionSnapshot", "ReceiverSnapshot", "snapshot"]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ReceiverSnapshot:
     """A receiver attached to a partition: its consumer group, owner level and next sequence number."""
 
@@ -22,7 +22,7 @@ class ReceiverSnapshot:
     delivered: int
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class PartitionSnapshot:
     """One partition: its retained events (bodies and partition keys, oldest first) and positions."""
 
@@ -43,7 +43,7 @@ class PartitionSnapshot:
         return len(self.bodies)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class EventHubSnapshot:
     """An event hub at one moment: partition ids, consumer groups and every partition's snapshot."""
 

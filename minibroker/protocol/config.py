@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from ..amqp.performatives import Error
+from ..records import record
 
 __all__ = ["ConnectionConfig"]
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class ConnectionConfig:
     """What the engine offers in ``open``/``begin`` and how it authenticates."""
 

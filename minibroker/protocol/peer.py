@@ -12,7 +12,7 @@ and ``minibroker.testing`` (``Pump``, ``connect``) against a broker in memory.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, NamedTuple, TypeVar
 
 from ..amqp import codec
@@ -36,6 +36,7 @@ from ..amqp.performatives import (
 )
 from ..amqp.sasl_frames import SaslInit, SaslOutcome
 from ..amqp.types import symbol
+from ..records import record
 from .framing import (
     AMQP_HEADER,
     EMPTY_FRAME,
@@ -201,7 +202,7 @@ def parse_frames(data: bytes) -> Frames:
 # --------------------------------------------------------------------------- the client peer
 
 
-@dataclass
+@record
 class PeerLink:
     """The peer's end of a link (§2.6): its handle, role and flow-control counters (§2.6.7)."""
 
@@ -231,7 +232,7 @@ class PeerLink:
         return self.role == ROLE_SENDER
 
 
-@dataclass
+@record
 class PeerSession:
     """The peer's end of a session (§2.5) and its transfer bookkeeping (§2.5.6)."""
 

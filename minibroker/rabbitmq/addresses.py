@@ -22,11 +22,11 @@ destination).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import quote, unquote
 
 from ..broker.addresses import QUEUE_PATH_PREFIX
+from ..records import record
 
 __all__ = [
     "MANAGEMENT",
@@ -51,7 +51,7 @@ class AddressError(ValueError):
     """An address or path that is not in RabbitMQ's v2 format (or is malformed)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Destination:
     """What a v2 address names: a queue, or an exchange with a routing key (None: the message's subject)."""
 
@@ -60,7 +60,7 @@ class Destination:
     key: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class BindingPath:
     """A binding as a management path names it."""
 

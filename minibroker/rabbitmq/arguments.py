@@ -26,11 +26,11 @@ with 400, an unknown queue type too).
 from __future__ import annotations
 
 from collections.abc import Container, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from ..broker.config import QueueOptions, StreamOptions
 from ..broker.streamlog import interval_seconds
+from ..records import record
 from .exchanges import ExchangeError
 
 __all__ = ["QUEUE_TYPES", "QueueSpec", "dead_letter_target", "queue_spec", "QUORUM_DELIVERY_LIMIT"]
@@ -45,7 +45,7 @@ _INTEGER_ARGUMENTS = ("x-message-ttl", "x-expires", "x-max-length", "x-max-lengt
                       "x-delivery-limit", "x-deliver-limit")  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class QueueSpec:
     """A queue declaration: its type, flags, arguments as given, and the options they map to."""
 

@@ -40,9 +40,10 @@ headers and bindings it can reach, not every binding.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Literal
 
+from ..records import record
 from .matching import (
     HeadersIndex,
     HeadersRule,
@@ -97,7 +98,7 @@ class ExchangeError(Exception):
         self.status = status
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Binding:
     """A binding from ``source`` to a queue or an exchange, with a key and arguments."""
 
@@ -229,7 +230,7 @@ class _Bindings:
         return list(self._by_serial.values())  # fanout, x-local-random: every binding
 
 
-@dataclass(slots=True)
+@record(slots=True)
 class Exchange:
     """An exchange: its type, flags, arguments and bindings (in the order they were made)."""
 

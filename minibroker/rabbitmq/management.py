@@ -51,11 +51,11 @@ other sessions stay.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from ..amqp.message import Message
 from ..broker.permissions import ANONYMOUS_USER, Permissions
+from ..records import record
 from .addresses import AddressError, exchange_address, parse_binding_path, parse_destination, queue_address
 from .arguments import queue_spec
 from .exchanges import Binding, ExchangeError
@@ -79,7 +79,7 @@ class AccessRefused(Exception):
     """
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Requester:
     """Who sent a request: ``user`` under ``permissions`` (None: the broker checks nothing)."""
 

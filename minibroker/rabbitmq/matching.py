@@ -8,8 +8,9 @@ how one routing key or one set of headers finds the bindings it matches
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+from ..records import record
 
 __all__ = ["HeadersIndex", "HeadersRule", "RoutingRefused", "TopicTrie", "discard", "headers_match", "topic_matches"]
 
@@ -156,7 +157,7 @@ def topic_matches(pattern: str, key: str) -> bool:
     return bool(trie.match(key))
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class HeadersRule:
     """A headers binding's arguments, read once: any or all, and the (name, value) pairs it compares."""
 

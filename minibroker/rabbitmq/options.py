@@ -6,11 +6,13 @@ Light on purpose (no import of the layer), as ``minibroker.servicebus.options``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from ..records import record
 
 __all__ = ["RabbitMQOptions"]
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class RabbitMQOptions:
     """How the broker presents itself to RabbitMQ 4 clients (``minibroker.rabbitmq``).
 

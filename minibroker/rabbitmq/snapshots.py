@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from ..records import record
 
 __all__ = ["BindingSnapshot", "ExchangeSnapshot"]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class BindingSnapshot:
     """One binding from an exchange: to a queue or an exchange, with its key and arguments."""
 
@@ -19,7 +20,7 @@ class BindingSnapshot:
     arguments: Mapping[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ExchangeSnapshot:
     """An exchange as it is now: type, flags, bindings, and the messages it was sent."""
 

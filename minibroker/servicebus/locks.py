@@ -9,7 +9,6 @@ settlement that comes later is refused with ``com.microsoft:message-lock-lost``.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from typing import Final, Protocol
 
 from sortedcontainers import SortedList
@@ -17,6 +16,7 @@ from sortedcontainers import SortedList
 from ..broker.queue import Queue
 from ..broker.stored import ACQUIRED, Entry
 from ..protocol.endpoints import Delivery
+from ..records import record
 
 __all__ = ["Lock", "LockTable", "Holder", "DEFERRED"]
 
@@ -42,7 +42,7 @@ class _Deferred:
 DEFERRED: Final = _Deferred()
 
 
-@dataclass(slots=True, eq=False)
+@record(slots=True, eq=False)
 class Lock:
     """One lock: the entry it holds, who holds it (a consumer, or ``DEFERRED``), and until when.
 

@@ -7,9 +7,10 @@ these classes without loading the layer, which loads when a broker turns it on.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from ..broker.config import check_tier
+from ..records import record
 
 __all__ = [
     "CorrelationFilter", "DEFAULT_RULE", "EntityProperties", "SERVICE_BUS_MESSAGE_SIZE", "ServiceBusOptions",
@@ -21,7 +22,7 @@ __all__ = [
 SERVICE_BUS_MESSAGE_SIZE: dict[str, int] = {"basic": 256 * 1024, "standard": 256 * 1024, "premium": 100 * 1024 * 1024}
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class SqlFilter:
     """A Service Bus SQL filter: a SQL-92 condition over ``sys.`` properties and application properties.
 
@@ -31,7 +32,7 @@ class SqlFilter:
     expression: str
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class CorrelationFilter:
     """A Service Bus correlation filter: every field given must equal the message's (application
     ``properties`` too); fields left None are not compared."""
@@ -47,7 +48,7 @@ class CorrelationFilter:
     properties: Mapping[str, object] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class SubscriptionRule:
     """A subscription's rule: a filter and an optional SQL action (``SET p = expr; REMOVE q``).
 
@@ -60,7 +61,7 @@ class SubscriptionRule:
     action: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class EntityProperties:
     """A Service Bus queue's, topic's or subscription's own settings (the emulator config's ``Properties``).
 
@@ -102,7 +103,7 @@ class EntityProperties:
 DEFAULT_RULE = SubscriptionRule("$Default")
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ServiceBusOptions:
     """How the broker behaves for Azure Service Bus clients.
 

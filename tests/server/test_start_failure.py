@@ -39,6 +39,7 @@ def _crash(broker: ThreadedBroker) -> None:
     async def failing() -> None:
         raise ValueError("a task failed")
 
+    broker._wait_up()  # start() returns before the broker's task is up
     assert broker._nursery is not None
     trio.from_thread.run_sync(broker._nursery.start_soon, failing, trio_token=broker._token)
 

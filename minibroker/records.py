@@ -1,0 +1,99 @@
+"""``record``: ``dataclasses.dataclass`` whose generated methods are compiled at first use.
+
+``dataclass`` compiles each method it generates (``__init__``, ``__repr__``, ``__eq__``,
+``__hash__``) from source text when the class is declared; with some 70 records declared by
+what a broker's start imports, that was about a third of the import's instructions (docs/
+performance.md, "The fixture and start-up, round four").  ``record`` declares the class with
+``dataclass`` minus those methods (fields, slots, frozen-ness, ``__match_args__``: everything
+``dataclasses.fields``, ``replace`` and ``asdict`` read) and puts a stand-in in each method's
+place; the first call of a stand-in has ``dataclass`` generate that method for a twin class with
+the same fields, installs it on the record and calls it.  From then on the method is
+``dataclass``'s own, called directly: instances and their speed are those of a dataclass.
+
+Only the common options are deferred; ``order``, ``unsafe_hash`` or ``InitVar`` fields take the
+plain ``dataclass``.  Two threads calling a stand-in at once each generate an equal method;
+the last one stays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, TypeVar, dataclass_transform, overload
+
+__all__ = ["record"]
+
+T = TypeVar("T")
+
+
+@overload
+def record(cls: type[T], /) -> type[T]: ...
+
+
+@overload
+def record(
+    *, eq: bool = True, frozen: bool = False, slots: bool = False, kw_only: bool = False, order: bool = False
+) -> Callable[[type[T]], type[T]]: ...
+
+
+@dataclass_transform(field_specifiers=(dataclasses.field, dataclasses.Field))
+def record(
+    cls: type[T] | None = None,
+    /,
+    *,
+    eq: bool = True,
+    frozen: bool = False,
+    slots: bool = False,
+    kw_only: bool = False,
+    order: bool = False,
+) -> type[T] | Callable[[type[T]], type[T]]:
+    """``@record`` / ``@record(frozen=True, slots=True)``: as ``@dataclass`` with the same options."""
+
+    def wrap(cls: type[T]) -> type[T]:
+        annotations = cls.__dict__.get("__annotations__", {})
+        if order or any("InitVar" in str(kind) for kind in annotations.values()):
+            return dataclasses.dataclass(cls, eq=eq, frozen=frozen, slots=slots, kw_only=kw_only, order=order)
+        own = set(cls.__dict__)  # methods the class defines itself, which dataclass leaves alone
+        own_hash = "__hash__" in own and not (cls.__dict__["__hash__"] is None and "__eq__" in own)
+        made: Any = dataclasses.dataclass(
+            cls, init=False, repr=False, eq=False, frozen=frozen, slots=slots, kw_only=kw_only
+        )
+        if "__init__" not in own:
+            made.__init__ = _stand_in(made, "__init__", frozen, {"init": True})
+        if "__repr__" not in own:
+            made.__repr__ = _stand_in(made, "__repr__", frozen, {"repr": True})
+        if eq and "__eq__" not in own:
+            made.__eq__ = _stand_in(made, "__eq__", frozen, {"eq": True})
+            if not own_hash:  # dataclass's rule: equal records hash alike only when frozen
+                made.__hash__ = _stand_in(made, "__hash__", frozen, {"eq": True}) if frozen else None
+        return made  # type: ignore[no-any-return]
+
+    return wrap if cls is None else wrap(cls)
+
+
+def _stand_in(made: Any, name: str, frozen: bool, methods: dict[str, bool]) -> Callable[..., Any]:
+    """A method that makes ``made``'s real ``name`` (``dataclass``'s), installs it and calls it."""
+
+    def stand_in(self: Any, *args: Any, **kwargs: Any) -> Any:
+        method = getattr(_twin(made, frozen, methods), name)
+        setattr(made, name, method)
+        return method(self, *args, **kwargs)
+
+    stand_in.__name__, stand_in.__qualname__ = name, f"{made.__qualname__}.{name}"
+    return stand_in
+
+
+def _twin(made: Any, frozen: bool, methods: dict[str, bool]) -> type:
+    """A class with ``made``'s fields (inherited ones too, in order) and the methods asked for."""
+    # A docstring, or dataclass would make one from inspect.signature (it tokenizes text signatures).
+    namespace: dict[str, Any] = {"__annotations__": {}, "__qualname__": made.__qualname__, "__doc__": made.__doc__}
+    if hasattr(made, "__post_init__"):
+        namespace["__post_init__"] = made.__post_init__  # so the generated __init__ calls it
+    for f in dataclasses.fields(made):
+        namespace["__annotations__"][f.name] = f.type
+        namespace[f.name] = dataclasses.field(
+            default=f.default, default_factory=f.default_factory, init=f.init, repr=f.repr, hash=f.hash,
+            compare=f.compare, kw_only=f.kw_only,
+        )  # fmt: skip
+    options = {"init": False, "repr": False, "eq": False, **methods}
+    return dataclasses.dataclass(type(made.__name__, (), namespace), frozen=frozen, **options)
