@@ -38,6 +38,7 @@ def _run_sync(token: trio.lowlevel.TrioToken, fn: Callable[[Unpack[Ts]], T], *ar
     """``fn(*args)`` in the broker's trio run, from any other thread: the test's, a worker's, or
     one running a trio run of its own (a trio test)."""
     if trio.lowlevel.in_trio_run():
+        _not_from_the_broker_thread(token)
         return _relayed(lambda: trio.from_thread.run_sync(fn, *args, trio_token=token))
     return trio.from_thread.run_sync(fn, *args, trio_token=token)
 
@@ -45,8 +46,23 @@ def _run_sync(token: trio.lowlevel.TrioToken, fn: Callable[[Unpack[Ts]], T], *ar
 def _run(token: trio.lowlevel.TrioToken, afn: Callable[[Unpack[Ts]], Awaitable[T]], *args: *Ts) -> T:
     """``await afn(*args)`` in the broker's trio run, from any other thread (as :func:`_run_sync`)."""
     if trio.lowlevel.in_trio_run():
+        _not_from_the_broker_thread(token)
         return _relayed(lambda: trio.from_thread.run(afn, *args, trio_token=token))
     return trio.from_thread.run(afn, *args, trio_token=token)
+
+
+def _not_from_the_broker_thread(token: trio.lowlevel.TrioToken) -> None:
+    """Refuse a call made by code the broker thread runs: it would wait for that thread, itself.
+
+    Every ``ThreadedBroker`` of a process is served by one trio run in one thread
+    (:mod:`.broker_thread`), so a frame hook, a fault's callback or anything else running in a
+    broker cannot call a ``ThreadedBroker``'s methods, its own or another's."""
+    if trio.lowlevel.in_trio_run() and trio.lowlevel.current_trio_token() is token:
+        raise RuntimeError(
+            "a ThreadedBroker method was called from the broker thread (from a hook, a fault's callback "
+            "or other code a broker runs), which would wait for itself: every ThreadedBroker of a "
+            "process is served by that one thread; call it from the test's own thread instead"
+        )
 
 
 def _relayed(call: Callable[[], T]) -> T:
@@ -205,6 +221,8 @@ class ThreadedBroker(BrokerAPI):
         """Close every connection and stop serving; safe to call twice.  Returns once this
         broker's task has ended (its listener and every connection's socket closed)."""
         self._wait_up()
+        if self._token is not None and threading.current_thread() is self._thread:
+            _not_from_the_broker_thread(self._token)  # raises, before this broker is marked stopped
         thread, self._thread = self._thread, None
         if thread is None:
             return

@@ -77,3 +77,31 @@ def test_a_broker_that_fails_ends_alone() -> None:
     finally:
         failing.stop()
         other.stop()
+
+
+@pytest.mark.timeout(30)
+def test_stop_from_code_the_broker_thread_runs_is_refused_not_a_deadlock() -> None:
+    """A hook or callback runs in the one broker thread: ``stop()`` there would wait for itself.
+    It raises instead, saying where to call it from, and leaves both brokers serving."""
+    first, second = ThreadedBroker().start(), ThreadedBroker().start()
+    try:
+        first.statistics()
+        second.statistics()
+        refused: list[str] = []
+
+        def inside() -> None:
+            for broker in (first, second):
+                with pytest.raises(RuntimeError, match="call it from the test's own thread") as refusal:
+                    broker.stop()
+                refused.append(str(refusal.value))
+
+        token = first._token  # the run both brokers are tasks in
+        assert token is not None
+        trio.from_thread.run_sync(inside, trio_token=token)
+        assert len(refused) == 2
+        assert answers_open(first.port) and answers_open(second.port)
+    finally:
+        first.stop()
+        second.stop()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", second.port), timeout=5).close()
