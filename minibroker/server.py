@@ -14,7 +14,10 @@ another is written to the consumer's socket by the reading task itself,
 before the reader answers its own peer (disposition, flow), through the
 :class:`_Outbox`.  Waking the consumer's writer task instead costs a
 scheduler pass, and answering the producer first lets the producer's
-process take the CPU before the message has left.
+process take the CPU before the message has left.  A short read (what a client
+waiting for an answer sends: its message, then the disposition of the last one it
+got) has its first frame handled alone and that frame's routed output written
+before the frames after it are read (``LEAD_READ``).
 """
 
 from __future__ import annotations
@@ -57,6 +60,12 @@ FAIRNESS_BATCH = 16
 #: Frames handled per pass: a read of 256 KiB of tiny frames (tens of thousands) is handled in
 #: batches with other connections served in between.  A read of ordinary messages is one batch.
 FRAMES_PER_PASS = 1024
+#: A read at most this long has its first frame handled alone, and what that frame routed to other
+#: connections written, before the rest: a request/reply client sends its message first and the
+#: disposition of the message it got after it, so the consumer's process starts on the message
+#: before the broker settles the other.  A longer read (a stream of messages) is handled in one go,
+#: its routed output in one write per connection.
+LEAD_READ = 4096
 #: Seconds a finished connection's pending output may take to reach a slow peer.
 CLOSE_GRACE = 5.0
 #: Seconds to wait for the peer to close its side after we closed ours (avoids a reset).
@@ -532,10 +541,11 @@ async def _read(
             if not data:
                 return True
         drained = plain and len(data) < READ_SIZE
+        frames = 1 if len(data) <= LEAD_READ else FRAMES_PER_PASS
         while True:
             outbox.reading = True
             try:
-                connection.receive_data(data, FRAMES_PER_PASS)
+                connection.receive_data(data, frames)
             finally:
                 outbox.reading = False
             if protocol.login_held:
@@ -548,6 +558,12 @@ async def _read(
                 continue  # its login is judged now
             if outbox.ready:
                 outbox.flush(connection)
+            if frames == 1:
+                # The lead frame of a short read is handled and what it routed is written: the rest now.
+                frames = FRAMES_PER_PASS
+                if protocol.backlogged:
+                    data = b""
+                    continue
             output = connection.data_to_send()
             if output:
                 await sender.send(output)

@@ -4,39 +4,17 @@ RabbitMQ 4 answers a consumer's attach before its queue sends anything; a client
 that reads the answer and the first messages together may run its message
 handler before its ``consumer()`` call has returned (rabbitmq-amqp-python-client
 0.6.0's blocking consumer does).  Each write the server hands to a socket is
-recorded here, so the order is checked write by write, not by timing.
+recorded (the ``writes`` fixture, conftest.py), so the order is checked write by
+write, not by timing.
 """
 
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
-
-import pytest
 
 import minibroker
-from minibroker import server
 from minibroker.rabbitmq import RabbitMQOptions
 from minibroker.testing import FrameReader, Peer, parse_frames
-
-
-@pytest.fixture
-def writes(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bytes]]:
-    """Every chunk the server hands to a socket, in order (both of ``_Sender``'s write paths)."""
-    written: list[bytes] = []
-    send, write_nowait = server._Sender.send, server._Sender.write_nowait
-
-    async def recording_send(self: server._Sender, data: bytes) -> None:
-        written.append(bytes(data))
-        await send(self, data)
-
-    def recording_write_nowait(self: server._Sender, data: bytes) -> bool:
-        written.append(bytes(data))
-        return write_nowait(self, data)
-
-    monkeypatch.setattr(server._Sender, "send", recording_send)
-    monkeypatch.setattr(server._Sender, "write_nowait", recording_write_nowait)
-    yield written
 
 
 def test_the_attach_answer_is_written_before_the_first_transfer(writes: list[bytes]) -> None:
