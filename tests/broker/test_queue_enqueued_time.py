@@ -20,6 +20,7 @@ from minibroker.amqp.types import symbol, timestamp
 from minibroker.broker.enqueued import ENQUEUED_TIME, with_enqueued_time
 from minibroker.broker.stored import StoredMessage
 from minibroker.client import Client
+from minibroker.rabbitmq import RabbitMQOptions
 from minibroker.servicebus import ServiceBusOptions
 
 T0 = 1_700_000_000.25
@@ -131,3 +132,18 @@ def test_a_service_bus_receiver_gets_the_layers_own_annotation_once() -> None:
     assert delivery.payload.count(b"x-opt-enqueued-time") == 1
     annotations = delivery.message.message_annotations
     assert annotations[ENQUEUED_TIME] == round(T0 * 1000) and symbol("x-opt-sequence-number") in annotations
+
+
+def test_a_layers_consumer_that_asks_gets_its_layers_annotations_and_the_time() -> None:
+    """The time is added after what the layer's consumer class adds (RabbitMQ's exchange and routing key)."""
+    with ThreadedBroker(clock=ManualClock(T0), rabbitmq=RabbitMQOptions()) as broker:
+        broker.declare_queue("orders")
+        broker.publish_many("orders", messages=[PLAIN])
+        with Client(broker.url) as client:
+            receiver = client.receiver("/queues/orders", desired_capabilities=ASK)
+            assert receiver._link.remote_attach is not None
+            assert receiver._link.remote_attach.offered_capabilities == [ENQUEUED_TIME]
+            (delivery,) = receiver.fetch(1, timeout=5)
+    assert delivery.message.message_annotations == {
+        symbol("x-exchange"): "", symbol("x-routing-key"): "orders", ENQUEUED_TIME: round(T0 * 1000),
+    }  # fmt: skip
