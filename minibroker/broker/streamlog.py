@@ -67,6 +67,7 @@ _LONG = struct.Struct(">q")
 # ENQUEUED_TIME (enqueued.py) is the message annotation a reader gets beside ``x-stream-offset``
 # when its attach desires it (as a desired capability of that name, Part 2 §2.7.3): here, when the
 # message was appended.  Readers that do not ask get nothing more, and their deliveries cost nothing more.
+
 #: message-annotations of two entries, x-stream-offset -> long then x-opt-enqueued-time ->
 #: timestamp (map8 of 57 bytes and 4 items), up to the offset's eight bytes; then :data:`_TIME_KEY`
 #: and the time's eight.
