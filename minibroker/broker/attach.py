@@ -23,6 +23,7 @@ from ..amqp.performatives import RCV_SECOND, SND_SETTLED, Error, amqp_error
 from ..amqp.types import symbol
 from ..protocol.endpoints import Link
 from .consuming import ConsumerRequest, NodeConsumer
+from .enqueued import asks_enqueued_time
 from .filters import FilterError, parse_filter_set
 from .limits import CreditGate
 from .links import SUPPORTED_OUTCOMES, Client, ConsumerHost, ConsumerLink, ProducerHost, ProducerLink
@@ -205,7 +206,7 @@ class Attacher:
         consumer = node.open_consumer(request)
         browse = consumer.browse
         link.context = consumer
-        # A stream reader that asked for its deliveries' append time is told it gets it (stream.py).
+        # A reader that asked for its deliveries' enqueued time is told it gets it (enqueued.py).
         offered = list(consumer.offered_capabilities) or None
         reply = _reply_source(source, address, browse, filters)
         connection.protocol.accept_link(link, source=reply, target=link.target, offered_capabilities=offered)
@@ -240,6 +241,9 @@ class Attacher:
             topic=topic,
             dynamic=dynamic,
             host=self.host,
+            # The consumer of a queue, browsing or not, that asks for its messages' arrival times
+            # gets them (enqueued.py), as a stream's reader gets its append times.
+            enqueued_time=asks_enqueued_time(link.attach.desired_capabilities),
         )
 
     def _steal(self, topic: Topic, durable_name: str) -> None:

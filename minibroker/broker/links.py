@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ..amqp.messaging import Accepted, Modified, Rejected, Released
 from ..amqp.performatives import SND_SETTLED
 from ..protocol.endpoints import Delivery, Link
 from .consuming import Client, ConsumerRegistry
+from .enqueued import ENQUEUED_TIME, with_enqueued_time
 from .filters import selector_matches
 from .roles import Role
 from .stored import Entry
@@ -117,7 +118,13 @@ class ConsumerLink(Role):
         topic: Topic | None = None,
         dynamic: bool = False,
         host: ConsumerHost | None = None,
+        enqueued_time: bool = False,
     ) -> None:
+        if enqueued_time:
+            # Its attach desired x-opt-enqueued-time (enqueued.py): it becomes the subclass of its
+            # class whose payload adds the time and whose attach offers it.  Chosen once here, so
+            # a consumer that did not ask sends as before, with no per-message test.
+            self.__class__ = _stamping(type(self))
         self.connection = connection
         self.link = link
         self.queue = queue
@@ -291,6 +298,31 @@ class ConsumerLink(Role):
 
     def __repr__(self) -> str:
         return f"<ConsumerLink {self.link.name!r} on {self.queue.name!r}>"
+
+
+class _Stamping(ConsumerLink):
+    """A consumer whose every delivery carries ``x-opt-enqueued-time`` (enqueued.py), mixed in
+    front of a consumer's own class by :func:`_stamping`."""
+
+    offered_capabilities = (str(ENQUEUED_TIME),)
+
+    def payload(self, entry: Entry) -> bytes:
+        return with_enqueued_time(super().payload(entry), entry.message)
+
+
+#: The stamping class of each consumer class, made on first use.
+_STAMPING: dict[type[ConsumerLink], type[ConsumerLink]] = {}
+
+
+def _stamping(base: type[ConsumerLink]) -> type[ConsumerLink]:
+    """``base`` (ConsumerLink or a layer's subclass) with :class:`_Stamping` in front: its payload,
+    the layer's own included (RabbitMQ's exchange annotations), then the time.  One class per base."""
+    made = _STAMPING.get(base)
+    if made is None:
+        made = _STAMPING[base] = cast(
+            "type[ConsumerLink]", type(base.__name__, (_Stamping, base), {"__module__": base.__module__})
+        )
+    return made
 
 
 class ProducerLink(Role):

@@ -42,12 +42,13 @@ from ..protocol.endpoints import Delivery, Link
 from .config import StreamOptions
 from .consuming import Client, ConsumerRegistry
 from .duplicates import RecentIds
+from .enqueued import ENQUEUED_TIME, asks_enqueued_time
 from .roles import Role
 from .statistics import NodeCounters, StreamMessages, StreamSnapshot
 from .stored import StoredMessage
 from .streamfilters import StreamFilter
-from .streamlog import ENQUEUED_TIME, OFFSET_LEAD, OffsetSpec, StreamLog, delivery_payload, timed_payload
 from .streamlog import OFFSET_ANNOTATION as OFFSET_ANNOTATION
+from .streamlog import OFFSET_LEAD, OffsetSpec, StreamLog, delivery_payload, timed_payload
 
 if TYPE_CHECKING:
     from ..amqp.performatives import Error
@@ -190,8 +191,7 @@ class Stream:
     def open_consumer(self, request: ConsumerRequest) -> NodeConsumer:
         """A reader: its position from ``rabbitmq:stream-offset-spec`` (none: ``next``), its filters, its credit."""
         stream_filter = request.stream_filter or StreamFilter(selector=request.selector)
-        desired: Any = request.link.attach.desired_capabilities  # a symbol or a list of them (multiple)
-        timed = desired == ENQUEUED_TIME or (isinstance(desired, list) and ENQUEUED_TIME in desired)
+        timed = asks_enqueued_time(request.link.attach.desired_capabilities)
         return StreamConsumer(request.connection, request.link, self, stream_filter, timed)
 
     def producer_credit_queue(self) -> Queue | None:

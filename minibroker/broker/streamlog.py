@@ -47,6 +47,7 @@ from ..amqp.messaging import MessageAnnotations
 from ..amqp.types import symbol, timestamp
 from ..records import record
 from .config import StreamOptions
+from .enqueued import ENQUEUED_TIME
 from .stored import OriginMessage, StoredMessage
 
 __all__ = [
@@ -63,11 +64,10 @@ OFFSET_ANNOTATION = symbol("x-stream-offset")
 OFFSET_LEAD = b"\x00\x53\x72\xc1\x1b\x02\xa3\x0f" + OFFSET_ANNOTATION.encode() + b"\x81"
 _LONG = struct.Struct(">q")
 
-#: The message annotation a reader gets beside ``x-stream-offset`` when its attach desires it (as a
-#: desired capability of that name, Part 2 §2.7.3): when the message was appended, a timestamp (ms
-#: since the epoch), as Azure Service Bus's ``x-opt-enqueued-time``.  Readers that do not ask get
-#: nothing more, and their deliveries cost nothing more.
-ENQUEUED_TIME = symbol("x-opt-enqueued-time")
+# ENQUEUED_TIME (enqueued.py) is the message annotation a reader gets beside ``x-stream-offset``
+# when its attach desires it (as a desired capability of that name, Part 2 §2.7.3): here, when the
+# message was appended.  Readers that do not ask get nothing more, and their deliveries cost nothing more.
+
 #: message-annotations of two entries, x-stream-offset -> long then x-opt-enqueued-time ->
 #: timestamp (map8 of 57 bytes and 4 items), up to the offset's eight bytes; then :data:`_TIME_KEY`
 #: and the time's eight.

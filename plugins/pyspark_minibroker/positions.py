@@ -4,8 +4,8 @@ Kafka's source gives each row its topic, partition, offset and timestamp; this s
 the address they were read from, the stream offset (``x-stream-offset``, Part 3 §3.2.3 message
 annotations as RabbitMQ 4 streams send it; null from a queue) and the time the broker took the
 message when it says so (the ``x-opt-enqueued-time`` annotation, a timestamp: the arrival at a
-Service Bus entity, or the append to a minibroker stream, whose readers get it by desiring the
-capability of that name; null when the broker sends none, as minibroker's own queues do).
+Service Bus entity or a minibroker queue, or the append to a minibroker stream, whose readers get
+it by desiring the capability of that name; null when the broker sends none).
 
 :class:`PositionRows` is used only when a read asks for those columns, so a read that does not
 pays nothing per message for them.
@@ -41,9 +41,10 @@ class PositionRows(Rows):
 
     __slots__ = ("_positions", "_queue")
 
-    #: minibroker's streams annotate a reader's deliveries with ``x-opt-enqueued-time`` (their
-    #: append time) only when its attach desires it, so only reads with these columns pay for it;
-    #: a broker that does not know the capability ignores it (Part 2 §2.7.3).
+    #: minibroker's streams and queues annotate a reader's deliveries with ``x-opt-enqueued-time``
+    #: (a stream's append time, a queue's arrival time) only when its attach desires it, so only
+    #: reads with these columns pay for it; a broker that does not know the capability ignores it
+    #: (Part 2 §2.7.3).
     DESIRED_CAPABILITIES = ("x-opt-enqueued-time",)
 
     def __init__(self, address: str = "") -> None:

@@ -174,12 +174,20 @@ class _Shape:
     arrow: Any
     columns: tuple[int, ...] | None
 
+    @property
+    def positions(self) -> bool:
+        """Whether it has a position column: only then is each message's position kept."""
+        return self.columns is not None and max(self.columns, default=0) >= len(READ_FIELDS)
+
+    @property
+    def desired_capabilities(self) -> tuple[str, ...]:
+        """What a reader filling its rows asks the broker for in its attach (Part 2 §2.7.3)."""
+        return PositionRows.DESIRED_CAPABILITIES if self.positions else Rows.DESIRED_CAPABILITIES
+
     def rows(self, address: str) -> Rows:
-        """Rows for this shape: :class:`.positions.PositionRows` when it has a position column
-        (only then is each message's position kept), for messages read from ``address``."""
-        if self.columns is not None and max(self.columns, default=0) >= len(READ_FIELDS):
-            return PositionRows(address)
-        return Rows()
+        """Rows for this shape (:class:`.positions.PositionRows` when it has a position column),
+        for messages read from ``address``."""
+        return PositionRows(address) if self.positions else Rows()
 
 
 def _shape(schema: StructType) -> _Shape:
@@ -230,7 +238,8 @@ class _BatchReader(DataSourceReader):
         taken: list[Delivery] = []
         window = FetchWindow()  # a fetch brings about maxBatchBytes
         with options.connect() as client:
-            receiver = client.receiver(options.address, credit=options.max_batch, browse=browse)
+            receiver = client.receiver(options.address, credit=options.max_batch, browse=browse,
+                                       desired_capabilities=self.shape.desired_capabilities)  # fmt: skip
             rows = self.shape.rows(options.address)
             while True:
                 chunk = receiver.fetch(window.size(options.max_batch, options.max_batch_bytes))
@@ -559,7 +568,7 @@ class _StreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow): 
 
     def _state(self) -> StreamState:
         if self.state is None:
-            self.state = StreamState(self.options)
+            self.state = StreamState(self.options, self.shape.desired_capabilities)
         return self.state
 
     def initialOffset(self) -> dict[str, Any]:
@@ -573,7 +582,8 @@ class _StreamReader(SimpleDataSourceStreamReader, SupportsTriggerAvailableNow): 
         return _batches(batch, self.shape, self.options.address), end
 
     def readBetweenOffsets(self, start: dict[str, Any], end: dict[str, Any]) -> Iterator[Any]:
-        return _batches(StreamState.replay(self.options, end), self.shape, self.options.address)
+        replayed = StreamState.replay(self.options, end, self.shape.desired_capabilities)
+        return _batches(replayed, self.shape, self.options.address)
 
     def commit(self, end: dict[str, Any]) -> None:
         self._state().settle_through(int(end["n"]))

@@ -68,8 +68,11 @@ def unpack(packed: str | list[str]) -> list[str]:
 class StreamState:
     """One stream reader's connection, buffer and unsettled batches (driver side, never pickled)."""
 
-    def __init__(self, options: Options) -> None:
+    def __init__(self, options: Options, desired_capabilities: tuple[str, ...] = ()) -> None:
         self.options = options
+        #: What its receiver's attach asks for (Part 2 §2.7.3): ``x-opt-enqueued-time`` when the
+        #: query reads the position columns (each message's arrival time at the broker).
+        self.desired_capabilities = desired_capabilities
         self.client: Client | None = None
         self.receiver: Receiver | None = None
         self.buffer: deque[Delivery] = deque()
@@ -99,7 +102,8 @@ class StreamState:
     def _receiver(self) -> Receiver:
         if self.receiver is None:
             self.client = self.options.connect()
-            self.receiver = self.client.receiver(self.options.address, credit=self.options.max_batch)
+            self.receiver = self.client.receiver(self.options.address, credit=self.options.max_batch,
+                                                 desired_capabilities=self.desired_capabilities)  # fmt: skip
         return self.receiver
 
     def _lose(self, fp: str, n: int) -> None:
@@ -240,15 +244,18 @@ class StreamState:
     # ------------------------------------------------------------------ replay
 
     @staticmethod
-    def replay(options: Options, end: dict[str, Any]) -> list[Delivery]:
-        """The messages of a batch Spark replays after a restart, found by browsing (nothing acquired):
-        the first messages whose fingerprints match ``end["ids"]``.  The next ``read`` settles them."""
+    def replay(options: Options, end: dict[str, Any], desired_capabilities: tuple[str, ...] = ()) -> list[Delivery]:
+        """The messages of a batch Spark replays after a restart, found by browsing (nothing acquired,
+        the browser's attach asking for ``desired_capabilities`` as the reader's does): the first
+        messages whose fingerprints match ``end["ids"]``.  The next ``read`` settles them."""
         wanted: dict[str, int] = {}
         for fp in unpack(end.get("ids", [])):
             wanted[fp] = wanted.get(fp, 0) + 1
         found: list[Delivery] = []
         window = FetchWindow()
-        with options.connect() as client, client.receiver(options.address, browse=True) as browser:
+        with options.connect() as client, client.receiver(
+            options.address, browse=True, desired_capabilities=desired_capabilities
+        ) as browser:
             while wanted:
                 chunk = browser.fetch(window.size(options.max_batch, options.max_batch_bytes))
                 if not chunk:

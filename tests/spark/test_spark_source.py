@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from minibroker import BrokerConfig, Client, ThreadedBroker
+from minibroker import BrokerConfig, Client, ManualClock, ThreadedBroker
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
 
@@ -426,6 +426,28 @@ def test_position_columns_tell_rows_of_several_streams_apart(spark: Any, broker:
     assert sorted((m.message.body, m.message.properties.subject) for m in broker.queue("out").messages) == [
         ("j0", "jobs"), ("j1", "jobs"),
     ]  # fmt: skip
+
+
+def test_queue_reads_give_each_row_the_time_its_message_arrived(spark: Any, tmp_path: Path) -> None:
+    """A queue read with the position columns asks for ``x-opt-enqueued-time``: each row's
+    timestamp is when its message arrived at the broker (its manual clock), browsed or streamed."""
+    t0 = 1_700_000_000.25
+    with ThreadedBroker(clock=ManualClock(t0)) as broker:
+        broker.publish("in", "m0")
+        broker.clock.advance(1.5)
+        broker.publish_many("in", ["m1", "m2"])
+        expected = {"m0": t0, "m1": t0 + 1.5, "m2": t0 + 1.5}
+
+        def times(rows: list[Any]) -> dict[str, float | None]:
+            return {bytes(r.body).decode(): r.timestamp and r.timestamp.timestamp() for r in rows}
+
+        assert times(amqp(spark.read, broker, "in", includePosition="true").load().collect()) == expected
+        picked = amqp(spark.read.schema("body binary, timestamp timestamp"), broker, "in").load().collect()
+        assert times(picked) == expected
+        source = amqp(spark.readStream, broker, "in", includePosition="true").load()
+        run_available_now(source.writeStream.format("memory").queryName("arrivals"), tmp_path / "ck")
+        assert times(spark.table("arrivals").collect()) == expected
+        assert broker.queue("in").depth == 0  # the stream consumed them
 
 
 def test_kill_9_of_the_driver_mid_stream_then_a_restart_leaves_every_id_once(
