@@ -541,36 +541,8 @@ async def _read(
             if not data:
                 return True
         drained = plain and len(data) < READ_SIZE
-        frames = 1 if len(data) <= LEAD_READ else FRAMES_PER_PASS
-        while True:
-            outbox.reading = True
-            try:
-                connection.receive_data(data, frames)
-            finally:
-                outbox.reading = False
-            if protocol.login_held:
-                output = connection.data_to_send()  # sasl-mechanisms go out before the wait
-                if output:
-                    await sender.send(output)
-                if not await _wait_turn(logins, connection):
-                    return True  # cut off unanswered: closed at once, as if the peer had gone (no lingering)
-                data = b""
-                continue  # its login is judged now
-            if outbox.ready:
-                outbox.flush(connection)
-            if frames == 1:
-                # The lead frame of a short read is handled and what it routed is written: the rest now.
-                frames = FRAMES_PER_PASS
-                if protocol.backlogged:
-                    data = b""
-                    continue
-            output = connection.data_to_send()
-            if output:
-                await sender.send(output)
-            if not connection.protocol.backlogged or connection.finished:
-                break
-            data = b""
-            await trio.lowlevel.checkpoint()  # others run between batches of this peer's frames
+        if not await _handle(connection, data, sender, outbox, logins):
+            return True  # cut off unanswered: closed at once, as if the peer had gone (no lingering)
         while protocol.read_paused and not connection.finished:
             # An AMQP 0-9-1 publisher blocked by the broker's alarm: not read until it clears
             # (RabbitMQ's blocked connections); the writer still sends it what it is owed.
@@ -585,6 +557,45 @@ async def _read(
             handled = 0
             await trio.lowlevel.checkpoint()
     return False
+
+
+async def _handle(
+    connection: ServedConnection, data: bytes, sender: _Sender, outbox: _Outbox, logins: LoginGuard
+) -> bool:
+    """Hand one read to ``connection`` in passes, writing what each pass made: the lead frame of a
+    short read alone first (``LEAD_READ``), then at most ``FRAMES_PER_PASS`` frames a pass, others
+    running between passes.  False if the connection was cut off while its login waited its turn."""
+    protocol = connection.protocol
+    frames = 1 if len(data) <= LEAD_READ else FRAMES_PER_PASS
+    while True:
+        outbox.reading = True
+        try:
+            connection.receive_data(data, frames)
+        finally:
+            outbox.reading = False
+        if protocol.login_held:
+            output = connection.data_to_send()  # sasl-mechanisms go out before the wait
+            if output:
+                await sender.send(output)
+            if not await _wait_turn(logins, connection):
+                return False
+            data = b""
+            continue  # its login is judged now
+        if outbox.ready:
+            outbox.flush(connection)
+        if frames == 1:
+            # The lead frame of a short read is handled and what it routed is written: the rest now.
+            frames = FRAMES_PER_PASS
+            if protocol.backlogged:
+                data = b""
+                continue
+        output = connection.data_to_send()
+        if output:
+            await sender.send(output)
+        if not protocol.backlogged or connection.finished:
+            return True
+        data = b""
+        await trio.lowlevel.checkpoint()  # others run between batches of this peer's frames
 
 
 def _address(peer: str) -> str:
