@@ -188,8 +188,9 @@ class BrokerConnection:
             frames += taken
             spent += taken + broker.woken - woken
             # Ended: nothing left, the protocol ended the pass (a receiving peer's attach is
-            # answered alone, a login is held), or the pass's frames or work are spent.
-            if not protocol.backlogged or protocol.ended_early or frames >= max_frames or spent >= budget:
+            # answered alone, a login is held), the step read nothing (the protocol is closed), or
+            # the pass's frames or work are spent.
+            if not protocol.backlogged or protocol.ended_early or not taken or frames >= max_frames or spent >= budget:
                 break
             step = min(2 * step, max_frames - frames, budget - spent)
         # The others are woken once per pass, as when a pass was one step: nothing runs between steps.

@@ -193,7 +193,10 @@ class Connection:
         self.frames_taken = 0
         self.ended_early = False
         if self.finished:
-            return []  # closed or failed: what a peer sends after our close is not read (§2.4.3)
+            # Closed or failed: what a peer sends after our close is not read (§2.4.3), and the
+            # frames a pass left before the close are not waiting any more.
+            self.backlogged = False
+            return []
         # Usually ``_in`` is empty (whole frames were taken): the chunk is kept as it came, no copy.
         if data:
             self._in = self._in[self._in_pos :] + data if self._in else bytes(data)

@@ -70,3 +70,27 @@ def test_a_message_with_one_delivery_still_reads_max_frames_per_pass() -> None:
     assert queue.counters.delivered == 150
     # Read in steps, but the subscriber's writer is woken once per pass, as with one step.
     assert len(woken) == 3
+
+
+
+
+def test_a_pass_on_a_connection_closed_while_frames_waited_ends() -> None:
+    """A pass left frames for the next (``backlogged``), then the broker closed the connection (a
+    fault's drop, a reset): the next pass reads nothing and says nothing is left.  A pass that
+    kept stepping on the closed protocol's stale backlog never ended (a Spark range read whose
+    connection a fault dropped hung the broker so)."""
+    broker = Broker(BrokerConfig(), ManualClock(T0))
+    queue = broker.declare_queue("q")
+    peer = Peer("producer")
+    connection = broker.connect(lambda: None, "producer")
+    pump = connect(connection, peer)
+    pump.send(peer.start() + peer.attach_sender("s", "q", 0))
+    body = Message(body=b"x").encode()
+    connection.receive_data(b"".join(peer.transfer(0, i, i.to_bytes(4), body) for i in range(200)), MAX_FRAMES)
+    assert connection.protocol.backlogged  # frames wait for the next pass
+    taken = queue.depth
+    connection.close()
+    connection.receive_data(b"", MAX_FRAMES)  # the server's next pass
+    assert connection.finished
+    assert not connection.protocol.backlogged  # nothing for the server to come back for
+    assert queue.depth == taken  # what came after the close is not read (Part 1 §2.4.3)
