@@ -8,6 +8,8 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+
+pytest.importorskip("pyspark")  # the spark extra (CI installs it); the README's test command runs without it
 from pyspark_minibroker.options import parse_options
 from pyspark_minibroker.ranges import OffsetRange, read_range
 from pyspark_minibroker.retry import Backoff

@@ -10,6 +10,9 @@ import pickle
 from collections.abc import Iterator
 
 import pytest
+
+pytest.importorskip("pyarrow")  # the spark extra (CI installs it); the README's test command runs without it
+pytest.importorskip("pyspark")
 from pyspark.sql.datasource import InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from pyspark_minibroker import ranges
