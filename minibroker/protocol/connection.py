@@ -652,3 +652,4 @@ class Connection:
     settled_run_room = deliveries.settled_run_room
     send_settled_run = deliveries.send_settled_run
     settle = dispositions.settle
+    settle_received = dispositions.settle_received
