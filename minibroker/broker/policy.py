@@ -227,10 +227,11 @@ class EventPolicy:
                     message = None  # _publish below rejects it, and says why
                 if message is not None:
                     if producer.route_generation == router.generation:
-                        node: Any = producer.route  # as found for an earlier message: no node added or removed since
+                        # The node found for an earlier message: no node was added or removed since.
+                        refusal = publish(producer.route, message, now, _CLIENT)
                     else:
                         node = self._route(producer, address, message)
-                    refusal = node if isinstance(node, Error) else publish(node, message, now, _CLIENT)
+                        refusal = node if isinstance(node, Error) else publish(node, message, now, _CLIENT)
                     if refusal is None:
                         if first >= 0 and (last + 1) % SERIAL_MOD == delivery_id:
                             last = delivery_id
