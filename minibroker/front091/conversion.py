@@ -59,7 +59,7 @@ from ..amqp091.errors import FrameError
 from ..amqp091.properties import NO_PROPERTIES, BasicProperties
 from ..amqp091.values import LongStr, decode_table, encode_table, long
 
-__all__ = ["Arrived", "Delivered", "X_EXCHANGE", "X_ROUTING_KEY", "from_amqp10", "header_of", "record_death", "to_amqp10"]
+__all__ = ["Arrived", "ArrivedWithBcc", "Delivered", "death_reason", "X_EXCHANGE", "X_ROUTING_KEY", "from_amqp10", "header_of", "record_death", "to_amqp10"]
 
 X_EXCHANGE = symbol("x-exchange")
 X_ROUTING_KEY = symbol("x-routing-key")
@@ -69,7 +69,9 @@ X_DEATH = symbol("x-death")
 #: RabbitMQ 3.10's headers saying where a message was dead-lettered first.
 _FIRST_DEATH = tuple(symbol(f"x-first-death-{part}") for part in ("exchange", "queue", "reason"))
 #: The broker's reasons for dead-lettering, as RabbitMQ names them in ``x-death`` (the rest: "rejected").
-_DEATH_REASONS = {"TTLExpiredException": "expired", "MaxLengthExceeded": "maxlen"}
+_DEATH_REASONS = {
+    "TTLExpiredException": "expired", "MaxLengthExceeded": "maxlen", "MaxDeliveryCountExceeded": "delivery_limit",
+}  # fmt: skip
 #: Headers RabbitMQ 4 would not convert to AMQP 1.0, as an encoded 0-9-1 field table: RabbitMQ
 #: keeps a 0-9-1 message as it came, so a 0-9-1 consumer still gets them; so does this one.
 X_HEADERS_091 = symbol("x-amqp-0-9-1-headers")
@@ -214,6 +216,25 @@ class Arrived(Delivered):
         )
 
 
+class ArrivedWithBcc(Arrived):
+    """An :class:`Arrived` publish that had ``BCC`` keys: removed from its headers (no one sees them,
+    ``selected.py``) but kept here, for a dead-lettering that routes it with all its keys again
+    (``deadletter.py``).  A subclass, so the usual publish carries no slot for them."""
+
+    __slots__ = ("bcc",)
+
+    def __init__(
+        self, properties: BasicProperties, body: bytes, exchange: str, routing_key: str, size: int, bcc: tuple[str, ...]
+    ) -> None:
+        super().__init__(properties, body, exchange, routing_key, size)
+        self.bcc = bcc
+
+
+def death_reason(reason: str) -> str:
+    """RabbitMQ's ``x-death`` reason for the broker's dead-lettering ``reason`` (else ``rejected``)."""
+    return _DEATH_REASONS.get(reason, "rejected")
+
+
 @functools.lru_cache(maxsize=1024)
 def _header_section(durable: bool, priority: int | None, ttl: int | None) -> Header | None:
     """The header section a publish's delivery-mode, priority and expiration become: None when it
@@ -325,7 +346,7 @@ def record_death(
     annotations (a list of maps) and made headers for each 0-9-1 delivery (kombu and Celery
     count retries by ``x-death``).
     """
-    why = _DEATH_REASONS.get(reason, "rejected")
+    why = death_reason(reason)
     exchange = str(annotations.get(X_EXCHANGE, ""))
     key = annotations.get(X_ROUTING_KEY)
     deaths = _deaths(annotations)
@@ -356,13 +377,21 @@ def _deaths(annotations: dict[Any, Any]) -> list[dict[Any, Any]]:
 def _death_headers(annotations: dict[Any, Any]) -> dict[str, Any]:
     """``x-death`` and ``x-first-death-*`` as RabbitMQ 3.10 sends them (times as timestamps)."""
     deaths = [
-        {str(field): _seconds(value) if field == "time" and isinstance(value, int) else value
-         for field, value in death.items()}
+        {str(field): _death_field(field, value) for field, value in death.items()}
         for death in _deaths(annotations)
     ]  # fmt: skip
     headers: dict[str, Any] = {"x-death": deaths}
     headers.update((str(name), str(annotations[name])) for name in _FIRST_DEATH if name in annotations)
     return headers
+
+
+def _death_field(field: Any, value: Any) -> Any:
+    """An ``x-death`` table's field as 3.10 sends it: ``time`` a timestamp, ``count`` a long."""
+    if field == "time" and isinstance(value, int):
+        return _seconds(value)
+    if field == "count" and isinstance(value, int) and not isinstance(value, bool):
+        return long(value)
+    return value
 
 
 def _seconds(millis: int) -> datetime.datetime:
