@@ -427,7 +427,7 @@ class Channel:
             self.unacked[tag] = _Unacked(queue, entry, consumer)
             consumer.unacked += 1
         if faulty:
-            faults.on_delivery(self, tag, consumer.tag, queue.name, not consumer.no_ack, lambda: delivered.body)
+            faults.on_delivery(self, tag, consumer.tag, queue.name, not consumer.no_ack, lambda: bytes(delivered.body))
 
     def _next_tag(self) -> int:
         self._tag += 1

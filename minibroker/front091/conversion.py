@@ -179,12 +179,21 @@ def _plain_prefix(
     return bytes(out)
 
 
+#: The smallest body a converted :class:`Arrived` shares with its AMQP 1.0 form rather than keeping
+#: its own copy: the view that shares it takes 184 bytes (``sys.getsizeof(memoryview(b""))``)
+#: where a body of n bytes takes n + 33, so below this a view would save little or cost more.
+SHARED_BODY_MIN = 512
+
+
 class Delivered:
-    """What a 0-9-1 consumer is sent for one stored message: properties, body, exchange and key."""
+    """What a 0-9-1 consumer is sent for one stored message: properties, body, exchange and key.
+
+    The body is bytes, or a view of the AMQP 1.0 form's bytes once :meth:`Arrived.amqp10` has
+    built that form (the body held once); either is written to the wire as it is."""
 
     __slots__ = ("properties", "body", "exchange", "routing_key")
 
-    def __init__(self, properties: BasicProperties, body: bytes, exchange: str, routing_key: str) -> None:
+    def __init__(self, properties: BasicProperties, body: bytes | memoryview, exchange: str, routing_key: str) -> None:
         self.properties = properties
         self.body = body
         self.exchange = exchange
@@ -203,17 +212,30 @@ class Arrived(Delivered):
 
     __slots__ = ("size",)
 
-    def __init__(self, properties: BasicProperties, body: bytes, exchange: str, routing_key: str, size: int) -> None:
+    def __init__(
+        self, properties: BasicProperties, body: bytes | memoryview, exchange: str, routing_key: str, size: int
+    ) -> None:
         super().__init__(properties, body, exchange, routing_key)
         #: What byte limits count: the content header as received and the body.
         self.size = size
 
     def amqp10(self) -> bytes:
-        """The AMQP 1.0 form (:func:`to_amqp10`; the expiration was checked at publish)."""
+        """The AMQP 1.0 form (:func:`to_amqp10`; the expiration was checked at publish).
+
+        The form ends with the body (its one ``data`` section, Part 3 §3.2.6), which the
+        ``OriginMessage`` keeps from now on: a body of :data:`SHARED_BODY_MIN` bytes or more is
+        then held as a view of those bytes, dropping its own copy, so a converted publish holds
+        its body once (``docs/performance.md``, memory).  Harmless if two threads convert at
+        once (a snapshot, see ``OriginMessage``): each view shows the same bytes.
+        """
         expiration = self.properties.expiration
-        return to_amqp10(
-            self.exchange, self.routing_key, self.properties, self.body, int(expiration) if expiration is not None else None
+        body = self.body
+        payload = to_amqp10(
+            self.exchange, self.routing_key, self.properties, bytes(body), int(expiration) if expiration is not None else None
         )
+        if len(body) >= SHARED_BODY_MIN and type(body) is bytes:
+            self.body = memoryview(payload)[len(payload) - len(body) :]
+        return payload
 
 
 class ArrivedWithBcc(Arrived):
@@ -224,7 +246,13 @@ class ArrivedWithBcc(Arrived):
     __slots__ = ("bcc",)
 
     def __init__(
-        self, properties: BasicProperties, body: bytes, exchange: str, routing_key: str, size: int, bcc: tuple[str, ...]
+        self,
+        properties: BasicProperties,
+        body: bytes | memoryview,
+        exchange: str,
+        routing_key: str,
+        size: int,
+        bcc: tuple[str, ...],
     ) -> None:
         super().__init__(properties, body, exchange, routing_key, size)
         self.bcc = bcc
