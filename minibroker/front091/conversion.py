@@ -59,7 +59,7 @@ from ..amqp091.errors import FrameError
 from ..amqp091.properties import NO_PROPERTIES, BasicProperties
 from ..amqp091.values import LongStr, decode_table, encode_table, long
 
-__all__ = ["Arrived", "ArrivedWithBcc", "Delivered", "death_reason", "X_EXCHANGE", "X_ROUTING_KEY", "from_amqp10", "header_of", "record_death", "to_amqp10"]
+__all__ = ["Arrived", "ArrivedWithBcc", "Delivered", "death_reason", "X_DEATH", "X_EXCHANGE", "X_ROUTING_KEY", "from_amqp10", "header_of", "record_death", "to_amqp10"]
 
 X_EXCHANGE = symbol("x-exchange")
 X_ROUTING_KEY = symbol("x-routing-key")

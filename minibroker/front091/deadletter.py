@@ -20,6 +20,10 @@ pika (each point checked against one; ``rabbit_dead_letter:make_msg`` in 3.10):
   replaced).  3.10 sends no ``x-last-death-*`` (RabbitMQ 3.13 added those).
 * The headers table is then sorted by name (``rabbit_misc:set_table_value``); nested tables keep
   their order.  Every other property is passed on unchanged.
+* A dead letter is not delivered to a queue it already died in when no death since (that one
+  included) was a rejection: the docs' "Messages in such cycles (i.e. messages that reach the
+  same queue twice) will be dropped if there was no rejections in the entire cycle"
+  (:func:`is_cycle`).  A rejection ends no cycle check: a rejected message always goes on.
 
 So a dead letter of a 0-9-1 publish is a new :class:`Arrived` made from the old one's properties
 and body (the body object shared, nothing converted), and a 0-9-1 consumer of the dead-letter
@@ -38,7 +42,7 @@ from ..amqp091.values import long
 from .conversion import Arrived, ArrivedWithBcc, death_reason
 from .selected import CC
 
-__all__ = ["DeadLetter091", "dead_letter"]
+__all__ = ["DeadLetter091", "dead_letter", "is_cycle"]
 
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 #: The top-level headers 3.10 adds with the first ``x-death``.
@@ -102,6 +106,21 @@ def _record(headers: dict[str, Any], info: dict[str, Any]) -> None:
             headers["x-death"] = [dict(sorted(bumped.items())), *others]
             return
     headers["x-death"] = [dict(sorted({"count": long(1), **info}.items())), *deaths]
+
+
+def is_cycle(reason: str, queue: str, deaths: object) -> bool:
+    """Whether a dead letter for the broker's ``reason`` must not go to ``queue`` (RabbitMQ 3.10's
+    cycle check, checked against a node): not for a rejection; else when ``queue`` is among the
+    ``x-death`` tables (``deaths``, the latest first, this death included) and no table up to its
+    first one is a rejection (nor anything but a table, which a client must have put there)."""
+    if death_reason(reason) == "rejected" or not isinstance(deaths, list):
+        return False
+    for death in deaths:
+        if not isinstance(death, dict) or death.get("reason") == "rejected":
+            return False
+        if death.get("queue") == queue:
+            return True
+    return False
 
 
 def _keys(value: object) -> tuple[str, ...]:

@@ -32,8 +32,8 @@ from ..rabbitmq.exchanges import DEFAULT_EXCHANGES, Binding, ExchangeError, Exch
 from ..rabbitmq.expiry import QueueExpiry
 from ..rabbitmq.options import RabbitMQOptions
 from .consumers import Ranking
-from .conversion import X_EXCHANGE, X_ROUTING_KEY, Arrived, header_of, record_death
-from .deadletter import dead_letter
+from .conversion import X_DEATH, X_EXCHANGE, X_ROUTING_KEY, Arrived, header_of, record_death
+from .deadletter import dead_letter, is_cycle
 from .replyto import ReplyTargets
 from .selected import BCC, routing_keys, without_bcc
 
@@ -465,8 +465,10 @@ class VirtualHost:
         # RabbitMQ drops the message's TTL when it dead-letters it, so it does not expire again.
         message = StoredMessage(entry.payload_for_delivery(now, keep_ttl=False), now)
         router = self.broker.router
+        deaths = [{str(field): value for field, value in death.items()} for death in recorded[X_DEATH]]
         for name in self.exchanges.route(exchange, key, message.application_properties):
-            router.route(router.nodes[name], message, now, Source.DEAD_LETTER)
+            if not is_cycle(reason, name, deaths):
+                router.route(router.nodes[name], message, now, Source.DEAD_LETTER)
         return True
 
 
@@ -494,8 +496,10 @@ class VirtualHost:
         # No ttl: RabbitMQ removes the expiration, so it does not expire again.
         message = OriginMessage(new, header_of(new.properties, None), now)
         router = self.broker.router
+        deaths = (new.properties.headers or {}).get("x-death")
         for name in self.exchanges.route(exchange, new.routing_key, new.properties.headers, letter.also):
-            router.route(router.nodes[name], message, now, Source.DEAD_LETTER)
+            if not is_cycle(reason, name, deaths):
+                router.route(router.nodes[name], message, now, Source.DEAD_LETTER)
 
 
 def _ae_inequivalence(wanted: Any, current: Any) -> str:

@@ -310,3 +310,30 @@ def test_a_republished_x_death_counts_on_from_any_integer_and_adds_no_first_deat
     (_, _, properties, _), = client.read()
     assert properties.headers == {"x-death": [dict(sorted({**death, "count": count + 1}.items()))]}
     assert type(properties.headers["x-death"][0]["count"]) is long
+
+
+def test_a_dead_letter_cycle_without_a_rejection_is_dropped_and_one_with_a_rejection_goes_on(
+    client: Client, broker: Broker
+) -> None:
+    """RabbitMQ 3.10 (checked): a queue that dead-letters its expired messages to itself drops them;
+    so does a pair of TTL queues dead-lettering to each other, at the second hop; a message
+    rejected in ``a``, expired in ``b`` and sent back to ``a`` is delivered (a rejection in the cycle)."""
+    declare(client, "loop", **{"x-message-ttl": 50, "x-dead-letter-exchange": ""})
+    declare(client, "a", **{"x-dead-letter-exchange": "", "x-dead-letter-routing-key": "b"})
+    declare(client, "b", **{"x-message-ttl": 50, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "a"})
+    declare(client, "ra", **{"x-message-ttl": 50, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "rb"})
+    declare(client, "rb", **{"x-message-ttl": 50, "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "ra"})
+    client.publish(1, "", "loop", b"L")
+    client.publish(1, "", "a", b"D")
+    client.publish(1, "", "ra", b"R")
+    client.read()
+    got = get(client, "a", no_ack=False)
+    assert got is not None
+    client.method(1, m.BasicReject(delivery_tag=got[0].delivery_tag, requeue=False))
+    client.read()
+    for _ in range(4):
+        broker.clock.advance(0.06)
+    depths = {name: broker.queues[name].available_count for name in ("loop", "a", "b", "ra", "rb")}
+    assert depths == {"loop": 0, "a": 1, "b": 0, "ra": 0, "rb": 0}
+    back = get(client, "a")
+    assert back is not None and back[2] == b"D"
