@@ -5,7 +5,9 @@ nothing specific to minibroker: a receiving link whose source carries the filter
 ``rabbitmq:stream-offset-spec`` starts at an offset, and every delivery carries its offset in the
 message annotation ``x-stream-offset``.  So:
 
-* the driver learns a stream's bounds by attaching at ``"first"`` and at ``"last"`` and reading
+* the driver learns a stream's bounds from the link properties of the broker's attach of a reader
+  (``x-stream-first-offset``, ``x-stream-next-offset``: minibroker's, which tell them even for a
+  stream that retains nothing), else by attaching at ``"first"`` and at ``"last"`` and reading
   one message's offset each (:func:`bounds`);
 * a micro-batch from offset ``start`` to ``end`` (exclusive) is split into ranges of at most
   ``maxOffsetsPerPartition`` offsets, and into at least ``minPartitions`` ranges when given
@@ -35,8 +37,8 @@ from .options import Options
 from .retry import LOST, Backoff
 
 __all__ = [
-    "Bounds", "DataLost", "FetchWindow", "OffsetRange", "batch_spans", "bounds", "fetch_size", "is_stream", "plan",
-    "read_range", "split", "starting_offsets",
+    "FIRST_OFFSET_PROPERTY", "NEXT_OFFSET_PROPERTY", "Bounds", "DataLost", "FetchWindow", "OffsetRange", "batch_spans",
+    "bounds", "fetch_size", "is_stream", "plan", "read_range", "split", "starting_offsets",
 ]  # fmt: skip
 
 #: Messages asked for per fetch while reading a range, at most (one Arrow batch each).
@@ -73,9 +75,17 @@ class FetchWindow:
         self.bytes += sum(len(d.payload) for d in deliveries)
 
 
+#: The link properties in which minibroker's attach of a stream reader states the stream's first
+#: retained offset and its next offset (Part 2 §2.7.3; docs/streams.md).
+FIRST_OFFSET_PROPERTY = "x-stream-first-offset"
+NEXT_OFFSET_PROPERTY = "x-stream-next-offset"
+
+
 @dataclass(frozen=True)
 class Bounds:
-    """A stream's first retained offset and its next offset (what the next append gets), if known."""
+    """A stream's first retained offset and its next offset (what the next append gets), if known:
+    both None when it retains nothing and the broker does not say its offsets; equal when the
+    broker says them and the stream retains nothing."""
 
     first: int | None
     next: int | None
@@ -90,8 +100,16 @@ class OffsetRange:
     end: int
 
 
-def _one_offset(client: Client, address: str, spec: str, timeout: float) -> int | None:
-    receiver = client.receiver(address, offset=spec, credit=1, timeout=timeout)
+def _stated(receiver: Receiver) -> Bounds | None:
+    """The bounds the broker's attach states in its link properties, or None when it states none."""
+    stated = receiver.properties
+    first, after = stated.get(FIRST_OFFSET_PROPERTY), stated.get(NEXT_OFFSET_PROPERTY)
+    if isinstance(first, int) and isinstance(after, int) and 0 <= first <= after:
+        return Bounds(first, after)
+    return None
+
+
+def _one_offset(receiver: Receiver, timeout: float) -> int | None:
     try:
         got = receiver.fetch(1, timeout)
     finally:
@@ -100,10 +118,18 @@ def _one_offset(client: Client, address: str, spec: str, timeout: float) -> int 
 
 
 def bounds(options: Options, address: str) -> Bounds:
-    """The stream's first retained offset and next offset, each None when it retains nothing."""
+    """The stream's first retained offset and next offset: one attach when the broker states them
+    (minibroker), else the offsets of the messages at ``first`` and ``last`` (RabbitMQ 4), each
+    None when the stream retains nothing."""
+    timeout = options.timeout
     with options.connect() as client:
-        first = _one_offset(client, address, "first", options.timeout)
-        last = _one_offset(client, address, "last", options.timeout)
+        receiver = client.receiver(address, offset="first", credit=1, timeout=timeout)
+        stated = _stated(receiver)
+        if stated is not None:
+            receiver.close(timeout)
+            return stated
+        first = _one_offset(receiver, timeout)
+        last = _one_offset(client.receiver(address, offset="last", credit=1, timeout=timeout), timeout)
     return Bounds(first, None if last is None else last + 1)
 
 

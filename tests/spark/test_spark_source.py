@@ -325,6 +325,40 @@ def test_a_stream_query_whose_offsets_retention_dropped_fails_saying_how_to_go_o
         assert broker.queue("out").depth == 100 - first
 
 
+def test_offsets_dropped_while_the_query_was_stopped_fail_it_on_restart_though_the_stream_is_empty(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The checkpoint says 5 offsets were read; 3 more were appended and retention dropped all 8
+    while the query was stopped: restarted, it fails at once saying how to go on (the broker's
+    attach states the empty stream's next offset, 8), and with failOnDataLoss=false it goes on
+    from there."""
+    with ThreadedBroker(clock=ManualClock(1_700_000_000.0)) as broker:
+        broker.declare_stream("events", max_age=60)
+        broker.declare_queue("out")
+        broker.publish_many("events", [f"e{i}" for i in range(5)])
+
+        def copy(**options: str) -> Any:
+            source = amqp(spark.readStream, broker, "events", **options).load()
+            return amqp(source.select("body").writeStream, broker, "out")
+
+        run_available_now(copy(), tmp_path / "ck")
+        assert broker.queue("out").depth == 5
+        broker.publish_many("events", ["lost-5", "lost-6", "lost-7"])
+        broker.clock.advance(61)
+        assert broker.stream("events").count == 0
+        query = copy().option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start()
+        try:
+            with pytest.raises(Exception, match="offsets 5 to 7 of stream 'events' are no longer retained.*"
+                               "set option failOnDataLoss to 'false'"):  # fmt: skip
+                query.awaitTermination(WAIT)
+        finally:
+            query.stop()
+        run_available_now(copy(failOnDataLoss="false"), tmp_path / "ck")
+        broker.publish("events", "e8")
+        run_available_now(copy(), tmp_path / "ck")
+        assert bodies(broker, "out") == [f"e{i}".encode() for i in range(5)] + [b"e8"]  # nothing twice, nothing lost
+
+
 def test_a_lost_connection_mid_read_or_write_is_ridden_out(spark: Any, broker: ThreadedBroker, tmp_path: Path) -> None:
     """A broker restart drops every connection: a stream's range read goes on from its next
     offset on a new connection, and a write resends what was not confirmed."""

@@ -30,7 +30,7 @@ from pyspark_minibroker.ranges import (
 from pyspark_minibroker.rows import read_struct_type
 from pyspark_minibroker.source import AmqpDataSource, _OffsetStreamReader, _shape, _StreamBatchReader
 
-from minibroker import BrokerConfig, ThreadedBroker
+from minibroker import BrokerConfig, ManualClock, ThreadedBroker
 
 TIMEOUT = 5.0
 
@@ -57,10 +57,53 @@ def test_bounds_and_the_probe(broker: ThreadedBroker) -> None:
     assert bounds(opts, "events") == bounds(opts, "events")
     assert (bounds(opts, "events").first, bounds(opts, "events").next) == (0, 25)
     broker.declare_stream("empty")
-    assert (bounds(opts, "empty").first, bounds(opts, "empty").next) == (None, None)
+    assert (bounds(opts, "empty").first, bounds(opts, "empty").next) == (0, 0)  # stated by the attach
     broker.declare_queue("jobs")
     assert is_stream(opts, "events") and not is_stream(opts, "jobs")
     broker.assert_stream("events", count=25)  # probing read nothing away
+
+
+def test_bounds_of_a_stream_that_retains_nothing_come_from_the_attach_else_are_unknown(
+    broker: ThreadedBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """minibroker's attach states a stream's offsets (x-stream-first-offset, x-stream-next-offset),
+    so a stream whose messages were all dropped still has a next offset; a broker that states
+    none (RabbitMQ 4) is read at first and last, and such a stream's bounds are unknown."""
+    from minibroker.client import Receiver
+
+    opts = options(broker)
+    assert broker.purge("events") == 25
+    assert bounds(opts, "events") == ranges.Bounds(25, 25)
+    broker.publish("events", "e25")
+    assert bounds(opts, "events") == ranges.Bounds(25, 26)
+    monkeypatch.setattr(Receiver, "properties", property(lambda self: {}))  # a broker that says nothing
+    assert bounds(opts, "events") == ranges.Bounds(25, 26)  # the offsets of the messages at first and last
+    assert broker.purge("events") == 1
+    assert bounds(opts, "events") == ranges.Bounds(None, None)
+
+
+def test_offsets_dropped_while_no_query_ran_fail_the_next_micro_batch_though_nothing_is_left() -> None:
+    """A checkpoint at offset 5; offsets 5 to 7 appended and dropped by retention while the query
+    was stopped, leaving the stream empty: the next micro-batch plans 5 to 8 from the offsets the
+    attach states, and its task finds them gone (as Kafka's source does when a topic's log start
+    offset moved past the committed one), unless failOnDataLoss is false."""
+    with ThreadedBroker(clock=ManualClock(1_700_000_000.0)) as broker:
+        broker.declare_stream("events", max_age=60)
+        broker.publish_many("events", [f"e{i}" for i in range(8)])
+        broker.clock.advance(61)
+        assert broker.stream("events").count == 0
+        for fail_on_data_loss in ("true", "false"):
+            reader = _OffsetStreamReader(options(broker, failOnDataLoss=fail_on_data_loss), _shape(read_struct_type()))
+            end = reader.latestOffset({"events": 5}, ReadAllAvailable())
+            assert end == {"events": 8} and reader.reportLatestOffset() == {"events": 8}
+            (part,) = reader.partitions({"events": 5}, end)
+            if fail_on_data_loss == "true":
+                with pytest.raises(ranges.DataLost, match="offsets 5 to 7 of stream 'events' are no longer retained.*"
+                                   "set option failOnDataLoss to 'false'"):  # fmt: skip
+                    list(reader.read(part))
+            else:
+                assert list(reader.read(part)) == []  # read on from the next offset: nothing yet
+        assert _OffsetStreamReader(options(broker), _shape(read_struct_type())).initialOffset() == {"events": 8}
 
 
 def test_split_and_read_a_range(broker: ThreadedBroker) -> None:
