@@ -260,6 +260,63 @@ def test_a_range_whose_offsets_retention_dropped_with_nothing_newer_fails_unless
         list(read_range(opts, OffsetRange("events", 20, 26)))
 
 
+def test_a_stream_declared_anew_under_a_query_fails_it_unless_fail_on_data_loss_is_false(
+    broker: ThreadedBroker, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A checkpoint at offset 25; the stream deleted and declared again, with 3 messages: its next
+    offset (3) is below the checkpoint's.  As Kafka's source reports a partition whose offsets
+    went backwards, the micro-batch fails naming both offsets, the likely cause and the option;
+    with failOnDataLoss=false it ends at the new stream's first retained offset (planning nothing
+    of it, taking nothing of maxOffsetsPerTrigger), warns once, and the next reads from there."""
+    broker.declare_stream("audit")
+    broker.publish_many("audit", [f"a{i}" for i in range(10)])
+    broker.delete("events")
+    broker.declare_stream("events")
+    broker.publish_many("events", ["n0", "n1", "n2"])
+    checkpoint = {"events": 25, "audit": 0}
+    strict = _OffsetStreamReader(options(broker, address="events,audit"), _shape(read_struct_type()))
+    with pytest.raises(ranges.DataLost, match=r"the offsets of stream 'events' went backwards: its next offset is 3, "
+                       r"below offset 25 at which this query goes on .*deleted and declared again, or its broker "
+                       r"restarted without its messages.*set option failOnDataLoss to 'false' to go on from its "
+                       r"first retained offset \(0\)"):  # fmt: skip
+        strict.latestOffset(checkpoint, ReadAllAvailable())
+    lenient = _OffsetStreamReader(options(broker, address="events,audit", failOnDataLoss="false"),
+                                  _shape(read_struct_type()))  # fmt: skip
+    with caplog.at_level("WARNING", logger="pyspark_minibroker"):
+        end = lenient.latestOffset(checkpoint, ReadMaxRows(4))
+        assert end == {"events": 0, "audit": 4}  # the budget all went to audit
+        assert lenient.reportLatestOffset() == {"events": 3, "audit": 10}
+        assert [(p.address, p.start, p.end) for p in lenient.partitions(checkpoint, end)] == [("audit", 0, 4)]
+        after = lenient.latestOffset(end, ReadMaxRows(4))
+        assert after == {"events": 3, "audit": 5}
+        (part, _) = lenient.partitions(end, after)
+        assert [b.decode() for batch in lenient.read(part) for b in batch.column("body").to_pylist()] == ["n0", "n1", "n2"]
+    (warning,) = caplog.records  # once: the micro-batch after goes on from the new stream's offsets
+    assert warning.levelname == "WARNING"
+    assert "its next offset is 3, below offset 25" in warning.getMessage()
+    assert "going on from its first retained offset (0)" in warning.getMessage()
+
+
+def test_a_batch_read_starting_past_a_stream_s_end_fails_unless_fail_on_data_loss_is_false(
+    broker: ThreadedBroker,
+) -> None:
+    """startingOffsets past the stream's next offset (a job that keeps the offset it read to, the
+    stream since declared anew) is checked as a query's checkpoint is; Kafka's batch query leaves
+    such a partition out without a word."""
+    schema = read_struct_type()
+
+    def read(**extra: str) -> list[str]:
+        reader = AmqpDataSource({"url": broker.url, "address": "events", "timeout": str(TIMEOUT), **extra}).reader(schema)
+        return [bytes(body).decode() for p in reader.partitions() for batch in reader.read(p)
+                for body in batch.column("body").to_pylist()]  # fmt: skip
+
+    with pytest.raises(ranges.DataLost, match="its next offset is 25, below offset 40 at which option startingOffsets "
+                       "starts this read.*set option failOnDataLoss to 'false'"):  # fmt: skip
+        read(startingOffsets='{"events": 40}')
+    assert read(startingOffsets='{"events": 40}', failOnDataLoss="false") == [f"e{i}" for i in range(25)]
+    assert read(startingOffsets='{"events": 25}') == []  # at its end: nothing new, nothing lost
+
+
 def test_unknown_options_are_refused_naming_the_valid_ones() -> None:
     base = {"url": "amqp://127.0.0.1:5672", "address": "events"}
     with pytest.raises(ValueError, match=r"no option 'maxBatchSize' \(did you mean 'maxBatch'\?\); its options are url, "
