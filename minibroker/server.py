@@ -150,8 +150,12 @@ class _Sender:
                 sent = 0  # queued: whoever writes next meets the error and ends the connection
             if sent < len(data):
                 pending += memoryview(data)[sent:]
-            self._written()
-            return not pending
+                self._written()
+                return False
+            connection = self.connection
+            if connection is not None and (connection.transport_backlog or connection.throttled):
+                self._written()  # its backlog is 0 now, and routing to it may resume
+            return True
         pending += data
         if self.connection is not None:
             self.connection.transport_backlog = len(pending)
