@@ -1,4 +1,4 @@
-"""A ThreadedBroker tells ``wait_for`` of its changes without a lock per server pass when nobody waits.
+"""ThreadedBroker and ``open_broker`` tell ``wait_for`` of changes at no cost per server pass while nobody waits.
 
 Every server pass ends with the broker's change watchers; the ThreadedBroker's bumps a version and
 takes its condition's lock to wake the threads in ``wait_for`` only when one is counted there.
@@ -13,9 +13,13 @@ import threading
 import time
 from typing import Any
 
+import pytest
+import trio
+
 import minibroker
 from minibroker.amqp.message import Message
 from minibroker.testing import FrameReader, Peer
+from minibroker.trio_broker import open_broker
 
 
 class _CountingCondition(threading.Condition):
@@ -68,3 +72,34 @@ def test_a_waiting_wait_for_is_woken_by_a_change_over_a_socket() -> None:
         waiter.join(60)
         assert not waiter.is_alive(), "wait_for was not woken by the message's arrival"
         assert seen == [1]
+
+
+@pytest.mark.trio
+async def test_trio_broker_passes_make_no_event_while_nobody_waits() -> None:
+    """``open_broker``'s watcher: a pass with no ``wait_for`` waiting keeps the event (makes no new one)."""
+    async with open_broker() as broker:
+        broker.declare_queue("work")
+        kept = broker._changed
+        await trio.to_thread.run_sync(_send_only, broker.port, 5)
+        for _ in range(3000):
+            if broker.queue("work").depth == 5:
+                break
+            await trio.sleep(0.01)
+        assert broker.queue("work").depth == 5
+        assert broker._changed is kept, "a server pass made a new event with nobody waiting"
+        # And a waiter is still woken by a pass (bounded as a good client is: 60 s).
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(trio.to_thread.run_sync, _send_only, broker.port, 1)
+                assert await broker.wait_for(lambda b: b.queue("work").depth == 6, 600)
+
+
+def _send_only(port: int, count: int) -> None:
+    producer, reader = Peer("producer"), FrameReader()
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(producer.start() + producer.attach_sender("p", "work", 0))
+        names: list[str] = []
+        while "Flow" not in names:
+            names += reader.feed(sock.recv(65536)).names()
+        for n in range(count):
+            sock.sendall(producer.transfer(0, None, None, Message(body=n).encode()))
