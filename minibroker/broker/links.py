@@ -144,6 +144,9 @@ class ConsumerLink(Role):
         self._tags = 0
         self._host = host
         self._registry: ConsumerRegistry | None = None
+        #: Whether :meth:`deliver_run` may send runs itself: not for a class with its own
+        #: :meth:`deliver` (a Service Bus consumer locks each message it sends).
+        self.runs = type(self).deliver is ConsumerLink.deliver
 
     @property
     def address(self) -> str:
@@ -231,6 +234,43 @@ class ConsumerLink(Role):
             self.transaction.acquired(self, entry, delivery)
         if connection.protocol.hook is not None:  # offer(), inlined: one test when nothing observes
             self.offer(entry, delivery)
+
+    def deliver_run(self, entries: list[Entry]) -> int:
+        """Send ``entries``, acquired for it by its queue in delivery order; return how many went
+        out (the queue puts the rest back as they were, ``Queue._dispatch_runs``).
+
+        The usual run (no transaction's credit, this class's own :meth:`deliver`, what
+        ``Connection.send_run`` takes) is one string of frames and one ``mark_dirty``; the link's
+        credit and the session window (§2.5.6, §2.6.7) bound it.  Any other goes message by
+        message as :meth:`deliver`, while :meth:`credit` lasts.
+        """
+        connection = self.connection
+        link = self.link
+        count = min(len(entries), link.credit, link.session.remote_incoming_window)
+        if count > 0 and self.runs and self.transaction is None and link.outgoing is None:
+            run = entries[:count] if count < len(entries) else entries
+            if type(self).payload is ConsumerLink.payload:
+                now = self.now()  # read only by a message that expires (its ttl is what is left of it)
+                payloads = [entry.payload_for_delivery(now) for entry in run]
+            else:
+                payloads = [self.payload(entry) for entry in run]
+            deliveries = connection.protocol.send_run(link, (self._tags + 1) & _TAG_MASK, payloads, self.presettled)
+            if deliveries is not None:
+                self._tags += count
+                if self.presettled:
+                    self.queue.accept_all(run)
+                else:
+                    unsettled = self.unsettled
+                    for delivery, entry in zip(deliveries, run, strict=True):
+                        delivery.context = entry
+                        unsettled[delivery.delivery_id] = entry
+                connection.mark_dirty()
+                return count
+        for sent, entry in enumerate(entries):
+            if self.credit() <= 0:
+                return sent
+            self.deliver(entry)
+        return len(entries)
 
     def offer(self, entry: Entry | None, delivery: Delivery) -> None:
         """Show the tap what was just sent (``entry``: held unsettled, or None), while it has observers."""
