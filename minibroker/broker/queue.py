@@ -797,6 +797,8 @@ def _take_run(queue: Queue, consumer: Consumer, count: int) -> list[Entry]:
     fifos = queue._fifos
     heaps = queue._levels
     budget = RUN_BYTES
+    acquired = queue._acquired
+    plain = queue._capture is None and queue._selective is None  # no snapshot pending, no selector index
     while queue._available_count and len(run) < count:
         top = queue._top
         fifo = fifos[top]
@@ -807,9 +809,15 @@ def _take_run(queue: Queue, consumer: Consumer, count: int) -> list[Entry]:
                 break
         if not accepts(entry):
             break
-        queue._take(entry, ACQUIRED)  # first: a snapshot's pending capture copies the contents before
-        if fifo and fifo[0] is entry:
-            fifo.popleft()  # it left the available set: no stale head left behind
+        if plain and entry.expires_at is None and fifo and fifo[0] is entry:
+            fifo.popleft()  # what _take does, for an entry in no index, and no stale head left behind
+            entry.state = ACQUIRED
+            acquired[entry.seq] = entry
+            queue._available_count -= 1
+        else:
+            queue._take(entry, ACQUIRED)  # first: a snapshot's pending capture copies the contents before
+            if fifo and fifo[0] is entry:
+                fifo.popleft()
         entry.owner = consumer
         run.append(entry)
         message = entry.message  # its size as _entry counted it
