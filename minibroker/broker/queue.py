@@ -195,7 +195,7 @@ class Queue:
         self._ready: list[Consumer] = []
         self._parked: set[Consumer] | None = None  # made when the first is parked
         self._waking = 0  # how many consumers say ``wakes_queue`` (none: nothing is ever parked)
-        self._runners: set[Consumer] = set()  # those with ``deliver_run`` (see _dispatch_runs)
+        self._runners: set[Consumer] = set()  # those with ``run_room`` (see _dispatch_runs)
         self._browsers: Browsers | None = None  # made when the first browser attaches (browsing.py)
         self._turn = 0
         self._capture: weakref.ref[Capture] | None = None  # contents promised to a snapshot
@@ -471,7 +471,7 @@ class Queue:
             self._ready.append(consumer)
             if getattr(consumer, "wakes_queue", False):
                 self._waking += 1
-            if getattr(consumer, "deliver_run", None) is not None:
+            if getattr(consumer, "run_room", None) is not None:
                 self._runners.add(consumer)
 
     def wake(self, consumer: Consumer, now: float) -> None:
@@ -753,35 +753,33 @@ def _parked_out(ready: list[Consumer], turn: int, parked: set[Consumer]) -> tupl
 
 
 def _dispatch_runs(queue: Queue, consumer: Consumer) -> bool:
-    """The one consumer in ``queue``'s turns takes runs (``deliver_run``): what it has credit for,
-    at most :data:`RUN` messages and about :data:`RUN_BYTES` bytes a run, acquired in one loop and
-    sent in one call; False to leave the rest to the message-by-message walk (a message it does not
-    take, which that walk looks past with the selector index; other consumers in the turns).
+    """The one consumer in ``queue``'s turns takes runs: what its ``run_room`` allows, at most
+    :data:`RUN` messages and about :data:`RUN_BYTES` bytes a run, acquired in one loop and sent in
+    one call (``deliver_run``).  False to leave the rest to the message-by-message walk: room for
+    one message or none (the walk parks a consumer without credit), a message it does not take
+    (the walk looks past it with the selector index), other consumers in the turns.
 
-    The output bound, read by ``credit`` before each run, is passed by at most one run (as one
+    The output bound, read by ``run_room`` before each run, is passed by at most one run (as one
     message at a time passes it by one).  What a run did not send goes back as it was: acquired
     for no one, its place and first-acquirer kept (``Queue._push``, not ``_make_available``).
     """
-    deliver_run = consumer.deliver_run  # type: ignore[attr-defined]  # a runner (Queue.add_consumer)
+    run_room = consumer.run_room  # type: ignore[attr-defined]  # a runner (Queue.add_consumer)
+    deliver_run = consumer.deliver_run  # type: ignore[attr-defined]
     while queue.available_count:
-        room = consumer.credit()
-        if room <= 0:
-            if queue._waking:
-                queue._park_idle()
-            return True
+        room = run_room()
+        if room <= 1:
+            return False
         run = _take_run(queue, consumer, min(room, RUN))
         if not run:
             return False
         sent = deliver_run(run)
-        for entry in run[sent:]:  # not sent after all (the session window)
+        for entry in run[sent:]:  # not sent after all (a message of several frames took the window)
             queue._push(entry)
             entry.owner = None
             queue.counters.delivered -= 1
         ready = queue._ready
-        if len(ready) != 1 or ready[0] is not consumer:
-            return False  # it went away while sending, or others joined: the walk goes on
-        if sent < len(run):
-            return True
+        if len(ready) != 1 or ready[0] is not consumer or sent < len(run):
+            return False  # it went away while sending, others joined, or it is full: the walk goes on
     return True
 
 

@@ -94,11 +94,10 @@ def test_a_backlog_goes_in_runs_with_the_frames_one_message_at_a_time_would_have
     assert broker.router.resolve("q").bytes == 0  # type: ignore[union-attr]
 
 
-def test_what_the_session_window_does_not_take_goes_back_untouched_and_follows_in_order(runs: list[int]) -> None:
+def test_a_run_is_bounded_by_the_session_window(runs: list[int]) -> None:
     broker = make_broker()
     broker.declare_queue("q")
-    first_acquirer = Message(header=Header(first_acquirer=True))
-    broker.publish_many("q", encode_bodies(first_acquirer, [f"m{i}" for i in range(600)]))
+    broker.publish_many("q", encode_bodies(Message(), [f"m{i}" for i in range(600)]))
     peer = Peer()
     pump = receiver(broker, peer)
     reads = (
@@ -106,15 +105,36 @@ def test_what_the_session_window_does_not_take_goes_back_untouched_and_follows_i
         pump.send(peer.flow(0, credit=344, next_incoming_id=256, incoming_window=144)),
     )
     assert bodies(*reads) == [f"m{i}" for i in range(400)]
-    assert runs == [144]  # the run of 344 the queue took was cut at the window
+    assert runs == [144]
     snapshot = broker.queue_snapshot("q")
     assert (snapshot.available, snapshot.acquired, snapshot.statistics.delivered) == (200, 400, 400)
-    # The window opens: the 200 put back go next, in order, as never acquired (first-acquirer kept).
-    frames = pump.send(peer.flow(0, credit=200, incoming_window=1000, next_incoming_id=400))
+    frames = pump.send(peer.flow(0, credit=200, next_incoming_id=400, incoming_window=1000))
     assert bodies(frames) == [f"m{i}" for i in range(400, 600)]
+
+
+def test_what_a_run_could_not_send_goes_back_untouched_and_follows_in_order(runs: list[int]) -> None:
+    broker = make_broker()
+    broker.declare_queue("q")
+    first_acquirer = Message(header=Header(first_acquirer=True))
+    names = [f"m{i}" for i in range(256)] + ["x" * 2000] + [f"s{i}" for i in range(20)]
+    broker.publish_many("q", encode_bodies(first_acquirer, names))
+    peer = Peer()
+    pump = connect(broker, peer)
+    pump.send(peer.header() + peer.open(max_frame_size=512) + peer.begin())
+    pump.send(peer.attach_receiver("r", "q", 0))
+    first = pump.send(peer.flow(0, credit=256))
+    # A run of 10 (the window): the large message takes 5 frames of it, 5 small ones the rest.
+    frames = pump.send(peer.flow(0, credit=100, next_incoming_id=256, incoming_window=10))
+    assert bodies(first, frames) == names[:262]
+    assert runs == []  # the run with the large message went one by one
+    snapshot = broker.queue_snapshot("q")
+    assert (snapshot.available, snapshot.acquired, snapshot.statistics.delivered) == (15, 262, 262)
+    # The window opens: the 4 put back go next, in order, as never acquired (first-acquirer kept).
+    frames = pump.send(peer.flow(0, credit=100, next_incoming_id=266, incoming_window=1000))
+    assert bodies(frames) == names[262:]
     headers = [message.header for _transfer, message in transfers(frames)]
     assert all(header is not None and header.first_acquirer for header in headers)
-    assert broker.queue_snapshot("q").statistics.delivered == 600
+    assert broker.queue_snapshot("q").statistics.delivered == len(names)
 
 
 def test_a_message_of_several_frames_in_a_backlog_goes_alone_and_the_run_goes_on(runs: list[int]) -> None:
