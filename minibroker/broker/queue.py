@@ -787,41 +787,49 @@ def _take_run(queue: Queue, consumer: Consumer, count: int) -> list[Entry]:
     """Acquire for ``consumer`` up to ``count`` entries of ``queue`` in delivery order while it
     takes each, until their bytes pass :data:`RUN_BYTES`.
 
-    The next entry is the highest level's FIFO head when that level has nothing in its heap
-    (every message going out for the first time), else ``Queue._first_available``'s.
+    Entries going out for the first time (the highest level's FIFO, its heap empty, no expiry,
+    no snapshot pending, no selector index) are taken in a loop of their own: what ``_take`` does
+    for each, the count of available ones lowered once.  Anything else, one by one through
+    ``_first_available`` and ``_take``.
     """
     run: list[Entry] = []
+    append = run.append
     accepts = consumer.accepts
-    fifos = queue._fifos
-    heaps = queue._levels
-    budget = RUN_BYTES
     acquired = queue._acquired
-    plain = queue._capture is None and queue._selective is None  # no snapshot pending, no selector index
-    while queue._available_count and len(run) < count:
+    budget = RUN_BYTES
+    while queue._available_count and len(run) < count and budget > 0:
         top = queue._top
-        fifo = fifos[top]
-        entry = fifo[0] if fifo and not heaps[top] else None
-        if entry is None or entry.token != 1 or entry.state != AVAILABLE:
-            entry = queue._first_available()
-            if entry is None:
-                break
-        if not accepts(entry):
+        fifo = queue._fifos[top]
+        if fifo and not queue._levels[top] and queue._capture is None and queue._selective is None:
+            room = count - len(run)
+            taken = 0
+            while fifo and taken < room and budget > 0:
+                entry = fifo[0]
+                if entry.token != 1 or entry.state != AVAILABLE or entry.expires_at is not None:
+                    break  # a stale head, or one in the expiry index: the way below
+                if not accepts(entry):
+                    break
+                fifo.popleft()  # no stale head left behind
+                entry.state = ACQUIRED
+                acquired[entry.seq] = entry
+                entry.owner = consumer
+                append(entry)
+                taken += 1
+                message = entry.message  # its size as _entry counted it
+                budget -= message.size if type(message) is OriginMessage else len(message.payload)
+            if taken:
+                queue._available_count -= taken
+                continue
+        first = queue._first_available()
+        if first is None or not accepts(first):
             break
-        if plain and entry.expires_at is None and fifo and fifo[0] is entry:
-            fifo.popleft()  # what _take does, for an entry in no index, and no stale head left behind
-            entry.state = ACQUIRED
-            acquired[entry.seq] = entry
-            queue._available_count -= 1
-        else:
-            queue._take(entry, ACQUIRED)  # first: a snapshot's pending capture copies the contents before
-            if fifo and fifo[0] is entry:
-                fifo.popleft()
-        entry.owner = consumer
-        run.append(entry)
-        message = entry.message  # its size as _entry counted it
+        queue._take(first, ACQUIRED)  # first: a snapshot's pending capture copies the contents before
+        if fifo and fifo[0] is first:
+            fifo.popleft()
+        first.owner = consumer
+        append(first)
+        message = first.message
         budget -= message.size if type(message) is OriginMessage else len(message.payload)
-        if budget <= 0:
-            break
     queue.counters.delivered += len(run)
     return run
 

@@ -15,7 +15,7 @@ import pytest
 
 from minibroker import BrokerConfig, ManualClock
 from minibroker.amqp.message import Message, decode_message, encode_bodies
-from minibroker.amqp.messaging import Header
+from minibroker.amqp.messaging import Header, Released
 from minibroker.amqp.performatives import SND_SETTLED, Transfer
 from minibroker.broker.engine import Broker
 from minibroker.protocol import deliveries as deliveries_module
@@ -163,3 +163,26 @@ def test_a_pre_settled_consumer_takes_runs_and_the_queue_is_empty_after(runs: li
     assert runs == [244]
     snapshot = broker.queue_snapshot("q")
     assert (snapshot.depth, snapshot.statistics.acknowledged) == (0, 500)
+
+
+def test_a_run_takes_higher_priorities_first_and_released_messages_in_their_place(runs: list[int]) -> None:
+    broker = make_broker()
+    broker.declare_queue("q")
+    broker.publish_many("q", encode_bodies(Message(), [f"m{i}" for i in range(256)]))
+    peer = Peer()
+    pump = receiver(broker, peer)
+    pump.send(peer.flow(0, credit=256))
+    pump.send(peer.disposition(0, 255))
+    low = Message(header=Header(priority=1))
+    high = Message(header=Header(priority=9))
+    broker.publish_many("q", encode_bodies(low, ["low0", "low1", "low2"]))
+    broker.publish_many("q", encode_bodies(high, ["high0", "high1"]))
+    frames = pump.send(peer.flow(0, credit=5))
+    assert bodies(frames) == ["high0", "high1", "low0", "low1", "low2"]
+    assert runs == [5]
+    # Two given back (released: Part 3 §3.4.4) return to their places among the rest.
+    pump.send(peer.disposition(258, 259, state=Released()))
+    broker.publish_many("q", encode_bodies(low, ["low3"]))
+    frames = pump.send(peer.flow(0, credit=5))
+    assert bodies(frames) == ["low0", "low1", "low3"]
+    assert runs == [5, 3]
