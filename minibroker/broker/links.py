@@ -147,6 +147,14 @@ class ConsumerLink(Role):
         #: Whether :meth:`deliver_run` may send runs itself: not for a class with its own
         #: :meth:`deliver` (a Service Bus consumer locks each message it sends).
         self.runs = type(self).deliver is ConsumerLink.deliver
+        #: Whether :meth:`accepts` takes every entry that was never given back with
+        #: undeliverable-here (no selector of its own, no max-message-size): a queue's run then
+        #: asks it only of those that were (``queue._take_run``).
+        self.takes_fresh = (
+            type(self).accepts is ConsumerLink.accepts
+            and (selector is None or subscription is not None)
+            and link.max_message_size is None
+        )
 
     @property
     def address(self) -> str:

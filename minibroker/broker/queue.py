@@ -795,6 +795,7 @@ def _take_run(queue: Queue, consumer: Consumer, count: int) -> list[Entry]:
     run: list[Entry] = []
     append = run.append
     accepts = consumer.accepts
+    fresh = getattr(consumer, "takes_fresh", False)  # it takes every entry with no history (links.py)
     acquired = queue._acquired
     budget = RUN_BYTES
     while queue._available_count and len(run) < count and budget > 0:
@@ -807,7 +808,7 @@ def _take_run(queue: Queue, consumer: Consumer, count: int) -> list[Entry]:
                 entry = fifo[0]
                 if entry.token != 1 or entry.state != AVAILABLE or entry.expires_at is not None:
                     break  # a stale head, or one in the expiry index: the way below
-                if not accepts(entry):
+                if (entry._rare is not None or not fresh) and not accepts(entry):
                     break
                 fifo.popleft()  # no stale head left behind
                 entry.state = ACQUIRED
