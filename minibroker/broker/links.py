@@ -144,8 +144,8 @@ class ConsumerLink(Role):
         self._tags = 0
         self._host = host
         self._registry: ConsumerRegistry | None = None
-        #: Whether :meth:`deliver_run` may send runs itself: not for a class with its own
-        #: :meth:`deliver` (a Service Bus consumer locks each message it sends).
+        #: Whether its queue may hand it runs (:meth:`run_room`, :meth:`deliver_run`): not a class
+        #: with its own :meth:`deliver` (a Service Bus consumer locks each message it sends).
         self.runs = type(self).deliver is ConsumerLink.deliver
         #: Whether :meth:`accepts` takes every entry that was never given back with
         #: undeliverable-here (no selector of its own, no max-message-size): a queue's run then
@@ -246,11 +246,10 @@ class ConsumerLink(Role):
     def run_room(self) -> int:
         """How many messages its queue may hand it in one run now (``Queue._dispatch_runs``): its
         credit within the session window (§2.5.6, §2.6.7); 0 to have them one at a time, as
-        :meth:`deliver` sends them: a class with its own ``deliver`` (a Service Bus consumer locks
-        each message), a transaction's credit, a message still going out, a hook watching frames
-        (the tap sees each delivery), a full output."""
+        :meth:`deliver` sends them: a transaction's credit, a message still going out, a hook
+        watching frames (the tap sees each delivery), a full output."""
         link = self.link
-        if not self.runs or self.transaction is not None or link.outgoing is not None:
+        if self.transaction is not None or link.outgoing is not None:
             return 0
         connection = self.connection
         if connection.protocol.hook is not None or connection.output_full():

@@ -96,7 +96,11 @@ class Consumer(Protocol):
 
     A consumer may also set ``wakes_queue = True`` when every way it gains credit ends in
     :meth:`Queue.wake`: the queue then leaves it out of the turns while it has none (read once,
-    when it is added; one that does not say is never left out).
+    when it is added; one that does not say is never left out).  One that sets ``runs = True``
+    (read once too) has ``run_room() -> int`` (how many messages it takes in one run now; 0 or 1:
+    one at a time) and ``deliver_run(entries) -> int`` (sends them, returns how many went out),
+    and may say ``takes_fresh = True`` (``accepts`` is true of every entry without a history):
+    while it is alone in the turns it takes runs (:func:`_dispatch_runs`).
     """
 
     link_id: int
@@ -195,7 +199,7 @@ class Queue:
         self._ready: list[Consumer] = []
         self._parked: set[Consumer] | None = None  # made when the first is parked
         self._waking = 0  # how many consumers say ``wakes_queue`` (none: nothing is ever parked)
-        self._runners: set[Consumer] = set()  # those with ``run_room`` (see _dispatch_runs)
+        self._runners: set[Consumer] = set()  # those that say ``runs`` (see _dispatch_runs)
         self._browsers: Browsers | None = None  # made when the first browser attaches (browsing.py)
         self._turn = 0
         self._capture: weakref.ref[Capture] | None = None  # contents promised to a snapshot
@@ -471,7 +475,7 @@ class Queue:
             self._ready.append(consumer)
             if getattr(consumer, "wakes_queue", False):
                 self._waking += 1
-            if getattr(consumer, "run_room", None) is not None:
+            if getattr(consumer, "runs", False):
                 self._runners.add(consumer)
 
     def wake(self, consumer: Consumer, now: float) -> None:
