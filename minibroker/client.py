@@ -234,6 +234,15 @@ class _Link:
                                f"the broker's detach of the refused link on {self.address!r}")
             self._check()
 
+    @property
+    def properties(self) -> dict[str, Any]:
+        """The link properties of the broker's attach (Part 2 §2.7.3), keys as strings; empty when
+        it sent none.  minibroker answers a stream reader with the stream's offsets there
+        (``x-stream-first-offset``, ``x-stream-next-offset``; docs/streams.md)."""
+        remote = self._link.remote_attach
+        found = remote.properties if remote is not None else None
+        return {str(key): value for key, value in found.items()} if isinstance(found, dict) else {}
+
     def close(self, timeout: float | None = None) -> None:
         """Detach and close the link (§2.6.6); waits for the broker's detach."""
         if self.closed:

@@ -10,6 +10,10 @@ place; the first call of a stand-in has ``dataclass`` generate that method for a
 the same fields, installs it on the record and calls it.  From then on the method is
 ``dataclass``'s own, called directly: instances and their speed are those of a dataclass.
 
+A frozen record's ``__setattr__`` and ``__delattr__`` (which ``dataclass`` also compiles at
+declaration, for the record and again for each twin) are stand-ins as well, made by ``dataclass``'s
+own maker at their first call, which for a frozen record is an attempt to assign (an error).
+
 Only the common options are deferred; ``order``, ``unsafe_hash`` or ``InitVar`` fields take the
 plain ``dataclass``.  Two threads calling a stand-in at once each generate an equal method;
 the last one stays.
@@ -55,9 +59,7 @@ def record(
             return dataclasses.dataclass(cls, eq=eq, frozen=frozen, slots=slots, kw_only=kw_only, order=order)
         own = set(cls.__dict__)  # methods the class defines itself, which dataclass leaves alone
         own_hash = "__hash__" in own and not (cls.__dict__["__hash__"] is None and "__eq__" in own)
-        made: Any = dataclasses.dataclass(
-            cls, init=False, repr=False, eq=False, frozen=frozen, slots=slots, kw_only=kw_only
-        )
+        made: Any = _dataclass(cls, init=False, repr=False, eq=False, frozen=frozen, slots=slots, kw_only=kw_only)
         if "__init__" not in own:
             made.__init__ = _stand_in(made, "__init__", frozen, {"init": True})
         if "__repr__" not in own:
@@ -69,6 +71,52 @@ def record(
         return made  # type: ignore[no-any-return]
 
     return wrap if cls is None else wrap(cls)
+
+
+#: ``dataclass``'s maker of a frozen class's ``__setattr__`` and ``__delattr__`` (compiled from
+#: source at declaration, two ``compile`` calls a frozen record); deferred like the other methods
+#: where it has the form Python 3.11 and 3.12 give it, else left alone.
+_FROZEN_METHODS: Any = getattr(dataclasses, "_frozen_get_del_attr", None)
+_DEFER_FROZEN = _FROZEN_METHODS is not None and _FROZEN_METHODS.__code__.co_varnames[:3] == ("cls", "fields", "globals")
+
+
+def _dataclass(cls: type[T], *, frozen: bool, **options: bool) -> type[T]:
+    """``dataclass(cls, frozen=frozen, **options)``, a frozen class's ``__setattr__`` and
+    ``__delattr__`` stand-ins (a twin's are never called: its methods move to the record)."""
+    if not (frozen and _DEFER_FROZEN):
+        return dataclasses.dataclass(cls, frozen=frozen, **options)
+    # Swapped only for this call.  A plain dataclass declared meanwhile by another thread gets the
+    # stand-ins too, which make for it exactly what dataclass would have made.
+    dataclasses._frozen_get_del_attr = _frozen_stand_ins  # type: ignore[attr-defined]
+    try:
+        return dataclasses.dataclass(cls, frozen=True, **options)
+    finally:
+        dataclasses._frozen_get_del_attr = _FROZEN_METHODS  # type: ignore[attr-defined]
+
+
+def _frozen_stand_ins(cls: type, fields: Any, globals: Any) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """In place of ``dataclass``'s ``__setattr__`` and ``__delattr__``: the first call of either
+    makes both with ``dataclass``'s own maker (same arguments), installs them and calls its own."""
+
+    def real(self: Any, name: str) -> Callable[..., Any]:
+        setattr_, delattr_ = _FROZEN_METHODS(cls, fields, globals)
+        # The class that holds the stand-ins: with slots, the one dataclass made from ``cls``.
+        owner = next(k for k in type(self).__mro__ if k.__dict__.get("__setattr__") is stand_ins[0])
+        for method in (setattr_, delattr_):
+            method.__qualname__ = f"{cls.__qualname__}.{method.__name__}"  # (dataclass names them so)
+        owner.__setattr__, owner.__delattr__ = setattr_, delattr_  # type: ignore[method-assign]
+        return setattr_ if name == "__setattr__" else delattr_  # type: ignore[no-any-return]
+
+    def __setattr__(self: Any, name: str, value: Any) -> None:
+        real(self, "__setattr__")(self, name, value)
+
+    def __delattr__(self: Any, name: str) -> None:
+        real(self, "__delattr__")(self, name)
+
+    stand_ins = (__setattr__, __delattr__)
+    for method in stand_ins:
+        method.__qualname__ = f"{cls.__qualname__}.{method.__name__}"
+    return stand_ins
 
 
 def _stand_in(made: Any, name: str, frozen: bool, methods: dict[str, bool]) -> Callable[..., Any]:
@@ -96,4 +144,4 @@ def _twin(made: Any, frozen: bool, methods: dict[str, bool]) -> type:
             compare=f.compare, kw_only=f.kw_only,
         )  # fmt: skip
     options = {"init": False, "repr": False, "eq": False, **methods}
-    return dataclasses.dataclass(type(made.__name__, (), namespace), frozen=frozen, **options)
+    return _dataclass(type(made.__name__, (), namespace), frozen=frozen, **options)

@@ -136,21 +136,40 @@ class _Sender:
         return len(self._pending)
 
     def write_nowait(self, data: bytes) -> bool:
-        """Queue ``data`` and write what the socket takes now; False if some is left for a task to write."""
-        self._pending += data
+        """Write ``data`` after what is queued, as far as the socket takes it now; False if some is
+        left for a task to write (:meth:`send` with nothing new, or the writer task)."""
+        pending = self._pending
+        if not pending and not self._busy:
+            # Nothing queued, no task writing: the usual case, written as it is.  The rest of a
+            # partial write is queued; nothing is copied when the socket takes it all.
+            try:
+                sent = self._sock.send(data)
+            except WOULD_BLOCK_WRITE:
+                sent = 0
+            except OSError:
+                sent = 0  # queued: whoever writes next meets the error and ends the connection
+            if sent < len(data):
+                pending += memoryview(data)[sent:]
+                self._written()
+                return False
+            connection = self.connection
+            if connection is not None and (connection.transport_backlog or connection.throttled):
+                self._written()  # its backlog is 0 now, and routing to it may resume
+            return True
+        pending += data
         if self.connection is not None:
-            self.connection.transport_backlog = len(self._pending)
+            self.connection.transport_backlog = len(pending)
         if self._busy:
             return True  # the task waiting to write writes this too
         try:
-            sent = self._sock.send(self._pending)
+            sent = self._sock.send(pending)
         except WOULD_BLOCK_WRITE:
             sent = 0
         except OSError:
             return False  # the writer task meets the error and ends the connection
-        del self._pending[:sent]
+        del pending[:sent]
         self._written()
-        return not self._pending
+        return not pending
 
     async def send(self, data: bytes) -> None:
         """Queue ``data``; write it now unless another task is already waiting to write."""
@@ -521,6 +540,7 @@ async def _read(
     # A short plain read took all the kernel had; TLS may still hold decrypted bytes, so it always reads on.
     plain = not isinstance(sock, ssl.SSLSocket)
     protocol = connection.protocol
+    fd = sock.fileno()  # trio takes the number: asked once, not per wait
     # Once per connection: an address that guessed passwords has its PLAIN logins judged in turn.
     protocol.hold_logins = logins.penalised(_address(connection.peer), trio.current_time())
     while not connection.finished:
@@ -529,7 +549,7 @@ async def _read(
         else:
             if drained:  # the last read took all there was: wait rather than try a read that fails
                 handled = 0
-                await trio.lowlevel.wait_readable(sock)
+                await trio.lowlevel.wait_readable(fd)
             try:
                 data = sock.recv(READ_SIZE)
             except WOULD_BLOCK_READ:
@@ -590,8 +610,8 @@ async def _handle(
                 data = b""
                 continue
         output = connection.data_to_send()
-        if output:
-            await sender.send(output)
+        if output and not sender.write_nowait(output):
+            await sender.send(b"")  # what the socket did not take now: written as it drains
         if not protocol.backlogged or connection.finished:
             return True
         data = b""

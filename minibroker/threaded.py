@@ -151,6 +151,9 @@ class ThreadedBroker(BrokerAPI):
         self._ended = trio.Event()
         self._changed = threading.Condition()
         self._version = 0
+        #: Threads in ``wait_for``, each counted (under the lock) before it compares the version:
+        #: a change takes the lock to wake them only when there are any (``_notify_change``).
+        self._waiting = 0
         self._broker = Broker(self._config, clock)
         # Advancing the test's own clock object from the test's thread must still run the
         # broker's expiry in the broker's thread (a clock that is not stepped never calls either).
@@ -368,9 +371,13 @@ class ThreadedBroker(BrokerAPI):
         return result
 
     def _notify_change(self) -> None:
-        with self._changed:
-            self._version += 1
-            self._changed.notify_all()
+        # Called after every server pass: the lock and notify_all only when a wait_for waits.  A
+        # waiter counts itself before it compares the version, so either it sees this version
+        # or this sees it counted and wakes it (each step is atomic under the GIL).
+        self._version += 1
+        if self._waiting:
+            with self._changed:
+                self._changed.notify_all()
 
     def wait_for(self, predicate: Callable[[ThreadedBroker], Any], timeout: float = 5.0) -> Any:
         """Wait until ``predicate(broker)`` is truthy, re-checking after each broker change.
@@ -392,13 +399,17 @@ class ThreadedBroker(BrokerAPI):
             if result:
                 return result
             with self._changed:
-                while self._version == version:
-                    if self._failure is not None:
-                        raise self._stopped()
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        raise timed_out(predicate, timeout, missing)
-                    self._changed.wait(remaining)
+                self._waiting += 1  # before the version is compared: see _notify_change
+                try:
+                    while self._version == version:
+                        if self._failure is not None:
+                            raise self._stopped()
+                        remaining = deadline - time.monotonic()
+                        if remaining <= 0:
+                            raise timed_out(predicate, timeout, missing)
+                        self._changed.wait(remaining)
+                finally:
+                    self._waiting -= 1
 
     async def wait_for_async(self, predicate: Callable[[ThreadedBroker], Any], timeout: float = 5.0) -> Any:
         """``await broker.wait_for_async(...)`` in an asyncio or trio test: ``wait_for`` without

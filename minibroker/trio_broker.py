@@ -61,6 +61,8 @@ class TrioBroker(BrokerAPI):
         self.port = server.port
         self.clock = broker.clock
         self._changed = trio.Event()
+        #: Tasks in ``wait_for``: a change makes a new event only when one waits (``_notify``).
+        self._waiting = 0
         broker.change_watchers.append(self._notify)
         #: Faults to inject: ``broker.faults.detach_link(address="jobs")`` (see ``minibroker.broker.faults``).
         self.faults = broker.faults
@@ -79,8 +81,12 @@ class TrioBroker(BrokerAPI):
         return fn(*args)
 
     def _notify(self) -> None:
-        changed, self._changed = self._changed, trio.Event()
-        changed.set()  # wakes every waiter that took this event before the change
+        # Called after every server pass.  A waiter takes the event and awaits it with no
+        # checkpoint between (the broker runs in this trio run, so changes only at checkpoints):
+        # with none counted, the event has no one to wake and is kept.
+        if self._waiting:
+            changed, self._changed = self._changed, trio.Event()
+            changed.set()  # wakes every waiter that took this event before the change
 
     async def restart(self, *, graceful: bool = False) -> None:
         """Restart as a real broker would: every connection dropped (no ``close`` frame; with
@@ -96,8 +102,12 @@ class TrioBroker(BrokerAPI):
             result, missing = check(predicate, self)
             if result:
                 return result
-            with trio.move_on_at(deadline):
-                await changed.wait()
+            self._waiting += 1
+            try:
+                with trio.move_on_at(deadline):
+                    await changed.wait()
+            finally:
+                self._waiting -= 1
             if trio.current_time() >= deadline:
                 result, missing = check(predicate, self)
                 if result:

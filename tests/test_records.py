@@ -127,3 +127,43 @@ class Keyed:
 
 def test_a_field_left_out_of_the_hash_stays_out() -> None:
     assert Keyed("k", [1]) == Keyed("k", [1]) and hash(Keyed("k", [1])) == hash(Keyed("k", [2]))
+
+
+def test_frozen_setattr_and_delattr_are_made_at_first_use_as_dataclass_makes_them() -> None:
+    @record(frozen=True, slots=True)
+    class Slotted:
+        """Declared here, so no other test has used it."""
+
+        a: int
+
+    @record(frozen=True)
+    class Plain:
+        """Frozen without slots: any attribute is refused, not only the fields."""
+
+        a: int
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class SlottedReference:
+        a: int
+
+    @dataclasses.dataclass(frozen=True)
+    class PlainReference:
+        a: int
+
+    def outcomes(instance: object) -> list[str]:
+        seen = []
+        for attempt in (lambda: setattr(instance, "a", 2), lambda: delattr(instance, "a"), lambda: setattr(instance, "b", 2)):
+            with pytest.raises(Exception) as caught:  # noqa: PT011 (the type is what is compared)
+                attempt()
+            seen.append(type(caught.value).__name__)
+        return seen
+
+    for cls in (Slotted, Plain):
+        assert cls.__setattr__.__code__.co_name == "__setattr__" and "stand_in" not in cls.__setattr__.__qualname__
+        assert cls.__setattr__.__code__.co_filename == __import__("minibroker.records").records.__file__
+    assert outcomes(Slotted(1)) == outcomes(SlottedReference(1)) == ["FrozenInstanceError", "FrozenInstanceError", "TypeError"]
+    assert outcomes(Plain(1)) == outcomes(PlainReference(1)) == ["FrozenInstanceError"] * 3
+    for cls in (Slotted, Plain):  # dataclass's own now, named as dataclass names them
+        assert cls.__setattr__.__code__.co_filename != __import__("minibroker.records").records.__file__
+        assert cls.__setattr__.__qualname__ == f"{cls.__qualname__}.__setattr__"
+        assert cls.__delattr__.__qualname__ == f"{cls.__qualname__}.__delattr__"

@@ -249,14 +249,16 @@ class Connection:
         self._out += data
         self._wrote_since_tick = True
 
-    def send_content(self, channel: int, method: Method, properties: BasicProperties, body: bytes) -> None:
-        """Queue a method with content (``basic.deliver``, ``get-ok``, ``return``), split by ``frame_max``."""
+    def send_content(self, channel: int, method: Method, properties: BasicProperties, body: bytes | memoryview) -> None:
+        """Queue a method with content (``basic.deliver``, ``get-ok``, ``return``), split by ``frame_max``.
+
+        ``body``: bytes, or a view of them (a converted publish's body, ``front091/conversion.py``)."""
         if self.hook is None:
             self._out += method_frame(channel, method)
             self._out += content_frames(channel, properties, body, self.frame_max)
         else:  # one entry per message: the method with its content
             data = method_frame(channel, method) + content_frames(channel, properties, body, self.frame_max)
-            self._out += self.hook.frame_out(channel, MethodFrame(method, properties, body), data)
+            self._out += self.hook.frame_out(channel, MethodFrame(method, properties, bytes(body)), data)
         self._wrote_since_tick = True
 
     def send_raw(self, data: bytes) -> None:

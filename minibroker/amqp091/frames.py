@@ -110,7 +110,7 @@ def method_frame(channel: int, method: Method) -> bytes:
     return _HEADER.pack(FRAME_METHOD, channel, len(payload)) + payload + b"\xce"
 
 
-def content_frames(channel: int, properties: BasicProperties, body: bytes, frame_max: int) -> bytes:
+def content_frames(channel: int, properties: BasicProperties, body: bytes | memoryview, frame_max: int) -> bytes:
     """The content header frame and the body frames of one message (§2.3.5.2).
 
     The body is split so that no frame exceeds ``frame_max``; an empty body has no body frame

@@ -206,10 +206,13 @@ class Attacher:
         consumer = node.open_consumer(request)
         browse = consumer.browse
         link.context = consumer
-        # A reader that asked for its deliveries' enqueued time is told it gets it (enqueued.py).
+        # A reader that asked for its deliveries' enqueued time is told it gets it (enqueued.py);
+        # a stream's reader is told the stream's offsets (stream.py, attach_properties).
         offered = list(consumer.offered_capabilities) or None
         reply = _reply_source(source, address, browse, filters)
-        connection.protocol.accept_link(link, source=reply, target=link.target, offered_capabilities=offered)
+        connection.protocol.accept_link(
+            link, source=reply, target=link.target, offered_capabilities=offered, properties=consumer.attach_properties
+        )
         return consumer
 
     def _queue_consumer(

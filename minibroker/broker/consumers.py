@@ -86,12 +86,10 @@ class Consumers:
         """Apply one disposition's outcome to its deliveries from a queue, in order (a range, §2.7.6)."""
         if type(state) is Accepted and settled and consumer.outcomes is None:
             # The usual outcome for the whole range, as queue_outcome's first branch, in one loop.
-            unsettled = consumer.unsettled
-            accept = consumer.queue.accept
-            for delivery in deliveries:
-                entry = unsettled.pop(delivery.delivery_id, None)
-                if entry is not None:
-                    accept(entry)
+            pop = consumer.unsettled.pop
+            consumer.queue.accept_all(
+                [entry for delivery in deliveries if (entry := pop(delivery.delivery_id, None)) is not None]
+            )
             return
         for delivery in deliveries:
             self.queue_outcome(consumer, delivery, state, settled)

@@ -87,6 +87,9 @@ class NodeConsumer(LinkRole, Protocol):
     #: Capabilities the broker's attach offers back (Part 2 §2.7.3), e.g. a stream reader's
     #: ``x-opt-enqueued-time`` when it asked for it; empty for most.
     offered_capabilities: tuple[str, ...]
+    #: The link properties the broker's attach carries (Part 2 §2.7.3 ``properties``), e.g. a
+    #: stream reader's first and next offsets; None for most.
+    attach_properties: dict[Any, Any] | None
 
     def start(self, registry: ConsumerRegistry) -> None:
         """Begin reading: join the node's readers (the registry calls it once, after the attach is answered)."""

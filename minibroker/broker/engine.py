@@ -250,9 +250,11 @@ class Broker:
         """Wake every connection with output queued by work done for another one."""
         if self.injector is not None:  # faults fired by this batch act now (injection.py)
             self.injector.run_pending()
-        dirty, self._dirty = self._dirty, set()
-        for connection in dirty:
-            connection.notify()
+        dirty = self._dirty
+        if dirty:  # a pass that queued nothing for others (e.g. a read of dispositions) makes no new set
+            self._dirty = set()
+            for connection in dirty:
+                connection.notify()
         self.version += 1
         for watcher in self.change_watchers:
             watcher()

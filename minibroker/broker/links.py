@@ -144,6 +144,17 @@ class ConsumerLink(Role):
         self._tags = 0
         self._host = host
         self._registry: ConsumerRegistry | None = None
+        #: Whether its queue may hand it runs (:meth:`run_room`, :meth:`deliver_run`): not a class
+        #: with its own :meth:`deliver` (a Service Bus consumer locks each message it sends).
+        self.runs = type(self).deliver is ConsumerLink.deliver
+        #: Whether :meth:`accepts` takes every entry that was never given back with
+        #: undeliverable-here (no selector of its own, no max-message-size): a queue's run then
+        #: asks it only of those that were (``queue._take_run``).
+        self.takes_fresh = (
+            type(self).accepts is ConsumerLink.accepts
+            and (selector is None or subscription is not None)
+            and link.max_message_size is None
+        )
 
     @property
     def address(self) -> str:
@@ -231,6 +242,53 @@ class ConsumerLink(Role):
             self.transaction.acquired(self, entry, delivery)
         if connection.protocol.hook is not None:  # offer(), inlined: one test when nothing observes
             self.offer(entry, delivery)
+
+    def run_room(self) -> int:
+        """How many messages its queue may hand it in one run now (``Queue._dispatch_runs``): its
+        credit within the session window (§2.5.6, §2.6.7); 0 to have them one at a time, as
+        :meth:`deliver` sends them: a transaction's credit, a message still going out, a hook
+        watching frames (the tap sees each delivery), a full output."""
+        link = self.link
+        if self.transaction is not None or link.outgoing is not None:
+            return 0
+        connection = self.connection
+        if connection.protocol.hook is not None or connection.output_full():
+            return 0
+        return min(link.credit, link.session.remote_incoming_window)
+
+    def deliver_run(self, entries: list[Entry]) -> int:
+        """Send ``entries``, at most :meth:`run_room` of them, acquired for it by its queue in
+        delivery order; return how many went out (the queue puts the rest back as they were).
+
+        One string of frames (``Connection.send_run``) and one ``mark_dirty``; when the connection
+        must write them one by one (a delivery-id among a session's first 256, a message of
+        several frames), :meth:`deliver` each while the link and the session window take them.
+        """
+        connection = self.connection
+        link = self.link
+        if type(self).payload is ConsumerLink.payload:
+            now = self.now()  # read only by a message that expires (its ttl is what is left of it)
+            payloads = [entry.payload_for_delivery(now) for entry in entries]
+        else:
+            payloads = [self.payload(entry) for entry in entries]
+        deliveries = connection.protocol.send_run(link, (self._tags + 1) & _TAG_MASK, payloads, self.presettled)
+        if deliveries is None:
+            session = link.session
+            for sent, entry in enumerate(entries):
+                if link.outgoing is not None or link.credit <= 0 or session.remote_incoming_window <= 0:
+                    return sent  # a message of several frames took the window, or is still going out
+                self.deliver(entry)
+            return len(entries)
+        self._tags += len(entries)
+        if self.presettled:
+            self.queue.accept_all(entries)
+        else:
+            unsettled = self.unsettled
+            for delivery, entry in zip(deliveries, entries, strict=True):
+                delivery.context = entry
+                unsettled[delivery.delivery_id] = entry
+        connection.mark_dirty()
+        return len(entries)
 
     def offer(self, entry: Entry | None, delivery: Delivery) -> None:
         """Show the tap what was just sent (``entry``: held unsettled, or None), while it has observers."""

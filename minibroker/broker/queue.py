@@ -81,6 +81,11 @@ def priority_level(priority: int, levels: int) -> int:
     return min(max(priority, low), high) - low
 
 
+#: A run a consumer takes at once (:func:`_dispatch_runs`): at most this many messages, and
+#: the bytes of payload after which no more are added (so the output bound is read often enough).
+RUN = 1024
+RUN_BYTES = 256 * 1024
+
 #: The level of a message without a header (priority 4, Part 3 §3.2.1), by the number of levels
 #: (1..256): read for most messages instead of computing it.
 _DEFAULT_LEVELS = tuple(priority_level(4, levels) if levels else 0 for levels in range(257))
@@ -91,7 +96,11 @@ class Consumer(Protocol):
 
     A consumer may also set ``wakes_queue = True`` when every way it gains credit ends in
     :meth:`Queue.wake`: the queue then leaves it out of the turns while it has none (read once,
-    when it is added; one that does not say is never left out).
+    when it is added; one that does not say is never left out).  One that sets ``runs = True``
+    (read once too) has ``run_room() -> int`` (how many messages it takes in one run now; 0 or 1:
+    one at a time) and ``deliver_run(entries) -> int`` (sends them, returns how many went out),
+    and may say ``takes_fresh = True`` (``accepts`` is true of every entry without a history):
+    while it is alone in the turns it takes runs (:func:`_dispatch_runs`).
     """
 
     link_id: int
@@ -190,6 +199,7 @@ class Queue:
         self._ready: list[Consumer] = []
         self._parked: set[Consumer] | None = None  # made when the first is parked
         self._waking = 0  # how many consumers say ``wakes_queue`` (none: nothing is ever parked)
+        self._runners: set[Consumer] = set()  # those that say ``runs`` (see _dispatch_runs)
         self._browsers: Browsers | None = None  # made when the first browser attaches (browsing.py)
         self._turn = 0
         self._capture: weakref.ref[Capture] | None = None  # contents promised to a snapshot
@@ -238,7 +248,10 @@ class Queue:
         consumers = self._ready
         if self._available_count or self._browsers is not None or not consumers:
             self._push(entry)
-            self._dispatch(now)
+            if consumers or self._browsers is not None:
+                self._dispatch(now)
+            elif self._expiry and self._expiry[0][0] <= now:
+                self.expire(now)  # what dispatch would do when no consumer takes turns (all idle)
             return
         # Nothing else is waiting (so nothing is due to expire either) and no browser needs to
         # see it: the next consumer in turn with credit that takes it gets it straight away,
@@ -439,17 +452,7 @@ class Queue:
 
     def purge(self) -> int:
         """Remove every available message; return how many."""
-        removed = 0
-        for entry in list(self._available_in_order()):
-            self._archive(entry)
-            removed += 1
-        for fifo in self._fifos:
-            fifo.clear()
-        for heap in self._levels:
-            heap.clear()
-        if self._selective is not None:
-            self._selective.reset()
-        return removed
+        return _remove(self, list(self._available_in_order()), clear=True)
 
     def drop_transient(self) -> int:
         """Remove every message whose header is not ``durable`` (a broker restart); return how many.
@@ -457,15 +460,8 @@ class Queue:
         "Durable messages MUST NOT be lost even if an intermediary is
         unexpectedly terminated and restarted" (Part 3 §3.2.1); others may be.
         """
-        dropped = 0
-        for entry in [*self._available_in_order(), *self._acquired.values()]:
-            header = entry.message.header
-            if header is None or not header.durable:
-                self._archive(entry)
-                dropped += 1
-        if self._selective is not None:
-            self._selective.reset()
-        return dropped
+        held = [*self._available_in_order(), *self._acquired.values()]
+        return _remove(self, [entry for entry in held if entry.message.header is None or not entry.message.header.durable])
 
     # ---------------------------------------------------------- consumers
 
@@ -479,6 +475,8 @@ class Queue:
             self._ready.append(consumer)
             if getattr(consumer, "wakes_queue", False):
                 self._waking += 1
+            if getattr(consumer, "runs", False):
+                self._runners.add(consumer)
 
     def wake(self, consumer: Consumer, now: float) -> None:
         """``consumer`` may have credit again (a flow, a session window or output room): back in
@@ -508,6 +506,7 @@ class Queue:
             self._selective = None  # rebuilt when a selective consumer needs it again
         if consumer in self.consumers:
             self.consumers.remove(consumer)
+            self._runners.discard(consumer)
             if getattr(consumer, "wakes_queue", False):
                 self._waking -= 1
             # Who may take a message can depend on who else is attached (a single active
@@ -541,6 +540,10 @@ class Queue:
         consumers = self._ready
         if not consumers or not self._available_count:
             return
+        if len(consumers) == 1 and consumers[0] in self._runners:
+            if _dispatch_runs(self, consumers[0]) or not self._ready:
+                return
+            consumers = self._ready
         count = len(consumers)
         turn = self._turn
         idle = 0
@@ -600,6 +603,10 @@ class Queue:
             return
         self.counters.acknowledged += 1
         self._archive(entry)
+
+    def accept_all(self, entries: list[Entry]) -> None:
+        """:meth:`accept` each of ``entries`` (one disposition's range, a pre-settled run), in order."""
+        _accept_all(self, entries)
 
     def reject(self, entry: Entry, condition: str | None, description: str | None) -> None:
         """``rejected``: remove it, dead-lettering it with the error when configured (§3.4.3)."""
@@ -747,3 +754,128 @@ def _parked_out(ready: list[Consumer], turn: int, parked: set[Consumer]) -> tupl
         else:
             keep.append(consumer)
     return keep, next_turn
+
+
+def _dispatch_runs(queue: Queue, consumer: Consumer) -> bool:
+    """The one consumer in ``queue``'s turns takes runs: what its ``run_room`` allows, at most
+    :data:`RUN` messages and about :data:`RUN_BYTES` bytes a run, acquired in one loop and sent in
+    one call (``deliver_run``).  False to leave the rest to the message-by-message walk: room for
+    one message or none (the walk parks a consumer without credit), a message it does not take
+    (the walk looks past it with the selector index), other consumers in the turns.
+
+    The output bound, read by ``run_room`` before each run, is passed by at most one run (as one
+    message at a time passes it by one).  What a run did not send goes back as it was: acquired
+    for no one, its place and first-acquirer kept (``Queue._push``, not ``_make_available``).
+    """
+    run_room = consumer.run_room  # type: ignore[attr-defined]  # a runner (Queue.add_consumer)
+    deliver_run = consumer.deliver_run  # type: ignore[attr-defined]
+    while queue.available_count:
+        room = run_room()
+        if room <= 1:
+            return False
+        run = _take_run(queue, consumer, min(room, RUN))
+        if not run:
+            return False
+        sent = deliver_run(run)
+        for entry in run[sent:]:  # not sent after all (a message of several frames took the window)
+            queue._push(entry)
+            entry.owner = None
+            queue.counters.delivered -= 1
+        ready = queue._ready
+        if len(ready) != 1 or ready[0] is not consumer or sent < len(run):
+            return False  # it went away while sending, others joined, or it is full: the walk goes on
+    return True
+
+
+def _take_run(queue: Queue, consumer: Consumer, count: int) -> list[Entry]:
+    """Acquire for ``consumer`` up to ``count`` entries of ``queue`` in delivery order while it
+    takes each, until their bytes pass :data:`RUN_BYTES`.
+
+    Entries going out for the first time (the highest level's FIFO, its heap empty, no expiry,
+    no snapshot pending, no selector index) are taken in a loop of their own: what ``_take`` does
+    for each, the count of available ones lowered once.  Anything else, one by one through
+    ``_first_available`` and ``_take``.
+    """
+    run: list[Entry] = []
+    append = run.append
+    accepts = consumer.accepts
+    fresh = getattr(consumer, "takes_fresh", False)  # it takes every entry with no history (links.py)
+    acquired = queue._acquired
+    budget = RUN_BYTES
+    while queue._available_count and len(run) < count and budget > 0:
+        top = queue._top
+        fifo = queue._fifos[top]
+        if fifo and not queue._levels[top] and queue._capture is None and queue._selective is None:
+            room = count - len(run)
+            taken = 0
+            while fifo and taken < room and budget > 0:
+                entry = fifo[0]
+                if entry.token != 1 or entry.state != AVAILABLE or entry.expires_at is not None:
+                    break  # a stale head, or one in the expiry index: the way below
+                if (entry._rare is not None or not fresh) and not accepts(entry):
+                    break
+                fifo.popleft()  # no stale head left behind
+                entry.state = ACQUIRED
+                acquired[entry.seq] = entry
+                entry.owner = consumer
+                append(entry)
+                taken += 1
+                message = entry.message  # its size as _entry counted it
+                budget -= message.size if type(message) is OriginMessage else len(message.payload)
+            if taken:
+                queue._available_count -= taken
+                continue
+        first = queue._first_available()
+        if first is None or not accepts(first):
+            break
+        queue._take(first, ACQUIRED)  # first: a snapshot's pending capture copies the contents before
+        if fifo and fifo[0] is first:
+            fifo.popleft()
+        first.owner = consumer
+        append(first)
+        message = first.message
+        budget -= message.size if type(message) is OriginMessage else len(message.payload)
+    queue.counters.delivered += len(run)
+    return run
+
+
+def _accept_all(queue: Queue, entries: list[Entry]) -> None:
+    """``Queue.accept_all``: while nothing watches what leaves (no snapshot's pending capture,
+    browser or waiting producer) acquired entries leave in one loop (what ``_archive`` does for
+    each); anything else goes through ``Queue.accept``."""
+    if queue._capture is not None or queue._browsers is not None or queue.on_removed is not None:
+        for entry in entries:
+            queue.accept(entry)
+        return
+    acquired = queue._acquired
+    expiry = queue._expiry
+    done = size = 0
+    for entry in entries:
+        if entry.state != ACQUIRED:
+            queue.accept(entry)
+            continue
+        del acquired[entry.seq]
+        entry.state = ARCHIVED
+        entry.owner = None
+        message = entry.message  # its size as _entry counted it
+        size += message.size if type(message) is OriginMessage else len(message.payload)
+        if entry.expires_at is not None and expiry is not None:
+            expiry.discard((entry.expires_at, entry.seq, entry))
+        done += 1
+    queue.counters.acknowledged += done
+    queue.bytes -= size
+
+
+def _remove(queue: Queue, entries: list[Entry], clear: bool = False) -> int:
+    """Archive ``entries`` (``Queue.purge``: every available one, and then its levels are cleared;
+    ``Queue.drop_transient``); return how many."""
+    for entry in entries:
+        queue._archive(entry)
+    if clear:
+        for fifo in queue._fifos:
+            fifo.clear()
+        for heap in queue._levels:
+            heap.clear()
+    if queue._selective is not None:
+        queue._selective.reset()
+    return len(entries)

@@ -100,6 +100,8 @@ class Role:
     outcome_faults = False
     #: What the broker's attach offers back for it (Part 2 §2.7.3): nothing unless it says so.
     offered_capabilities: tuple[str, ...] = ()
+    #: The link properties of the broker's attach for it (Part 2 §2.7.3): none unless it says so.
+    attach_properties: dict[Any, Any] | None = None
 
     def on_message(self, delivery: Delivery) -> None:
         pass  # the protocol has already counted it against credit; a role with no node keeps nothing

@@ -18,6 +18,18 @@ delivery-annotations, meant for one hop only, are not passed on.
 Credit is honoured exactly: a reader is sent at most what its credit allows,
 one message per unit, and a reader without credit costs nothing per append.
 
+The broker's attach answering a reader carries, in its link ``properties``
+(Part 2 §2.7.3: fields describing the link), the stream's first retained
+offset (``x-stream-first-offset``) and the offset the next append gets
+(``x-stream-next-offset``), both longs, as they are when the link is attached:
+equal when the stream retains nothing.  Deliveries tell a reader the offsets
+of messages; only this tells one the offsets of a stream with no message to
+deliver, such as one whose retention (or a purge) dropped everything: a
+reader resuming at offset N of such a stream learns from it whether offsets
+from N on were dropped (the Spark source's ``failOnDataLoss``).  RabbitMQ 4's
+attach carries no properties; its stream protocol's ``StreamStats`` answers
+with first and committed chunk ids instead, none for an empty stream.
+
 A reader with a filter visits at most :data:`SCAN` log entries per dispatch,
 whether they match or not: a filter that matches nothing over a long log
 would otherwise make one dispatch walk the whole log on the event loop while
@@ -38,6 +50,7 @@ from ..amqp.message import decode_message
 from ..amqp.messaging import Accepted, Modified, Rejected, Released
 from ..amqp.performatives import SND_SETTLED
 from ..amqp.transactions import TransactionalState
+from ..amqp.types import symbol
 from ..protocol.endpoints import Delivery, Link
 from .config import StreamOptions
 from .consuming import Client, ConsumerRegistry
@@ -57,13 +70,20 @@ if TYPE_CHECKING:
     from .node import NodeServices
     from .queue import Queue
 
-__all__ = ["OFFSET_ANNOTATION", "SCAN", "Reader", "Stream", "StreamConsumer", "delivery_payload"]
+__all__ = [
+    "FIRST_OFFSET_PROPERTY", "NEXT_OFFSET_PROPERTY", "OFFSET_ANNOTATION", "SCAN", "Reader", "Stream", "StreamConsumer",
+    "delivery_payload",
+]  # fmt: skip
 
 #: The most log entries a filtering reader visits in one dispatch (module docstring): a slice is
 #: about a millisecond of selector work, so other clients wait at most that long for it.
 SCAN = 1024
 #: What :meth:`Stream.next_expiry` says while a reader waits for its next slice: already due.
 NOW = -math.inf
+#: The link properties of the attach answering a reader (module docstring): the stream's first
+#: retained offset and its next offset (equal when it retains nothing), both longs.
+FIRST_OFFSET_PROPERTY = symbol("x-stream-first-offset")
+NEXT_OFFSET_PROPERTY = symbol("x-stream-next-offset")
 
 class Reader(Protocol):
     """What a stream needs of a reading link: its position, its filter, its credit, a way to send."""
@@ -339,6 +359,11 @@ class StreamConsumer(Role):
         self._payload: Callable[[StoredMessage, int], bytes] = self._timed_payload if timed else delivery_payload
         #: What the broker's attach offers back (the reader knows its deliveries carry the time).
         self.offered_capabilities: tuple[str, ...] = (str(ENQUEUED_TIME),) if timed else ()
+        #: The stream's offsets as the attach finds them (module docstring): once per link.
+        log = stream.log
+        self.attach_properties: dict[Any, Any] | None = {
+            FIRST_OFFSET_PROPERTY: log.first_offset, NEXT_OFFSET_PROPERTY: log.next_offset,
+        }  # fmt: skip
         self.position = 0
         self.presettled = link.snd_settle_mode == SND_SETTLED
         #: Reading moves nothing: the attach is answered with distribution-mode ``copy``.

@@ -73,9 +73,9 @@ from ..broker.streamfilters import MAX_FILTER_VALUES, StreamFilter
 from . import consumers, faults, topology
 from .confirms import Confirms
 from .consumers import AnyConsumer, Consumer091, Ranking, StreamReader091, stream_offset
-from .conversion import Arrived, Delivered, from_amqp10, header_of, to_amqp10
+from .conversion import Arrived, ArrivedWithBcc, Delivered, from_amqp10, header_of, to_amqp10
 from .replyto import REPLY_TO
-from .selected import BCC, without_bcc
+from .selected import BCC, bcc_keys, without_bcc
 from .txn import Publish, Transaction
 
 if TYPE_CHECKING:
@@ -288,7 +288,7 @@ class Channel:
     def deliver_stream(self, reader: StreamReader091, offset: int, message: StoredMessage) -> None:
         """Send the stream's message at ``offset`` to ``reader`` with its ``x-stream-offset`` header (a long, as RabbitMQ's)."""
         delivered: Delivered
-        if type(message) is OriginMessage and type(message.origin) is Arrived:
+        if type(message) is OriginMessage and isinstance(message.origin, Arrived):
             delivered = message.origin  # a 0-9-1 publish: as it came (see _delivered)
         else:
             delivered = from_amqp10(message.decode(), message.message_annotations, reader.name, message.payload)
@@ -427,7 +427,7 @@ class Channel:
             self.unacked[tag] = _Unacked(queue, entry, consumer)
             consumer.unacked += 1
         if faulty:
-            faults.on_delivery(self, tag, consumer.tag, queue.name, not consumer.no_ack, lambda: delivered.body)
+            faults.on_delivery(self, tag, consumer.tag, queue.name, not consumer.no_ack, lambda: bytes(delivered.body))
 
     def _next_tag(self) -> int:
         self._tag += 1
@@ -560,8 +560,11 @@ class Channel:
             if faults.on_publish(self, method.exchange, method.routing_key, lambda: body):
                 return
         queues = self.vhost.route(method.exchange, method.routing_key, properties.headers)
+        bcc: tuple[str, ...] = ()
         if properties.headers and BCC in properties.headers:
-            # Sender-selected distribution: BCC has routed, and no one sees it (selected.py).
+            # Sender-selected distribution: BCC has routed, and no one sees it (selected.py); its
+            # keys are kept for a dead-lettering, which routes with them again (deadletter.py).
+            bcc = bcc_keys(properties.headers)
             properties = dataclasses.replace(properties, headers=without_bcc(properties.headers))
         now = connection.broker.now()
         message: StoredMessage
@@ -569,7 +572,11 @@ class Channel:
             # Kept as it came: a 0-9-1 reader gets it back without a conversion (_delivered); the
             # queues read the header and size given here, and the AMQP 1.0 form is made the first
             # time something reads it (a 1.0 reader, a selector, inspection, a layer).
-            origin = Arrived(properties, body, method.exchange, method.routing_key, header_size + len(body))
+            size = header_size + len(body)
+            origin = (
+                ArrivedWithBcc(properties, body, method.exchange, method.routing_key, size, bcc) if bcc
+                else Arrived(properties, body, method.exchange, method.routing_key, size)
+            )  # fmt: skip
             message = OriginMessage(origin, header_of(properties, ttl), now)
         else:
             # Decoded headers take several times their encoded size, which the queues' byte limits
@@ -590,6 +597,7 @@ class Channel:
         for name in queues:
             if router.route(router.nodes[name], message, now, Source.CLIENT) is not None:
                 refused = True  # x-overflow reject-publish: the queue is full
+                self.vhost.publish_refused(name, message)
         routed = bool(queues)
         if not routed:
             replying = self.vhost.replies.find(method.exchange, method.routing_key)
@@ -730,7 +738,7 @@ def _delivered(entry: Entry, queue: str) -> Delivered:
     stored = entry.message
     if type(stored) is OriginMessage and entry.annotations is None:
         origin = stored.origin
-        if type(origin) is Arrived:
+        if isinstance(origin, Arrived):
             return origin
     message = stored.decode()
     changed = entry.annotations

@@ -59,7 +59,7 @@ from ..amqp091.errors import FrameError
 from ..amqp091.properties import NO_PROPERTIES, BasicProperties
 from ..amqp091.values import LongStr, decode_table, encode_table, long
 
-__all__ = ["Arrived", "Delivered", "X_EXCHANGE", "X_ROUTING_KEY", "from_amqp10", "header_of", "record_death", "to_amqp10"]
+__all__ = ["Arrived", "ArrivedWithBcc", "Delivered", "death_reason", "X_DEATH", "X_EXCHANGE", "X_ROUTING_KEY", "from_amqp10", "header_of", "record_death", "to_amqp10"]
 
 X_EXCHANGE = symbol("x-exchange")
 X_ROUTING_KEY = symbol("x-routing-key")
@@ -69,7 +69,9 @@ X_DEATH = symbol("x-death")
 #: RabbitMQ 3.10's headers saying where a message was dead-lettered first.
 _FIRST_DEATH = tuple(symbol(f"x-first-death-{part}") for part in ("exchange", "queue", "reason"))
 #: The broker's reasons for dead-lettering, as RabbitMQ names them in ``x-death`` (the rest: "rejected").
-_DEATH_REASONS = {"TTLExpiredException": "expired", "MaxLengthExceeded": "maxlen"}
+_DEATH_REASONS = {
+    "TTLExpiredException": "expired", "MaxLengthExceeded": "maxlen", "MaxDeliveryCountExceeded": "delivery_limit",
+}  # fmt: skip
 #: Headers RabbitMQ 4 would not convert to AMQP 1.0, as an encoded 0-9-1 field table: RabbitMQ
 #: keeps a 0-9-1 message as it came, so a 0-9-1 consumer still gets them; so does this one.
 X_HEADERS_091 = symbol("x-amqp-0-9-1-headers")
@@ -177,12 +179,21 @@ def _plain_prefix(
     return bytes(out)
 
 
+#: The smallest body a converted :class:`Arrived` shares with its AMQP 1.0 form rather than keeping
+#: its own copy: the view that shares it takes 184 bytes (``sys.getsizeof(memoryview(b""))``)
+#: where a body of n bytes takes n + 33, so below this a view would save little or cost more.
+SHARED_BODY_MIN = 512
+
+
 class Delivered:
-    """What a 0-9-1 consumer is sent for one stored message: properties, body, exchange and key."""
+    """What a 0-9-1 consumer is sent for one stored message: properties, body, exchange and key.
+
+    The body is bytes, or a view of the AMQP 1.0 form's bytes once :meth:`Arrived.amqp10` has
+    built that form (the body held once); either is written to the wire as it is."""
 
     __slots__ = ("properties", "body", "exchange", "routing_key")
 
-    def __init__(self, properties: BasicProperties, body: bytes, exchange: str, routing_key: str) -> None:
+    def __init__(self, properties: BasicProperties, body: bytes | memoryview, exchange: str, routing_key: str) -> None:
         self.properties = properties
         self.body = body
         self.exchange = exchange
@@ -201,17 +212,55 @@ class Arrived(Delivered):
 
     __slots__ = ("size",)
 
-    def __init__(self, properties: BasicProperties, body: bytes, exchange: str, routing_key: str, size: int) -> None:
+    def __init__(
+        self, properties: BasicProperties, body: bytes | memoryview, exchange: str, routing_key: str, size: int
+    ) -> None:
         super().__init__(properties, body, exchange, routing_key)
         #: What byte limits count: the content header as received and the body.
         self.size = size
 
     def amqp10(self) -> bytes:
-        """The AMQP 1.0 form (:func:`to_amqp10`; the expiration was checked at publish)."""
+        """The AMQP 1.0 form (:func:`to_amqp10`; the expiration was checked at publish).
+
+        The form ends with the body (its one ``data`` section, Part 3 §3.2.6), which the
+        ``OriginMessage`` keeps from now on: a body of :data:`SHARED_BODY_MIN` bytes or more is
+        then held as a view of those bytes, dropping its own copy, so a converted publish holds
+        its body once (``docs/performance.md``, memory).  Harmless if two threads convert at
+        once (a snapshot, see ``OriginMessage``): each view shows the same bytes.
+        """
         expiration = self.properties.expiration
-        return to_amqp10(
-            self.exchange, self.routing_key, self.properties, self.body, int(expiration) if expiration is not None else None
+        body = self.body
+        payload = to_amqp10(
+            self.exchange, self.routing_key, self.properties, bytes(body), int(expiration) if expiration is not None else None
         )
+        if len(body) >= SHARED_BODY_MIN and type(body) is bytes:
+            self.body = memoryview(payload)[len(payload) - len(body) :]
+        return payload
+
+
+class ArrivedWithBcc(Arrived):
+    """An :class:`Arrived` publish that had ``BCC`` keys: removed from its headers (no one sees them,
+    ``selected.py``) but kept here, for a dead-lettering that routes it with all its keys again
+    (``deadletter.py``).  A subclass, so the usual publish carries no slot for them."""
+
+    __slots__ = ("bcc",)
+
+    def __init__(
+        self,
+        properties: BasicProperties,
+        body: bytes | memoryview,
+        exchange: str,
+        routing_key: str,
+        size: int,
+        bcc: tuple[str, ...],
+    ) -> None:
+        super().__init__(properties, body, exchange, routing_key, size)
+        self.bcc = bcc
+
+
+def death_reason(reason: str) -> str:
+    """RabbitMQ's ``x-death`` reason for the broker's dead-lettering ``reason`` (else ``rejected``)."""
+    return _DEATH_REASONS.get(reason, "rejected")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -325,7 +374,7 @@ def record_death(
     annotations (a list of maps) and made headers for each 0-9-1 delivery (kombu and Celery
     count retries by ``x-death``).
     """
-    why = _DEATH_REASONS.get(reason, "rejected")
+    why = death_reason(reason)
     exchange = str(annotations.get(X_EXCHANGE, ""))
     key = annotations.get(X_ROUTING_KEY)
     deaths = _deaths(annotations)
@@ -356,13 +405,21 @@ def _deaths(annotations: dict[Any, Any]) -> list[dict[Any, Any]]:
 def _death_headers(annotations: dict[Any, Any]) -> dict[str, Any]:
     """``x-death`` and ``x-first-death-*`` as RabbitMQ 3.10 sends them (times as timestamps)."""
     deaths = [
-        {str(field): _seconds(value) if field == "time" and isinstance(value, int) else value
-         for field, value in death.items()}
+        {str(field): _death_field(field, value) for field, value in death.items()}
         for death in _deaths(annotations)
     ]  # fmt: skip
     headers: dict[str, Any] = {"x-death": deaths}
     headers.update((str(name), str(annotations[name])) for name in _FIRST_DEATH if name in annotations)
     return headers
+
+
+def _death_field(field: Any, value: Any) -> Any:
+    """An ``x-death`` table's field as 3.10 sends it: ``time`` a timestamp, ``count`` a long."""
+    if field == "time" and isinstance(value, int):
+        return _seconds(value)
+    if field == "count" and isinstance(value, int) and not isinstance(value, bool):
+        return long(value)
+    return value
 
 
 def _seconds(millis: int) -> datetime.datetime:

@@ -22,7 +22,7 @@ from ..amqp091 import errors as codes
 from ..amqp091.errors import AMQP091Error
 from ..amqp091.values import LongStr, long
 
-__all__ = ["BCC", "CC", "routing_keys", "without_bcc"]
+__all__ = ["BCC", "CC", "bcc_keys", "routing_keys", "without_bcc"]
 
 CC = "CC"
 BCC = "BCC"
@@ -58,3 +58,11 @@ def routing_keys(headers: Mapping[str, Any] | None) -> tuple[str, ...]:
 def without_bcc(headers: Mapping[str, Any]) -> dict[str, Any]:
     """``headers`` less ``BCC``: what is matched against headers bindings, stored and delivered."""
     return {name: value for name, value in headers.items() if name != BCC}
+
+
+def bcc_keys(headers: Mapping[str, Any]) -> tuple[str, ...]:
+    """The routing keys ``BCC`` adds (checked by :func:`routing_keys` first): kept by the broker
+    after the header goes, for a dead-lettering that routes the message with all its keys
+    (RabbitMQ's "Dead Letter Exchanges", "Routing Dead-Lettered Messages")."""
+    value = headers.get(BCC, ())
+    return tuple(key for key in value if type(key) is str) if isinstance(value, list | tuple) else ()

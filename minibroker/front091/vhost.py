@@ -25,14 +25,15 @@ from ..amqp091.errors import AMQP091Error
 from ..broker.config import QueueOptions
 from ..broker.publish import Source
 from ..broker.queue import Queue
-from ..broker.stored import Entry, StoredMessage
+from ..broker.stored import Entry, OriginMessage, StoredMessage
 from ..broker.stream import Stream
 from ..rabbitmq.arguments import QueueSpec, dead_letter_target, queue_spec
 from ..rabbitmq.exchanges import DEFAULT_EXCHANGES, Binding, ExchangeError, Exchanges, RoutingRefused
 from ..rabbitmq.expiry import QueueExpiry
 from ..rabbitmq.options import RabbitMQOptions
 from .consumers import Ranking
-from .conversion import X_EXCHANGE, X_ROUTING_KEY, record_death
+from .conversion import X_DEATH, X_EXCHANGE, X_ROUTING_KEY, Arrived, header_of, record_death
+from .deadletter import dead_letter, is_cycle
 from .replyto import ReplyTargets
 from .selected import BCC, routing_keys, without_bcc
 
@@ -442,6 +443,10 @@ class VirtualHost:
         ``x-dead-letter-routing-key`` or its own key (RabbitMQ's dead-lettering; dropped without one)."""
         if queue not in self._dead_lettered:
             return False  # not declared with x-dead-letter-exchange here: the router's own way
+        stored = entry.message
+        if type(stored) is OriginMessage and entry.annotations is None and isinstance(stored.origin, Arrived):
+            self._dead_letter_091(queue, stored.origin, reason)
+            return True
         annotations = entry.merged_annotations() or {}
         target = dead_letter_target(
             self.specs.get(queue.name), self.exchanges.exchanges, annotations.get(X_ROUTING_KEY), queue.name
@@ -460,9 +465,41 @@ class VirtualHost:
         # RabbitMQ drops the message's TTL when it dead-letters it, so it does not expire again.
         message = StoredMessage(entry.payload_for_delivery(now, keep_ttl=False), now)
         router = self.broker.router
+        deaths = [{str(field): value for field, value in death.items()} for death in recorded[X_DEATH]]
         for name in self.exchanges.route(exchange, key, message.application_properties):
-            router.route(router.nodes[name], message, now, Source.DEAD_LETTER)
+            if not is_cycle(reason, name, deaths):
+                router.route(router.nodes[name], message, now, Source.DEAD_LETTER)
         return True
+
+
+    def publish_refused(self, name: str, message: StoredMessage) -> None:
+        """A full queue refused a publish: with ``x-overflow: reject-publish-dlx`` it is dead-lettered
+        (reason ``maxlen``) as well as nacked, as RabbitMQ 3.10 does ("Queue Length Limit", its
+        overflow behaviour; checked against a node)."""
+        spec = self.specs.get(name)
+        queue = self.broker.router.queues.get(name)
+        if spec is not None and queue is not None and spec.arguments.get("x-overflow") == "reject-publish-dlx":
+            self._dead_letter(queue, Entry(0, message, 0, None), "MaxLengthExceeded", None)
+
+    def _dead_letter_091(self, queue: Queue, origin: Arrived, reason: str) -> None:
+        """Dead-letter a 0-9-1 publish kept as it came in its 0-9-1 form, nothing converted
+        (``deadletter.py``: RabbitMQ 3.10's routing keys, headers and ``x-death``)."""
+        spec = self.specs.get(queue.name)
+        target = dead_letter_target(spec, self.exchanges.exchanges, origin.routing_key, queue.name)
+        if spec is None or target is None:
+            return  # dropped, as RabbitMQ does
+        exchange = target[0]
+        now = self.broker.now()
+        letter = dead_letter(origin, queue.name, reason, now, exchange, spec.dead_letter_routing_key)
+        queue.counters.dead_lettered += 1
+        new = letter.origin
+        # No ttl: RabbitMQ removes the expiration, so it does not expire again.
+        message = OriginMessage(new, header_of(new.properties, None), now)
+        router = self.broker.router
+        deaths = (new.properties.headers or {}).get("x-death")
+        for name in self.exchanges.route(exchange, new.routing_key, new.properties.headers, letter.also):
+            if not is_cycle(reason, name, deaths):
+                router.route(router.nodes[name], message, now, Source.DEAD_LETTER)
 
 
 def _ae_inequivalence(wanted: Any, current: Any) -> str:

@@ -651,5 +651,6 @@ class Connection:
     send_settled = deliveries.send_settled
     settled_run_room = deliveries.settled_run_room
     send_settled_run = deliveries.send_settled_run
+    send_run = deliveries.send_run
     settle = dispositions.settle
     settle_received = dispositions.settle_received

@@ -14,6 +14,7 @@ max-frame-size, as far as the peer's session window allows
 
 from __future__ import annotations
 
+import struct
 from typing import Any, NoReturn
 
 from ..amqp import errors as conditions
@@ -27,7 +28,7 @@ from .transfers import settled_transfer_frames, transfer_frame
 
 __all__ = [
     "MAX_FRAGMENTS", "MAX_TAG", "TRANSFER_OVERHEAD", "can_send", "drop_incoming", "on_transfer", "receive", "send_frames",
-    "send_settled", "send_settled_run", "send_transfer", "settled_run_room", "transfer",
+    "send_run", "send_settled", "send_settled_run", "send_transfer", "settled_run_room", "transfer",
 ]  # fmt: skip
 
 #: Bytes a transfer frame spends before its payload: the 8-byte frame header (§2.3.1) plus a
@@ -40,6 +41,8 @@ MAX_TAG = 32
 #: the smallest legal max-frame-size (512 bytes) carry 32 MiB, of ours (256 KiB) 16 GiB; a peer that
 #: splits finer, or sends empty continuation frames, is sending frames, not a message.
 MAX_FRAGMENTS = 2**16
+#: The delivery-tags of a run (:func:`send_run`): 4-byte big-endian numbers.
+_TAG = struct.Struct(">I")
 
 # ------------------------------------------------------------------------------------------- in
 
@@ -366,6 +369,48 @@ def send_settled_run(
     session.remote_incoming_window -= count
     link.delivery_count = (link.delivery_count + count) % SERIAL_MOD
     link.credit -= count
+
+
+def send_run(conn: Engine, link: Link, tag: int, payloads: list[bytes], settled: bool) -> list[Delivery] | None:
+    """Send the deliveries of ``payloads`` as one string of single frames, as :func:`send_transfer`
+    would one by one, and return them in order (pre-settled: none, as :func:`send_settled_run`);
+    None, sending nothing, when they must go one by one: a hook watches frames, a payload needs
+    several frames, or a delivery-id is among the first 256 (or wraps), which ``transfer_frame``
+    writes shorter (a run's frames are byte for byte what it writes for the others).
+
+    Delivery-tags are the 4-byte numbers from ``tag`` on (``transfers.settled_transfer_frames``).
+    The caller checks that the link's credit and the session window (§2.5.6, §2.6.7) take them
+    all.  An unsettled delivery is kept until the peer's disposition settles it (dispositions.py):
+    one call and one string per run of a queue's messages to a consumer, a :class:`Delivery` each.
+    """
+    count = len(payloads)
+    session = link.session
+    delivery_id = session.next_delivery_id
+    if conn.hook is not None or not 255 < delivery_id < SERIAL_MOD - count:
+        return None
+    if max(map(len, payloads)) > conn.remote_max_frame_size - TRANSFER_OVERHEAD - 4:
+        return None
+    data = settled_transfer_frames(session.channel, link.handle, delivery_id, tag, payloads, settled=settled)
+    conn._out.append(data)
+    conn.output_size += len(data)
+    session.next_delivery_id = (delivery_id + count) % SERIAL_MOD
+    session.next_outgoing_id = (session.next_outgoing_id + count) % SERIAL_MOD
+    session.remote_incoming_window -= count
+    link.delivery_count = (link.delivery_count + count) % SERIAL_MOD
+    link.credit -= count
+    if settled:
+        return []
+    table = session.outgoing_unsettled
+    unsettled = link.unsettled
+    pack = _TAG.pack
+    deliveries = []
+    for _ in range(count):
+        delivery = Delivery(delivery_id, pack(tag), link, False)
+        table[delivery_id] = unsettled[delivery_id] = delivery
+        deliveries.append(delivery)
+        delivery_id += 1
+        tag = (tag + 1) & 0xFFFFFFFF
+    return deliveries
 
 
 def send_frames(conn: Engine, link: Link) -> None:

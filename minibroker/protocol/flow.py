@@ -13,6 +13,8 @@ built by ``endpoints.flow_frame``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..amqp.performatives import Flow
 from . import events as ev
 from ._engine import Engine
@@ -20,7 +22,16 @@ from ._state import LINK_TAKES_FLOW, LINK_TRANSFERS, SESSION_HANDLES
 from .deliveries import send_frames
 from .endpoints import SERIAL_HALF, SERIAL_MOD, Link, Session, flow_frame
 
-__all__ = ["drained", "grant_credit", "on_flow", "send_link_flow"]
+__all__ = ["FLOW_LIST8", "drained", "grant_credit", "on_flow", "read_flow", "send_link_flow"]
+
+#: Described (0x00) smallulong (0x53) code 0x13 (flow) as a list8 (0xc0): what :func:`read_flow` reads.
+FLOW_LIST8 = 0x005313C0
+#: The flow's fields (§2.7.4) by position: the eight uints, then drain and echo; properties (the
+#: eleventh) only as null.  The first is the only one of the first four that may be null.
+_UINTS = 8
+_MANDATORY = (False, True, True, True)
+#: The one-byte encodings of a boolean (Part 1 §1.6.2): true, false, null (the field's default, false).
+_BOOLEANS = {0x41: True, 0x42: False, 0x40: False}
 
 
 def on_flow(conn: Engine, channel: int, flow: Flow, payload: bytes) -> None:
@@ -50,6 +61,60 @@ def on_flow(conn: Engine, channel: int, flow: Flow, payload: bytes) -> None:
     # Asked again: the deliveries that went on above may have used the window up.
     if was_blocked and session.remote_incoming_window > 0:
         conn._events.append(ev.SessionWindowOpened(session))
+
+
+def read_flow(buf: bytes, pos: int, end: int) -> Flow | None:
+    """The flow at ``buf[pos:end]`` (it starts with :data:`FLOW_LIST8`) as the general decoder gives
+    it, or None when that decoder must read it: proton clients send a flow per few messages, each
+    read here in one loop instead of through the codec.
+
+    It reads the usual shape only: a list8 of 4 to 11 fields that ends where the frame does, each
+    uint a uint0, smalluint or uint (or null where the field may be), each boolean one of the
+    one-byte constants, properties null; anything else (a smallulong-coded field, a properties
+    map, a missing mandatory field) is the general decoder's to read or refuse.
+    """
+    try:
+        stop = pos + 5 + buf[pos + 4]  # the size byte counts from the count byte on
+        count = buf[pos + 5]
+        if stop != end or not 4 <= count <= 11:
+            return None
+        pos += 6
+        values: list[Any] = []  # None only where the field may be null (checked as read)
+        for index in range(min(count, _UINTS)):
+            code = buf[pos]
+            if code == 0x70:  # uint
+                values.append(int.from_bytes(buf[pos + 1 : pos + 5], "big"))
+                pos += 5
+            elif code == 0x52:  # smalluint
+                values.append(buf[pos + 1])
+                pos += 2
+            elif code == 0x43:  # uint0
+                values.append(0)
+                pos += 1
+            elif code == 0x40 and not (index < 4 and _MANDATORY[index]):
+                values.append(None)
+                pos += 1
+            else:
+                return None
+        drain = echo = False
+        if count > 8:
+            drain, pos = _BOOLEANS[buf[pos]], pos + 1  # KeyError: not a one-byte constant
+        if count > 9:
+            echo, pos = _BOOLEANS[buf[pos]], pos + 1
+        if count > 10:
+            if buf[pos] != 0x40:
+                return None  # properties: the codec reads the map
+            pos += 1
+        if pos != stop:
+            return None
+    except (IndexError, KeyError):
+        return None  # the list claims more than the buffer holds, or a boolean is not a constant
+    values += [None] * (_UINTS - len(values))
+    return Flow(
+        next_incoming_id=values[0], incoming_window=values[1], next_outgoing_id=values[2],
+        outgoing_window=values[3], handle=values[4], delivery_count=values[5], link_credit=values[6],
+        available=values[7], drain=drain, echo=echo,
+    )  # fmt: skip
 
 
 def _take_window(session: Session, flow: Flow) -> None:

@@ -1,12 +1,12 @@
-"""The usual frames of an open connection, read in one loop (Part 2 §2.3.1, §2.7.5, §2.7.6).
+"""The usual frames of an open connection, read in one loop (Part 2 §2.3.1, §2.7.4-§2.7.6).
 
 Once a connection is open and no hook watches its frames, nearly every frame
-a busy peer sends is a transfer or a disposition of the usual shape
-(``transfers.py``).  :func:`read_run` reads such frames one after the other:
+a busy peer sends is a transfer, a disposition or a flow of the usual shape
+(``transfers.py``, ``flow.read_flow``).  :func:`read_run` reads such frames one after the other:
 each frame's header and its performative's descriptor come from one
 ``unpack_from``, the transfer or disposition is read straight from the
-frame, and the handlers (``deliveries.receive``, ``dispositions.disposition``)
-are called with its fields.  It stops at the first frame it does not take
+frame, and the handlers (``deliveries.receive``, ``dispositions.disposition``,
+``flow.on_flow``) are called with its fields.  It stops at the first frame it does not take
 (another performative, an unusual encoding, an incomplete frame, a header
 the general reader must judge), which the engine's general reader
 (``Connection._process``) then handles, so the loop accepts a subset of
@@ -28,6 +28,7 @@ from .deliveries import receive
 from .dispositions import disposition
 from .endpoints import Delivery, Link
 from .errors import LinkError, SessionError
+from .flow import FLOW_LIST8, on_flow, read_flow
 from .transfers import read_disposition, read_transfer
 
 __all__ = ["read_run"]
@@ -90,6 +91,14 @@ def read_run(conn: Engine, buf: bytes, pos: int, end: int, budget: int) -> tuple
                         events.append(ev.MessagesReceived(run_link, run))  # type: ignore[arg-type]
                         run_link, run = None, []
                     disposition(conn, channel, read[0], read[1], read[2], read[3], read[4])
+                elif word == FLOW_LIST8:
+                    flow = read_flow(buf, body, frame_end)
+                    if flow is None:
+                        break
+                    if run:  # what came before the flow is reported before what it causes
+                        events.append(ev.MessagesReceived(run_link, run))  # type: ignore[arg-type]
+                        run_link, run = None, []
+                    on_flow(conn, channel, flow, b"")
                 else:
                     break
             except (LinkError, SessionError) as exc:

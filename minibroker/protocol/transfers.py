@@ -272,9 +272,11 @@ _LEAD_RUN: dict[tuple[int, int], struct.Struct] = {}
 
 
 def settled_transfer_frames(
-    channel: int, handle: int, delivery_id: int, tag: int, payloads: list[bytes], lead: bytes = b"", number: int = 0
+    channel: int, handle: int, delivery_id: int, tag: int, payloads: list[bytes], lead: bytes = b"", number: int = 0,
+    settled: bool = True,
 ) -> bytes:
-    """The frames of pre-settled single-frame deliveries of ``payloads``, in order, as one string.
+    """The frames of pre-settled single-frame deliveries of ``payloads``, in order, as one string
+    (``settled`` false: of unsettled ones, the same bytes but the settled field).
 
     The deliveries get consecutive delivery-ids from ``delivery_id`` and delivery-tags that are
     the 4-byte big-endian numbers from ``tag`` on, both wrapping at 2**32 (serial numbers,
@@ -291,7 +293,7 @@ def settled_transfer_frames(
     head = _HANDLES[handle] if handle < 256 else b"\x70" + handle.to_bytes(4)
     size = 1 + len(head) + 7 + 4 + 8  # the list's size: count, handle, id, tag, tail
     overhead = 8 + 5 + size + (len(lead) + 8 if lead else 0)
-    tail = _TAILS[1]
+    tail = _TAILS[1 if settled else 0]
     parts: list[bytes] = []
     append = parts.append
     if lead:

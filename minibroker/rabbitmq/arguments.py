@@ -8,7 +8,8 @@
 ``x-max-length``             ``max_depth``
 ``x-max-length-bytes``       ``max_bytes``
 ``x-overflow``               ``drop-head`` (RabbitMQ's default), ``reject-publish``;
-                             ``reject-publish-dlx`` is taken as ``reject-publish``
+                             ``reject-publish-dlx`` is ``reject-publish``, and a 0-9-1
+                             publish it refuses is dead-lettered too (``front091/vhost.py``)
 ``x-dead-letter-exchange``   dead letters are republished to that exchange (the layer's
 ``x-dead-letter-routing-key``  dead-letter callback), expired ones included
 ``x-max-priority``           ``priorities`` = max + 1 (classic queues without it are FIFO:

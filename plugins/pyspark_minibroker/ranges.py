@@ -5,7 +5,9 @@ nothing specific to minibroker: a receiving link whose source carries the filter
 ``rabbitmq:stream-offset-spec`` starts at an offset, and every delivery carries its offset in the
 message annotation ``x-stream-offset``.  So:
 
-* the driver learns a stream's bounds by attaching at ``"first"`` and at ``"last"`` and reading
+* the driver learns a stream's bounds from the link properties of the broker's attach of a reader
+  (``x-stream-first-offset``, ``x-stream-next-offset``: minibroker's, which tell them even for a
+  stream that retains nothing), else by attaching at ``"first"`` and at ``"last"`` and reading
   one message's offset each (:func:`bounds`);
 * a micro-batch from offset ``start`` to ``end`` (exclusive) is split into ranges of at most
   ``maxOffsetsPerPartition`` offsets, and into at least ``minPartitions`` ranges when given
@@ -24,6 +26,7 @@ option false the range is read from the first retained offset.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -35,9 +38,11 @@ from .options import Options
 from .retry import LOST, Backoff
 
 __all__ = [
-    "Bounds", "DataLost", "FetchWindow", "OffsetRange", "batch_spans", "bounds", "fetch_size", "is_stream", "plan",
-    "read_range", "split", "starting_offsets",
+    "FIRST_OFFSET_PROPERTY", "NEXT_OFFSET_PROPERTY", "Bounds", "DataLost", "FetchWindow", "OffsetRange", "batch_spans",
+    "bounds", "fetch_size", "is_stream", "plan", "read_range", "split", "starting_offsets", "went_back",
 ]  # fmt: skip
+
+log = logging.getLogger("pyspark_minibroker")
 
 #: Messages asked for per fetch while reading a range, at most (one Arrow batch each).
 WINDOW = 1000
@@ -73,9 +78,17 @@ class FetchWindow:
         self.bytes += sum(len(d.payload) for d in deliveries)
 
 
+#: The link properties in which minibroker's attach of a stream reader states the stream's first
+#: retained offset and its next offset (Part 2 §2.7.3; docs/streams.md).
+FIRST_OFFSET_PROPERTY = "x-stream-first-offset"
+NEXT_OFFSET_PROPERTY = "x-stream-next-offset"
+
+
 @dataclass(frozen=True)
 class Bounds:
-    """A stream's first retained offset and its next offset (what the next append gets), if known."""
+    """A stream's first retained offset and its next offset (what the next append gets), if known:
+    both None when it retains nothing and the broker does not say its offsets; equal when the
+    broker says them and the stream retains nothing."""
 
     first: int | None
     next: int | None
@@ -90,8 +103,16 @@ class OffsetRange:
     end: int
 
 
-def _one_offset(client: Client, address: str, spec: str, timeout: float) -> int | None:
-    receiver = client.receiver(address, offset=spec, credit=1, timeout=timeout)
+def _stated(receiver: Receiver) -> Bounds | None:
+    """The bounds the broker's attach states in its link properties, or None when it states none."""
+    stated = receiver.properties
+    first, after = stated.get(FIRST_OFFSET_PROPERTY), stated.get(NEXT_OFFSET_PROPERTY)
+    if isinstance(first, int) and isinstance(after, int) and 0 <= first <= after:
+        return Bounds(first, after)
+    return None
+
+
+def _one_offset(receiver: Receiver, timeout: float) -> int | None:
     try:
         got = receiver.fetch(1, timeout)
     finally:
@@ -100,10 +121,18 @@ def _one_offset(client: Client, address: str, spec: str, timeout: float) -> int 
 
 
 def bounds(options: Options, address: str) -> Bounds:
-    """The stream's first retained offset and next offset, each None when it retains nothing."""
+    """The stream's first retained offset and next offset: one attach when the broker states them
+    (minibroker), else the offsets of the messages at ``first`` and ``last`` (RabbitMQ 4), each
+    None when the stream retains nothing."""
+    timeout = options.timeout
     with options.connect() as client:
-        first = _one_offset(client, address, "first", options.timeout)
-        last = _one_offset(client, address, "last", options.timeout)
+        receiver = client.receiver(address, offset="first", credit=1, timeout=timeout)
+        stated = _stated(receiver)
+        if stated is not None:
+            receiver.close(timeout)
+            return stated
+        first = _one_offset(receiver, timeout)
+        last = _one_offset(client.receiver(address, offset="last", credit=1, timeout=timeout), timeout)
     return Bounds(first, None if last is None else last + 1)
 
 
@@ -122,7 +151,38 @@ def is_stream(options: Options, address: str) -> bool:
 
 
 class DataLost(RuntimeError):
-    """Offsets a task was to read are no longer retained (option ``failOnDataLoss``, default true)."""
+    """Offsets a task was to read are no longer retained, or a stream's offsets went backwards
+    (option ``failOnDataLoss``, default true)."""
+
+
+def went_back(options: Options, address: str, begin: int, found: Bounds, whose: str) -> int | None:
+    """Where a read at offset ``begin`` of stream ``address`` goes on when the stream's next offset
+    (``found``) is below ``begin``, else None.
+
+    A stream's offsets only grow, so a next offset below one a reader already reached means
+    the stream is another one now: deleted and declared again, or its broker restarted without
+    its messages, its offsets restarting at 0.  Waiting for it to pass ``begin`` would skip its
+    first offsets without a word, so this raises :class:`DataLost` naming both offsets, as
+    Kafka's source reports a partition whose offsets went backwards ("offset was changed from X
+    to Y, some data may have been missed"); with ``failOnDataLoss`` false it logs a warning and
+    gives the stream's first retained offset, from which the read goes on.  ``whose`` says where
+    ``begin`` came from.  A stream that retains nothing on a broker that does not state its
+    offsets (``found.next`` None) cannot tell: nothing is flagged.
+    """
+    if found.next is None or found.next >= begin:
+        return None
+    first = found.first if found.first is not None else found.next
+    what = (
+        f"amqp data source: the offsets of stream {address!r} went backwards: its next offset is {found.next}, "
+        f"below offset {begin} {whose}. It was likely deleted and declared again, or its broker restarted "
+        f"without its messages, so messages may have been missed (any the old stream had from offset {begin} on)"
+    )
+    if options.fail_on_data_loss:
+        raise DataLost(
+            f"{what}; set option failOnDataLoss to 'false' to go on from its first retained offset ({first}) instead"
+        )
+    log.warning("%s; going on from its first retained offset (%d), as option failOnDataLoss is false", what, first)
+    return first
 
 
 def _given(spec: str | None) -> dict[str, Any]:
@@ -153,7 +213,10 @@ def batch_spans(options: Options) -> dict[str, tuple[int, int]]:
     """What a batch read of streams reads, per address: from ``startingOffsets`` (``earliest``, the
     default, or JSON) to before ``endingOffsets`` (``latest``, the default: the next offset when
     the read is planned, or JSON, at most that), as Kafka's batch queries are bounded.  A span
-    whose start is at its end or past it is left out."""
+    whose start is at its end or past it is left out, except a start past the stream's next
+    offset: the stream's offsets went backwards since that offset was read (:func:`went_back`:
+    an error, or the first retained offset with ``failOnDataLoss`` false), where Kafka's batch
+    query leaves such a partition out without a word."""
     if options.starting_offsets == "latest":
         raise ValueError(
             "option startingOffsets='latest' reads nothing in a batch read (as in Kafka's batch queries): "
@@ -166,8 +229,12 @@ def batch_spans(options: Options) -> dict[str, tuple[int, int]]:
         if found.next is None:
             continue  # retains nothing: nothing to read
         start = int(starts[address]) if address in starts else found.first
+        if start is None:
+            continue
+        restart = went_back(options, address, start, found, "at which option startingOffsets starts this read")
+        start = start if restart is None else restart
         end = min(int(ends[address]), found.next) if address in ends else found.next
-        if start is not None and start < end:
+        if start < end:
             spans[address] = (start, end)
     return spans
 

@@ -58,6 +58,7 @@ from .ranges import (
     plan,
     read_range,
     starting_offsets,
+    went_back,
 )
 from .rows import (
     POSITION_SCHEMA,
@@ -548,11 +549,22 @@ class _OffsetStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow): 
         return found if found is not None else otherwise
 
     def latestOffset(self, start: dict[str, int], limit: ReadLimit) -> dict[str, int]:
+        """Each stream's next offset, at most ``availableNow``'s target and ``maxOffsetsPerTrigger``
+        over all addresses.  A stream whose next offset is below ``start``'s went backwards (deleted
+        and declared again): :func:`.ranges.went_back` fails the micro-batch, or with
+        ``failOnDataLoss`` false ends it at the stream's first retained offset, below its start, so
+        it plans nothing of that stream and the next micro-batch reads the stream from there."""
         budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         end: dict[str, int] = {}
         for address in self.options.addresses:
             begin = int(start.get(address, 0))  # an address added since the checkpoint starts at 0: the first retained
-            latest = self.latest[address] = self._next(address, begin)
+            found = bounds(self.options, address)
+            latest = self.latest[address] = found.next if found.next is not None else begin
+            whose = "at which this query goes on (its checkpoint's, or startingOffsets' on a first micro-batch)"
+            restart = went_back(self.options, address, begin, found, whose)
+            if restart is not None:
+                end[address] = restart  # takes nothing of maxOffsetsPerTrigger's budget
+                continue
             if self.target is not None:
                 latest = min(latest, self.target.get(address, latest))
             latest = max(begin, latest)

@@ -27,9 +27,10 @@ Reports
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Generator, Iterator
+from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -206,11 +207,15 @@ class _Session:
         from .settings import BrokerSettings
 
         marks = list(node.iter_markers(MARKER)) if marker else []
-        configure = node.ihook.pytest_minibroker_configure
-        plain = defaults == {} and not marks and extra is None and not configure.get_hookimpls()
+        # The run's hook first: with no implementation anywhere (the usual run) no conftest can
+        # have one for this node, and ``node.ihook`` (pytest works out the node's conftests on
+        # each access) is not needed.
+        hooked = bool(self.config.hook.pytest_minibroker_configure.get_hookimpls())
+        configure = node.ihook.pytest_minibroker_configure if hooked else None
+        plain = defaults == {} and not marks and extra is None and (configure is None or not configure.get_hookimpls())
         if plain and self.plain is not None:  # the usual test: the same settings as the last such test
             return self.plain
-        layers: list[dict[str, Any]] = [
+        layers: list[Mapping[str, Any]] = [
             {
                 "frame_log": self.frame_log,
                 "queues": list(self.config.getini("minibroker_queues")),
@@ -218,7 +223,7 @@ class _Session:
             }
         ]
         where = ["ini options"]
-        if not isinstance(defaults, dict):
+        if not isinstance(defaults, Mapping):
             raise pytest.UsageError(
                 f"the amqp_broker_config fixture must return a dict of broker settings, got {type(defaults).__name__}"
             )
@@ -240,15 +245,16 @@ class _Session:
             error = str(exc)
         if error is not None:  # outside the handler: the message is shown once, not chained to itself
             pytest.fail(error, pytrace=False)
-        configure(config=settings.config, node=node)
+        if configure is not None:
+            configure(config=settings.config, node=node)
         if plain:
             self.plain = settings
         return settings
 
     def recorder(self, node: pytest.Item, broker: Any) -> Recorder | None:
         """A recorder on ``broker``'s observation points, when a picture or a hook needs one."""
-        hooks = node.ihook
-        observed = bool(hooks.pytest_minibroker_frame.get_hookimpls() or hooks.pytest_minibroker_message.get_hookimpls())
+        hooks = node.ihook if _observers(self.config.hook) else None  # (node.ihook only when needed, as above)
+        observed = hooks is not None and _observers(hooks)
         if not observed and not self.html:
             return None
         from .report import Recorder  # (imported only by a run that records)
@@ -292,6 +298,11 @@ _SESSION = pytest.StashKey[_Session]()
 #: itself, with pytester): ``amqp_broker`` finds its run's state here.
 _ACTIVE: list[_Session] = []
 _WATCHED = pytest.StashKey[list[_Watched]]()
+
+
+def _observers(hooks: Any) -> bool:
+    """Whether ``hooks`` (the run's, or a node's ``ihook``) has an implementation of the observation hooks."""
+    return bool(hooks.pytest_minibroker_frame.get_hookimpls() or hooks.pytest_minibroker_message.get_hookimpls())
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -343,8 +354,12 @@ def _raise_broker_errors(broker: Any, label: str) -> None:
 # --------------------------------------------------------------------------- fixtures
 
 
-@pytest.fixture
-def amqp_broker_config() -> dict[str, Any]:
+#: What the plugin's own ``amqp_broker_config`` returns: read-only, as one value serves the whole run.
+NO_DEFAULTS: Mapping[str, Any] = MappingProxyType({})
+
+
+@pytest.fixture(scope="session")
+def amqp_broker_config() -> Mapping[str, Any]:
     """Broker defaults for the tests in scope; override in ``conftest.py``::
 
     @pytest.fixture
@@ -352,12 +367,15 @@ def amqp_broker_config() -> dict[str, Any]:
         return {"queues": ["orders", ("jobs", {"max_delivery_count": 3})], "clock": "manual"}
 
     Keys: ``queues``, ``topics``, ``streams``, ``clock`` ("system" or "manual") and any ``BrokerConfig`` field.
+    An override may have any scope.  This default is session-scoped (an empty read-only mapping):
+    pytest sets a function-scoped fixture up and tears it down for every test, about a seventh of
+    what ``amqp_broker`` costs a test (docs/performance.md).
     """
-    return {}
+    return NO_DEFAULTS
 
 
 @pytest.fixture
-def amqp_broker(amqp_broker_config: dict[str, Any]) -> Iterator[ThreadedBroker]:
+def amqp_broker(amqp_broker_config: Mapping[str, Any]) -> Iterator[ThreadedBroker]:
     """A running broker for this test (``ThreadedBroker``): ``.url``, ``.queue()``, ``.publish()``,
     ``.assert_queue()``, ``.wait_for()``/``await .wait_for_async()``, ``.restart()``, ``.faults`` ...
     in plain, asyncio and trio tests alike (only a blocking ``wait_for`` is refused in an event loop)."""
@@ -380,7 +398,7 @@ def amqp_broker(amqp_broker_config: dict[str, Any]) -> Iterator[ThreadedBroker]:
 
 @pytest.fixture
 def amqp_broker_factory(
-    request: pytest.FixtureRequest, amqp_broker_config: dict[str, Any]
+    request: pytest.FixtureRequest, amqp_broker_config: Mapping[str, Any]
 ) -> Iterator[Callable[..., ThreadedBroker]]:
     """Start more brokers in one test: ``primary = amqp_broker_factory(queues=["orders"])``.
 
@@ -426,7 +444,7 @@ def amqp_celery_worker(amqp_broker: ThreadedBroker) -> Iterator[CeleryWorkers]:
 
 
 @pytest.fixture
-async def amqp_broker_trio(request: pytest.FixtureRequest, amqp_broker_config: dict[str, Any]) -> AsyncIterator[TrioBroker]:
+async def amqp_broker_trio(request: pytest.FixtureRequest, amqp_broker_config: Mapping[str, Any]) -> AsyncIterator[TrioBroker]:
     """A ``TrioBroker`` served by the test's own trio run (pytest-trio): ``await .wait_for()``,
     ``await .restart()``.  Its clock is the run's (``TrioClock``), so with pytest-trio's
     ``autojump_clock`` ``await trio.sleep(31)`` makes a 30 s ttl pass at once."""

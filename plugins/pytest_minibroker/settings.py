@@ -13,11 +13,12 @@ from __future__ import annotations
 import dataclasses
 import ssl
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
 from minibroker import BrokerConfig, ManualClock, QueueOptions, StreamOptions, ThreadedBroker
 from minibroker.broker.faults import Fault, FaultPlan
+from minibroker.records import record
 
 if TYPE_CHECKING:
     from minibroker import EventHubOptions, EventHubsOptions
@@ -41,7 +42,7 @@ EXCHANGE_OPTIONS = ("type", "durable", "auto_delete", "internal", "arguments")
 BINDING_KEYS = ("source", "queue", "exchange", "key", "arguments")
 
 
-@dataclass
+@record  # (the package's dataclass that compiles its methods at first use: imported with the fixture)
 class BrokerSettings:
     """A broker's configuration plus the nodes and clock a test starts with."""
 

@@ -8,13 +8,14 @@ publish with one protocol and consume with the other: one queue, one message, th
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterator
 from typing import Any
 
 import pika
+import pika_helpers
 import pytest
 from pika.adapters.blocking_connection import BlockingChannel
 from pika.exceptions import ChannelClosedByBroker, ConnectionClosedByBroker, ProbableAccessDeniedError
+from pika_helpers import TIMEOUT, pika_url
 from proton import Message
 from proton.utils import BlockingConnection as ProtonConnection
 
@@ -22,28 +23,9 @@ import minibroker
 
 pytestmark = pytest.mark.interop
 
-TIMEOUT = 10
-
-
-def _url(broker: minibroker.ThreadedBroker, user: str = "guest", password: str = "guest", vhost: str = "%2F") -> str:
-    return f"amqp://{user}:{password}@127.0.0.1:{broker.port}/{vhost}?blocked_connection_timeout={TIMEOUT}"
-
-
-@pytest.fixture
-def broker() -> Iterator[minibroker.ThreadedBroker]:
-    with minibroker.ThreadedBroker() as running:
-        yield running
-        assert running.errors() == []
-
-
-@pytest.fixture
-def connection(broker: minibroker.ThreadedBroker) -> Iterator[pika.BlockingConnection]:
-    opened = pika.BlockingConnection(pika.URLParameters(_url(broker)))
-    try:
-        yield opened
-    finally:
-        if opened.is_open:
-            opened.close()
+# The shared fixtures (pika_helpers.py), under the names the tests ask for.
+broker = pika_helpers.broker
+connection = pika_helpers.connection
 
 
 @pytest.fixture
@@ -244,9 +226,9 @@ def test_transactions_publish_on_commit_only(channel: BlockingChannel) -> None:
 
 def test_wrong_password_and_unknown_vhost_are_refused(broker: minibroker.ThreadedBroker) -> None:
     with pytest.raises(pika.exceptions.ProbableAuthenticationError):
-        pika.BlockingConnection(pika.URLParameters(_url(broker, password="wrong")))
+        pika.BlockingConnection(pika.URLParameters(pika_url(broker, password="wrong")))
     with pytest.raises(ProbableAccessDeniedError) as refused:
-        pika.BlockingConnection(pika.URLParameters(_url(broker, vhost="other")))
+        pika.BlockingConnection(pika.URLParameters(pika_url(broker, vhost="other")))
     assert "530" in str(refused.value) and "vhost other not found" in str(refused.value)
 
 
@@ -260,7 +242,7 @@ def test_the_broker_url_works_as_it_is(broker: minibroker.ThreadedBroker) -> Non
 
 def test_configured_users_log_in(broker: minibroker.ThreadedBroker) -> None:
     with minibroker.ThreadedBroker(users={"app": "secret"}) as configured:
-        opened = pika.BlockingConnection(pika.URLParameters(_url(configured, "app", "secret")))
+        opened = pika.BlockingConnection(pika.URLParameters(pika_url(configured, "app", "secret")))
         assert opened.channel().queue_declare("x").method.queue == "x"
         opened.close()
 
@@ -335,7 +317,7 @@ def test_direct_reply_to_rpc(broker: minibroker.ThreadedBroker, connection: pika
                           auto_ack=True)  # fmt: skip
     channel.queue_declare("rpc")
     channel.basic_publish("", "rpc", b"2+2", pika.BasicProperties(reply_to="amq.rabbitmq.reply-to", correlation_id="1"))
-    server = pika.BlockingConnection(pika.URLParameters(_url(broker)))
+    server = pika.BlockingConnection(pika.URLParameters(pika_url(broker)))
     try:
         serving = server.channel()
         [(method, props, body)] = _consume(server, serving, "rpc", 1, auto_ack=True)

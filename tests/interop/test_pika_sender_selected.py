@@ -6,34 +6,19 @@ and returned, and the 406 texts asserted here are what that node answered.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pika
+import pika_helpers
 import pytest
 from pika.adapters.blocking_connection import BlockingChannel
 from pika.exceptions import ChannelClosedByBroker
 
-import minibroker
-
 pytestmark = pytest.mark.interop
 
-
-@pytest.fixture
-def broker() -> Iterator[minibroker.ThreadedBroker]:
-    with minibroker.ThreadedBroker() as running:
-        yield running
-        assert running.errors() == []
-
-
-@pytest.fixture
-def connection(broker: minibroker.ThreadedBroker) -> Iterator[pika.BlockingConnection]:
-    opened = pika.BlockingConnection(pika.URLParameters(broker.amqp091_url))
-    try:
-        yield opened
-    finally:
-        if opened.is_open:
-            opened.close()
+# The shared fixtures (pika_helpers.py), under the names the tests ask for.
+broker = pika_helpers.broker
+connection = pika_helpers.connection
 
 
 def _drain(channel: BlockingChannel, *queues: str) -> dict[str, list[tuple[bytes, str, Any]]]:

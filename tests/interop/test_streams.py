@@ -155,6 +155,28 @@ def test_proton_sends_to_a_stream_and_a_bad_spec_is_refused(broker: minibroker.T
             conn.create_receiver("events", credit=1, options=offset_filter("latest"))
 
 
+def test_proton_reads_the_stream_offsets_in_the_attach_even_when_retention_emptied_it(
+    manual: minibroker.ThreadedBroker,
+) -> None:
+    """The broker's attach states the stream's first and next offsets in its link properties
+    (Part 2 §2.7.3; docs/streams.md), which proton gives as ``link.remote_properties``."""
+    manual.declare_stream("events", max_age=60)
+    manual.publish_many("events", ["a", "b", "c"])
+    with connect(manual) as conn:
+        receiver = conn.create_receiver("events", credit=1, name="at-first", options=offset_filter("first"))
+        assert receiver.link.remote_properties == {
+            symbol("x-stream-first-offset"): 0, symbol("x-stream-next-offset"): 3,
+        }  # fmt: skip
+        receiver.close()
+        manual.clock.advance(60)  # all three dropped: no delivery could show where the stream is
+        manual.assert_stream("events", [], first_offset=3)
+        receiver = conn.create_receiver("events", credit=1, name="at-1", options=offset_filter(1))
+        assert receiver.link.remote_properties == {
+            symbol("x-stream-first-offset"): 3, symbol("x-stream-next-offset"): 3,
+        }  # fmt: skip
+        assert drained(conn, receiver)
+
+
 # -------------------------------------------------------------------- rhea
 
 
@@ -210,3 +232,14 @@ def test_rhea_stream_filters_on_a_queue_are_refused(broker: minibroker.ThreadedB
     broker.declare_queue("jobs")
     result = rhea("receive", port=broker.port, address="jobs", stream_offset={"string": "first"}, timeout_ms=5000)
     assert any("apply to streams" in str(error) for error in result["errors"]), result
+
+
+def test_rhea_reads_the_stream_offsets_in_the_attach(manual: minibroker.ThreadedBroker, rhea: Rhea) -> None:
+    manual.declare_stream("events", max_age=60)
+    manual.publish_many("events", ["a", "b"])
+    manual.clock.advance(60)
+    manual.publish("events", "c")
+    result = rhea("receive", port=manual.port, address="events", stream_offset={"long": 0}, count=1)
+    no_errors(result)
+    assert result["link_properties"] == {"x-stream-first-offset": 2, "x-stream-next-offset": 3}
+    assert [(m["message_annotations"]["x-stream-offset"], m["body"]) for m in result["messages"]] == [(2, "c")]

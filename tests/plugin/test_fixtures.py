@@ -169,6 +169,37 @@ def test_the_config_fixture_sets_defaults_for_every_test(pytester: pytest.Pytest
     pytester.runpytest().assert_outcomes(passed=2)
 
 
+def test_the_default_config_is_set_up_once_and_read_only(pytester: pytest.Pytester) -> None:
+    """The plugin's own ``amqp_broker_config`` is session-scoped (pytest does not set it up per
+    test), so it is read-only: a test that wrote to it would configure the tests after it.  An
+    override that builds on it (``{**amqp_broker_config, ...}``) still works."""
+    pytester.makepyfile(
+        """
+        import pytest
+
+        def test_scope(request):
+            assert request._fixturemanager.getfixturedefs("amqp_broker_config", request.node)[-1].scope == "session"
+
+        def test_read_only(amqp_broker_config, amqp_broker):
+            assert amqp_broker_config == {}
+            with pytest.raises(TypeError):
+                amqp_broker_config["queues"] = ["leak"]
+
+        class TestOverride:
+            @pytest.fixture
+            def amqp_broker_config(self, amqp_broker_config):
+                return {**amqp_broker_config, "queues": ["mine"]}
+
+            def test_builds_on_the_default(self, amqp_broker):
+                assert amqp_broker.queues() == ["mine"]
+
+        def test_after(amqp_broker):
+            assert amqp_broker.queues() == []
+        """
+    )
+    pytester.runpytest("-p", "no:randomly").assert_outcomes(passed=4)
+
+
 def test_the_config_fixture_must_return_a_dict(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(
         """

@@ -348,6 +348,26 @@ def test_a_settled_run_is_the_frames_the_codec_reads(
 
 
 @given(
+    channel=st.integers(0, 65535),
+    handle=st.sampled_from([0, 1, 255, 256, 2**32 - 1]),
+    delivery_id=st.integers(256, 2**32 - 5),
+    tag=st.sampled_from([0, 2**32 - 1]),
+    payloads=st.lists(st.binary(max_size=40), min_size=1, max_size=4),
+)
+def test_an_unsettled_run_is_the_frames_transfer_frame_writes(
+    channel: int, handle: int, delivery_id: int, tag: int, payloads: list[bytes]
+) -> None:
+    """``settled_transfer_frames(settled=False)`` (a queue's run, ``deliveries.send_run``, which
+    takes delivery-ids from 256 on): byte for byte ``transfer_frame`` of each delivery."""
+    data = settled_transfer_frames(channel, handle, delivery_id, tag, payloads, settled=False)
+    assert data == b"".join(
+        transfer_frame(channel, handle, delivery_id + n, ((tag + n) % 2**32).to_bytes(4), False, payload)
+        for n, payload in enumerate(payloads)
+    )
+    assert not any(frame.performative.settled for frame in parse_frames(data))
+
+
+@given(
     delivery_id=st.integers(256, 2**32 - 3),
     tag=st.binary(max_size=8),
     which=st.integers(0, 2),

@@ -325,6 +325,90 @@ def test_a_stream_query_whose_offsets_retention_dropped_fails_saying_how_to_go_o
         assert broker.queue("out").depth == 100 - first
 
 
+def test_offsets_dropped_while_the_query_was_stopped_fail_it_on_restart_though_the_stream_is_empty(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The checkpoint says 5 offsets were read; 3 more were appended and retention dropped all 8
+    while the query was stopped: restarted, it fails at once saying how to go on (the broker's
+    attach states the empty stream's next offset, 8), and with failOnDataLoss=false it goes on
+    from there."""
+    with ThreadedBroker(clock=ManualClock(1_700_000_000.0)) as broker:
+        broker.declare_stream("events", max_age=60)
+        broker.declare_queue("out")
+        broker.publish_many("events", [f"e{i}" for i in range(5)])
+
+        def copy(**options: str) -> Any:
+            source = amqp(spark.readStream, broker, "events", **options).load()
+            return amqp(source.select("body").writeStream, broker, "out")
+
+        run_available_now(copy(), tmp_path / "ck")
+        assert broker.queue("out").depth == 5
+        broker.publish_many("events", ["lost-5", "lost-6", "lost-7"])
+        broker.clock.advance(61)
+        assert broker.stream("events").count == 0
+        query = copy().option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start()
+        try:
+            with pytest.raises(Exception, match="offsets 5 to 7 of stream 'events' are no longer retained.*"
+                               "set option failOnDataLoss to 'false'"):  # fmt: skip
+                query.awaitTermination(WAIT)
+        finally:
+            query.stop()
+        run_available_now(copy(failOnDataLoss="false"), tmp_path / "ck")
+        broker.publish("events", "e8")
+        run_available_now(copy(), tmp_path / "ck")
+        assert bodies(broker, "out") == [f"e{i}".encode() for i in range(5)] + [b"e8"]  # nothing twice, nothing lost
+
+
+def _read_then_declare_anew(spark: Any, broker: ThreadedBroker, checkpoint: Path) -> Any:
+    """A query copies offsets 0 to 9 of ``events`` to ``out`` (its checkpoint at 10); then the
+    stream is deleted and declared again, and 4 messages go to it (offsets 0 to 3).  Returns a
+    function making the query again, with options."""
+    broker.declare_stream("events")
+    broker.declare_queue("out")
+    broker.publish_many("events", [f"old{i}" for i in range(10)])
+
+    def copy(**options: str) -> Any:
+        source = amqp(spark.readStream, broker, "events", **options).load()
+        return amqp(source.select("body").writeStream, broker, "out")
+
+    run_available_now(copy(), checkpoint)
+    assert broker.queue("out").depth == 10
+    broker.delete("events")
+    broker.declare_stream("events")
+    broker.publish_many("events", [f"new{i}" for i in range(4)])
+    return copy
+
+
+def test_a_stream_declared_anew_under_a_query_fails_it_naming_both_offsets(
+    spark: Any, broker: ThreadedBroker, tmp_path: Path
+) -> None:
+    """The stream's next offset (4) is below the checkpoint's (10): the query fails at once, as
+    Kafka's source does when a partition's offsets go backwards, where it used to wait silently
+    until the new stream passed 10 and then skip its offsets 0 to 9."""
+    copy = _read_then_declare_anew(spark, broker, tmp_path / "ck")
+    query = copy().option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start()
+    try:
+        with pytest.raises(Exception, match="the offsets of stream 'events' went backwards: its next offset is 4, "
+                           "below offset 10 .*deleted and declared again.*set option failOnDataLoss to 'false'"):  # fmt: skip
+            query.awaitTermination(WAIT)
+    finally:
+        query.stop()
+    assert broker.queue("out").depth == 10
+
+
+def test_a_stream_declared_anew_is_read_from_its_first_offset_with_fail_on_data_loss_false(
+    spark: Any, broker: ThreadedBroker, tmp_path: Path
+) -> None:
+    """With failOnDataLoss=false a micro-batch ends at the new stream's first offset (planning
+    nothing: Spark takes an end offset below the start) and the next reads the new stream from
+    there; a later run with the default option goes on from the new offsets, nothing twice."""
+    copy = _read_then_declare_anew(spark, broker, tmp_path / "ck")
+    run_available_now(copy(failOnDataLoss="false"), tmp_path / "ck")
+    broker.publish_many("events", ["new4", "new5"])
+    run_available_now(copy(), tmp_path / "ck")
+    assert bodies(broker, "out") == [f"old{i}".encode() for i in range(10)] + [f"new{i}".encode() for i in range(6)]
+
+
 def test_a_lost_connection_mid_read_or_write_is_ridden_out(spark: Any, broker: ThreadedBroker, tmp_path: Path) -> None:
     """A broker restart drops every connection: a stream's range read goes on from its next
     offset on a new connection, and a write resends what was not confirmed."""

@@ -30,7 +30,7 @@ from pyspark_minibroker.ranges import (
 from pyspark_minibroker.rows import read_struct_type
 from pyspark_minibroker.source import AmqpDataSource, _OffsetStreamReader, _shape, _StreamBatchReader
 
-from minibroker import BrokerConfig, ThreadedBroker
+from minibroker import BrokerConfig, ManualClock, ThreadedBroker
 
 TIMEOUT = 5.0
 
@@ -57,10 +57,53 @@ def test_bounds_and_the_probe(broker: ThreadedBroker) -> None:
     assert bounds(opts, "events") == bounds(opts, "events")
     assert (bounds(opts, "events").first, bounds(opts, "events").next) == (0, 25)
     broker.declare_stream("empty")
-    assert (bounds(opts, "empty").first, bounds(opts, "empty").next) == (None, None)
+    assert (bounds(opts, "empty").first, bounds(opts, "empty").next) == (0, 0)  # stated by the attach
     broker.declare_queue("jobs")
     assert is_stream(opts, "events") and not is_stream(opts, "jobs")
     broker.assert_stream("events", count=25)  # probing read nothing away
+
+
+def test_bounds_of_a_stream_that_retains_nothing_come_from_the_attach_else_are_unknown(
+    broker: ThreadedBroker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """minibroker's attach states a stream's offsets (x-stream-first-offset, x-stream-next-offset),
+    so a stream whose messages were all dropped still has a next offset; a broker that states
+    none (RabbitMQ 4) is read at first and last, and such a stream's bounds are unknown."""
+    from minibroker.client import Receiver
+
+    opts = options(broker)
+    assert broker.purge("events") == 25
+    assert bounds(opts, "events") == ranges.Bounds(25, 25)
+    broker.publish("events", "e25")
+    assert bounds(opts, "events") == ranges.Bounds(25, 26)
+    monkeypatch.setattr(Receiver, "properties", property(lambda self: {}))  # a broker that says nothing
+    assert bounds(opts, "events") == ranges.Bounds(25, 26)  # the offsets of the messages at first and last
+    assert broker.purge("events") == 1
+    assert bounds(opts, "events") == ranges.Bounds(None, None)
+
+
+def test_offsets_dropped_while_no_query_ran_fail_the_next_micro_batch_though_nothing_is_left() -> None:
+    """A checkpoint at offset 5; offsets 5 to 7 appended and dropped by retention while the query
+    was stopped, leaving the stream empty: the next micro-batch plans 5 to 8 from the offsets the
+    attach states, and its task finds them gone (as Kafka's source does when a topic's log start
+    offset moved past the committed one), unless failOnDataLoss is false."""
+    with ThreadedBroker(clock=ManualClock(1_700_000_000.0)) as broker:
+        broker.declare_stream("events", max_age=60)
+        broker.publish_many("events", [f"e{i}" for i in range(8)])
+        broker.clock.advance(61)
+        assert broker.stream("events").count == 0
+        for fail_on_data_loss in ("true", "false"):
+            reader = _OffsetStreamReader(options(broker, failOnDataLoss=fail_on_data_loss), _shape(read_struct_type()))
+            end = reader.latestOffset({"events": 5}, ReadAllAvailable())
+            assert end == {"events": 8} and reader.reportLatestOffset() == {"events": 8}
+            (part,) = reader.partitions({"events": 5}, end)
+            if fail_on_data_loss == "true":
+                with pytest.raises(ranges.DataLost, match="offsets 5 to 7 of stream 'events' are no longer retained.*"
+                                   "set option failOnDataLoss to 'false'"):  # fmt: skip
+                    list(reader.read(part))
+            else:
+                assert list(reader.read(part)) == []  # read on from the next offset: nothing yet
+        assert _OffsetStreamReader(options(broker), _shape(read_struct_type())).initialOffset() == {"events": 8}
 
 
 def test_split_and_read_a_range(broker: ThreadedBroker) -> None:
@@ -215,6 +258,63 @@ def test_a_range_whose_offsets_retention_dropped_with_nothing_newer_fails_unless
     broker.publish("events", "e25")  # something newer: the first fetch's offset tells, as before
     with pytest.raises(ranges.DataLost, match="offsets 20 to 24 "):
         list(read_range(opts, OffsetRange("events", 20, 26)))
+
+
+def test_a_stream_declared_anew_under_a_query_fails_it_unless_fail_on_data_loss_is_false(
+    broker: ThreadedBroker, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A checkpoint at offset 25; the stream deleted and declared again, with 3 messages: its next
+    offset (3) is below the checkpoint's.  As Kafka's source reports a partition whose offsets
+    went backwards, the micro-batch fails naming both offsets, the likely cause and the option;
+    with failOnDataLoss=false it ends at the new stream's first retained offset (planning nothing
+    of it, taking nothing of maxOffsetsPerTrigger), warns once, and the next reads from there."""
+    broker.declare_stream("audit")
+    broker.publish_many("audit", [f"a{i}" for i in range(10)])
+    broker.delete("events")
+    broker.declare_stream("events")
+    broker.publish_many("events", ["n0", "n1", "n2"])
+    checkpoint = {"events": 25, "audit": 0}
+    strict = _OffsetStreamReader(options(broker, address="events,audit"), _shape(read_struct_type()))
+    with pytest.raises(ranges.DataLost, match=r"the offsets of stream 'events' went backwards: its next offset is 3, "
+                       r"below offset 25 at which this query goes on .*deleted and declared again, or its broker "
+                       r"restarted without its messages.*set option failOnDataLoss to 'false' to go on from its "
+                       r"first retained offset \(0\)"):  # fmt: skip
+        strict.latestOffset(checkpoint, ReadAllAvailable())
+    lenient = _OffsetStreamReader(options(broker, address="events,audit", failOnDataLoss="false"),
+                                  _shape(read_struct_type()))  # fmt: skip
+    with caplog.at_level("WARNING", logger="pyspark_minibroker"):
+        end = lenient.latestOffset(checkpoint, ReadMaxRows(4))
+        assert end == {"events": 0, "audit": 4}  # the budget all went to audit
+        assert lenient.reportLatestOffset() == {"events": 3, "audit": 10}
+        assert [(p.address, p.start, p.end) for p in lenient.partitions(checkpoint, end)] == [("audit", 0, 4)]
+        after = lenient.latestOffset(end, ReadMaxRows(4))
+        assert after == {"events": 3, "audit": 5}
+        (part, _) = lenient.partitions(end, after)
+        assert [b.decode() for batch in lenient.read(part) for b in batch.column("body").to_pylist()] == ["n0", "n1", "n2"]
+    (warning,) = caplog.records  # once: the micro-batch after goes on from the new stream's offsets
+    assert warning.levelname == "WARNING"
+    assert "its next offset is 3, below offset 25" in warning.getMessage()
+    assert "going on from its first retained offset (0)" in warning.getMessage()
+
+
+def test_a_batch_read_starting_past_a_stream_s_end_fails_unless_fail_on_data_loss_is_false(
+    broker: ThreadedBroker,
+) -> None:
+    """startingOffsets past the stream's next offset (a job that keeps the offset it read to, the
+    stream since declared anew) is checked as a query's checkpoint is; Kafka's batch query leaves
+    such a partition out without a word."""
+    schema = read_struct_type()
+
+    def read(**extra: str) -> list[str]:
+        reader = AmqpDataSource({"url": broker.url, "address": "events", "timeout": str(TIMEOUT), **extra}).reader(schema)
+        return [bytes(body).decode() for p in reader.partitions() for batch in reader.read(p)
+                for body in batch.column("body").to_pylist()]  # fmt: skip
+
+    with pytest.raises(ranges.DataLost, match="its next offset is 25, below offset 40 at which option startingOffsets "
+                       "starts this read.*set option failOnDataLoss to 'false'"):  # fmt: skip
+        read(startingOffsets='{"events": 40}')
+    assert read(startingOffsets='{"events": 40}', failOnDataLoss="false") == [f"e{i}" for i in range(25)]
+    assert read(startingOffsets='{"events": 25}') == []  # at its end: nothing new, nothing lost
 
 
 def test_unknown_options_are_refused_naming_the_valid_ones() -> None:

@@ -10,10 +10,12 @@
 //        selector, browse, dynamic, topic (source capability "topic"), durable (durable=2, expiry never),
 //        stream_offset ({string|long|timestamp: value}), stream_filter ([values]), match_unfiltered, undescribed,
 //        link_name, container_id, credit (fixed credit, no window), credit_window, drain (drain once attached),
+//        desired_capabilities ([symbols] in the attach, Part 2 §2.7.3),
 //        end: "close"|"detach" (how the link ends; default close), digest (body sha256 instead of body),
 //        hold (print after `count` messages, then keep the connection open until killed; hold_ms safety),
 //        user, password, max_frame_size}
-// prints: {messages: [...], count, transfer_frames, address, opened, drained, source, errors, timed_out, idle}
+// prints: {messages: [...], count, transfer_frames, address, opened, drained, source, errors, timed_out, idle,
+//          offered_capabilities and link_properties (of the broker's attach)}
 
 const {rhea, parseArgs, describeMessage, connectOptions, makeFinisher, collectErrors, describeError, plain} =
     require('./common.js');
@@ -28,13 +30,16 @@ let opened = false;
 let drained = false;
 let address = null;
 let source = null;
+let offeredCapabilities = null;
+let linkProperties = null;
 let conn;
 let receiver;
 let idleTimer;
 let holding = false;
 
 const result = (extra) => () => Object.assign(
-    {messages, count: messages.length, transfer_frames: transferFrames, address, opened, drained, source, errors},
+    {messages, count: messages.length, transfer_frames: transferFrames, address, opened, drained, source, errors,
+        offered_capabilities: offeredCapabilities, link_properties: linkProperties},
     extra || {});
 
 function endAndFinish(extra) {
@@ -97,6 +102,7 @@ if (a.durable) {
 const fixedCredit = a.credit !== undefined || a.drain;
 const receiverOptions = {source: sourceSpec, autoaccept: false};
 if (a.link_name) receiverOptions.name = a.link_name;
+if (a.desired_capabilities) receiverOptions.desired_capabilities = a.desired_capabilities;
 if (fixedCredit) receiverOptions.credit_window = 0;
 else if (a.credit_window !== undefined) receiverOptions.credit_window = a.credit_window;
 
@@ -120,6 +126,8 @@ receiver.on('receiver_open', (context) => {
         distribution_mode: plain(remote.distribution_mode), dynamic: plain(remote.dynamic),
         durable: plain(remote.durable), expiry_policy: plain(remote.expiry_policy)} : null;
     address = remote ? remote.address || null : null;
+    offeredCapabilities = plain(context.receiver.offered_capabilities);
+    linkProperties = plain(context.receiver.properties);
     if (fixedCredit) {
         if (a.credit) context.receiver.add_credit(a.credit);
         if (a.drain) context.receiver.drain_credit();
