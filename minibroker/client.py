@@ -286,9 +286,15 @@ class Sender(_Link):
         """:meth:`send_many` for messages already encoded: each payload is a message's sections
         (Part 3 §3.2), sent as they are (message-format 0).  For a sender that encodes its
         messages faster than building a :class:`Message` (the Spark writer's usual row)."""
+        deadline = self._client._deadline(timeout)
+        return self.confirm(self.post_encoded(payloads, _left(deadline)), _left(deadline))
+
+    def post_encoded(self, payloads: Iterable[bytes], timeout: float | None = None) -> list[int]:
+        """Send encoded messages (as :meth:`send_encoded`) as credit allows, without waiting for
+        their outcomes: their delivery-ids, for :meth:`confirm`.  A writer that encodes its next
+        messages while the broker takes these keeps one batch in flight (the Spark writer)."""
         client, link = self._client, self._link
         deadline = client._deadline(timeout)
-        outcomes = client._outcomes
         order: list[int] = []
         # Frames go out in writes of about SEND_BYTES (not one per message: a write and a read
         # each cost more than making the frame), and what the broker sent meanwhile (outcomes,
@@ -308,9 +314,16 @@ class Sender(_Link):
             out += client._peer.transfer(link.handle, None, None, payload)
         if out:
             client._send(bytes(out))
-        client._wait(lambda: all(d in outcomes for d in order) or link.remote_detach is not None, _left(deadline),
-                     f"the broker's outcome for {len(order)} message(s) sent to {self.address!r}")
-        results = [outcomes.pop(d, None) for d in order]
+        return order
+
+    def confirm(self, delivery_ids: list[int], timeout: float | None = None) -> int:
+        """Wait for the broker's outcome of each delivery :meth:`post_encoded` sent; how many were
+        accepted (all of them), or :class:`DeliveryFailed` for the first that was not."""
+        client = self._client
+        outcomes = client._outcomes
+        client._wait(lambda: all(d in outcomes for d in delivery_ids) or self._link.remote_detach is not None,
+                     timeout, f"the broker's outcome for {len(delivery_ids)} message(s) sent to {self.address!r}")
+        results = [outcomes.pop(d, None) for d in delivery_ids]
         self._check()
         for state in results:
             if not isinstance(state, Accepted):

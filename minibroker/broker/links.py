@@ -402,6 +402,9 @@ class ProducerLink(Role):
         #: ``generation`` then: valid while no node has been added or removed since.
         self.route: Any = None
         self.route_generation = -1
+        # Every message it takes is settled while the event reporting it is handled (the policy's
+        # publish), unless the peer asked to settle first (rcv-settle-mode second, §2.6.12).
+        link.settles_at_once = not link.rcv_settle_mode
 
     def on_message(self, delivery: Delivery) -> None:
         self.host.publish(self, delivery)

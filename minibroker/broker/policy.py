@@ -25,7 +25,7 @@ from ..amqp.performatives import RCV_SECOND, Error, amqp_error
 from ..amqp.transactions import Coordinator, TransactionalState
 from ..protocol import LinkState
 from ..protocol import events as ev
-from ..protocol.endpoints import Delivery, Link
+from ..protocol.endpoints import SERIAL_MOD, Delivery, Link
 from .attach import Attacher, Refusal
 from .client_connection import BrokerConnection
 from .clock import Clock
@@ -36,6 +36,7 @@ from .links import ProducerLink
 from .permissions import Permissions
 from .publish import ACCEPTED, Source, format_refusal, messages_of, relay_refusal, route_all
 from .router import Router
+from .stored import StoredMessage
 from .transactions import TransactionManager
 
 __all__ = ["EventPolicy", "PolicyHost"]
@@ -198,10 +199,66 @@ class EventPolicy:
         self._publish(producer, delivery, self.clock.now())
 
     def publish_many(self, producer: ProducerLink, deliveries: list[Delivery]) -> None:
-        """Messages read together on a sending link: each as :meth:`publish`, with one reading of the clock."""
+        """Messages read together on a sending link: each as :meth:`publish`, with one reading of the clock.
+
+        On a link to one node that settles at once (``Link.settles_at_once``), the usual message
+        (format 0, no state, unsettled) is published here and the accepted ones with consecutive
+        delivery-ids are settled as one range (``settle_received``); any other goes to
+        :meth:`_publish`, which decides it as for a lone message.
+        """
         now = self.clock.now()
+        link = producer.link
+        address = producer.address
+        if address is None or not link.settles_at_once:
+            for delivery in deliveries:
+                self._publish(producer, delivery, now)
+            return
+        protocol = producer.connection.protocol
+        publish = self._publisher.publish
+        router = self.router
+        first = last = -1  # the accepted deliveries not yet settled: first..last (none while first < 0)
         for delivery in deliveries:
+            delivery_id = delivery.delivery_id
+            if not (delivery.message_format or delivery.remote_settled or delivery.state is not None):
+                try:
+                    message = StoredMessage(delivery.payload, now)
+                    message.check_sections()  # what messages_of does
+                except (AMQPDecodeError, IndexError):
+                    message = None  # _publish below rejects it, and says why
+                if message is not None:
+                    if producer.route_generation == router.generation:
+                        # The node found for an earlier message: no node was added or removed since.
+                        refusal = publish(producer.route, message, now, _CLIENT)
+                    else:
+                        node = self._route(producer, address, message)
+                        refusal = node if isinstance(node, Error) else publish(node, message, now, _CLIENT)
+                    if refusal is None:
+                        if first >= 0 and (last + 1) % SERIAL_MOD == delivery_id:
+                            last = delivery_id
+                            continue
+                        if first >= 0:
+                            protocol.settle_received(link, first, last, ACCEPTED)
+                        first = last = delivery_id
+                        continue
+                    if first >= 0:
+                        protocol.settle_received(link, first, last, ACCEPTED)
+                        first = -1
+                    protocol.settle(delivery, Rejected(error=refusal))
+                    continue
+            if first >= 0:  # answered in order: the range before this delivery first
+                protocol.settle_received(link, first, last, ACCEPTED)
+                first = -1
             self._publish(producer, delivery, now)
+        if first >= 0:
+            protocol.settle_received(link, first, last, ACCEPTED)
+
+    def _route(self, producer: ProducerLink, address: str, message: StoredMessage) -> Any:
+        """The node ``address`` leads to (created if auto-create says so), kept on the producer for
+        its next messages; or the error refusing ``message``."""
+        node = self._find(address, message)
+        if not isinstance(node, Error):
+            producer.route, producer.route_generation = node, self.router.generation
+        return node
 
     def _publish(self, producer: ProducerLink, delivery: Delivery, now: float) -> None:
         protocol = producer.connection.protocol

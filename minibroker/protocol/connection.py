@@ -653,3 +653,4 @@ class Connection:
     send_settled_run = deliveries.send_settled_run
     send_run = deliveries.send_run
     settle = dispositions.settle
+    settle_received = dispositions.settle_received

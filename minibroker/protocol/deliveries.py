@@ -147,6 +147,8 @@ def receive(
         delivery.payload = payload
     link.incoming = None
     if not delivery.remote_settled:
+        if link.settles_at_once and delivery.state is None and not delivery.message_format and conn.hook is None:
+            return delivery  # settled before this pass ends: nothing to keep it for (Link.settles_at_once)
         session.incoming_unsettled[delivery.delivery_id] = delivery
         if link.rcv_settle_mode:  # second: we keep it until the peer settles, so it counts per link
             link.unsettled[delivery.delivery_id] = delivery

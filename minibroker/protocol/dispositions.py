@@ -21,12 +21,12 @@ from ..amqp.performatives import ROLE_RECEIVER, ROLE_SENDER, Disposition
 from . import events as ev
 from ._engine import Engine
 from ._state import LINK_TRANSFERS, SESSION_HANDLES
-from .endpoints import SERIAL_HALF, SERIAL_MOD, Delivery, Link
+from .endpoints import SERIAL_HALF, SERIAL_MOD, Delivery, Link, Session
 from .errors import SessionError
 from .flow import grant_credit
 from .transfers import accepted_disposition_frame
 
-__all__ = ["disposition", "flush", "on_disposition", "settle"]
+__all__ = ["disposition", "flush", "on_disposition", "settle", "settle_received"]
 
 
 def on_disposition(conn: Engine, channel: int, disposition_: Disposition, payload: bytes) -> None:
@@ -142,17 +142,43 @@ def settle(conn: Engine, delivery: Delivery, state: Any, settled: bool = True) -
     ):
         last[3] = delivery_id  # the usual case: the next delivery, the same outcome object
         return
+    _open_range(conn, session, role, delivery_id, delivery_id, settled, state)
+
+
+def settle_received(conn: Engine, link: Link, first: int, last: int, state: Any) -> None:
+    """:func:`settle` for the deliveries ``first..last`` (consecutive delivery-ids) the peer sent on
+    ``link`` and the broker settles as soon as it has read them (``Link.settles_at_once``): one
+    range for them all, and no :class:`Delivery` (they were never kept in the unsettled tables)."""
+    session = link.session
+    if session.state is not SESSION_HANDLES:
+        return  # the session is ending: no frame of ours may follow our end (§2.5.5)
+    pending = conn._last_disposition
+    if (
+        pending is not None
+        and pending[0] is session
+        and pending[1] is ROLE_RECEIVER
+        and pending[4] is True
+        and pending[5] is state
+        and (pending[3] + 1) % SERIAL_MOD == first
+    ):
+        pending[3] = last
+        return
+    _open_range(conn, session, ROLE_RECEIVER, first, last, True, state)
+
+
+def _open_range(conn: Engine, session: Session, role: bool, first: int, last: int, settled: bool, state: Any) -> None:
+    """Queue ``first..last`` where the range :func:`settle` extended last does not take it."""
     # One open range per session, role, settlement and kind of outcome; a delivery that does not
     # extend its range closes it (kept in order in _disposition_ranges) and starts the next.
     key = (id(session), role, settled, type(state))
     pending = conn._dispositions.get(key)
     if pending is not None:
-        if (pending[3] + 1) % SERIAL_MOD == delivery_id and (pending[5] is state or pending[5] == state):
-            pending[3] = delivery_id
+        if (pending[3] + 1) % SERIAL_MOD == first and (pending[5] is state or pending[5] == state):
+            pending[3] = last
             conn._last_disposition = pending
             return
         conn._disposition_ranges.append(pending)
-    pending = conn._dispositions[key] = [session, role, delivery_id, delivery_id, settled, state]
+    pending = conn._dispositions[key] = [session, role, first, last, settled, state]
     conn._last_disposition = pending
 
 

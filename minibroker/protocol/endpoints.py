@@ -57,7 +57,7 @@ class Link:
         "session", "name", "handle", "remote_handle", "is_sender", "state", "attach",
         "source", "target", "snd_settle_mode", "rcv_settle_mode", "delivery_count",
         "credit", "drain", "available", "unsettled", "incoming", "context", "max_message_size",
-        "flow_properties", "outgoing", "wanted_credit", "attach_size", "receive_limit",
+        "flow_properties", "outgoing", "wanted_credit", "attach_size", "receive_limit", "settles_at_once",
     )  # fmt: skip
 
     def __init__(self, session: Session, attach: Attach, handle: int) -> None:
@@ -94,6 +94,11 @@ class Link:
         #: Receiver side: our own limit, the max-message-size we advertise on this link (§2.7.3);
         #: the connection's unless the attach answer names a smaller one (a service's quota).
         self.receive_limit: int | None = None
+        #: Receiver side: the broker settles (rcv-settle-mode first, §2.6.12) each message of format 0
+        #: the peer sends with no state while it handles the event that reports it (a producer's link
+        #: into a node): such a delivery is not kept in the unsettled tables while no hook watches.
+        #: A peer's disposition settling it first finds nothing then, and the broker's outcome follows.
+        self.settles_at_once = False
 
     @property
     def address(self) -> Any:

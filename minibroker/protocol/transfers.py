@@ -48,6 +48,11 @@ _NOTHING = (b"\x40", b"\x40", b"\x40\x42", b"\x40\x42", b"\x40\x42")
 #: a null ``settled`` is left to the link's default (§2.7.5), a null ``more`` is false.
 _SETTLED: dict[int, bool | None] = {0x41: True, 0x42: False, 0x40: None}
 _MORE = {0x41: True, 0x42: False, 0x40: False}
+#: The fields after the delivery-tag as a client that writes all eleven usually writes them:
+#: message-format 0 (uint0), settled false or true, more false, rcv-settle-mode and state null,
+#: resume, aborted and batchable false (what ``encode_transfer_head`` writes, and the C client).
+_UNSETTLED_TAIL = b"\x43\x42\x42\x40\x40\x42\x42\x42"
+_SETTLED_TAIL = b"\x43\x41\x42\x40\x40\x42\x42\x42"
 
 
 #: What :func:`read_transfer` reads: handle, delivery-id, delivery-tag, message-format, settled,
@@ -103,6 +108,10 @@ def read_transfer(buf: bytes, pos: int, end: int) -> TransferFields | None:
                 pos += 1
             else:
                 return None
+        if count == _FIELDS and stop - pos == 8:  # the usual tail (_UNSETTLED_TAIL): one comparison, not eight
+            tail = buf[pos:stop]
+            if tail == _UNSETTLED_TAIL or tail == _SETTLED_TAIL:
+                return handle, delivery_id, tag, 0, tail[1] == 0x41, False, stop
         if count > 3:
             code = buf[pos]
             if code == 0x43:
@@ -141,7 +150,7 @@ _ID_AND_TAG = struct.Struct(">BIBB")
 _HANDLES = tuple(b"\x43" if handle == 0 else bytes((0x52, handle)) for handle in range(256))
 #: message-format 0, settled true/false, then more=false, rcv-settle-mode null, state null,
 #: resume=false, aborted=false, batchable=false (as encode_transfer_head writes them).
-_TAILS = (b"\x43\x42\x42\x40\x40\x42\x42\x42", b"\x43\x41\x42\x40\x40\x42\x42\x42")
+_TAILS = (_UNSETTLED_TAIL, _SETTLED_TAIL)
 
 
 #: Where :func:`take_transfers` puts a whole delivery: (delivery-id, settled, payload).

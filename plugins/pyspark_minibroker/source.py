@@ -371,30 +371,57 @@ def _send_rows(options: Options, columns: list[str], rows: Iterator[Any], id_pre
                 size = 0
         if chunk:
             outbox.send(chunk)
+        outbox.flush()
     if bad:
         assert options.dead_letter_address is not None  # parse_options requires it for deadletter
         with _Outbox(dataclasses.replace(options, address=options.dead_letter_address)) as dead_letters:
             dead_letters.send([message.encode() for message in bad])
+            dead_letters.flush()
     return SentCount(partition, count - skipped - len(bad), skipped, len(bad))
 
 
 class _Outbox:
-    """A sender that reconnects when its link or connection is lost."""
+    """A sender that keeps one chunk in flight and reconnects when its link or connection is lost.
+
+    :meth:`send` sends a chunk and then waits for the outcomes of the chunk before it, so the
+    broker takes a chunk while the writer encodes the next (no round trip per chunk); :meth:`flush`
+    waits for the last.  What is lost with a connection is sent again, in order, on the next.
+    """
 
     def __init__(self, options: Options) -> None:
         self.options = options
         self.client: Client | None = None
         self.sender: Sender | None = None
+        #: Chunks sent and not yet confirmed, oldest first, each with its delivery-ids on the
+        #: current connection (None: not sent on it yet).
+        self._in_flight: list[tuple[list[bytes], list[int] | None]] = []
 
     def send(self, payloads: list[bytes]) -> None:
-        """Send encoded messages and wait for every acceptance, resending them on a new connection
-        (up to ``retries`` times) when the link or connection is lost."""
+        """Send encoded messages; return once every chunk sent before them is accepted."""
+        self._in_flight.append((payloads, None))
+        self._settle(keep=1)
+
+    def flush(self) -> None:
+        """Wait until every chunk sent is accepted."""
+        self._settle(keep=0)
+
+    def _settle(self, keep: int) -> None:
+        """Send what is not sent on this connection, then confirm the oldest chunks until ``keep``
+        remain; a lost link or connection sends them all again on a new one (up to ``retries``
+        times: at-least-once, same message-ids); a rejection raises."""
         for attempt in range(self.options.retries + 1):
             try:
                 if self.sender is None:
                     self.client = self.options.connect()
                     self.sender = self.client.sender(self.options.address)
-                self.sender.send_encoded(payloads)
+                    self._in_flight = [(chunk, None) for chunk, _ in self._in_flight]
+                sender = self.sender
+                self._in_flight = [
+                    (chunk, sender.post_encoded(chunk) if ids is None else ids) for chunk, ids in self._in_flight
+                ]
+                while len(self._in_flight) > keep:
+                    sender.confirm(self._in_flight[0][1] or [])
+                    del self._in_flight[0]
                 return
             except (LinkDetached, ConnectionClosed, ClientTimeout):
                 self.close()

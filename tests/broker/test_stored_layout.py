@@ -11,6 +11,7 @@ from minibroker.amqp.errors import AMQPDecodeError
 from minibroker.amqp.message import split_sections
 from minibroker.amqp.messaging import AmqpValue, ApplicationProperties, Data, Footer, Header, Properties
 from minibroker.amqp.types import symbol
+from minibroker.broker import stored
 from minibroker.broker.stored import StoredMessage, _plain_properties
 
 
@@ -87,3 +88,35 @@ def test_a_usual_clients_properties_are_taken_without_decoding(properties: Prope
     """Short strings (and a content-type symbol) in the fields that take them: the writer's and most
     clients' properties, which the check takes as they are."""
     assert _plain_properties(_encoded(properties), 0)
+
+
+@given(st.lists(_FIELDS, max_size=14), st.integers(-1, 1), st.integers(-1, 1), st.booleans())
+def test_a_message_placed_as_plain_is_one_whose_check_passes(
+    fields: list[bytes], size_error: int, count_error: int, application: bool
+) -> None:
+    """Placing the sections walks the properties (``_simple_layout``), and a message found plain
+    there skips ``check_sections`` and the absolute-expiry-time: such a message's properties
+    decode, with that field null, and the walk agrees with ``_plain_properties``."""
+    body = b"".join(fields)
+    size, count = len(body) + 1 + size_error, len(fields) + count_error
+    if not 0 <= size <= 255 or count < 0:
+        return
+    section = b"\x00\x53\x73\xc0" + bytes((size, count)) + body
+    payload = section + (_encoded(ApplicationProperties({"k": 1})) if application else b"") + _encoded(AmqpValue("x"))
+    try:
+        message = StoredMessage(payload, 0.0)
+    except (AMQPDecodeError, IndexError):
+        return
+    plain = message._decoded is stored._PLAIN
+    assert plain == (not application and _plain_properties(payload, 0))
+    if plain:
+        message.check_sections()
+        properties = codec.decode_at(payload, 0)[0]
+        assert isinstance(properties, Properties) and properties.absolute_expiry_time is None
+        assert message.expiry(None, None) is None
+
+
+def test_a_message_without_properties_or_with_an_empty_list_is_plain() -> None:
+    for properties in (b"", b"\x00\x53\x73\x45"):
+        message = StoredMessage(properties + _encoded(AmqpValue("x")), 0.0)
+        assert message._decoded is stored._PLAIN and message.properties == (Properties() if properties else None)

@@ -66,6 +66,24 @@ def test_what_the_codec_writes_is_read_the_same(
     assert fields == _general(buf)
 
 
+@given(handle=uints, delivery_id=uints, tag=st.binary(max_size=32), settled=st.booleans(), more=st.booleans())
+@example(handle=0, delivery_id=0, tag=b"", settled=False, more=False)
+@example(handle=0, delivery_id=0, tag=b"", settled=True, more=False)
+def test_all_eleven_fields_as_clients_write_them_are_read_the_same(
+    handle: int, delivery_id: int, tag: bytes, settled: bool, more: bool
+) -> None:
+    # Every field written, format 0 and the rest false or null: the fields after the tag are
+    # compared at once with the usual ones (_UNSETTLED_TAIL, _SETTLED_TAIL), or read one by one.
+    out = bytearray()
+    Transfer(
+        handle=handle, delivery_id=delivery_id, delivery_tag=tag, message_format=0, settled=settled, more=more,
+        rcv_settle_mode=None, resume=False, aborted=False, batchable=False,
+    ).encode_into(out)
+    buf = bytes(out) + b"payload"
+    assert buf[5] == 11  # the list's count: all eleven fields
+    assert read_transfer(buf, 0, len(buf)) == _general(buf)
+
+
 @given(aborted=st.booleans(), resume=st.booleans(), rcv_settle_mode=st.none() | st.integers(0, 1), state=st.booleans())
 def test_a_transfer_saying_more_is_left_to_the_general_path(
     aborted: bool, resume: bool, rcv_settle_mode: int | None, state: bool
