@@ -276,6 +276,9 @@ class Queue:
                     return
             else:
                 idle = True
+        # Whose turn is next, as dispatch leaves it after walking every consumer (a consumer
+        # removed since the last turn may have left ``_turn`` past the end of the turns).
+        self._turn = turn % count
         self._push(entry)  # no consumer takes it now: it waits (dispatch would find none either)
         if idle and self._waking:
             self._park_idle()

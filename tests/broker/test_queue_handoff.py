@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from minibroker.api import build_message
@@ -128,6 +128,17 @@ def run(ops: list[tuple[Any, ...]], priorities: int, default_ttl: float | None, 
 
 
 @settings(max_examples=400, deadline=None)
+# A consumer detached after the last turn, a publish no consumer takes, then credit and a new
+# consumer: put must leave the next turn where dispatch leaves it (found by Hypothesis).
+@example(
+    ops=[
+        ("detach", 0), ("publish", 0, None), ("publish", 0, None), ("attach", 3, False, None),
+        ("attach", 0, False, None), ("publish", 0, None), ("detach", 1), ("publish", 0, None),
+        ("quiet-credit", 0, 1), ("attach", 1, False, None),
+    ],
+    priorities=1,
+    default_ttl=None,
+)
 @given(ops=operations, priorities=st.sampled_from([1, 3, 10]), default_ttl=st.sampled_from([None, 2.0]))
 def test_put_delivers_as_enqueue_then_dispatch(
     ops: list[tuple[Any, ...]], priorities: int, default_ttl: float | None
