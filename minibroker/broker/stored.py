@@ -37,7 +37,7 @@ _NOTHING_DECODED = (_UNDECODED, _UNDECODED)
 _NO_APPLICATION_PROPERTIES = (_UNDECODED, None)
 #: The same, for a message whose properties are none or plain (:func:`_plain_fields`), seen
 #: while placing the sections: nothing left for ``check_sections``, and no absolute-expiry-time
-#: (a plain properties list has that field null).  A tuple of its own: told apart by identity.
+#: (plain properties with one are a :class:`_PlainExpiring`).  A tuple of its own: told apart by identity.
 _PLAIN = (_UNDECODED, None)
 #: A uint (a str32's or vbin32's size).
 _U32 = struct.Struct(">I").unpack_from
@@ -77,11 +77,12 @@ def _header(data: bytes) -> Header:
     return header
 
 
-def _simple_layout(payload: bytes) -> tuple[int, bool, bool] | None:
+def _simple_layout(payload: bytes) -> tuple[int, bool, int | None] | None:
     """Where the header ends, whether an application-properties section follows, and whether the
     message is known to pass :meth:`StoredMessage.check_sections` with nothing to decode (no
-    application-properties, and no properties or plain ones, :func:`_plain_fields`), when
-    ``payload`` is the usual message; None for split_sections to judge.
+    application-properties, and no properties or plain ones, :func:`_plain_fields`): False if
+    not, else its absolute-expiry-time (None when it has none), when ``payload`` is the usual
+    message; None for split_sections to judge.
 
     The usual message: an optional header, then the bare message of optional properties and
     application-properties and one amqp-value or data body section, and nothing after it
@@ -99,7 +100,7 @@ def _simple_layout(payload: bytes) -> tuple[int, bool, bool] | None:
         else:
             pos = header_end = 0
         fields = -1  # where the properties' list8 fields start, when they are to be walked
-        plain = True
+        plain: int | None = None  # plain, with no absolute-expiry-time, until found otherwise
         if head == _PROPERTIES_PREFIX:
             code = payload[pos + 3]
             if code == 0xC0:  # the properties' list8, read here as skip_at reads it (one call less)
@@ -135,28 +136,55 @@ def _simple_layout(payload: bytes) -> tuple[int, bool, bool] | None:
     return None
 
 
-#: The 8-bit-size encodings each properties field (Part 3 §3.2.4, in order) takes as they are:
-#: str8-utf8 (0xa1) where the field is a string or any type, sym8 (0xa3, ASCII: a symbol is a
-#: string) where it is a symbol, a string or any type, vbin8 (0xa0) where it is binary or any
-#: type.  What :func:`_plain_properties` accepts without decoding, a field at a time; nothing for
-#: the timestamps and the uint, which it leaves to the decoder.
-_ANY, _STRING, _SYMBOL, _BINARY = b"\xa0\xa1\xa3", b"\xa1\xa3", b"\xa3", b"\xa0"
+class _Field(bytes):
+    """What a properties field (Part 3 §3.2.4) takes as it is: its 8-bit-size encodings (the bytes:
+    str8-utf8 0xa1 where the field is a string or any type, sym8 0xa3, ASCII, where it is a symbol,
+    a string or any type, vbin8 0xa0 where it is binary or any type), and :attr:`fixed`, a table
+    by code of its fixed-width ones: 1 + the value's width, 0 where it takes none (_EXPIRY: the
+    absolute-expiry-time's timestamp, whose value is kept).  Null (0x40) is taken everywhere.
+
+    A bytes, tested with ``in`` as the strings the usual client sends are, the table read only
+    for the rest (the walk's cost per field stays that of a string)."""
+
+    fixed: bytes
+
+    @classmethod
+    def of(cls, sized: bytes, **fixed: int) -> _Field:
+        """The field of 8-bit-size codes ``sized`` and fixed-width codes ``fixed`` (``x80=9``)."""
+        field = cls(sized)
+        table = bytearray(256)
+        for name, width in fixed.items():
+            table[int(name[1:], 16)] = width
+        field.fixed = bytes(table)
+        return field
+
+
+_EXPIRY = 255
+#: The fields in order: the message-id and correlation-id also as a ulong (0x80, smallulong 0x53,
+#: ulong0 0x44) or uuid (0x98), the times as timestamps (0x83), the group-sequence as a uint (0x70,
+#: smalluint 0x52, uint0 0x43).  What :func:`_plain_fields` accepts without decoding, a field at a time.
+_ANY, _STRING = b"\xa0\xa1\xa3", b"\xa1\xa3"
 _PLAIN_FIELDS = (
-    _ANY, _BINARY, _ANY, _STRING, _ANY, _ANY,  # message-id, user-id, to, subject, reply-to, correlation-id
-    _SYMBOL, _SYMBOL, b"", b"", _STRING, b"", _STRING,  # content-type/-encoding, times, group-id/-sequence, reply-to-group-id
+    _Field.of(_ANY, x80=9, x53=2, x44=1, x98=17), _Field.of(b"\xa0"),  # message-id, user-id
+    _Field.of(_ANY), _Field.of(_STRING), _Field.of(_ANY),  # to, subject, reply-to
+    _Field.of(_ANY, x80=9, x53=2, x44=1, x98=17),  # correlation-id
+    _Field.of(b"\xa3"), _Field.of(b"\xa3"),  # content-type, content-encoding
+    _Field.of(b"", x83=_EXPIRY), _Field.of(b"", x83=9),  # absolute-expiry-time, creation-time
+    _Field.of(_STRING), _Field.of(b"", x70=5, x52=2, x43=1), _Field.of(_STRING),  # group-id, group-sequence, reply-to-group-id
 )  # fmt: skip
 
 
 def _plain_properties(payload: bytes, start: int) -> bool:
     """Whether the properties section at ``payload[start]`` (its ``00 53 73`` prefix) surely decodes,
-    found without decoding it: a list8 (or the empty list) whose fields are each null or an 8-bit-size
-    string, symbol or binary of a type the field takes (``_PLAIN_FIELDS``), valid UTF-8 or ASCII,
-    ending where the list's size says.
+    found without decoding it: a list8 (or the empty list) whose fields are each null, an 8-bit-size
+    string, symbol or binary, or a fixed-width value of a type the field takes (``_PLAIN_FIELDS``),
+    valid UTF-8 or ASCII, ending where the list's size says.
 
     The usual client's properties (a message-id, a ``to``, a subject, a content-type as short
-    strings) pass; anything else (wider encodings, numbers, timestamps, uuids) is False and left
-    to the decoder, which then says what is wrong, if anything.  A True is what decoding would have
-    accepted (the properties' builder checks only the types of the typed fields, Part 3 §3.2.4).
+    strings; proton's request with a ulong correlation-id and a reply-to) pass; anything else
+    (wider encodings, a type the field does not take) is False and left to the decoder, which then
+    says what is wrong, if anything.  A True is what decoding would have accepted (the properties'
+    builder checks only the types of the typed fields, Part 3 §3.2.4).
     """
     code = payload[start + 3] if start + 3 < len(payload) else -1
     if code == 0x45:  # list0: every field null
@@ -166,22 +194,33 @@ def _plain_properties(payload: bytes, start: int) -> bool:
     end = start + 5 + payload[start + 4]
     if end > len(payload):
         return False
-    return _plain_fields(payload, start + 6, end, payload[start + 5])
+    return _plain_fields(payload, start + 6, end, payload[start + 5]) is not False
 
 
-def _plain_fields(payload: bytes, pos: int, end: int, count: int) -> bool:
+def _plain_fields(payload: bytes, pos: int, end: int, count: int) -> int | None:
     """:func:`_plain_properties` for the ``count`` fields of a list8 at ``payload[pos:end]``
-    (``end`` within the payload)."""
+    (``end`` within the payload): False when they are not plain, else their absolute-expiry-time
+    as the decoder gives it (None when null or absent), read in the same walk."""
     if count > len(_PLAIN_FIELDS):
         return False
-    for accepted in _PLAIN_FIELDS[:count]:
+    expiry = None
+    for field in _PLAIN_FIELDS[:count]:
         if pos >= end:
             return False
         code = payload[pos]
         if code == 0x40:  # null
             pos += 1
             continue
-        if code not in accepted or pos + 1 >= end:
+        if code not in field:
+            width = field.fixed[code]
+            if not width:
+                return False  # a type or an encoding the field does not take here: decode it
+            if width == _EXPIRY:  # a timestamp: signed milliseconds (Part 1 §1.6.17)
+                expiry = int.from_bytes(payload[pos + 1 : pos + 9], "big", signed=True)
+                width = 9
+            pos += width  # any bytes are a value of a fixed width (one past ``end`` fails below)
+            continue
+        if pos + 1 >= end:
             return False
         stop = pos + 2 + payload[pos + 1]
         if stop > end:
@@ -195,7 +234,21 @@ def _plain_fields(payload: bytes, pos: int, end: int, count: int) -> bool:
             except UnicodeDecodeError:
                 return False
         pos = stop
-    return pos == end
+    return expiry if pos == end else False
+
+
+class _PlainExpiring(tuple[object, object]):
+    """``_decoded`` of a message placed as plain (like ``_PLAIN``) whose properties carry an
+    absolute-expiry-time: the value the walk read, so the expiry is not read again (rare: a
+    subclass, so the usual message's ``_PLAIN`` stays one shared tuple)."""
+
+    expiry: int
+
+    @classmethod
+    def of(cls, expiry: int) -> _PlainExpiring:
+        marker = cls((_UNDECODED, None))
+        marker.expiry = expiry
+        return marker
 
 
 class StoredMessage:
@@ -220,8 +273,10 @@ class StoredMessage:
         if simple is not None:  # the usual message: no annotations, no footer
             header_end = annotations_start = bare_start = simple[0]
             footer = 0
-            if simple[2]:
+            if simple[2] is None:
                 decoded = _PLAIN  # (a writer's usual message: plain properties, then the body)
+            elif simple[2] is not False:
+                decoded = _PlainExpiring.of(simple[2])  # (plain, with an absolute-expiry-time)
             elif not simple[1]:
                 # Known absent: application_properties need not skip the properties again to
                 # find that out.
@@ -304,7 +359,7 @@ class StoredMessage:
         sections were placed (:func:`_simple_layout`); it keeps no decoded object (nothing more
         per queued message for the garbage collector to walk).
         """
-        if self._decoded is _PLAIN:
+        if self._decoded is _PLAIN or type(self._decoded) is _PlainExpiring:
             return  # seen while placing the sections: the usual message, nothing to decode
         payload, start = self.payload, self.bare_start
         if payload.startswith(_PROPERTIES_PREFIX, start):
@@ -375,9 +430,12 @@ class StoredMessage:
         return min(candidates) if candidates else None
 
     def _absolute_expiry_time(self) -> int | None:
-        """Read properties field 9 (absolute-expiry-time) by skipping the fields before it."""
+        """Read properties field 9 (absolute-expiry-time) by skipping the fields before it, unless
+        placing the sections read it already (plain properties: :func:`_plain_fields`)."""
         if self._decoded is _PLAIN:
-            return None  # no properties, or plain ones: that field is null
+            return None  # no properties, or plain ones with that field null
+        if type(self._decoded) is _PlainExpiring:
+            return self._decoded.expiry
         payload = self.payload
         start = self.bare_start
         if payload[start : start + 3] != _PROPERTIES_PREFIX:
