@@ -345,6 +345,19 @@ def settled_run_room(conn: Engine) -> int | None:
     return conn.remote_max_frame_size - TRANSFER_OVERHEAD - 4  # the run's delivery-tags are 4 bytes
 
 
+def _queue_run(conn: Engine, link: Link, data: bytes, count: int) -> None:
+    """Queue a run's frames (``count`` deliveries, one frame each) for the peer and move the
+    session's and link's counters past them, as ``count`` single transfers would (§2.5.6, §2.6.7)."""
+    session = link.session
+    conn._out.append(data)
+    conn.output_size += len(data)
+    session.next_delivery_id = (session.next_delivery_id + count) % SERIAL_MOD
+    session.next_outgoing_id = (session.next_outgoing_id + count) % SERIAL_MOD
+    session.remote_incoming_window -= count
+    link.delivery_count = (link.delivery_count + count) % SERIAL_MOD
+    link.credit -= count
+
+
 def send_settled_run(
     conn: Engine, link: Link, tag: int, payloads: list[bytes], lead: bytes = b"", number: int = 0
 ) -> None:
@@ -361,14 +374,7 @@ def send_settled_run(
         return
     session = link.session
     delivery_id = session.next_delivery_id
-    data = settled_transfer_frames(session.channel, link.handle, delivery_id, tag, payloads, lead, number)
-    conn._out.append(data)
-    conn.output_size += len(data)
-    session.next_delivery_id = (delivery_id + count) % SERIAL_MOD
-    session.next_outgoing_id = (session.next_outgoing_id + count) % SERIAL_MOD
-    session.remote_incoming_window -= count
-    link.delivery_count = (link.delivery_count + count) % SERIAL_MOD
-    link.credit -= count
+    _queue_run(conn, link, settled_transfer_frames(session.channel, link.handle, delivery_id, tag, payloads, lead, number), count)
 
 
 def send_run(conn: Engine, link: Link, tag: int, payloads: list[bytes], settled: bool) -> list[Delivery] | None:
@@ -390,14 +396,7 @@ def send_run(conn: Engine, link: Link, tag: int, payloads: list[bytes], settled:
         return None
     if max(map(len, payloads)) > conn.remote_max_frame_size - TRANSFER_OVERHEAD - 4:
         return None
-    data = settled_transfer_frames(session.channel, link.handle, delivery_id, tag, payloads, settled=settled)
-    conn._out.append(data)
-    conn.output_size += len(data)
-    session.next_delivery_id = (delivery_id + count) % SERIAL_MOD
-    session.next_outgoing_id = (session.next_outgoing_id + count) % SERIAL_MOD
-    session.remote_incoming_window -= count
-    link.delivery_count = (link.delivery_count + count) % SERIAL_MOD
-    link.credit -= count
+    _queue_run(conn, link, settled_transfer_frames(session.channel, link.handle, delivery_id, tag, payloads, settled=settled), count)
     if settled:
         return []
     table = session.outgoing_unsettled

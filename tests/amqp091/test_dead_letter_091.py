@@ -23,7 +23,6 @@ from minibroker.amqp091.methods import decode_method
 from minibroker.amqp091.values import long
 from minibroker.broker.engine import Broker
 from minibroker.broker.stored import OriginMessage
-from minibroker.front091 import conversion
 
 RABBITMQ_3_10 = {
     "reject_without_key": (
@@ -111,20 +110,6 @@ PROPERTIES: dict[str, Any] = {
 
 def expected(name: str, broker: Broker) -> bytes:
     return bytes.fromhex(RABBITMQ_3_10[name].format(time=int(broker.now()).to_bytes(8, "big").hex()))
-
-
-@pytest.fixture
-def conversions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The routing key of each 0-9-1 publish converted to AMQP 1.0 from now on."""
-    converted: list[str] = []
-    real = conversion.to_amqp10
-
-    def counting(exchange: str, routing_key: str, *rest: Any) -> bytes:
-        converted.append(routing_key)
-        return real(exchange, routing_key, *rest)
-
-    monkeypatch.setattr(conversion, "to_amqp10", counting)
-    return converted
 
 
 def get(client: Client, queue: str, no_ack: bool = True) -> tuple[Any, bytes, bytes] | None:

@@ -28,20 +28,6 @@ from minibroker.front091 import conversion
 from minibroker.testing import Peer, Pump, connect
 
 
-@pytest.fixture
-def conversions(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The routing key of each 0-9-1 publish converted to AMQP 1.0 from now on."""
-    converted: list[str] = []
-    real = conversion.to_amqp10
-
-    def counting(exchange: str, routing_key: str, *rest: Any) -> bytes:
-        converted.append(routing_key)
-        return real(exchange, routing_key, *rest)
-
-    monkeypatch.setattr(conversion, "to_amqp10", counting)
-    return converted
-
-
 def _reader(broker: Broker) -> tuple[Peer, Pump]:
     """An AMQP 1.0 client with its session begun."""
     peer = Peer("reader")
