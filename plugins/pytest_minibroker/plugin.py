@@ -204,8 +204,6 @@ class _Session:
 
     def settings(self, node: pytest.Item, defaults: Any, *, marker: bool, extra: dict[str, Any] | None = None) -> BrokerSettings:
         """ini defaults < ``amqp_broker_config`` < markers (outermost first) < ``extra``; then the hook."""
-        from .settings import BrokerSettings
-
         marks = list(node.iter_markers(MARKER)) if marker else []
         # The run's hook first: with no implementation anywhere (the usual run) no conftest can
         # have one for this node, and ``node.ihook`` (pytest works out the node's conftests on
@@ -215,6 +213,9 @@ class _Session:
         plain = defaults == {} and not marks and extra is None and (configure is None or not configure.get_hookimpls())
         if plain and self.plain is not None:  # the usual test: the same settings as the last such test
             return self.plain
+        # Imported after the usual test's return: an import statement costs every call that runs it.
+        from .settings import BrokerSettings
+
         layers: list[Mapping[str, Any]] = [
             {
                 "frame_log": self.frame_log,
