@@ -76,7 +76,9 @@ def _leave_unrewritten(packages: tuple[str, ...] = NOT_TEST_CODE) -> None:
     import hook, whose cached bytecode is read with ``marshal.load`` from the file object: about
     280 M instructions more for the modules a broker's start imports, 1.4 M a test in a 200-test run
     (docs/performance.md).  ``_must_rewrite`` is pytest's own set (``AssertionRewritingHook``, as
-    ``pytest.register_assert_rewrite`` fills it); a pytest without it is left as it is.
+    ``pytest.register_assert_rewrite`` fills it); a pytest without it is left as it is.  The
+    packages' docstrings say ``PYTEST_DONT_REWRITE``, so a pytest run inside this one (pytester),
+    which marks them again once they are loaded, does not warn that it cannot rewrite them.
     """
     for finder in sys.meta_path:
         marked = getattr(finder, "_must_rewrite", None)
