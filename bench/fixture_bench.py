@@ -12,6 +12,8 @@ differ by (the broker's start and the imports included).  ``python bench/fixture
 imports`` reports what importing costs: ``import minibroker``, what the fixture imports
 (``from minibroker import ThreadedBroker``), trio alone and the plugin, each in a fresh
 interpreter (CPU time less an empty interpreter's, alternating, medians).
+``--wheel`` after ``runs N`` or ``instructions N`` measures the package installed from this
+checkout's wheel (into the run's temporary directory) instead of the environment's install.
 ``python bench/fixture_bench.py instructions N`` runs the two whole runs of ``runs`` once each
 under ``valgrind --tool=callgrind`` and reports the instructions per test they differ by: slow
 (half a minute a run) but the same whatever the machine's load, unlike CPU time.
@@ -80,10 +82,26 @@ CONFTEST = textwrap.dedent(
 
 
 def _child_env(root: Path, **extra: str) -> dict[str, str]:
-    """The environment of a measured interpreter: bytecode cached under ``root`` (see above)."""
+    """The environment of a measured interpreter: bytecode cached under ``root`` (see above); the
+    package from ``root / "site"`` when :func:`install_wheel` put it there."""
     env = dict(os.environ, PYTHONPYCACHEPREFIX=str(root / "pycache"), **extra)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
+    if (root / "site").is_dir():
+        env["PYTHONPATH"] = os.pathsep.join([str(root / "site"), *filter(None, [env.get("PYTHONPATH")])])
     return env
+
+
+def install_wheel(root: Path, timeout: float = 300.0) -> None:
+    """Build this checkout's wheel and install it (no dependencies) into ``root / "site"``, first on
+    the measured interpreters' path: the package as a user installs it, which pytest treats
+    differently from an editable install (it marks a wheel's packages for assertion rewriting)."""
+    checkout = Path(__file__).resolve().parent.parent
+    wheels = root / "wheels"
+    pip = [sys.executable, "-m", "pip", "-q"]
+    subprocess.run([*pip, "wheel", "--no-deps", "-w", str(wheels), str(checkout)],
+                   check=True, timeout=timeout, capture_output=True)  # fmt: skip
+    subprocess.run([*pip, "install", "--no-deps", "--target", str(root / "site"), *map(str, wheels.glob("*.whl"))],
+                   check=True, timeout=timeout, capture_output=True)  # fmt: skip
 
 
 def _pytest(root: Path, env: dict[str, str], args: list[str], timeout: float) -> None:
@@ -149,7 +167,7 @@ def _run_cpu_s(root: Path, tests: int, kind: str, timeout: float) -> float:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def measure_runs(tests: int, rounds: int = 3, timeout: float = 120.0) -> dict[str, Any]:
+def measure_runs(tests: int, rounds: int = 3, timeout: float = 120.0, *, wheel: bool = False) -> dict[str, Any]:
     """Whole pytest runs of ``tests`` trivial tests with the fixture and without, alternating.
 
     The difference in CPU time per test (medians over ``rounds``) is what a suite pays for
@@ -161,6 +179,8 @@ def measure_runs(tests: int, rounds: int = 3, timeout: float = 120.0) -> dict[st
     with tempfile.TemporaryDirectory(prefix="minibroker-fixture-runs-") as tmp:
         root = Path(tmp)
         (root / "test_run_cost.py").write_text(RUN_TESTS)
+        if wheel:
+            install_wheel(root)
         for kind in ("with", "without"):  # warm-up: bytecode caches
             _run_cpu_s(root, tests, kind, timeout)
         for i in range(rounds):
@@ -176,13 +196,15 @@ def measure_runs(tests: int, rounds: int = 3, timeout: float = 120.0) -> dict[st
     }
 
 
-def measure_instructions(tests: int, timeout: float = 600.0) -> dict[str, Any]:
+def measure_instructions(tests: int, timeout: float = 600.0, *, wheel: bool = False) -> dict[str, Any]:
     """Instructions (callgrind's ``Ir``) of a whole run of ``tests`` trivial tests with the fixture
     and of one without; ``PYTHONHASHSEED`` fixed so that two runs of one tree agree closely."""
     counts: dict[str, int] = {}
     with tempfile.TemporaryDirectory(prefix="minibroker-fixture-instructions-") as tmp:
         root = Path(tmp)
         (root / "test_run_cost.py").write_text(RUN_TESTS)
+        if wheel:
+            install_wheel(root)
         for kind in ("with", "without"):
             env = _child_env(root, MINIBROKER_BENCH_TESTS=str(tests), MINIBROKER_BENCH_KIND=kind, PYTHONHASHSEED="0")
             _pytest(root, env, ["test_run_cost.py"], timeout)  # warm-up: bytecode caches
@@ -240,10 +262,11 @@ def measure_imports(rounds: int = 7, timeout: float = 60.0) -> dict[str, float]:
 
 
 if __name__ == "__main__":
+    installed = "--wheel" in sys.argv[3:]  # ``runs N --wheel``: the package installed from its wheel
     if sys.argv[1] == "runs":
-        print(json.dumps(measure_runs(int(sys.argv[2]))))
+        print(json.dumps(measure_runs(int(sys.argv[2]), wheel=installed)))
     elif sys.argv[1] == "instructions":
-        print(json.dumps(measure_instructions(int(sys.argv[2]))))
+        print(json.dumps(measure_instructions(int(sys.argv[2]), wheel=installed)))
     elif sys.argv[1] == "imports":
         print(json.dumps(measure_imports()))
     else:

@@ -8,6 +8,9 @@ Every name here is imported on first use (PEP 562 ``__getattr__``): ``import min
 loads nothing, ``from minibroker import ThreadedBroker`` loads the broker and trio but not
 the Service Bus, Event Hubs or RabbitMQ layers (a broker imports a layer when it turns it
 on), and ``__version__`` reads the installed metadata only when asked.
+
+PYTEST_DONT_REWRITE: pytest leaves this package's asserts as they are (they are the package's
+own invariants, not a test's); see ``pytest_minibroker.plugin._leave_unrewritten``.
 """
 
 from __future__ import annotations

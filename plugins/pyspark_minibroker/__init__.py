@@ -12,6 +12,9 @@ Registering by hand works everywhere (also from a source checkout or an editable
 
 Importing this package does not import pyspark; ``DefaultSource`` and
 ``AmqpDataSource`` are loaded on first use.
+
+PYTEST_DONT_REWRITE: pytest leaves this package's asserts as they are (they are the package's
+own invariants, not a test's); see ``pytest_minibroker.plugin._leave_unrewritten``.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ Reports
 
 from __future__ import annotations
 
+import sys
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -58,6 +59,37 @@ MARKER_CLOCK_HINT = (
     f'mark the test @pytest.mark.{MARKER}(clock="manual") (or return {{"clock": "manual"}} from amqp_broker_config)'
 )
 FACTORY_CLOCK_HINT = 'start the broker with amqp_broker_factory(clock="manual")'
+
+
+#: This distribution's packages, none of which asserts anything for a test (see
+#: :func:`_leave_unrewritten`; this module itself is loaded by then, the plugin's other modules are not).
+NOT_TEST_CODE = ("minibroker", "pyspark_minibroker", "pytest_minibroker")
+
+
+def _leave_unrewritten(packages: tuple[str, ...] = NOT_TEST_CODE) -> None:
+    """Take the broker's packages off pytest's list of modules whose ``assert`` statements it rewrites.
+
+    pytest rewrites every package of a distribution that registers a ``pytest11`` entry point,
+    marked before the entry points load (an installed wheel's ``RECORD`` names ``minibroker``,
+    ``pyspark_minibroker`` and ``pytest_minibroker``; an editable install names none).  The broker's
+    asserts are its own invariants, not a test's, and a rewritten module is loaded through pytest's
+    import hook, whose cached bytecode is read with ``marshal.load`` from the file object: about
+    280 M instructions more for the modules a broker's start imports, 1.4 M a test in a 200-test run
+    (docs/performance.md).  ``_must_rewrite`` is pytest's own set (``AssertionRewritingHook``, as
+    ``pytest.register_assert_rewrite`` fills it); a pytest without it is left as it is.  The
+    packages' docstrings say ``PYTEST_DONT_REWRITE``, so a pytest run inside this one (pytester),
+    which marks them again once they are loaded, does not warn that it cannot rewrite them.
+    """
+    for finder in sys.meta_path:
+        marked = getattr(finder, "_must_rewrite", None)
+        if isinstance(marked, set) and not marked.isdisjoint(packages):
+            marked.difference_update(packages)
+            cache = getattr(finder, "_marked_for_rewrite_cache", None)
+            if isinstance(cache, dict):
+                cache.clear()
+
+
+_leave_unrewritten()  # at the entry point's load: before the first import of the broker
 
 
 # --------------------------------------------------------------------------- options
@@ -204,8 +236,6 @@ class _Session:
 
     def settings(self, node: pytest.Item, defaults: Any, *, marker: bool, extra: dict[str, Any] | None = None) -> BrokerSettings:
         """ini defaults < ``amqp_broker_config`` < markers (outermost first) < ``extra``; then the hook."""
-        from .settings import BrokerSettings
-
         marks = list(node.iter_markers(MARKER)) if marker else []
         # The run's hook first: with no implementation anywhere (the usual run) no conftest can
         # have one for this node, and ``node.ihook`` (pytest works out the node's conftests on
@@ -215,6 +245,9 @@ class _Session:
         plain = defaults == {} and not marks and extra is None and (configure is None or not configure.get_hookimpls())
         if plain and self.plain is not None:  # the usual test: the same settings as the last such test
             return self.plain
+        # Imported after the usual test's return: an import statement costs every call that runs it.
+        from .settings import BrokerSettings
+
         layers: list[Mapping[str, Any]] = [
             {
                 "frame_log": self.frame_log,

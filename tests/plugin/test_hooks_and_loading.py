@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -198,3 +199,34 @@ def test_plain_tests_share_settings_and_a_configure_hook_or_marker_still_applies
         """
     )
     pytester.runpytest("-p", "no:randomly").assert_outcomes(passed=6)
+
+
+def test_the_broker_is_not_rewritten_by_pytest_when_installed_as_a_wheel(pytester: pytest.Pytester) -> None:
+    """An installed wheel's ``RECORD`` makes pytest mark ``minibroker`` for assertion rewriting (a
+    distribution with a ``pytest11`` entry point); the plugin takes it off.  Reproduced with a
+    second distribution on the path whose ``RECORD`` names ``minibroker`` and which registers an
+    entry point of its own, as the wheel's does."""
+    site = pytester.mkdir("site")
+    info = site / "wheel_like-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: wheel-like\nVersion: 1.0\n")
+    (info / "RECORD").write_text("minibroker/__init__.py,,\npytest_minibroker/__init__.py,,\nwheel_like_plugin.py,,\n")
+    (info / "entry_points.txt").write_text("[pytest11]\nwheel_like = wheel_like_plugin\n")
+    (site / "wheel_like_plugin.py").write_text("")
+    pytester.makepyfile(
+        """
+        import sys
+
+        def test_loaded_by_the_plain_importer(amqp_broker, request):
+            hook = request.config.pluginmanager.rewrite_hook
+            loaders = {name: type(sys.modules[name].__loader__).__name__
+                       for name in ("minibroker", "minibroker.broker.engine", "pytest_minibroker.settings")}
+            assert set(loaders.values()) == {"SourceFileLoader"}, loaders
+            assert "minibroker" not in getattr(hook, "_must_rewrite", set())
+        """
+    )
+    # The child sees the wheel-like distribution first, then what this interpreter sees.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), *sys.path]))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", "-q"],
+                          cwd=pytester.path, env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert "1 passed" in proc.stdout, proc.stdout + proc.stderr
