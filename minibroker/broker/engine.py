@@ -26,7 +26,6 @@ from .consumers import Consumers
 from .consuming import NodeConsumer
 from .faults import FaultSet
 from .frontends import ServedConnection, front_end_for
-from .injection import FaultInjector
 from .kinds import QUEUE, STREAM, TOPIC
 from .layers import Layer, LayerHost, Layers
 from .limits import CreditGate
@@ -44,6 +43,7 @@ from .transactions import TransactionManager
 
 if TYPE_CHECKING:  # the nodes' and the snapshots' modules load with the first node, or when asked for
     from .capture import Run
+    from .injection import FaultInjector
     from .queue import Queue
     from .statistics import (
         BrokerStatistics,
@@ -137,7 +137,7 @@ class Broker:
         #: on the tap that is installed, and set as ``injector``, only while one is live.
         self.faults = FaultSet()
         self.injector: FaultInjector | None = None
-        FaultInjector(self, self.faults, self.timers_changed)
+        self.faults.on_change = self._first_fault
         self.clock.subscribe(self.run_timers)  # whatever the clock: only a stepped one ever calls it
         #: What the broker does for each protocol event (policy.py).
         self.policy = EventPolicy(self)
@@ -146,6 +146,16 @@ class Broker:
         self.layers.enable_configured()
 
     # ------------------------------------------------------------ connections
+
+    def _first_fault(self, live: bool) -> None:
+        """The fault set's ``on_change`` until a fault is first live: the injector (injection.py,
+        loaded now) is made, takes the fault set's callbacks over and goes on the tap."""
+        if live:
+            from .injection import FaultInjector
+
+            FaultInjector(self, self.faults, self.timers_changed)
+            assert self.faults.on_change is not None  # (the injector's own)
+            self.faults.on_change(live)
 
     def _steal(self, consumer: ConsumerLink) -> None:
         """A new attach took over this consumer's link (Part 2 §2.6.1): detach it, not closed, with

@@ -2,11 +2,10 @@
 
 Issue #47 (the fixture's fixed cost): a broker imports the modules of a node kind when it makes
 its first node of that kind (``broker/kinds.py``), the snapshots' module with the first node or
-the first snapshot, the stream filters with the first link that names a filter, and the AMQP 1.0
-protocol engine with the first client.  Each check runs in a fresh interpreter (this one has
-imported everything long ago) and walks the features in order, each step asserting its modules
-were not loaded before it and are after.
-"""
+the first snapshot, the stream filters with the first link that names a filter, the AMQP 1.0
+protocol engine with the first client and the fault injector with the first fault.  The check
+runs in a fresh interpreter (this one has imported everything long ago) and walks the features
+in order, each step asserting its modules were not loaded before it and are after."""
 
 from __future__ import annotations
 
@@ -39,6 +38,7 @@ STEPS: list[tuple[str, str, list[str]]] = [
         'client = Client(broker.url); client.receiver("q").receive(timeout=10).accept(); client.close()',
         ["minibroker.protocol.connection", "minibroker.protocol.sessions", "minibroker.protocol.sasl"],
     ),
+    ("a fault", 'broker.faults.drop_connection(address="q")', ["minibroker.broker.injection"]),
 ]
 
 CHILD = textwrap.dedent(
