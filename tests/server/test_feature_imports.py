@@ -35,8 +35,9 @@ STEPS: list[tuple[str, str, list[str]]] = [
     ),
     (
         "a client that connects and receives",
-        'client = Client(broker.url); client.receiver("q").receive(timeout=10).accept(); client.close()',
-        ["minibroker.protocol.connection", "minibroker.protocol.sessions", "minibroker.protocol.sasl"],
+        "from minibroker import Client; client = Client(broker.url); "
+        'client.receiver("q").receive(timeout=10).accept(); client.close()',
+        ["minibroker.protocol.connection", "minibroker.protocol.sessions", "minibroker.protocol.sasl", "minibroker.amqp.sasl_frames"],
     ),
     ("a fault", 'broker.faults.drop_connection(address="q")', ["minibroker.broker.injection"]),
 ]
@@ -45,7 +46,7 @@ CHILD = textwrap.dedent(
     """
     import json, sys
     from pytest_minibroker import settings  # what the plugin imports for every run
-    from minibroker import Client, ThreadedBroker
+    from minibroker import ThreadedBroker
 
     broker = ThreadedBroker()
     broker.start()
