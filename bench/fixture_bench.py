@@ -17,6 +17,9 @@ checkout's wheel (into the run's temporary directory) instead of the environment
 ``python bench/fixture_bench.py instructions N`` runs the two whole runs of ``runs`` once each
 under ``valgrind --tool=callgrind`` and reports the instructions per test they differ by: slow
 (half a minute a run) but the same whatever the machine's load, unlike CPU time.
+``instructions N --queue``: the same, with each test of the run with the fixture declaring a
+queue, publishing one message to it and reading it back through the broker's Python API (what a
+test that uses the broker pays, against the trivial tests without it).
 
 Child interpreters write and read bytecode caches in a temporary ``PYTHONPYCACHEPREFIX``
 (even where ``PYTHONDONTWRITEBYTECODE`` is set) after one unmeasured warm-up run, so the
@@ -150,6 +153,12 @@ RUN_TESTS = textwrap.dedent(
         @pytest.mark.parametrize("n", range(N))
         def test_case(amqp_broker, n):
             assert amqp_broker.port
+    elif os.environ["MINIBROKER_BENCH_KIND"] == "queue":
+        @pytest.mark.parametrize("n", range(N))
+        def test_case(amqp_broker, n):
+            amqp_broker.declare_queue("orders")
+            amqp_broker.publish("orders", "hello")
+            assert amqp_broker.queue("orders").messages[0].body == "hello"
     else:
         @pytest.mark.parametrize("n", range(N))
         def test_case(n):
@@ -196,16 +205,19 @@ def measure_runs(tests: int, rounds: int = 3, timeout: float = 120.0, *, wheel: 
     }
 
 
-def measure_instructions(tests: int, timeout: float = 600.0, *, wheel: bool = False) -> dict[str, Any]:
+def measure_instructions(
+    tests: int, timeout: float = 600.0, used: str = "with", *, wheel: bool = False
+) -> dict[str, Any]:
     """Instructions (callgrind's ``Ir``) of a whole run of ``tests`` trivial tests with the fixture
-    and of one without; ``PYTHONHASHSEED`` fixed so that two runs of one tree agree closely."""
+    and of one without; ``PYTHONHASHSEED`` fixed so that two runs of one tree agree closely.
+    ``used="queue"``: the tests with the fixture each put a message through a queue (``RUN_TESTS``)."""
     counts: dict[str, int] = {}
     with tempfile.TemporaryDirectory(prefix="minibroker-fixture-instructions-") as tmp:
         root = Path(tmp)
         (root / "test_run_cost.py").write_text(RUN_TESTS)
         if wheel:
             install_wheel(root)
-        for kind in ("with", "without"):
+        for kind in (used, "without"):
             env = _child_env(root, MINIBROKER_BENCH_TESTS=str(tests), MINIBROKER_BENCH_KIND=kind, PYTHONHASHSEED="0")
             _pytest(root, env, ["test_run_cost.py"], timeout)  # warm-up: bytecode caches
             out = root / f"{kind}.callgrind"
@@ -220,9 +232,9 @@ def measure_instructions(tests: int, timeout: float = 600.0, *, wheel: bool = Fa
             counts[kind] = int(found.group(1))
     return {
         "tests": tests,
-        "with_instructions": counts["with"],
+        "with_instructions": counts[used],
         "without_instructions": counts["without"],
-        "overhead_instructions_per_test": (counts["with"] - counts["without"]) / tests,
+        "overhead_instructions_per_test": (counts[used] - counts["without"]) / tests,
     }
 
 
@@ -266,7 +278,8 @@ if __name__ == "__main__":
     if sys.argv[1] == "runs":
         print(json.dumps(measure_runs(int(sys.argv[2]), wheel=installed)))
     elif sys.argv[1] == "instructions":
-        print(json.dumps(measure_instructions(int(sys.argv[2]), wheel=installed)))
+        used = "queue" if "--queue" in sys.argv[3:] else "with"
+        print(json.dumps(measure_instructions(int(sys.argv[2]), used=used, wheel=installed)))
     elif sys.argv[1] == "imports":
         print(json.dumps(measure_imports()))
     else:

@@ -15,14 +15,6 @@ from .broker.addresses import node_name, parse_address
 from .broker.clock import Clock
 from .broker.engine import Broker, NodeError
 from .broker.kinds import NODE_KINDS
-from .broker.statistics import (
-    BrokerStatistics,
-    FrameRecord,
-    QueueSnapshot,
-    StreamSnapshot,
-    TopicSnapshot,
-    TransactionSnapshot,
-)
 from .broker.stored import StoredMessage
 from .broker.tap import Observer
 from .message_fields import build_message, data_body
@@ -30,6 +22,14 @@ from .message_fields import build_message, data_body
 # The protocol layers and the assertion helpers load when a method needs them (imports inside it):
 # a test of plain queues never imports them.
 if TYPE_CHECKING:
+    from .broker.statistics import (  # (the snapshots' module loads with the first node, or when asked for)
+        BrokerStatistics,
+        FrameRecord,
+        QueueSnapshot,
+        StreamSnapshot,
+        TopicSnapshot,
+        TransactionSnapshot,
+    )
     from .eventhubs.options import EventHubOptions
     from .eventhubs.snapshots import EventHubSnapshot
     from .rabbitmq.layer import RabbitMQLayer
@@ -163,9 +163,11 @@ class BrokerAPI:
     def _queue_snapshot(self, name: str, missing_ok: bool) -> QueueSnapshot:
         node = self._broker.router.nodes.get(name)
         try:
-            return cast(QueueSnapshot, self._snapshot("queue", name))
+            return cast("QueueSnapshot", self._snapshot("queue", name))
         except NodeError:
             if missing_ok and node is None:  # (a node of another kind is not a missing queue)
+                from .broker.statistics import QueueSnapshot
+
                 return QueueSnapshot.missing(name)
             raise
 
@@ -188,7 +190,7 @@ class BrokerAPI:
 
     def topic(self, name: str) -> TopicSnapshot:
         """A frozen snapshot of a topic and its subscriptions; ``name`` may be written ``topic://name``."""
-        return cast(TopicSnapshot, self._read(self._snapshot, "topic", node_name(name, "topic")))
+        return cast("TopicSnapshot", self._read(self._snapshot, "topic", node_name(name, "topic")))
 
     def stream(self, name: str) -> StreamSnapshot:
         """A frozen snapshot of a stream: ``first_offset``, ``last_offset``, ``count``, ``bytes``
@@ -196,7 +198,7 @@ class BrokerAPI:
 
         ``name`` may be written ``stream://name``.
         """
-        return cast(StreamSnapshot, self._read(self._snapshot, "stream", node_name(name, "stream")))
+        return cast("StreamSnapshot", self._read(self._snapshot, "stream", node_name(name, "stream")))
 
     def assert_stream(
         self,

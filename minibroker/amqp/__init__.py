@@ -2,10 +2,17 @@
 
 ``encode(value) -> bytes`` and ``decode(data) -> value`` handle one value;
 every composite type is declared once in :mod:`.performatives`,
-:mod:`.messaging`, :mod:`.transactions` and :mod:`.sasl_frames`.
+:mod:`.messaging`, :mod:`.transactions` and :mod:`.sasl_frames`.  Importing a module registers
+its descriptors with the decoder; the SASL frames (Part 5 §5.3) load with their first user (the
+protocol engine's SASL exchange, the client, ``minibroker.amqp.sasl_frames``), not with the codec:
+a broker no client has connected to never decodes one.
 """
 
-from . import sasl_frames as sasl_frames  # noqa: E402  (registers SASL descriptors)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .codec import decode as decode
 from .codec import decode_at as decode_at
 from .codec import encode as encode
@@ -158,6 +165,20 @@ from .types import (
 from .types import (
     ushort as ushort,
 )
+
+if TYPE_CHECKING:
+    from . import sasl_frames as sasl_frames
+
+
+def _load(name: str) -> Any:
+    if name == "sasl_frames":
+        return importlib.import_module(".sasl_frames", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+if not TYPE_CHECKING:  # a type checker reads the import above instead
+    __getattr__ = _load
+
 
 __all__ = [
     "Accepted", "AMQPDecodeError", "AmqpSequence", "AmqpValue", "ApplicationProperties", "Array", "Attach",

@@ -28,13 +28,13 @@ from .filters import FilterError, parse_filter_set
 from .limits import CreditGate
 from .links import SUPPORTED_OUTCOMES, Client, ConsumerHost, ConsumerLink, ProducerHost, ProducerLink
 from .node import Node
-from .queue import Queue
 from .router import Router
-from .streamfilters import STREAM_FILTER_NAMES, StreamFilter, has_stream_filters, parse_stream_filters
-from .topic import Subscription, Topic
 
 if TYPE_CHECKING:
+    from .queue import Queue
     from .selector import Selector
+    from .streamfilters import StreamFilter
+    from .topic import Subscription, Topic
 
 __all__ = ["Attacher", "Refusal", "capabilities"]
 
@@ -77,6 +77,28 @@ def _outcomes(link: Link, source: Source) -> frozenset[str] | None:
             f"outcomes {sorted(unknown)} are not supported; supported: {sorted(SUPPORTED_OUTCOMES)}",
         )
     return outcomes
+
+
+def _read_filters(
+    filter_set: dict[Any, Any] | None, now: float
+) -> tuple[StreamFilter | None, Selector | None, dict[Any, Any] | None]:
+    """A source's filter-set (broker paper 2.3.10) read: the stream filter (RabbitMQ's
+    ``rabbitmq:stream-*`` filters and the filter expressions, streamfilters.py), the selector
+    (filters.py), and the filter-set to echo; :class:`FilterError` for one not honoured.
+
+    The stream filters (with the stream's log and the expressions they use) are imported with
+    the first link that names a filter, the selector's parser with the first selector: most
+    links name neither.
+    """
+    if not filter_set:
+        return None, None, None
+    from .streamfilters import has_stream_filters, parse_stream_filters
+
+    if has_stream_filters(filter_set):
+        stream_filter, filters = parse_stream_filters(filter_set, now)
+        return stream_filter, stream_filter.selector, filters
+    selector, filters = parse_filter_set(filter_set)
+    return None, selector, filters
 
 
 def _reply_source(source: Source, address: str, browse: bool, filters: Any) -> Source:
@@ -148,13 +170,8 @@ class Attacher:
         if not isinstance(source, Source):
             raise Refusal(conditions.INVALID_FIELD, "a receiving link needs a source naming the address to receive from")
         outcomes = _outcomes(link, source)
-        stream_filter: StreamFilter | None = None
         try:
-            if has_stream_filters(source.filter):  # RabbitMQ's rabbitmq:stream-* filters (streamfilters.py)
-                stream_filter, filters = parse_stream_filters(source.filter, self.now())
-                selector = stream_filter.selector
-            else:
-                selector, filters = parse_filter_set(source.filter)
+            stream_filter, selector, filters = _read_filters(source.filter, self.now())
         except FilterError as exc:
             raise Refusal(conditions.INVALID_FIELD, str(exc)) from None
         dynamic = bool(source.dynamic)
@@ -181,6 +198,8 @@ class Attacher:
             queue: Queue, *, browse: bool, subscription: Subscription | None = None, topic: Topic | None = None
         ) -> ConsumerLink:
             if stream_filter is not None:
+                from .streamfilters import STREAM_FILTER_NAMES  # (loaded: it read the filters)
+
                 raise Refusal(
                     conditions.INVALID_FIELD,
                     f"the stream filters ({STREAM_FILTER_NAMES}) apply to streams, and {address!r} is a {node.KIND}; "

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..amqp.performatives import Error
 from ..protocol import events as ev
-from ..protocol.connection import Connection, ConnectionConfig
 from ..protocol.endpoints import Delivery
 from ..records import record
 from .config import BrokerConfig
 from .tap import Tap
 
 if TYPE_CHECKING:
+    from ..protocol.connection import Connection
     from .roles import LinkRole
     from .stored import Entry
 
@@ -99,6 +99,10 @@ class BrokerConnection:
         config = broker.config
         identity = broker.layers.identity() or OWN_IDENTITY  # a layer may present the broker as its product
         users = {**identity.users, **config.users}
+        # The protocol engine (its sessions, links, SASL and frame readers) loads with the first
+        # client, not with the broker: a test that only uses the Python API never needs it.
+        from ..protocol.connection import Connection, ConnectionConfig
+
         #: The connection's protocol state machine (minibroker.protocol): sessions, links, frames out.
         self.protocol = Connection(
             ConnectionConfig(

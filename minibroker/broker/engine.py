@@ -19,7 +19,6 @@ from ..amqp.performatives import Error, amqp_error
 from ..protocol import events as ev
 from ..protocol.endpoints import Link
 from .attach import Attacher
-from .capture import Run
 from .client_connection import ANONYMOUS_RELAY, BrokerConnection
 from .clock import Clock, SystemClock
 from .config import BrokerConfig, QueueOptions, StreamOptions
@@ -27,7 +26,7 @@ from .consumers import Consumers
 from .consuming import NodeConsumer
 from .faults import FaultSet
 from .frontends import ServedConnection, front_end_for
-from .injection import FaultInjector
+from .kinds import QUEUE, STREAM, TOPIC
 from .layers import Layer, LayerHost, Layers
 from .limits import CreditGate
 from .links import ConsumerLink, apply_outcome
@@ -36,23 +35,27 @@ from .node import Node
 from .permissions import Permissions
 from .policy import EventPolicy
 from .publish import Source
-from .queue import Queue
 from .router import NodeError, Router
-from .statistics import (
-    BrokerStatistics,
-    FrameRecord,
-    NodeCounters,
-    QueueSnapshot,
-    StreamSnapshot,
-    TopicSnapshot,
-    TransactionSnapshot,
-)
 from .stored import Entry, StoredMessage, clear_header_cache
-from .stream import Stream
 from .tap import FrameLog, FrameTrace, Tap, TraceObserver
 from .timers import Timers
-from .topic import Topic
 from .transactions import TransactionManager
+
+if TYPE_CHECKING:  # the nodes' and the snapshots' modules load with the first node, or when asked for
+    from .capture import Run
+    from .injection import FaultInjector
+    from .queue import Queue
+    from .statistics import (
+        BrokerStatistics,
+        FrameRecord,
+        NodeCounters,
+        QueueSnapshot,
+        StreamSnapshot,
+        TopicSnapshot,
+        TransactionSnapshot,
+    )
+    from .stream import Stream
+    from .topic import Topic
 
 __all__ = ["Broker", "BrokerConnection", "NodeError", "ANONYMOUS_RELAY"]
 
@@ -134,7 +137,7 @@ class Broker:
         #: on the tap that is installed, and set as ``injector``, only while one is live.
         self.faults = FaultSet()
         self.injector: FaultInjector | None = None
-        FaultInjector(self, self.faults, self.timers_changed)
+        self.faults.on_change = self._first_fault
         self.clock.subscribe(self.run_timers)  # whatever the clock: only a stepped one ever calls it
         #: What the broker does for each protocol event (policy.py).
         self.policy = EventPolicy(self)
@@ -143,6 +146,16 @@ class Broker:
         self.layers.enable_configured()
 
     # ------------------------------------------------------------ connections
+
+    def _first_fault(self, live: bool) -> None:
+        """The fault set's ``on_change`` until a fault is first live: the injector (injection.py,
+        loaded now) is made, takes the fault set's callbacks over and goes on the tap."""
+        if live:
+            from .injection import FaultInjector
+
+            FaultInjector(self, self.faults, self.timers_changed)
+            assert self.faults.on_change is not None  # (the injector's own)
+            self.faults.on_change(live)
 
     def _steal(self, consumer: ConsumerLink) -> None:
         """A new attach took over this consumer's link (Part 2 §2.6.1): detach it, not closed, with
@@ -320,15 +333,15 @@ class Broker:
 
     @property
     def queues(self) -> dict[str, Queue]:
-        return self.nodes(Queue.KIND)
+        return self.nodes(QUEUE)
 
     @property
     def topics(self) -> dict[str, Topic]:
-        return self.nodes(Topic.KIND)
+        return self.nodes(TOPIC)
 
     @property
     def streams(self) -> dict[str, Stream]:
-        return self.nodes(Stream.KIND)
+        return self.nodes(STREAM)
 
     @property
     def counters(self) -> dict[str, NodeCounters]:
@@ -340,11 +353,11 @@ class Broker:
 
     def declare_topic(self, name: str) -> Topic:
         """Create a topic, or return the existing one of that name."""
-        return cast(Topic, self.declare(Topic.KIND, name))
+        return cast("Topic", self.declare(TOPIC, name))
 
     def declare_stream(self, name: str, options: StreamOptions | None = None) -> Stream:
         """Create a stream, or return the existing one of that name (applying ``options`` if given)."""
-        return cast(Stream, self.declare(Stream.KIND, name, options))
+        return cast("Stream", self.declare(STREAM, name, options))
 
     def delete_node(self, name: str) -> None:
         """Delete a queue or topic; links to it are detached with ``amqp:resource-deleted``."""
@@ -440,15 +453,17 @@ class Broker:
 
     def queue_snapshot(self, name: str, run: Run | None = None) -> QueueSnapshot:
         """Counters now; messages copied only when read (``run`` runs that copy in this thread)."""
-        return cast(QueueSnapshot, self.snapshot(name, run, Queue.KIND))
+        return cast("QueueSnapshot", self.snapshot(name, run, QUEUE))
 
     def topic_snapshot(self, name: str) -> TopicSnapshot:
-        return cast(TopicSnapshot, self.snapshot(name, kind=Topic.KIND))
+        return cast("TopicSnapshot", self.snapshot(name, kind=TOPIC))
 
     def stream_snapshot(self, name: str) -> StreamSnapshot:
-        return cast(StreamSnapshot, self.snapshot(name, kind=Stream.KIND))
+        return cast("StreamSnapshot", self.snapshot(name, kind=STREAM))
 
     def statistics(self) -> BrokerStatistics:
+        from .statistics import BrokerStatistics  # the snapshots' module loads when first asked for
+
         links = sum(
             len(session.links_by_handle)
             for connection in self.connections

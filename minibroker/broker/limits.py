@@ -41,13 +41,13 @@ from typing import TYPE_CHECKING
 
 from ..amqp import errors as conditions
 from ..amqp.performatives import Error, amqp_error
-from ..protocol.connection import Connection
 from .bounds import room
 from .links import ProducerLink
-from .queue import Queue
 
 if TYPE_CHECKING:
+    from ..protocol.connection import Connection
     from .node import Node
+    from .queue import Queue
 
 __all__ = ["OVERFLOW_POLICIES", "CreditGate", "connection_refusal", "link_refusal"]
 

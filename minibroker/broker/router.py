@@ -20,19 +20,19 @@ from ..amqp import errors as conditions
 from ..amqp.performatives import Error, amqp_error
 from ..amqp.types import symbol
 from .addresses import QUEUE_PREFIX, TOPIC_CAPABILITIES, TOPIC_PREFIX, clash, parse_address, unresolved_reason
-from .capture import Run
 from .config import DEFAULT_DEAD_LETTER_SUFFIX, BrokerConfig, QueueOptions, StreamOptions
-from .kinds import NODE_KINDS
+from .kinds import NODE_KINDS, QUEUE, STREAM, TOPIC
 from .node import Node, NodeServices
 from .publish import Publisher, Source
-from .queue import Queue
-from .statistics import NodeCounters, QueueSnapshot, StreamSnapshot, TopicSnapshot
 from .stored import Entry, StoredMessage
-from .stream import Stream
-from .topic import Subscription, Topic
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # each kind's module loads with its first node (kinds.py)
+    from .capture import Run
+    from .queue import Queue
     from .selector import Selector
+    from .statistics import NodeCounters, QueueSnapshot, StreamSnapshot, TopicSnapshot
+    from .stream import Stream
+    from .topic import Subscription, Topic
 
 __all__ = [
     "Router", "NodeError", "Node", "DeadLetterHook", "QUEUE_PREFIX", "TOPIC_PREFIX", "TOPIC_CAPABILITIES",
@@ -45,7 +45,7 @@ DYNAMIC_PREFIX = "$dynamic/"
 #: Sees each entry a queue dead-letters before it moves: (queue, entry, reason, description).
 #: One of the router's dead-letter handlers: (queue, entry, reason, description) -> whether it took
 #: the dead letter (moved or dropped it itself); one that returns False may still have marked it.
-DeadLetterHook = Callable[[Queue, Entry, str, "str | None"], bool]
+DeadLetterHook = Callable[["Queue", Entry, str, "str | None"], bool]
 
 
 class NodeError(LookupError):
@@ -75,9 +75,9 @@ class Router:
         self.generation = 0
         #: The nodes of each kind by name; ``queues`` and ``topics`` are two of them.
         self.by_kind: dict[str, dict[str, Any]] = {kind: {} for kind in NODE_KINDS}
-        self.queues: dict[str, Queue] = self.by_kind[Queue.KIND]
-        self.topics: dict[str, Topic] = self.by_kind[Topic.KIND]
-        self.streams: dict[str, Stream] = self.by_kind[Stream.KIND]
+        self.queues: dict[str, Queue] = self.by_kind[QUEUE]
+        self.topics: dict[str, Topic] = self.by_kind[TOPIC]
+        self.streams: dict[str, Stream] = self.by_kind[STREAM]
         self.counters: dict[str, NodeCounters] = {}
         #: The one way into a node (publish.py); its ``observers`` are told of every message.
         self.publisher = Publisher()
@@ -125,6 +125,8 @@ class Router:
             if options is not None:
                 node.configure(options, self.now())
             return node
+        from .statistics import NodeCounters  # (loaded by then: every kind's module uses it)
+
         node = cls.make(name, self.services, self.counters.setdefault(name, NodeCounters()), options)
         self._add(node)
         return node
@@ -143,22 +145,22 @@ class Router:
 
     def declare_queue(self, name: str, options: QueueOptions | None = None, temporary: bool = False) -> Queue:
         """Create a queue, or return the existing one of that name (taking ``options`` if given)."""
-        return self._temporary(name) if temporary else cast(Queue, self.declare(Queue.KIND, name, options))
+        return self._temporary(name) if temporary else cast("Queue", self.declare(QUEUE, name, options))
 
     def declare_topic(self, name: str) -> Topic:
         """Create a topic, or return the existing one of that name."""
-        return cast(Topic, self.declare(Topic.KIND, name))
+        return cast("Topic", self.declare(TOPIC, name))
 
     def declare_stream(self, name: str, options: StreamOptions | None = None) -> Stream:
         """Create a stream, or return the existing one of that name (with ``options``, if given:
         a smaller limit drops what it no longer keeps at once)."""
-        return cast(Stream, self.declare(Stream.KIND, name, options))
+        return cast("Stream", self.declare(STREAM, name, options))
 
     def _temporary(self, name: str) -> Queue:
         """A queue that goes when its link ends (:meth:`drop_temporary`), or the queue already of that name."""
         queue = self.queues.get(name)
         if queue is None:
-            self.declare(Queue.KIND, name)  # makes it, or raises: the name is taken by another kind
+            self.declare(QUEUE, name)  # makes it, or raises: the name is taken by another kind
             queue = self.queues[name]
             queue.temporary = True
         return queue
@@ -344,7 +346,7 @@ class Router:
         node: Node | None = self.nodes.get(name)
         if node is not None and kind is not None and node.KIND != kind:
             node = None
-        if node is None and kind in (None, Queue.KIND):
+        if node is None and kind in (None, QUEUE):
             node = next((queue for queue in self.all_queues() if queue.name == name), None)
         if node is None:
             known = sorted(self.nodes if kind is None else self.by_kind.get(kind, ()))
@@ -352,10 +354,10 @@ class Router:
         return node.snapshot(now, run)
 
     def queue_snapshot(self, name: str, now: float, run: Run | None = None) -> QueueSnapshot:
-        return cast(QueueSnapshot, self.snapshot(name, now, run, Queue.KIND))
+        return cast("QueueSnapshot", self.snapshot(name, now, run, QUEUE))
 
     def stream_snapshot(self, name: str) -> StreamSnapshot:
-        return cast(StreamSnapshot, self.snapshot(name, self.now(), kind=Stream.KIND))
+        return cast("StreamSnapshot", self.snapshot(name, self.now(), kind=STREAM))
 
     def topic_snapshot(self, name: str) -> TopicSnapshot:
-        return cast(TopicSnapshot, self.snapshot(name, self.now(), kind=Topic.KIND))
+        return cast("TopicSnapshot", self.snapshot(name, self.now(), kind=TOPIC))

@@ -12,7 +12,6 @@ from ..records import record
 from . import wireframes
 from .addresses import parse_address
 from .capture import Capture, QueuedRow
-from .streamlog import delivery_payload
 
 if TYPE_CHECKING:
     from .config import StreamOptions
@@ -279,17 +278,21 @@ class StreamMessages(Sequence[StreamMessage]):
     Holds references to the stored messages (immutable bytes), never copies of them.
     """
 
-    __slots__ = ("_stored", "_decoded")
+    __slots__ = ("_stored", "_decoded", "_payload")
 
     def __init__(self, stored: tuple[tuple[int, StoredMessage], ...]) -> None:
+        # (a stream's module: loaded with the first stream, not with the queues' snapshots)
+        from .streamlog import delivery_payload
+
         self._stored = stored
         self._decoded: dict[int, StreamMessage] = {}
+        self._payload = delivery_payload
 
     def _message(self, index: int) -> StreamMessage:
         found = self._decoded.get(index)
         if found is None:
             offset, stored = self._stored[index]
-            found = StreamMessage(offset, decode_message(delivery_payload(stored, offset)))
+            found = StreamMessage(offset, decode_message(self._payload(stored, offset)))
             self._decoded[index] = found
         return found
 

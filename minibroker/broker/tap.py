@@ -64,15 +64,16 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from weakref import WeakSet
 
 from ..amqp.performatives import Attach, Detach, Flow, Transfer
 from ..protocol import events as ev
-from ..protocol.connection import Connection
 from ..protocol.endpoints import Delivery
-from .statistics import FrameRecord
 from .stored import Entry
+
+if TYPE_CHECKING:
+    from .statistics import FrameRecord
 
 __all__ = ["Tap", "Observer", "TapConnection", "TapWatcher", "FrameLog", "TraceObserver", "FrameTrace"]
 
@@ -213,12 +214,11 @@ class Tap:
         handle (§2.6.2); other frames (``open``, ``begin``, a session ``flow``,
         a ``disposition``, which names deliveries, ...) give None.
         """
-        protocol = connection.protocol
-        if not isinstance(protocol, Connection):
-            return None  # another wire protocol: no AMQP 1.0 links
-        session = protocol.local_session(channel)
-        handle = getattr(performative, "handle", None)
-        if session is None or handle is None or not isinstance(performative, (Attach, Detach, Flow, Transfer)):
+        if not isinstance(performative, (Attach, Detach, Flow, Transfer)):
+            return None  # not a link's frame (another wire protocol's frames never are these)
+        session = connection.protocol.local_session(channel)  # an AMQP 1.0 connection's
+        handle = performative.handle
+        if session is None or handle is None:
             return None
         link = session.links_by_handle.get(handle)
         address = link.address if link is not None else None
@@ -242,6 +242,8 @@ class FrameLog(Observer):
 
     def records(self, last: int | None = None) -> list[FrameRecord]:
         """The kept frames, oldest first; the ``last`` N if given."""
+        from .statistics import FrameRecord  # the snapshots' module loads when first asked for
+
         rows = list(self._rows)
         return [FrameRecord(*row) for row in (rows[-last:] if last else rows)]
 

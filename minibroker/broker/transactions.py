@@ -56,7 +56,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..amqp import errors as conditions
 from ..amqp.errors import AMQPDecodeError
@@ -85,8 +85,10 @@ from .config import BrokerConfig, QueueOptions
 from .links import Client, ConsumerLink, CoordinatorLink, ProducerLink, apply_outcome
 from .publish import Source
 from .router import Router
-from .statistics import TransactionSnapshot
 from .stored import ACQUIRED, Entry, StoredMessage
+
+if TYPE_CHECKING:
+    from .statistics import TransactionSnapshot
 
 __all__ = ["Transaction", "TransactionManager", "Unborn", "SUPPORTED_CAPABILITIES"]
 
@@ -519,6 +521,8 @@ class TransactionManager:
         self._timed_out.clear()
 
     def snapshots(self, now: float) -> list[TransactionSnapshot]:
+        from .statistics import TransactionSnapshot  # the snapshots' module loads when first asked for
+
         return [
             TransactionSnapshot(
                 txn_id=txn.txn_id,
