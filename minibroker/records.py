@@ -3,25 +3,24 @@
 ``dataclass`` compiles each method it generates (``__init__``, ``__repr__``, ``__eq__``,
 ``__hash__``) from source text when the class is declared; with some 70 records declared by
 what a broker's start imports, that was about a third of the import's instructions (docs/
-performance.md, "The fixture and start-up, round four").  ``record`` declares the class with
-``dataclass`` minus those methods (fields, slots, frozen-ness, ``__match_args__``: everything
-``dataclasses.fields``, ``replace`` and ``asdict`` read) and puts a stand-in in each method's
-place; the first call of a stand-in has ``dataclass`` generate that method for a twin class with
-the same fields, installs it on the record and calls it.  From then on the method is
-``dataclass``'s own, called directly: instances and their speed are those of a dataclass.
+performance.md, "The fixture and start-up, round four").  ``record`` declares the class without
+those methods (fields, slots, frozen-ness, ``__match_args__``: everything ``dataclasses.fields``,
+``replace`` and ``asdict`` read) and puts a stand-in in each method's place; the first call of a
+stand-in has ``dataclass``'s own maker of that method make it, with the arguments ``dataclass``
+gives it, installs it on the record and calls it.  From then on the method is ``dataclass``'s
+own, called directly: instances and their speed are those of a dataclass.  A frozen record's
+``__setattr__`` and ``__delattr__`` are stand-ins as well, made at their first call, which for a
+frozen record is an attempt to assign (an error).
 
-A frozen record's ``__setattr__`` and ``__delattr__`` (which ``dataclass`` also compiles at
-declaration, for the record and again for each twin) are stand-ins as well, made by ``dataclass``'s
-own maker at their first call, which for a frozen record is an attempt to assign (an error).
-
-Only the common options are deferred; ``order``, ``unsafe_hash`` or ``InitVar`` fields take the
-plain ``dataclass``.  Two threads calling a stand-in at once each generate an equal method;
-the last one stays.
+Where ``dataclass``'s makers have another form than in Python 3.11 and 3.12, and for
+``order``, ``record`` is plain ``dataclass``.  Two threads calling a stand-in at once
+each make an equal method; the last one stays.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar, dataclass_transform, overload
 
@@ -54,36 +53,48 @@ def record(
     """``@record`` / ``@record(frozen=True, slots=True)``: as ``@dataclass`` with the same options."""
 
     def wrap(cls: type[T]) -> type[T]:
-        annotations = cls.__dict__.get("__annotations__", {})
-        if order or any("InitVar" in str(kind) for kind in annotations.values()):
+        if order or not _DEFER:
             return dataclasses.dataclass(cls, eq=eq, frozen=frozen, slots=slots, kw_only=kw_only, order=order)
         own = set(cls.__dict__)  # methods the class defines itself, which dataclass leaves alone
         own_hash = "__hash__" in own and not (cls.__dict__["__hash__"] is None and "__eq__" in own)
         made: Any = _dataclass(cls, init=False, repr=False, eq=False, frozen=frozen, slots=slots, kw_only=kw_only)
         if "__init__" not in own:
-            made.__init__ = _stand_in(made, "__init__", frozen, {"init": True})
+            made.__init__ = _stand_in(made, "__init__", frozen, slots)
         if "__repr__" not in own:
-            made.__repr__ = _stand_in(made, "__repr__", frozen, {"repr": True})
+            made.__repr__ = _stand_in(made, "__repr__", frozen, slots)
         if eq and "__eq__" not in own:
-            made.__eq__ = _stand_in(made, "__eq__", frozen, {"eq": True})
+            made.__eq__ = _stand_in(made, "__eq__", frozen, slots)
             if not own_hash:  # dataclass's rule: equal records hash alike only when frozen
-                made.__hash__ = _stand_in(made, "__hash__", frozen, {"eq": True}) if frozen else None
+                made.__hash__ = _stand_in(made, "__hash__", frozen, slots) if frozen else None
         return made  # type: ignore[no-any-return]
 
     return wrap if cls is None else wrap(cls)
 
 
-#: ``dataclass``'s maker of a frozen class's ``__setattr__`` and ``__delattr__`` (compiled from
-#: source at declaration, two ``compile`` calls a frozen record); deferred like the other methods
-#: where it has the form Python 3.11 and 3.12 give it, else left alone.
+#: ``dataclass``'s makers of the methods it generates, with the arguments ``_generated`` and
+#: ``_frozen_stand_ins`` give them: their form in Python 3.11 and 3.12.  Where they have another
+#: (3.13), ``record`` is ``dataclass``.
+_MAKERS = {
+    "_init_fn": ("fields", "std_fields", "kw_only_fields", "frozen", "has_post_init", "self_name", "globals", "slots"),
+    "_repr_fn": ("fields", "globals"),
+    "_cmp_fn": ("name", "op", "self_tuple", "other_tuple", "globals"),
+    "_hash_fn": ("fields", "globals"),
+    "_frozen_get_del_attr": ("cls", "fields", "globals"),
+}
+_DEFER = all(
+    (code := getattr(getattr(dataclasses, name, None), "__code__", None)) is not None
+    and code.co_varnames[: code.co_argcount + code.co_kwonlyargcount] == arguments
+    for name, arguments in _MAKERS.items()
+)
+#: ``dataclass``'s maker of a frozen class's ``__setattr__`` and ``__delattr__``.
 _FROZEN_METHODS: Any = getattr(dataclasses, "_frozen_get_del_attr", None)
-_DEFER_FROZEN = _FROZEN_METHODS is not None and _FROZEN_METHODS.__code__.co_varnames[:3] == ("cls", "fields", "globals")
+_FIELD, _CLASSVAR = getattr(dataclasses, "_FIELD", None), getattr(dataclasses, "_FIELD_CLASSVAR", None)
 
 
 def _dataclass(cls: type[T], *, frozen: bool, **options: bool) -> type[T]:
     """``dataclass(cls, frozen=frozen, **options)``, a frozen class's ``__setattr__`` and
-    ``__delattr__`` stand-ins (a twin's are never called: its methods move to the record)."""
-    if not (frozen and _DEFER_FROZEN):
+    ``__delattr__`` stand-ins."""
+    if not frozen:
         return dataclasses.dataclass(cls, frozen=frozen, **options)
     # Swapped only for this call.  A plain dataclass declared meanwhile by another thread gets the
     # stand-ins too, which make for it exactly what dataclass would have made.
@@ -119,11 +130,11 @@ def _frozen_stand_ins(cls: type, fields: Any, globals: Any) -> tuple[Callable[..
     return stand_ins
 
 
-def _stand_in(made: Any, name: str, frozen: bool, methods: dict[str, bool]) -> Callable[..., Any]:
+def _stand_in(made: Any, name: str, frozen: bool, slots: bool) -> Callable[..., Any]:
     """A method that makes ``made``'s real ``name`` (``dataclass``'s), installs it and calls it."""
 
     def stand_in(self: Any, *args: Any, **kwargs: Any) -> Any:
-        method = getattr(_twin(made, frozen, methods), name)
+        method = _generated(made, name, frozen, slots)
         setattr(made, name, method)
         return method(self, *args, **kwargs)
 
@@ -131,17 +142,28 @@ def _stand_in(made: Any, name: str, frozen: bool, methods: dict[str, bool]) -> C
     return stand_in
 
 
-def _twin(made: Any, frozen: bool, methods: dict[str, bool]) -> type:
-    """A class with ``made``'s fields (inherited ones too, in order) and the methods asked for."""
-    # A docstring, or dataclass would make one from inspect.signature (it tokenizes text signatures).
-    namespace: dict[str, Any] = {"__annotations__": {}, "__qualname__": made.__qualname__, "__doc__": made.__doc__}
-    if hasattr(made, "__post_init__"):
-        namespace["__post_init__"] = made.__post_init__  # so the generated __init__ calls it
-    for f in dataclasses.fields(made):
-        namespace["__annotations__"][f.name] = f.type
-        namespace[f.name] = dataclasses.field(
-            default=f.default, default_factory=f.default_factory, init=f.init, repr=f.repr, hash=f.hash,
-            compare=f.compare, kw_only=f.kw_only,
-        )  # fmt: skip
-    options = {"init": False, "repr": False, "eq": False, **methods}
-    return _dataclass(type(made.__name__, (), namespace), frozen=frozen, **options)
+def _generated(made: Any, name: str, frozen: bool, slots: bool) -> Callable[..., Any]:
+    """Record ``made``'s method ``name`` as ``dataclass`` makes it when it declares the class: by
+    its own maker of that method, given what ``_process_class`` gives it."""
+    fields = made.__dataclass_fields__
+    module = sys.modules.get(made.__module__)
+    globals = module.__dict__ if module is not None else {}
+    plain = [f for f in fields.values() if f._field_type is _FIELD]
+    method: Any
+    if name == "__init__":  # InitVars (pseudo-fields) included
+        taken = [f for f in fields.values() if f._field_type is not _CLASSVAR]
+        positional, keywords = dataclasses._fields_in_init_order(taken)  # type: ignore[attr-defined]
+        self_name = "__dataclass_self__" if "self" in fields else "self"
+        post_init = hasattr(made, "__post_init__")
+        method = dataclasses._init_fn(taken, positional, keywords, frozen, post_init, self_name, globals, slots)  # type: ignore[attr-defined]
+    elif name == "__repr__":
+        method = dataclasses._repr_fn([f for f in plain if f.repr], globals)  # type: ignore[attr-defined]
+    elif name == "__eq__":
+        compared = [f for f in plain if f.compare]
+        mine, theirs = dataclasses._tuple_str("self", compared), dataclasses._tuple_str("other", compared)  # type: ignore[attr-defined]
+        method = dataclasses._cmp_fn("__eq__", "==", mine, theirs, globals=globals)  # type: ignore[attr-defined]
+    else:  # __hash__, of the fields compared unless a field says otherwise
+        hashed = [f for f in plain if (f.compare if f.hash is None else f.hash)]
+        method = dataclasses._hash_fn(hashed, globals)  # type: ignore[attr-defined]
+    method.__qualname__ = f"{made.__qualname__}.{name}"
+    return method  # type: ignore[no-any-return]

@@ -79,6 +79,22 @@ class ExposedBrokerWarning(UserWarning):
     """The broker listens on an address other machines can reach (it binds 127.0.0.1 by default)."""
 
 
+def _numeric(host: str) -> str | bytes:
+    """``host`` as ``getaddrinfo`` is given it: an IP address as the ASCII bytes that the "idna"
+    codec makes of it, any other name as it is.
+
+    ``getaddrinfo`` encodes a str host with that codec, and its first use in a process imports
+    ``encodings.idna`` and ``stringprep``: 2.3 M of the 2.4 M instructions that binding the
+    default 127.0.0.1 cost at a process's first ``start()`` (docs/performance.md, "Fourth pass")."""
+    for family in (socket.AF_INET, socket.AF_INET6):
+        try:
+            socket.inet_pton(family, host)
+        except (OSError, ValueError):
+            continue
+        return host.encode("ascii")
+    return host
+
+
 def _is_loopback(host: str) -> bool:
     if host == "localhost":
         return True
@@ -304,7 +320,7 @@ def listen(host: str = DEFAULT_HOST, port: int = 0, *, ssl_context: ssl.SSLConte
     not, as an ``OSError``) at once, while its trio run is still starting: connections made
     meanwhile wait in the listen backlog.  Warns (``ExposedBrokerWarning``) for a non-loopback host.
     """
-    family, kind, proto, _name, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    family, kind, proto, _name, address = socket.getaddrinfo(_numeric(host), port, type=socket.SOCK_STREAM)[0]
     listener = socket.socket(family, kind, proto)
     try:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

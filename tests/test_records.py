@@ -5,10 +5,13 @@ from __future__ import annotations
 import copy
 import dataclasses
 import pickle
-from dataclasses import field
+from collections.abc import Callable
+from dataclasses import InitVar, field
+from typing import Any, ClassVar
 
 import pytest
 
+from minibroker import records
 from minibroker.records import record
 
 
@@ -167,3 +170,130 @@ def test_frozen_setattr_and_delattr_are_made_at_first_use_as_dataclass_makes_the
         assert cls.__setattr__.__code__.co_filename != __import__("minibroker.records").records.__file__
         assert cls.__setattr__.__qualname__ == f"{cls.__qualname__}.__setattr__"
         assert cls.__delattr__.__qualname__ == f"{cls.__qualname__}.__delattr__"
+
+
+# --------------------------------------------------------------------------- dataclass's makers
+
+
+@dataclasses.dataclass(frozen=True)
+class _FrozenBase:
+    """A dataclass base with a ClassVar and an InitVar: pseudo-fields a record inherits."""
+
+    base: int
+    seen: ClassVar[int] = 0
+    start: InitVar[int] = 0
+
+    def __post_init__(self, start: int) -> None:
+        pass
+
+
+class _SlottedBase:
+    """Not a dataclass: its slot is no default for the record's field of that name."""
+
+    __slots__ = ("slot",)
+
+
+def _samples() -> list[tuple[dict[str, bool], Callable[[], type]]]:
+    """Classes (made anew at each call: ``dataclass`` changes what it is given) and options."""
+
+    def fields() -> type:
+        class Sample:
+            """Every kind of plain field."""
+
+            a: int
+            b: str | None = None
+            c: tuple[int, ...] = ()
+            d: list[int] = field(default_factory=list, repr=False)
+            e: int = field(default=3, kw_only=True, metadata={"k": 1})
+            f: int = field(init=False, default=0, compare=False, hash=False)
+            g: int = field(default=0, init=False)
+
+        return Sample
+
+    def inherits() -> type:
+        class Derived(_FrozenBase):
+            """Fields after a dataclass base's (and its InitVar, which __match_args__ lists)."""
+
+            extra: str = "x"
+
+        return Derived
+
+    def own_methods() -> type:
+        class Own:
+            """Own __match_args__ and __repr__, kept."""
+
+            __match_args__ = ("b",)
+            a: int
+            b: int = 1
+
+            def __repr__(self) -> str:
+                return "own"
+
+        return Own
+
+    def slotted_base() -> type:
+        class OverSlot(_SlottedBase):
+            """A field named as a base's slot."""
+
+            slot: int
+            other: bytes = b""
+
+        return OverSlot
+
+    options: list[dict[str, bool]] = [{}, {"frozen": True}, {"slots": True}, {"frozen": True, "slots": True}]
+    return [
+        *((option, fields) for option in [*options, {"frozen": True, "slots": True, "kw_only": True}]),
+        ({"frozen": True}, inherits),
+        ({"frozen": True, "slots": True}, inherits),
+        *((option, own_methods) for option in options),
+        ({}, slotted_base),
+        ({"slots": True}, slotted_base),
+    ]
+
+
+def _code(method: Any) -> Any:
+    function = getattr(method, "__wrapped__", method)  # (dataclass's __repr__ is wrapped against recursion)
+    return function.__code__, function.__defaults__, function.__kwdefaults__, function.__globals__ is globals()
+
+
+@pytest.mark.parametrize(("options", "make"), _samples())
+def test_a_record_s_methods_are_made_as_dataclass_makes_them(options: dict[str, bool], make: Callable[[], type]) -> None:
+    made = record(**options)(make())
+    reference = dataclasses.dataclass(**options)(make())
+    names = [name for name in ("__init__", "__repr__", "__eq__", "__hash__") if callable(reference.__dict__.get(name))]
+    for name in names:
+        own = make().__dict__.get(name)
+        if own is not None:  # the class's own: kept
+            assert made.__dict__[name].__code__ is own.__code__
+            continue
+        method = records._generated(made, name, options.get("frozen", False), options.get("slots", False))
+        assert _code(method) == _code(reference.__dict__[name]), name
+        assert method.__qualname__ == reference.__dict__[name].__qualname__
+
+
+def test_a_slotted_record_sets_a_field_its_init_does_not_take() -> None:
+    @record(slots=True)
+    class Counter:
+        """A slotted record whose __init__ sets a field to its default (it has no class attribute)."""
+
+        name: str
+        count: int = field(default=0, init=False)
+
+    assert Counter("c").count == 0
+
+
+def test_a_record_takes_the_initvar_of_a_dataclass_base() -> None:
+    seen: list[int] = []
+
+    @record(frozen=True)
+    class Derived(_FrozenBase):
+        """The base's InitVar is an argument of __init__, given to __post_init__."""
+
+        extra: str = "x"
+
+        def __post_init__(self, start: int) -> None:
+            seen.append(start)
+
+    assert Derived.__match_args__ == ("base", "start", "extra")
+    assert Derived(1, 2, "y") == Derived(1, 3, "y") and seen == [2, 3]
+    assert repr(Derived(1)) == "test_a_record_takes_the_initvar_of_a_dataclass_base.<locals>.Derived(base=1, extra='x')"
