@@ -43,8 +43,13 @@ def _send(broker: minibroker.ThreadedBroker, count: int, *, wait: bool = True) -
             names += reader.feed(sock.recv(65536)).names()
         for n in range(count):
             sock.sendall(producer.transfer(0, None, None, Message(body=n).encode()))
+        if not wait:  # half-close and drain, as _send_only does (a reset may lose unread transfers)
+            sock.shutdown(socket.SHUT_WR)
+            while sock.recv(65536):
+                pass
+            return
         for _ in range(3000):
-            if not wait or broker.queue("work").depth == count:
+            if broker.queue("work").depth == count:
                 return
             time.sleep(0.01)
         raise AssertionError(f"the queue holds {broker.queue('work').depth} of the {count} messages sent")
@@ -103,3 +108,8 @@ def _send_only(port: int, count: int) -> None:
             names += reader.feed(sock.recv(65536)).names()
         for n in range(count):
             sock.sendall(producer.transfer(0, None, None, Message(body=n).encode()))
+        # Half-close and read to the end: closing with the broker's answers unread would reset the
+        # connection, and a reset may discard transfers the broker has not read yet.
+        sock.shutdown(socket.SHUT_WR)
+        while sock.recv(65536):
+            pass
