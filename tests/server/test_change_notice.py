@@ -32,27 +32,33 @@ class _CountingCondition(threading.Condition):
         return super().__enter__()
 
 
-def _send(broker: minibroker.ThreadedBroker, count: int, *, wait: bool = True) -> None:
-    """``count`` messages to queue ``work``, each in its own write (its own server pass); with
-    ``wait``, until the queue holds them (snapshots only, which take no lock either)."""
+def _send_only(port: int, count: int) -> None:
     producer, reader = Peer("producer"), FrameReader()
-    with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(producer.start() + producer.attach_sender("p", "work", 0))
         names: list[str] = []
         while "Flow" not in names:
             names += reader.feed(sock.recv(65536)).names()
         for n in range(count):
             sock.sendall(producer.transfer(0, None, None, Message(body=n).encode()))
-        if not wait:  # half-close and drain, as _send_only does (a reset may lose unread transfers)
-            sock.shutdown(socket.SHUT_WR)
-            while sock.recv(65536):
-                pass
+        # Half-close and read to the end: closing with the broker's answers unread would reset the
+        # connection, and a reset may discard transfers the broker has not read yet.
+        sock.shutdown(socket.SHUT_WR)
+        while sock.recv(65536):
+            pass
+
+
+def _send(broker: minibroker.ThreadedBroker, count: int, *, wait: bool = True) -> None:
+    """``count`` messages to queue ``work``, each in its own write (its own server pass); with
+    ``wait``, until the queue holds them (snapshots only, which take no lock either)."""
+    _send_only(broker.port, count)
+    if not wait:
+        return
+    for _ in range(3000):
+        if broker.queue("work").depth == count:
             return
-        for _ in range(3000):
-            if broker.queue("work").depth == count:
-                return
-            time.sleep(0.01)
-        raise AssertionError(f"the queue holds {broker.queue('work').depth} of the {count} messages sent")
+        time.sleep(0.01)
+    raise AssertionError(f"the queue holds {broker.queue('work').depth} of the {count} messages sent")
 
 
 def test_server_passes_take_no_lock_while_nobody_waits() -> None:
@@ -98,18 +104,3 @@ async def test_trio_broker_passes_make_no_event_while_nobody_waits() -> None:
                 nursery.start_soon(trio.to_thread.run_sync, _send_only, broker.port, 1)
                 assert await broker.wait_for(lambda b: b.queue("work").depth == 6, 600)
 
-
-def _send_only(port: int, count: int) -> None:
-    producer, reader = Peer("producer"), FrameReader()
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-        sock.sendall(producer.start() + producer.attach_sender("p", "work", 0))
-        names: list[str] = []
-        while "Flow" not in names:
-            names += reader.feed(sock.recv(65536)).names()
-        for n in range(count):
-            sock.sendall(producer.transfer(0, None, None, Message(body=n).encode()))
-        # Half-close and read to the end: closing with the broker's answers unread would reset the
-        # connection, and a reset may discard transfers the broker has not read yet.
-        sock.shutdown(socket.SHUT_WR)
-        while sock.recv(65536):
-            pass
