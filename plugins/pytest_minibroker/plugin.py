@@ -71,7 +71,8 @@ def _leave_unrewritten(packages: tuple[str, ...] = NOT_TEST_CODE) -> None:
 
     pytest rewrites every package of a distribution that registers a ``pytest11`` entry point,
     marked before the entry points load (an installed wheel's ``RECORD`` names ``minibroker``,
-    ``pyspark_minibroker`` and ``pytest_minibroker``; an editable install names none).  The broker's
+    ``pyspark_minibroker`` and ``pytest_minibroker``; an editable install's are marked too, but
+    load through the install's own finder, where pytest's hook does not look).  The broker's
     asserts are its own invariants, not a test's, and a rewritten module is loaded through pytest's
     import hook, whose cached bytecode is read with ``marshal.load`` from the file object: about
     280 M instructions more for the modules a broker's start imports, 1.4 M a test in a 200-test run
