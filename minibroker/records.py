@@ -20,6 +20,7 @@ each make an equal method; the last one stays.
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar, dataclass_transform, overload
@@ -91,11 +92,39 @@ _FROZEN_METHODS: Any = getattr(dataclasses, "_frozen_get_del_attr", None)
 _FIELD, _CLASSVAR = getattr(dataclasses, "_FIELD", None), getattr(dataclasses, "_FIELD_CLASSVAR", None)
 
 
+#: A string annotation that may name one of ``dataclass``'s pseudo-field markers (``ClassVar``,
+#: ``InitVar``, ``KW_ONLY``): only these are left for ``dataclass`` to parse.
+_MARKER = re.compile(r"ClassVar|InitVar|KW_ONLY")
+
+
 def _dataclass(cls: type[T], *, frozen: bool, **options: bool) -> type[T]:
     """``dataclass(cls, frozen=frozen, **options)``, a frozen class's ``__setattr__`` and
+    ``__delattr__`` stand-ins, and its string annotations read once instead of three times.
+
+    Under ``from __future__ import annotations`` every annotation is a string, which ``dataclass``
+    parses for each field three times (is it ``ClassVar``, ``InitVar``, ``KW_ONLY``?: a regular
+    expression and a module lookup each), about a fifth of declaring a record.  Annotations that
+    cannot name a marker are shown to it as ``object`` for the call; each field's ``type`` and the
+    class's ``__annotations__`` are the strings again afterwards.
+    """
+    annotations: dict[str, Any] = cls.__dict__.get("__annotations__", {})
+    if annotations:
+        cls.__annotations__ = {
+            name: object if isinstance(kind, str) and _MARKER.search(kind) is None else kind
+            for name, kind in annotations.items()
+        }
+    made = _frozen_dataclass(cls, **options) if frozen else dataclasses.dataclass(cls, **options)
+    if annotations:
+        made.__annotations__ = annotations  # (with slots, ``made`` is a new class with the masked copy)
+        for item in made.__dataclass_fields__.values():  # type: ignore[attr-defined]
+            if item.name in annotations:  # (a base's fields keep the base's own, already restored)
+                item.type = annotations[item.name]
+    return made
+
+
+def _frozen_dataclass(cls: type[T], **options: bool) -> type[T]:
+    """``dataclass(cls, frozen=True, **options)`` with the frozen class's ``__setattr__`` and
     ``__delattr__`` stand-ins."""
-    if not frozen:
-        return dataclasses.dataclass(cls, frozen=frozen, **options)
     # Swapped only for this call.  A plain dataclass declared meanwhile by another thread gets the
     # stand-ins too, which make for it exactly what dataclass would have made.
     dataclasses._frozen_get_del_attr = _frozen_stand_ins  # type: ignore[attr-defined]

@@ -231,6 +231,21 @@ def _samples() -> list[tuple[dict[str, bool], Callable[[], type]]]:
 
         return Own
 
+    def markers() -> type:
+        class Marked:
+            """Its own ClassVar, InitVar and KW_ONLY (string annotations, as in every module here)."""
+
+            a: int
+            count: ClassVar[int] = 0
+            seed: InitVar[int] = 0
+            _: dataclasses.KW_ONLY
+            b: str = "b"
+
+            def __post_init__(self, seed: int) -> None:
+                pass
+
+        return Marked
+
     def slotted_base() -> type:
         class OverSlot(_SlottedBase):
             """A field named as a base's slot."""
@@ -246,6 +261,7 @@ def _samples() -> list[tuple[dict[str, bool], Callable[[], type]]]:
         ({"frozen": True}, inherits),
         ({"frozen": True, "slots": True}, inherits),
         *((option, own_methods) for option in options),
+        *((option, markers) for option in options),
         ({}, slotted_base),
         ({"slots": True}, slotted_base),
     ]
@@ -269,6 +285,22 @@ def test_a_record_s_methods_are_made_as_dataclass_makes_them(options: dict[str, 
         method = records._generated(made, name, options.get("frozen", False), options.get("slots", False))
         assert _code(method) == _code(reference.__dict__[name]), name
         assert method.__qualname__ == reference.__dict__[name].__qualname__
+
+
+@pytest.mark.parametrize(("options", "make"), _samples())
+def test_a_record_s_fields_and_annotations_are_the_dataclass_s(options: dict[str, bool], make: Callable[[], type]) -> None:
+    """``record`` shows ``dataclass`` plain annotations as ``object`` while it declares: what is
+    left afterwards is what ``dataclass`` itself leaves (field types, kinds, annotations)."""
+    made = record(**options)(make())
+    reference = dataclasses.dataclass(**options)(make())
+
+    def described(cls: Any) -> list[tuple[str, Any, Any, bool]]:
+        fields = cls.__dataclass_fields__.values()
+        return [(f.name, f.type, f._field_type, f.kw_only) for f in fields]  # (pseudo-fields included)
+
+    assert described(made) == described(reference)
+    assert made.__annotations__ == reference.__annotations__
+    assert made.__match_args__ == reference.__match_args__
 
 
 def test_a_slotted_record_sets_a_field_its_init_does_not_take() -> None:
