@@ -7,8 +7,9 @@ the whole process, broker thread included); the medians go to OUT.json.
 The first test with the fixture (it starts the broker) is left out of its median.
 
 ``python bench/fixture_bench.py runs N`` instead runs whole pytest processes of N trivial
-tests with the fixture and N without, alternating, and reports the CPU time per test they
-differ by (the broker's start and the imports included).  ``python bench/fixture_bench.py
+tests with the fixture and N without, alternating for 15 rounds (one run's CPU time moves by
+about 10 ms from the next), and reports the CPU time per test their medians differ by (the
+broker's start and the imports included).  ``python bench/fixture_bench.py
 imports`` reports what importing costs: ``import minibroker``, what the fixture imports
 (``from minibroker import ThreadedBroker``), trio alone and the plugin, each in a fresh
 interpreter (CPU time less an empty interpreter's, alternating, medians).
@@ -176,7 +177,7 @@ def _run_cpu_s(root: Path, tests: int, kind: str, timeout: float) -> float:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def measure_runs(tests: int, rounds: int = 3, timeout: float = 120.0, *, wheel: bool = False) -> dict[str, Any]:
+def measure_runs(tests: int, rounds: int = 15, timeout: float = 120.0, *, wheel: bool = False) -> dict[str, Any]:
     """Whole pytest runs of ``tests`` trivial tests with the fixture and without, alternating.
 
     The difference in CPU time per test (medians over ``rounds``) is what a suite pays for

@@ -58,7 +58,9 @@ class Settings:
     rounds: int = 3
     fixture_tests: int = 300
     fixture_run_tests: int = 200
-    fixture_run_rounds: int = 3
+    #: Rounds of the fixture's whole runs: one run's CPU time varies by about 10 ms from the next
+    #: (0.05 ms a test at 200), so three rounds read anything from 0.2 to 0.5 ms (docs/performance.md).
+    fixture_run_rounds: int = 15
     cclient_messages: int = 40_000
     cclient_limit_s: float = 60.0
     amqp091_messages: int = 20_000
@@ -71,6 +73,11 @@ class Settings:
     scale_messages: int = 10_000
     scale_copies: int = 200_000
     scale_min_messages: int = 200
+    #: Workloads per size of a scale curve (the median is its figure).  The sizes only grow, so
+    #: their rounds cannot be interleaved: a burst of other work on the two cores lasting one
+    #: size's rounds moved a median of three to 1.6-1.7x (docs/performance.md); of five it must
+    #: last three of them.
+    scale_rounds: int = 5
     #: Memory per item by tracemalloc in the broker (``--trace-memory``) rather than by RSS.
     scale_trace: bool = False
 
@@ -84,7 +91,7 @@ class Settings:
                 fixture_tests=60, fixture_run_rounds=1, stream_messages=10_000, browse_small=2_000, browse_large=20_000, spark_stream_sizes=(2_000,),
                 cclient_messages=2_000, cclient_limit_s=10.0, amqp091_messages=1_000, amqp091_round_trips=100,
                 amqp091_startup_reps=5, amqp091_process_reps=2, amqp091_fixture_tests=20,
-                scale_messages=500, scale_copies=10_000, scale_min_messages=100,
+                scale_messages=500, scale_copies=10_000, scale_min_messages=100, scale_rounds=1,
             )  # fmt: skip
         return cls(mode="full", startup_reps=200, messages=20_000, round_trips=2_000)
 

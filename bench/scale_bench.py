@@ -6,7 +6,7 @@ bindings of a RabbitMQ topic exchange, open transactions) and at each size runs 
 workload: the client worker's concurrent send+receive (``bench/client.py``, python-qpid-proton, one
 sender and one receiver) of ``scale_messages`` messages.  Broker CPU per message is the broker
 process's CPU time over the workload (``/proc``, as everywhere in the bench) divided by the
-messages; each size runs ``rounds`` workloads and the figure is their median.  The counts a
+messages; each size runs ``scale_rounds`` workloads and the figure is their median.  The counts a
 message does not touch should not change it: the target is the largest size within 1.2x of the
 smallest (a topic's fan-out: CPU per message per subscription, the largest against 100, since
 one subscription carries the whole message path).  Memory per connection, queue, consumer,
@@ -205,7 +205,7 @@ def run_curve(report: Report, s: Settings, worker: Child, curve: Curve) -> None:
             rss[size] = _rss(broker) - before
             have = size
             runs = []
-            for _ in range(s.rounds):
+            for _ in range(s.scale_rounds):
                 n = s.scale_messages
                 if curve.per_subscription:  # every subscription keeps a copy: bound the copies held
                     n = max(s.scale_min_messages, min(n, s.scale_copies // max(size, 1)))
@@ -270,5 +270,5 @@ def bench_scale(report: Report, s: Settings, worker: Child, only: Callable[[str]
     for curve in curves(s):
         if only(curve.name):
             progress(f"scale: {curve.label} at {', '.join(f'{n:,}' for n in curve.sizes)}; "
-                     f"{s.scale_messages} messages concurrent, {s.rounds} round(s) per size")  # fmt: skip
+                     f"{s.scale_messages} messages concurrent, {s.scale_rounds} round(s) per size")  # fmt: skip
             run_curve(report, s, worker, curve)
